@@ -1,0 +1,125 @@
+"""Contracts of the norm family: Qwen3.6's RMSNorms at decode and verification shapes
+(M = 1..16 tokens). BF16 in and out, fp32 math, eps passed by the caller (1e-6 in Qwen3.6)."""
+
+from .spec import Contract, Scalar, Tensor
+
+TOKENS = tuple(range(1, 17))  # decode batch or speculative-verification tokens
+
+# Tolerances, against float64 (lifecycle.metrics.rel_err: max |out - ref| / max |ref|): one
+# BF16 rounding of the output is at most 2^-9 relative; rsqrt.approx adds ~2^-22.
+# The fused add also rounds the residual to BF16 before the norm reads it (as the model
+# does), which can move the output by one more BF16 step: twice the budget.
+BF16_OUT = 4e-3
+BF16_TWICE = 8e-3
+
+RMSNORM_H2048 = Contract(
+    name="rmsnorm_h2048",
+    family="norm",
+    summary="zero-centred RMSNorm over 2048: y = x * rsqrt(mean(x^2) + eps) * (1 + w)",
+    params=(
+        Tensor("x", "bf16", ("M", 2048), "in"),
+        Tensor("w", "bf16", (2048,), "in"),
+        Tensor("y", "bf16", ("M", 2048), "out"),
+        Scalar("eps", "f32"),
+    ),
+    dims={"M": TOKENS},
+    grid=("M", "1", "1"),
+    threads=256,
+    reduction_order="per row: each thread sums the squares of its 8 channels in order; "
+    "shfl.bfly 16,8,4,2,1; the 8 warp sums added in warp order",
+    tolerance=BF16_OUT,
+    deterministic=True,
+    bytes_read="M * 4096 + 4096",
+    bytes_written="M * 4096",
+    max_registers=40,
+    max_static_smem=32,
+    op="rmsnorm",
+    reference="netra.reference.norm.rmsnorm (float64); transformers Qwen3_5MoeRMSNorm in float64",
+    peers=("torch_eager", "torch_compile", "transformers"),
+)
+
+ADD_RMSNORM_H2048 = Contract(
+    name="add_rmsnorm_h2048",
+    family="norm",
+    summary="residual add then zero-centred RMSNorm over 2048: h = bf16(h + x); y = norm(h)",
+    params=(
+        Tensor("x", "bf16", ("M", 2048), "in"),
+        Tensor("residual", "bf16", ("M", 2048), "inout", doc="h: updated in place"),
+        Tensor("w", "bf16", (2048,), "in"),
+        Tensor("y", "bf16", ("M", 2048), "out"),
+        Scalar("eps", "f32"),
+    ),
+    dims={"M": TOKENS},
+    grid=("M", "1", "1"),
+    threads=256,
+    reduction_order="as rmsnorm_h2048, over the BF16-rounded residual",
+    tolerance=BF16_TWICE,
+    deterministic=True,
+    bytes_read="2 * M * 4096 + 4096",
+    bytes_written="2 * M * 4096",
+    max_registers=40,
+    max_static_smem=32,
+    op="add_rmsnorm",
+    reference="netra.reference.norm.add_rmsnorm (float64); transformers residual add + Qwen3_5MoeRMSNorm in float64",
+    peers=("torch_eager", "torch_compile", "transformers"),
+)
+
+QK_RMSNORM_D256 = Contract(
+    name="qk_rmsnorm_d256",
+    family="norm",
+    summary="attention q_norm and k_norm: zero-centred RMSNorm over head_dim 256, 16 query + 2 key heads, one launch",
+    params=(
+        Tensor("q", "bf16", ("M", 16, 256), "in", strides=("q_row_stride", "q_head_stride", 1),
+               doc="a view of q_proj's output: head h at h * 512 beside its gate"),
+        Tensor("k", "bf16", ("M", 2, 256), "in", strides=("k_row_stride", "k_head_stride", 1)),
+        Tensor("q_weight", "bf16", (256,), "in"),
+        Tensor("k_weight", "bf16", (256,), "in"),
+        Tensor("out_q", "bf16", ("M", 16, 256), "out"),
+        Tensor("out_k", "bf16", ("M", 2, 256), "out"),
+        Scalar("q_row_stride", "u32", value="q_row_stride"),
+        Scalar("q_head_stride", "u32", value="q_head_stride"),
+        Scalar("k_row_stride", "u32", value="k_row_stride"),
+        Scalar("k_head_stride", "u32", value="k_head_stride"),
+        Scalar("eps", "f32"),
+    ),
+    dims={"M": TOKENS},
+    stride_multiple={"q_row_stride": 8, "q_head_stride": 8, "k_row_stride": 8, "k_head_stride": 8},
+    grid=("M", "1", "1"),
+    threads=576,
+    reduction_order="per head: each lane sums the squares of its 8 channels in order; shfl.bfly 16,8,4,2,1",
+    tolerance=BF16_OUT,
+    deterministic=True,
+    bytes_read="M * 18 * 512 + 1024",
+    bytes_written="M * 18 * 512",
+    max_registers=40,
+    op="qk_rmsnorm",
+    reference="netra.reference.norm.rmsnorm per head (float64); transformers Qwen3_5MoeRMSNorm(256) in float64",
+    peers=("torch_eager", "torch_compile", "transformers"),
+)
+
+GATED_RMSNORM_D128 = Contract(
+    name="gated_rmsnorm_d128",
+    family="norm",
+    summary="GDN output norm: y = w * rmsnorm(o) * silu(z) per value head of 128, 32 heads",
+    params=(
+        Tensor("o", "bf16", ("M", 4096), "in", doc="32 value heads of 128, head-major"),
+        Tensor("z", "bf16", ("M", 4096), "in"),
+        Tensor("w", "bf16", (128,), "in"),
+        Tensor("y", "bf16", ("M", 4096), "out"),
+        Scalar("eps", "f32"),
+    ),
+    dims={"M": TOKENS},
+    grid=("M", "1", "1"),
+    threads=512,
+    reduction_order="per head: each lane sums the squares of its 8 channels in order; shfl.bfly 8,4,2,1 in the half-warp",
+    tolerance=BF16_OUT,
+    deterministic=True,
+    bytes_read="2 * M * 8192 + 256",
+    bytes_written="M * 8192",
+    max_registers=40,
+    op="gated_rmsnorm",
+    reference="netra.reference.norm.gated_rmsnorm (float64); transformers Qwen3_5MoeRMSNormGated in float64",
+    peers=("torch_eager", "torch_compile", "transformers"),
+)
+
+CONTRACTS = (RMSNORM_H2048, ADD_RMSNORM_H2048, QK_RMSNORM_D256, GATED_RMSNORM_D128)

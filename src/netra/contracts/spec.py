@@ -1,0 +1,134 @@
+"""The contract vocabulary: one declaration per kernel, read by build, runtime, guards,
+tests, checks, benchmarks and records. Shapes are written here once."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Sequence, Union
+
+Dim = Union[int, str]  # a literal extent, or the name of a dimension bound at the call
+
+DTYPES = {  # contract dtype -> (torch dtype name, bytes per element)
+    "bf16": ("bfloat16", 2),
+    "f32": ("float32", 4),
+    "f16": ("float16", 2),
+    "fp8e4m3": ("float8_e4m3fn", 1),
+    "u8": ("uint8", 1),
+    "i32": ("int32", 4),
+}
+PTX_SCALARS = {"u32": 4, "s32": 4, "f32": 4, "u64": 8}
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """A tensor parameter, passed to the kernel as a .u64 global address.
+
+    ``strides=None`` means contiguous. Otherwise one entry per dimension: an int, or the
+    name of a stride dimension that is bound from the tensor and passed as a scalar."""
+
+    name: str
+    dtype: str
+    shape: tuple[Dim, ...]
+    role: str  # "in", "out" or "inout"
+    strides: tuple[Dim, ...] | None = None
+    align: int = 16
+    doc: str = ""
+    ptx: str = "u64"
+
+    def __post_init__(self):
+        assert self.dtype in DTYPES, self.dtype
+        assert self.role in ("in", "out", "inout"), self.role
+        assert self.strides is None or len(self.strides) == len(self.shape)
+
+
+@dataclass(frozen=True)
+class Scalar:
+    """A by-value parameter. ``value`` is an expression over the bound dimensions (for
+    example ``"N // 4"``), or None when the caller passes it (``eps``)."""
+
+    name: str
+    ptx: str
+    value: str | None = None
+    doc: str = ""
+
+    def __post_init__(self):
+        assert self.ptx in PTX_SCALARS, self.ptx
+
+
+Param = Union[Tensor, Scalar]
+
+
+@dataclass(frozen=True)
+class Contract:
+    name: str  # == .ptx file stem == .entry name == registry key
+    family: str
+    summary: str
+    params: tuple[Param, ...]
+    dims: dict[str, Sequence[int]]  # every accepted value of each shape dimension (tuple or range)
+    grid: tuple[str, str, str]  # expressions over the dimensions
+    threads: int | None  # threads per block; None: the launcher chooses (<= max_threads)
+    reduction_order: str
+    tolerance: float  # max relative error vs the float64 reference (see lifecycle.metrics)
+    deterministic: bool
+    bytes_read: str  # expression: the fewest bytes the kernel must read
+    bytes_written: str
+    arch: str = "sm_90a"
+    stride_multiple: dict[str, int] = field(default_factory=dict)  # stride dims: multiple of
+    max_threads: int = 1024
+    max_registers: int = 64
+    max_static_smem: int = 0
+    dynamic_smem: int = 0
+    quantization: str = "none"
+    op: str | None = None  # the public op that dispatches to this kernel
+    reference: str = ""
+    peers: tuple[str, ...] = ()
+    bench: bool = True  # measured by `netra bench` (floors and smoke kernels are not)
+    cases_override: tuple[dict, ...] | None = None  # check/bench cases when dims are too many
+
+    def __post_init__(self):
+        names = [p.name for p in self.params]
+        assert len(set(names)) == len(names), f"{self.name}: duplicate parameter names"
+        assert self.dynamic_smem <= 227 * 1024
+
+    @property
+    def tensors(self) -> tuple[Tensor, ...]:
+        return tuple(p for p in self.params if isinstance(p, Tensor))
+
+    @property
+    def caller_scalars(self) -> tuple[Scalar, ...]:
+        return tuple(p for p in self.params if isinstance(p, Scalar) and p.value is None)
+
+    def cases(self) -> list[dict[str, int]]:
+        """Every shape the contract accepts, or the listed subset where that is too many."""
+        if self.cases_override is not None:
+            return [dict(c) for c in self.cases_override]
+        keys = [k for k in self.dims]
+        return [dict(zip(keys, vals)) for vals in itertools.product(*(self.dims[k] for k in keys))]
+
+    def eval(self, expr: str, dims: dict[str, int]) -> int:
+        return int(eval(expr, {"__builtins__": {}}, dict(dims)))  # contract expressions only
+
+    def grid_for(self, dims: dict[str, int]) -> tuple[int, int, int]:
+        return tuple(self.eval(e, dims) for e in self.grid)  # type: ignore[return-value]
+
+    def nbytes(self, dims: dict[str, int]) -> tuple[int, int]:
+        return self.eval(self.bytes_read, dims), self.eval(self.bytes_written, dims)
+
+    def shape_of(self, tensor: Tensor, dims: dict[str, int]) -> tuple[int, ...]:
+        return tuple(d if isinstance(d, int) else dims[d] for d in tensor.shape)
+
+    def describe(self, tensor: Tensor) -> str:
+        shape = ", ".join(str(d) for d in tensor.shape)
+        layout = "contiguous" if tensor.strides is None else "strides (" + ", ".join(map(str, tensor.strides)) + ")"
+        return f"{tensor.name}: {tensor.dtype} [{shape}] {layout}, {tensor.align}-byte aligned"
+
+    def describe_dims(self) -> str:
+        parts = []
+        for k, v in self.dims.items():
+            v = sorted(v)
+            contiguous_run = v == list(range(v[0], v[-1] + 1))
+            parts.append(f"{k} in {v[0]}..{v[-1]}" if contiguous_run and len(v) > 2 else f"{k} in {v}")
+        for k, m in self.stride_multiple.items():
+            parts.append(f"{k} a multiple of {m}")
+        return ", ".join(parts)
