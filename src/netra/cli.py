@@ -1,0 +1,162 @@
+"""The `netra` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from rich.console import Console
+
+console = Console(highlight=False, soft_wrap=True)
+
+
+def log(msg: str) -> None:
+    console.print(msg, markup=False)
+
+
+def _gpu() -> str | None:
+    """None when an sm_90 GPU is usable, else why not."""
+    try:
+        import torch
+    except ImportError:
+        return "torch is not installed"
+    if not torch.cuda.is_available():
+        return "no CUDA device is visible"
+    cap = torch.cuda.get_device_capability()
+    if cap != (9, 0):
+        return f"the GPU is sm_{cap[0]}{cap[1]}, not sm_90 (Hopper)"
+    return None
+
+
+def cmd_build(a) -> int:
+    from .runtime import build
+
+    log(f"assembling for sm_90a with ptxas {build.toolchain.PTXAS_VERSION} ({' '.join(build.toolchain.PTXAS_FLAGS)})")
+    m = build.build(a.names or None, force=a.force, log=log)
+    log(f"manifest: {build.manifest_path()} ({len(m['kernels'])} kernels)")
+    return 0
+
+
+def cmd_disasm(a) -> int:
+    from .runtime import build
+
+    sys.stdout.write(build.disasm(a.name))
+    return 0
+
+
+def cmd_contracts(a) -> int:
+    from . import contracts
+
+    for c in contracts.select(a.names or None):
+        log(f"{c.name} [{c.family}] {c.summary}")
+        log(f"  threads {c.threads}, grid {c.grid}, {c.describe_dims() or 'no shape dims'}, tolerance {c.tolerance}, "
+            f"deterministic {c.deterministic}")
+        for p in c.params:
+            log(f"  .param .{p.ptx} {p.name}" + (f"  {c.describe(p)}" if hasattr(p, "role") else f"  = {p.value or 'caller'}"))
+    return 0
+
+
+def _need_gpu(what: str) -> int | None:
+    why = _gpu()
+    if why:
+        log(f"{what} needs an NVIDIA H200 (sm_90a): {why}.")
+        return 2
+    return None
+
+
+def cmd_check(a) -> int:
+    if (rc := _need_gpu("netra check")) is not None:
+        return rc
+    from .lifecycle import check
+
+    return 0 if check.run(a.names or None, log=log) else 1
+
+
+def cmd_sanitize(a) -> int:
+    if (rc := _need_gpu("netra sanitize")) is not None:
+        return rc
+    from .lifecycle import sanitize
+
+    res = sanitize.run(a.names or None, log=log, log_path=a.log)
+    bad = [n for n, r in res.items() if r.get("memcheck") != "clean" or r.get("racecheck") != "clean" or not r.get("planted_oob_detected")]
+    return 1 if bad or not res else 0
+
+
+def cmd_bench(a) -> int:
+    if (rc := _need_gpu("netra bench")) is not None:
+        return rc
+    from .lifecycle import bench
+
+    return 0 if bench.run(a.names or None, peers=not a.no_peers, log=log, quick=a.quick) else 1
+
+
+def cmd_report(a) -> int:
+    from .lifecycle import report
+
+    report.run(log=log)
+    return 0
+
+
+def cmd_run(a) -> int:
+    """The main job: assemble everything; on an H200 also check, sanitize, bench and report."""
+    rc = cmd_build(argparse.Namespace(names=None, force=False))
+    why = _gpu()
+    if why:
+        log("")
+        log(f"Every kernel assembled for sm_90a. The rest of the main job needs an NVIDIA H200: {why}.")
+        log("On an H200 `netra run` goes on to: netra check (float64 and transformers references, determinism,")
+        log("graph replay), netra sanitize (compute-sanitizer memcheck and racecheck), netra bench (CUDA-graph")
+        log("replay against PyTorch eager, torch.compile, transformers and the two floors) and netra report.")
+        return rc
+    from .lifecycle import bench, check, report, sanitize
+
+    log("== check"); ok = check.run(None, log=log)
+    log("== sanitize"); sanitize.run(None, log=log)
+    log("== bench"); ok &= bench.run(None, log=log)
+    log("== report"); report.run(log=log)
+    return 0 if ok else 1
+
+
+def cmd_stats(a) -> int:
+    from . import ops
+
+    print(json.dumps(ops.stats(), indent=1))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="netra", description="Hand-written PTX kernels for Qwen3.6 on the H200 (sm_90a)")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("build", help="assemble kernels with ptxas 13.0.88 and write the manifest (no GPU needed)")
+    s.add_argument("names", nargs="*")
+    s.add_argument("--force", action="store_true")
+    s.set_defaults(fn=cmd_build)
+    s = sub.add_parser("disasm", help="print a kernel's SASS")
+    s.add_argument("name")
+    s.set_defaults(fn=cmd_disasm)
+    s = sub.add_parser("contracts", help="print kernel contracts")
+    s.add_argument("names", nargs="*")
+    s.set_defaults(fn=cmd_contracts)
+    for name, fn, helptext in (("check", cmd_check, "correctness, determinism and graph gates (H200)"),
+                               ("sanitize", cmd_sanitize, "compute-sanitizer memcheck and racecheck (H200)")):
+        s = sub.add_parser(name, help=helptext)
+        s.add_argument("names", nargs="*", help="kernel or family names (default: all)")
+        s.set_defaults(fn=fn)
+        if name == "sanitize":
+            s.add_argument("--log", default=None, help="append the sanitizer output to this file")
+    s = sub.add_parser("bench", help="CUDA-graph replay timing against peers and floors (H200)")
+    s.add_argument("names", nargs="*")
+    s.add_argument("--no-peers", action="store_true")
+    s.add_argument("--quick", action="store_true", help="smallest and largest shape only")
+    s.set_defaults(fn=cmd_bench)
+    s = sub.add_parser("report", help="render results/sm_90a/README.md and roofline.png")
+    s.set_defaults(fn=cmd_report)
+    s = sub.add_parser("run", help="the main job: build, then check, sanitize, bench and report on an H200")
+    s.set_defaults(fn=cmd_run)
+    a = p.parse_args(argv)
+    return a.fn(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

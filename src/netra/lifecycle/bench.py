@@ -1,0 +1,206 @@
+"""`netra bench`: time each kernel at every contract shape by CUDA-graph replay, next to its
+peers and two floors measured the same way in the same run.
+
+Method: one CUDA graph holds C launches, launch i working on copy i of every input and
+output; C is chosen so the copies exceed 4x the 60 MiB L2, so every launch reads cold
+memory, as each weight and activation is in real decode. The graph is replayed R times,
+each timed with CUDA events; the number is the median replay time / C.
+
+Floors, launched with the kernel's grid and block: `empty_kernel` (the launch floor) and
+`read_floor` (a PTX kernel that only reads the kernel's read bytes, cold)."""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+
+import torch
+
+from .. import contracts, ops
+from ..runtime import launch as rt_launch
+from ..runtime import loader
+from . import check, records, testbeds
+
+L2_BYTES = 60 * 1024 * 1024
+ROTATE_BYTES = 4 * L2_BYTES
+READ_ROOFLINE = 4.33e12  # bytes/s, measured HBM read bandwidth of the H200 (design/h200.md)
+REPLAYS = 7
+METHOD = ("CUDA-graph replay, CUDA events; each replay = C launches over C copies of inputs "
+          "and outputs (> 4x the 60 MiB L2, every launch cold); median of {R} replays / C")
+
+
+def replicate(tensors: dict) -> dict:
+    """Fresh copies of a set of tensors, preserving views: tensors that share a storage
+    (q and k viewing one fused projection output) share the copy."""
+    out, storages = {}, {}
+    for k, t in tensors.items():
+        st = t.untyped_storage()
+        key = st.data_ptr()
+        if key not in storages:
+            raw = torch.empty(0, dtype=torch.uint8, device=t.device).set_(st)
+            storages[key] = raw.clone().untyped_storage()
+        out[k] = torch.empty(0, dtype=t.dtype, device=t.device).set_(storages[key], t.storage_offset(), t.shape, t.stride())
+    return out
+
+
+def graph_time(launch_i, copies: int, replays: int = REPLAYS) -> tuple[float, list[float]]:
+    """Median microseconds per launch of launch_i(0..copies-1) captured in one graph."""
+    launch_i(0)  # warm (compiles, module loads) outside capture
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for i in range(copies):
+            launch_i(i)
+    g.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(replays):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        g.replay()
+        e1.record()
+        e1.synchronize()
+        times.append(e0.elapsed_time(e1) * 1e3 / copies)
+    del g
+    return statistics.median(times), times
+
+
+def bench_case(tb: testbeds.Testbed, dims: dict, go, floors, peers: bool = True, log=print) -> dict:
+    c = tb.contract
+    nread, nwrite = c.nbytes(dims)
+    copies = max(2, math.ceil(ROTATE_BYTES / (nread + nwrite)))
+    base = check.Bench(tb, dims, 5)
+    base.reset()
+    ins, outs = [], []
+    for _ in range(copies):
+        ins.append(replicate(base.inputs))
+        outs.append(tb.alloc_outputs(dims, "cuda"))
+    bufs = [{**a, **b} for a, b in zip(ins, outs)]
+    args = [tb.args(b) for b in bufs]
+
+    def netra(i):
+        reason = go(*args[i])
+        if reason is not None:
+            raise AssertionError(f"{c.name}: guard refused {dims}: {reason}")
+
+    t_netra, samples = graph_time(netra, copies)
+    grid, block = c.grid_for(dims), (c.threads, 1, 1)
+    empty, reader = floors
+    t_empty, _ = graph_time(lambda i: empty(grid, block), copies)
+    per_cta = -(-nread // grid[0] // 16) * 16
+    src = torch.randint(0, 256, (copies * per_cta * grid[0],), dtype=torch.uint8, device="cuda")
+    sink = torch.zeros(4, dtype=torch.uint8, device="cuda")
+    p0, stride = src.data_ptr(), per_cta * grid[0]
+    t_read, _ = graph_time(lambda i: reader(grid, block, p0 + i * stride, sink.data_ptr(), per_cta), copies)
+    peer_times = {"empty_kernel": t_empty, "read_floor": t_read}
+    if peers:
+        for pname, fn in tb.peers.items():
+            scal = tb.scalars
+            try:
+                peer_times[pname], _ = graph_time(lambda i: fn(ins[i], scal), copies)
+            except Exception as e:  # a peer that cannot run is recorded, not fatal
+                peer_times[pname] = None
+                log(f"    peer {pname} failed at {dims}: {type(e).__name__}: {str(e)[:200]}")
+    del ins, outs, bufs, args, src
+    torch.cuda.empty_cache()
+    real_peers = {k: v for k, v in peer_times.items() if k not in ("empty_kernel", "read_floor") and v}
+    case = {
+        "shape": dict(dims),
+        "method": METHOD.format(R=REPLAYS),
+        "median_us": t_netra,
+        "replay_samples_us": samples,
+        "bytes": nread + nwrite,
+        "bytes_read": nread,
+        "bytes_written": nwrite,
+        "roofline_fraction": (nread + nwrite) / READ_ROOFLINE / (t_netra * 1e-6),
+        "copies": copies,
+        "peers": peer_times,
+        "read_floor_ratio": t_netra / t_read,
+        "fastest_peer": min(real_peers, key=real_peers.get) if real_peers else None,
+        "speedup_vs_fastest_peer": (min(real_peers.values()) / t_netra) if real_peers else None,
+    }
+    log(f"  {c.name} {dims}: {t_netra:.2f} us ({case['read_floor_ratio']:.2f}x read floor {t_read:.2f}, "
+        f"empty {t_empty:.2f}); " + ", ".join(f"{k} {v:.2f}" for k, v in real_peers.items()))
+    return case
+
+
+def _public_call(name: str, b: dict):
+    e = testbeds.EPS
+    if name == "rmsnorm_h2048":
+        return lambda: ops.rmsnorm(b["x"], b["w"], e, out=b["y"])
+    if name == "add_rmsnorm_h2048":
+        return lambda: ops.add_rmsnorm(b["x"], b["residual"], b["w"], e, out=b["y"])
+    if name == "qk_rmsnorm_d256":
+        return lambda: ops.qk_rmsnorm(b["q"], b["k"], b["q_weight"], b["k_weight"], e, out_q=b["out_q"], out_k=b["out_k"])
+    if name == "gated_rmsnorm_d128":
+        return lambda: ops.gated_rmsnorm(b["o"], b["z"], b["w"], e, out=b["y"])
+    raise KeyError(name)
+
+
+def host_dispatch(name: str, calls: int = 4000, batches: int = 5) -> dict:
+    """Host time of one eager public-op call (guard + launch) against one small PyTorch op."""
+    tb = testbeds.get(name)
+    b = check.Bench(tb, tb.contract.cases()[0], 9)
+    b.reset()
+    call = _public_call(name, b.bufs)
+    t = torch.ones(1, device="cuda")
+    small = lambda: t.add_(1.0)  # noqa: E731
+
+    def per_call(fn):
+        for _ in range(300):
+            fn()
+        torch.cuda.synchronize()
+        res = []
+        for _ in range(batches):
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            res.append((time.perf_counter() - t0) / calls * 1e6)
+            torch.cuda.synchronize()
+        return statistics.median(res)
+
+    ops.reset_stats()
+    netra_us = per_call(call)
+    misses = sum(sum(v["misses"].values()) for v in ops.stats().values())
+    torch_us = per_call(small)
+    return {"netra_op_us": netra_us, "torch_small_op_us": torch_us, "misses_during_timing": misses,
+            "method": f"host wall time (time.perf_counter) per eager call, median of {batches} batches of {calls}, "
+                      "after 300 warm-up calls; small op = Tensor.add_ on 1 element"}
+
+
+def run(names: list[str] | None, peers: bool = True, log=print, quick: bool = False) -> bool:
+    env = records.environment()
+    ok = True
+    empty = rt_launch.raw_launcher(loader.load("empty_kernel", 0))
+    reader = rt_launch.raw_launcher(loader.load("read_floor", 0))
+    for c in contracts.select(names):
+        tb = testbeds.get(c.name)
+        if not c.bench or tb is None:
+            continue
+        kernel = loader.load(c.name, 0)
+        go = rt_launch.make_guard_and_launch(c, function_handle=kernel.handle, device=0)
+        shapes = c.cases()
+        if quick:  # the smallest and largest shape only; not a complete record
+            shapes = [shapes[0], shapes[-1]]
+        cases = [bench_case(tb, dims, go, (empty, reader), peers=peers, log=log) for dims in shapes]
+        records.update(c.name, "cases", cases, env)
+        hd = host_dispatch(c.name) if c.op else None
+        worst_floor = max(x["read_floor_ratio"] for x in cases)
+        slowest_vs_peer = min((x["speedup_vs_fastest_peer"] for x in cases if x["speedup_vs_fastest_peer"]), default=None)
+        bars = {
+            "max_read_floor_ratio": worst_floor,
+            "read_floor_bar": 1.3,
+            "read_floor_pass": worst_floor <= 1.3,
+            "min_speedup_vs_fastest_peer": slowest_vs_peer,
+            "faster_than_every_peer_at_every_shape": bool(slowest_vs_peer and slowest_vs_peer > 1.0),
+        }
+        if hd:
+            bars["host_dispatch_pass"] = hd["netra_op_us"] <= hd["torch_small_op_us"]
+            records.update(c.name, "host_dispatch", hd, env)
+            log(f"  {c.name}: host dispatch {hd['netra_op_us']:.2f} us vs torch small op {hd['torch_small_op_us']:.2f} us")
+        records.update(c.name, "bars", bars, env)
+        log(f"  {c.name}: worst read-floor ratio {worst_floor:.2f} (bar 1.3); slowest speedup vs fastest peer "
+            f"{slowest_vs_peer if slowest_vs_peer is None else round(slowest_vs_peer, 2)}")
+        ok &= bars["read_floor_pass"] and bars["faster_than_every_peer_at_every_shape"]
+    return ok

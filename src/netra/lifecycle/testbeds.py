@@ -1,0 +1,212 @@
+"""Per-kernel test beds: realistic inputs, the references, and the peers the bench times.
+
+Inputs are fresh random draws at the scale the model produces (never zeros): residual
+stream values with per-channel scales spread over an order of magnitude and a few outlier
+channels, norm weights near their trained range. Every tensor is made from a seeded
+generator so a failure can be replayed."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+from torch import Tensor
+
+from .. import contracts
+from ..contracts import Contract
+from ..reference import norm as ref
+from ..reference import transformers_modules as tfm
+
+EPS = 1e-6  # Qwen3.6 rms_norm_eps
+
+
+def _channels(gen: torch.Generator, n: int, device, outliers: int = 4, spread: float = 0.6) -> Tensor:
+    """Per-channel scales: log-normal, with a few outlier channels 20x larger."""
+    s = torch.exp(spread * torch.randn(n, generator=gen))
+    idx = torch.randperm(n, generator=gen)[:outliers]
+    s[idx] *= 20.0
+    return s.to(device)
+
+
+def _randn(gen, shape, device, scale=1.0) -> Tensor:
+    return (torch.randn(shape, generator=gen) * scale).to(device)
+
+
+@dataclass
+class Testbed:
+    contract: Contract
+    make: Callable  # (dims, gen, device) -> {input or inout name: tensor}
+    reference: Callable  # (inputs) -> {output name: float64 tensor}
+    transformers: Callable | None  # (inputs) -> {output name: tensor} from transformers modules
+    peers: dict[str, Callable] = field(default_factory=dict)  # name -> (inputs, scalars) -> outputs
+    scalars: dict = field(default_factory=lambda: {"eps": EPS})
+
+    def output_names(self) -> list[str]:
+        return [t.name for t in self.contract.tensors if t.role in ("out", "inout")]
+
+    def alloc_outputs(self, dims: dict, device) -> dict[str, Tensor]:
+        import torch
+
+        dt = {"bf16": torch.bfloat16, "f32": torch.float32, "u8": torch.uint8}
+        return {t.name: torch.empty(self.contract.shape_of(t, dims), dtype=dt[t.dtype], device=device)
+                for t in self.contract.tensors if t.role == "out"}
+
+    def args(self, bufs: dict) -> list:
+        """Positional arguments of the guard-and-launch function, in contract order."""
+        out = []
+        for p in self.contract.params:
+            if isinstance(p, contracts.Tensor):
+                out.append(bufs[p.name])
+            elif p.value is None:
+                out.append(self.scalars[p.name])
+        return out
+
+
+# --- norm ----------------------------------------------------------------------------------
+def _hidden(dims, gen, device) -> Tensor:
+    M = dims["M"]
+    return (torch.randn(M, 2048, generator=gen) * _channels(gen, 2048, "cpu")).to(torch.bfloat16).to(device)
+
+
+def _norm_weight(gen, n, device) -> Tensor:
+    return (0.1 * torch.randn(n, generator=gen)).to(torch.bfloat16).to(device)
+
+
+def _make_rmsnorm(dims, gen, device):
+    return {"x": _hidden(dims, gen, device), "w": _norm_weight(gen, 2048, device)}
+
+
+def _make_add_rmsnorm(dims, gen, device):
+    M = dims["M"]
+    x = (0.5 * torch.randn(M, 2048, generator=gen) * _channels(gen, 2048, "cpu", outliers=2)).to(torch.bfloat16).to(device)
+    return {"x": x, "residual": _hidden(dims, gen, device), "w": _norm_weight(gen, 2048, device)}
+
+
+def _make_qk(dims, gen, device):
+    """q and k as views of a fused q|gate, k, v projection output [M, 9216]: q head h at
+    h * 512 (its gate follows it), k at 8192 + 256 * h."""
+    M = dims["M"]
+    qkv = (torch.randn(M, 9216, generator=gen) * 2.0).to(torch.bfloat16).to(device)
+    q = qkv[:, :8192].view(M, 16, 512)[:, :, :256]
+    k = qkv[:, 8192:8704].view(M, 2, 256)
+    k.mul_(_channels(gen, 256, device, outliers=2).to(torch.bfloat16))
+    return {"q": q, "k": k, "q_weight": _norm_weight(gen, 256, device), "k_weight": _norm_weight(gen, 256, device), "_qkv": qkv}
+
+
+def _make_gated(dims, gen, device):
+    M = dims["M"]
+    o = (0.05 * torch.randn(M, 4096, generator=gen) * _channels(gen, 4096, "cpu", outliers=8)).to(torch.bfloat16).to(device)
+    z = (2.0 * torch.randn(M, 4096, generator=gen)).to(torch.bfloat16).to(device)
+    w = (1.0 + 0.2 * torch.randn(128, generator=gen)).to(torch.bfloat16).to(device)
+    return {"o": o, "z": z, "w": w}
+
+
+def _zc(x, w, eps):  # the model's zero-centred RMSNorm as plain PyTorch, BF16 out
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * (1.0 + w.float())).to(x.dtype)
+
+
+def _eager_rmsnorm(i, s):
+    return {"y": _zc(i["x"], i["w"], s["eps"])}
+
+
+def _eager_add_rmsnorm(i, s):
+    h = i["residual"] + i["x"]
+    return {"residual": h, "y": _zc(h, i["w"], s["eps"])}
+
+
+def _eager_qk(i, s):
+    return {"out_q": _zc(i["q"], i["q_weight"], s["eps"]), "out_k": _zc(i["k"], i["k_weight"], s["eps"])}
+
+
+def _eager_gated(i, s):
+    o, z, w = i["o"], i["z"], i["w"]
+    of = o.float().unflatten(-1, (-1, 128))
+    y = w * (of * torch.rsqrt(of.pow(2).mean(-1, keepdim=True) + s["eps"])).to(o.dtype)
+    y = y * torch.nn.functional.silu(z.float().unflatten(-1, (-1, 128)))
+    return {"y": y.to(o.dtype).flatten(-2)}
+
+
+@functools.cache
+def _compiled(fn):
+    return torch.compile(fn)
+
+
+def _compile_peer(fn):
+    def peer(i, s):
+        return _compiled(fn)(i, s)
+
+    return peer
+
+
+def _tf_rms_peer(kind):
+    """The transformers modules in the model's dtype (BF16), as a model runs them. One
+    module per role; each call points its weight at that copy's weight tensor."""
+    mods = {}
+
+    def mod(role, w, eps, gated=False):
+        m = mods.get(role)
+        if m is None:
+            m = mods[role] = (tfm.gated_module if gated else tfm.rms_module)(w, eps, dtype=torch.bfloat16)
+        m.weight.data = w
+        return m
+
+    def peer(i, s):
+        eps = s["eps"]
+        if kind == "rmsnorm":
+            return {"y": mod("w", i["w"], eps)(i["x"])}
+        if kind == "add_rmsnorm":
+            h = i["residual"] + i["x"]
+            return {"residual": h, "y": mod("w", i["w"], eps)(h)}
+        if kind == "qk":
+            return {"out_q": mod("q", i["q_weight"], eps)(i["q"]), "out_k": mod("k", i["k_weight"], eps)(i["k"])}
+        o = i["o"]
+        y = mod("g", i["w"], eps, gated=True)(o.reshape(-1, 128), i["z"].reshape(-1, 128))
+        return {"y": y.reshape(o.shape)}
+
+    return peer
+
+
+def _peers(eager, kind):
+    return {"torch_eager": eager, "torch_compile": _compile_peer(eager), "transformers": _tf_rms_peer(kind)}
+
+
+TESTBEDS: dict[str, Testbed] = {
+    "rmsnorm_h2048": Testbed(
+        contracts.get("rmsnorm_h2048"), _make_rmsnorm,
+        lambda i: {"y": ref.rmsnorm(i["x"], i["w"], EPS)},
+        lambda i: {"y": tfm.rmsnorm(i["x"], i["w"], EPS)},
+        _peers(_eager_rmsnorm, "rmsnorm"),
+    ),
+    "add_rmsnorm_h2048": Testbed(
+        contracts.get("add_rmsnorm_h2048"), _make_add_rmsnorm,
+        lambda i: dict(zip(("residual", "y"), ref.add_rmsnorm(i["x"], i["residual"], i["w"], EPS))),
+        lambda i: dict(zip(("residual", "y"), tfm.add_rmsnorm(i["x"], i["residual"], i["w"], EPS))),
+        _peers(_eager_add_rmsnorm, "add_rmsnorm"),
+    ),
+    "qk_rmsnorm_d256": Testbed(
+        contracts.get("qk_rmsnorm_d256"), _make_qk,
+        lambda i: dict(zip(("out_q", "out_k"), ref.qk_rmsnorm(i["q"], i["k"], i["q_weight"], i["k_weight"], EPS))),
+        lambda i: dict(zip(("out_q", "out_k"), tfm.qk_rmsnorm(i["q"], i["k"], i["q_weight"], i["k_weight"], EPS))),
+        _peers(_eager_qk, "qk"),
+    ),
+    "gated_rmsnorm_d128": Testbed(
+        contracts.get("gated_rmsnorm_d128"), _make_gated,
+        lambda i: {"y": ref.gated_rmsnorm(i["o"], i["z"], i["w"], EPS)},
+        lambda i: {"y": tfm.gated_rmsnorm(i["o"], i["z"], i["w"], EPS)},
+        _peers(_eager_gated, "gated"),
+    ),
+    "smoke_copy": Testbed(
+        contracts.get("smoke_copy"),
+        lambda d, g, dev: {"src": torch.randn(d["N"], generator=g).to(dev)},
+        lambda i: {"dst": i["src"].double()},
+        None,
+        scalars={},
+    ),
+}
+
+
+def get(name: str) -> Testbed | None:
+    return TESTBEDS.get(name)

@@ -1,0 +1,132 @@
+"""Dispatch: an exact-shape guard picks the kernel; everything else takes the framework
+(PyTorch) path, visibly: each miss is counted by reason and the first of each reason is
+logged with what the kernel wants and what arrived.
+
+Per-op switches force the framework path. They are read once, from NETRA_FRAMEWORK (a
+comma-separated list of op names, or "all") when this module is imported, and may be
+changed with ``set_framework``; the dispatch path reads only a boolean attribute."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import Counter
+from typing import Callable
+
+import torch
+
+from .. import contracts
+from ..contracts import Contract, Tensor
+
+log = logging.getLogger("netra")
+
+_SWITCH = {s.strip() for s in os.environ.get("NETRA_FRAMEWORK", "").split(",") if s.strip()}
+OPS: dict[str, "KernelOp"] = {}
+
+
+def _no_kernel(reason: str) -> Callable:
+    def miss(*_args):
+        return reason
+
+    return miss
+
+
+class KernelOp:
+    """The kernel side of one public op: a lazily bound guard-and-launch function."""
+
+    def __init__(self, op: str, kernel: str):
+        self.op = op
+        self.contract: Contract = contracts.get(kernel)
+        assert self.contract.op == op, f"contract {kernel} belongs to op {self.contract.op}, not {op}"
+        self.enabled = not ({op, "all"} & _SWITCH)
+        self.misses: Counter[str] = Counter()
+        self.launches_bound = False
+        self._launch: Callable | None = None
+        self.kernel = None
+        OPS[op] = self
+
+    # --- binding (not the dispatch path) -------------------------------------------------
+    def bind(self, device: int | None = None) -> Callable:
+        """Load the kernel and build its guard-and-launch function. Call before CUDA-graph
+        capture (``netra.ops.prepare()``); the first eager call does it otherwise."""
+        if self._launch is not None:
+            return self._launch
+        if not torch.cuda.is_available():
+            self._launch = _no_kernel("no CUDA device")
+            return self._launch
+        device = torch.cuda.current_device() if device is None else device
+        if torch.cuda.get_device_capability(device) != (9, 0):
+            self._launch = _no_kernel(f"device {device} is not sm_90")
+            return self._launch
+        from ..runtime import launch, loader
+
+        self.kernel = loader.load(self.contract.name, device)
+        self._launch = launch.make_guard_and_launch(self.contract, function_handle=self.kernel.handle, device=device)
+        self.launches_bound = True
+        return self._launch
+
+    # --- the dispatch path ---------------------------------------------------------------
+    def __call__(self, *args) -> bool:
+        """Launch the kernel if the guard passes; return False (and count why) otherwise."""
+        if not self.enabled:
+            self.misses["switched off"] += 1
+            return False
+        fn = self._launch
+        if fn is None:
+            fn = self.bind()
+        reason = fn(*args)
+        if reason is None:
+            return True
+        self._miss(reason, args)
+        return False
+
+    def _miss(self, reason: str, args) -> None:
+        first = reason not in self.misses
+        self.misses[reason] += 1
+        if first:
+            log.warning("netra.%s -> framework path (%s). Kernel %s expects %s; %s. Arrived: %s",
+                        self.op, reason, self.contract.name, self.expected(), self.contract.describe_dims(),
+                        describe_args(self.contract, args))
+
+    def expected(self) -> str:
+        return "; ".join(self.contract.describe(t) for t in self.contract.tensors)
+
+
+def describe_args(contract: Contract, args) -> str:
+    out = []
+    names = [p.name for p in contract.params if isinstance(p, Tensor) or p.value is None]
+    for name, a in zip(names, args):
+        if isinstance(a, torch.Tensor):
+            out.append(f"{name}: {str(a.dtype).replace('torch.', '')} {list(a.shape)} strides {list(a.stride())} "
+                       f"on {a.device}, address % 16 = {a.data_ptr() % 16}")
+        else:
+            out.append(f"{name}: {a!r}")
+    return "; ".join(out)
+
+
+def set_framework(op: str, on: bool = True) -> None:
+    """Force (or stop forcing) the framework path for one op, or for every op with "all"."""
+    targets = OPS.values() if op == "all" else [OPS[op]]
+    for k in targets:
+        k.enabled = not on
+
+
+def stats() -> dict[str, dict]:
+    """Per op: whether the kernel is enabled and bound, and the misses by reason."""
+    return {name: {"kernel": k.contract.name, "enabled": k.enabled, "bound": k.launches_bound,
+                   "misses": dict(k.misses)} for name, k in OPS.items()}
+
+
+def reset_stats() -> None:
+    for k in OPS.values():
+        k.misses.clear()
+
+
+def prepare(device: int | None = None) -> None:
+    """Load every op's kernel now (before CUDA-graph capture)."""
+    for k in OPS.values():
+        k.bind(device)
+
+
+def compiling() -> bool:
+    return torch.compiler.is_compiling()

@@ -1,0 +1,1 @@
+"""Independent float64 references, and the transformers 5.17.0 modules run in float64."""

@@ -1,0 +1,180 @@
+"""Guard-and-launch functions generated from a contract.
+
+For each kernel the runtime writes, once, a small Python function specialised to the
+contract: it checks every tensor's type, dtype, device, shape, strides and alignment, the
+bound dimensions and the aliasing of outputs, and returns a short reason on a miss; on a
+match it writes the pointers into a prebuilt argument struct and calls cuLaunchKernel on
+the caller's current stream. Nothing in it allocates device memory, synchronizes, touches
+a file or the environment, or looks up a symbol: those happened when it was made."""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Callable
+
+import torch
+
+from ..contracts import DTYPES, Contract, Scalar, Tensor
+from . import loader
+from .driver import error_name
+
+
+class LaunchError(RuntimeError):
+    pass
+
+
+def _current_stream_fn():
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw
+    return lambda device: torch.cuda.current_stream(device).cuda_stream
+
+
+def _span_expr(t: Tensor, ptr: str, elsize: int) -> str:
+    if t.strides is None:
+        return f"{ptr} + {t.name}.numel() * {elsize}"
+    terms = [f"({d} - 1) * {s}" if not (isinstance(d, int) and d == 1) else "0" for d, s in zip(t.shape, t.strides)]
+    return f"{ptr} + ({' + '.join(terms)} + 1) * {elsize}"
+
+
+def guard_source(contract: Contract, block: tuple[int, int, int]) -> str:
+    """The Python source of the guard-and-launch function for this contract."""
+    args = [p.name for p in contract.params if isinstance(p, Tensor) or p.value is None]
+    L = [f"def guard_and_launch({', '.join(args)}):"]
+    bound: set[str] = set()
+    spans: list[tuple[Tensor, str, str]] = []
+
+    def bind(name: str, value: str, what: str):
+        if name in bound:
+            L.append(f"    if {value} != {name}: return '{what}: {name} differs between tensors'")
+        else:
+            L.append(f"    {name} = {value}")
+            bound.add(name)
+
+    for t in contract.tensors:
+        n = t.name
+        torch_dtype, elsize = DTYPES[t.dtype]
+        L.append(f"    if not isinstance({n}, _Tensor): return '{n}: not a tensor'")
+        L.append(f"    if {n}.dtype is not _torch.{torch_dtype}: return '{n}: dtype'")
+        L.append(f"    if {n}.get_device() != _DEV: return '{n}: device'")
+        L.append(f"    _s = {n}.shape")
+        L.append(f"    if len(_s) != {len(t.shape)}: return '{n}: rank'")
+        for i, d in enumerate(t.shape):
+            if isinstance(d, int):
+                L.append(f"    if _s[{i}] != {d}: return '{n}: shape'")
+            else:
+                bind(d, f"_s[{i}]", n)
+        if t.strides is None:
+            L.append(f"    if not {n}.is_contiguous(): return '{n}: not contiguous'")
+        else:
+            L.append(f"    _st = {n}.stride()")
+            for i, s in enumerate(t.strides):
+                if isinstance(s, int):
+                    L.append(f"    if _st[{i}] != {s}: return '{n}: strides'")
+                else:
+                    bind(s, f"_st[{i}]", n)
+        L.append(f"    p_{n} = {n}.data_ptr()")
+        L.append(f"    if p_{n} % {t.align}: return '{n}: alignment'")
+        spans.append((t, f"p_{n}", f"e_{n}"))
+    for d in contract.dims:
+        if contract.dims[d]:
+            L.append(f"    if {d} not in _DIMS[{d!r}]: return '{d} outside the contract'")
+    for s, m in contract.stride_multiple.items():
+        L.append(f"    if {s} % {m} or {s} < 0: return '{s}: not a multiple of {m}'")
+    for t, p, e in spans:
+        L.append(f"    {e} = {_span_expr(t, p, DTYPES[t.dtype][1])}")
+    for t, p, e in spans:
+        if t.role == "in":
+            continue
+        for u, q, f in spans:
+            if u is not t:
+                L.append(f"    if {p} < {f} and {q} < {e}: return '{t.name} overlaps {u.name}'")
+    for prm in contract.params:
+        if isinstance(prm, Tensor):
+            L.append(f"    _A.{prm.name} = p_{prm.name}")
+        elif prm.value is None:
+            L.append(f"    _A.{prm.name} = {prm.name}")
+        else:
+            L.append(f"    _A.{prm.name} = {prm.value}")
+    gx, gy, gz = contract.grid
+    bx, by, bz = block
+    L.append(f"    _err = _launch(_FN, {gx}, {gy}, {gz}, {bx}, {by}, {bz}, {contract.dynamic_smem}, "
+             f"_stream(_DEV), _PARAMS, None)")
+    L.append("    if _err: _fail(_err)")
+    L.append("    return None")
+    return "\n".join(L) + "\n"
+
+
+def make_guard_and_launch(
+    contract: Contract,
+    *,
+    function_handle: int,
+    device: int,
+    launch: Callable | None = None,
+    stream: Callable | None = None,
+    block: tuple[int, int, int] | None = None,
+) -> Callable:
+    """Build the guard-and-launch function. ``launch`` and ``stream`` default to the raw
+    driver entry point and PyTorch's current raw stream; tests pass fakes."""
+    if block is None:
+        if contract.threads is None:
+            raise ValueError(f"kernel {contract.name}: no fixed block size; pass block=")
+        block = (contract.threads, 1, 1)
+    struct_type = loader.arg_struct(contract)
+    args = struct_type()
+    base = ctypes.addressof(args)
+    n = len(contract.params)
+    params = (ctypes.c_void_p * max(n, 1))(*[base + getattr(struct_type, p.name).offset for p in contract.params])
+    if launch is None:
+        from .driver import raw_launch
+
+        launch = raw_launch()
+
+    def fail(err: int):
+        raise LaunchError(f"kernel {contract.name}: cuLaunchKernel failed with {error_name(err)}")
+
+    namespace = {
+        "_Tensor": torch.Tensor,
+        "_torch": torch,
+        "_DEV": device,
+        "_DIMS": {k: (frozenset(v) if not isinstance(v, range) else v) for k, v in contract.dims.items()},
+        "_A": args,
+        "_PARAMS": ctypes.addressof(params) if n else None,
+        "_FN": function_handle,
+        "_launch": launch,
+        "_stream": stream or _current_stream_fn(),
+        "_fail": fail,
+    }
+    source = guard_source(contract, block)
+    exec(compile(source, f"<netra guard {contract.name}>", "exec"), namespace)
+    fn = namespace["guard_and_launch"]
+    fn.__doc__ = f"Guard and launch {contract.name}. Returns None when launched, else the reason for the miss."
+    fn.source = source
+    fn.keepalive = (args, params)  # the struct and pointer array live as long as the function
+    return fn
+
+
+def raw_launcher(kernel: "loader.LoadedKernel") -> Callable:
+    """An unguarded launcher for the runtime's floors, whose geometry the bench chooses:
+    launch(grid, block, *param_values) on the current stream."""
+    contract = kernel.contract
+    struct_type = loader.arg_struct(contract)
+    args = struct_type()
+    base = ctypes.addressof(args)
+    n = len(contract.params)
+    params = (ctypes.c_void_p * max(n, 1))(*[base + getattr(struct_type, p.name).offset for p in contract.params])
+    from .driver import raw_launch
+
+    launch, stream, names = raw_launch(), _current_stream_fn(), [p.name for p in contract.params]
+    params_addr = ctypes.addressof(params) if n else None
+
+    def go(grid, block, *values):
+        for name, v in zip(names, values):
+            setattr(args, name, v)
+        err = launch(kernel.handle, grid[0], grid[1], grid[2], block[0], block[1], block[2], 0,
+                     stream(kernel.device), params_addr, None)
+        if err:
+            raise LaunchError(f"kernel {contract.name}: cuLaunchKernel failed with {error_name(err)}")
+
+    go.keepalive = (args, params)
+    return go

@@ -1,0 +1,111 @@
+"""Load each kernel's code object once per process into PyTorch's primary context, resolve
+its symbol once, and check it: the cubin's SHA-256 against the manifest, the parameter
+layout against cuFuncGetParamInfo, registers and local memory against the build, and the
+dynamic shared-memory limit raised where the contract asks for more than 48 KB."""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from dataclasses import dataclass
+
+from cuda.bindings import driver as cu
+
+from .. import contracts, paths
+from ..contracts import PTX_SCALARS, Contract, Scalar
+from . import build, toolchain
+from .driver import CudaError, check, current_context_or_primary
+
+_CTYPES = {"u64": ctypes.c_uint64, "u32": ctypes.c_uint32, "s32": ctypes.c_int32, "f32": ctypes.c_float}
+
+
+class LoadError(RuntimeError):
+    pass
+
+
+def arg_struct(contract: Contract) -> type[ctypes.Structure]:
+    """A ctypes struct mirroring the .entry parameter list (natural alignment, as CUDA lays
+    out kernel parameters)."""
+    fields = [(p.name, _CTYPES[p.ptx if isinstance(p, Scalar) else "u64"]) for p in contract.params]
+    return type(f"{contract.name}_args", (ctypes.Structure,), {"_fields_": fields})
+
+
+@dataclass
+class LoadedKernel:
+    contract: Contract
+    device: int
+    module: object
+    function: object
+    handle: int  # CUfunction as an integer, for the raw launch
+    cubin_sha256: str
+    ptx_sha256: str
+    registers: int
+
+
+_lock = threading.Lock()
+_loaded: dict[tuple[str, int], LoadedKernel] = {}
+
+
+def param_layout(function, n: int) -> list[tuple[int, int]]:
+    """(offset, size) of each parameter as the driver sees it; checks there are exactly n."""
+    layout = []
+    for i in range(n):
+        off, size = check(cu.cuFuncGetParamInfo(function, i), f"cuFuncGetParamInfo({i})")
+        layout.append((int(off), int(size)))
+    err, *_ = cu.cuFuncGetParamInfo(function, n)
+    if err == cu.CUresult.CUDA_SUCCESS:
+        raise LoadError(f"the cubin has more than the contract's {n} parameters")
+    return layout
+
+
+def load(name: str, device: int) -> LoadedKernel:
+    """The loaded kernel for this device, loading it on first use. Not for the dispatch path:
+    it may build, read files and call the driver; ops call it once and keep the result."""
+    key = (name, device)
+    with _lock:
+        if key in _loaded:
+            return _loaded[key]
+        contract = contracts.get(name)
+        manifest = build.ensure_built([name])
+        entry = manifest["kernels"][name]
+        cubin = (paths.BUILD / toolchain.ARCH / entry["cubin"]).read_bytes()
+        digest = build.sha256(cubin)
+        if digest != entry["cubin_sha256"]:
+            raise LoadError(f"kernel {name}: cubin SHA-256 {digest} differs from the manifest's {entry['cubin_sha256']}")
+        import torch
+
+        torch.cuda.init()
+        with torch.cuda.device(device):
+            torch.cuda.current_stream(device)  # PyTorch binds its primary context here
+            current_context_or_primary(device)
+            try:
+                module = check(cu.cuModuleLoadData(cubin), f"kernel {name}: cuModuleLoadData")
+                function = check(cu.cuModuleGetFunction(module, name.encode()), f"kernel {name}: cuModuleGetFunction")
+            except CudaError as e:
+                raise LoadError(str(e)) from e
+            # Parameter layout: the driver's view against the struct the launcher fills.
+            struct = arg_struct(contract)
+            want = [(getattr(struct, p.name).offset, ctypes.sizeof(_CTYPES[p.ptx if isinstance(p, Scalar) else "u64"]))
+                    for p in contract.params]
+            got = param_layout(function, len(contract.params))
+            if got != want:
+                raise LoadError(f"kernel {name}: parameter layout {got} (offset, size) from cuFuncGetParamInfo "
+                                f"differs from the contract's {want}")
+            regs = check(cu.cuFuncGetAttribute(cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NUM_REGS, function), "NUM_REGS")
+            local = check(cu.cuFuncGetAttribute(cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, function), "LOCAL_SIZE_BYTES")
+            if regs != entry["registers"] or local != 0:
+                raise LoadError(f"kernel {name}: the driver reports {regs} registers and {local} B local memory; "
+                                f"the build recorded {entry['registers']} and 0")
+            if contract.dynamic_smem > 48 * 1024:
+                check(cu.cuFuncSetAttribute(function, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                            contract.dynamic_smem), f"kernel {name}: raise dynamic shared memory")
+        kernel = LoadedKernel(contract, device, module, function, int(function), digest, entry["ptx_sha256"], regs)
+        _loaded[key] = kernel
+        return kernel
+
+
+def loaded() -> list[LoadedKernel]:
+    return list(_loaded.values())
+
+
+assert set(_CTYPES) >= set(PTX_SCALARS)
