@@ -15,7 +15,7 @@ python3 -m netra.cli build 2>&1 | tee "$OUT/build.log"
 for step in $steps; do
   echo "== $step $(date -u +%T)" | tee -a "$OUT/steps.log"
   case $step in
-    tests) python3 -m pytest -q -m gpu tests 2>&1 | tee "$OUT/pytest-gpu.log" ;;
+    tests) python3 -m pytest -q -m gpu tests/test_gpu.py 2>&1 | tee "$OUT/pytest-gpu.log" ;;
     check) python3 -m netra.cli check 2>&1 | tee "$OUT/check.log" ;;
     sanitize) python3 -m netra.cli sanitize --log "$OUT/sanitizer.log" 2>&1 | tee "$OUT/sanitize.log" ;;
     bench) python3 -m netra.cli bench 2>&1 | tee "$OUT/bench.log" ;;

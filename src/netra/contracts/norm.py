@@ -6,11 +6,12 @@ from .spec import Contract, Scalar, Tensor
 TOKENS = tuple(range(1, 17))  # decode batch or speculative-verification tokens
 
 # Tolerances, against float64 (lifecycle.metrics.rel_err: max |out - ref| / max |ref|): one
-# BF16 rounding of the output is at most 2^-9 relative; rsqrt.approx adds ~2^-22.
-# The fused add also rounds the residual to BF16 before the norm reads it (as the model
-# does), which can move the output by one more BF16 step: twice the budget.
-BF16_OUT = 4e-3
-BF16_TWICE = 8e-3
+# round-to-nearest BF16 rounding of the output is at most 2^-8 = 3.9e-3 relative (8
+# significant bits); rsqrt.approx, ex2.approx and rcp.approx add ~2^-22. The fused add
+# also rounds the residual to BF16 before the norm reads it (as the model does), which can
+# move the output by one more rounding: twice the budget.
+BF16_OUT = 4.5e-3
+BF16_TWICE = 9e-3
 
 RMSNORM_H2048 = Contract(
     name="rmsnorm_h2048",
