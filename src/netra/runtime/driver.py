@@ -43,7 +43,7 @@ def raw_launch():
     The pointer comes from cuGetProcAddress for the CUDA 12.0 ABI of cuLaunchKernel, so it
     is the same entry point cuda-bindings would call; the driver copies the parameters at
     launch (and at graph capture), so the caller's buffers may be reused at once."""
-    err, ptr, _status = cu.cuGetProcAddress(b"cuLaunchKernel", 12000, cu.CUflags.CU_GET_PROC_ADDRESS_DEFAULT)
+    err, ptr, _status = cu.cuGetProcAddress(b"cuLaunchKernel", 12000, cu.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_DEFAULT)
     if err != cu.CUresult.CUDA_SUCCESS or not int(ptr):
         raise CudaError(f"cuGetProcAddress(cuLaunchKernel): {error_name(err)}")
     return LaunchFn(int(ptr))
