@@ -5,22 +5,25 @@ set -uo pipefail
 OUT=${OUT:-/tmp/netra-out}
 mkdir -p "$OUT"
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
-steps=${*:-"tests check sanitize bench report"}
+steps=${*:-"tests check sanitize bench report"}  # bench:NAME benches one kernel or family
 {
   date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
   python3 -c "import torch, cuda.bindings, transformers; print('torch', torch.__version__, 'cuda-bindings', cuda.bindings.__version__, 'transformers', transformers.__version__)"
   which ptxas compute-sanitizer nvdisasm cuobjdump; ptxas --version | tail -1
-} 2>&1 | tee "$OUT/env.log"
-python3 -m netra.cli build 2>&1 | tee "$OUT/build.log"
+} 2>&1 | tee -a "$OUT/run.log"
+python3 -m netra.cli build 2>&1 | tee -a "$OUT/run.log"
 for step in $steps; do
-  echo "== $step $(date -u +%T)" | tee -a "$OUT/steps.log"
+  echo "== $step $(date -u +%T)" | tee -a "$OUT/run.log"
   case $step in
-    tests) python3 -m pytest -q -m gpu tests/test_gpu.py 2>&1 | tee "$OUT/pytest-gpu.log" ;;
-    check) python3 -m netra.cli check 2>&1 | tee "$OUT/check.log" ;;
-    sanitize) python3 -m netra.cli sanitize --log "$OUT/sanitizer.log" 2>&1 | tee "$OUT/sanitize.log" ;;
-    bench) python3 -m netra.cli bench 2>&1 | tee "$OUT/bench.log" ;;
-    quickbench) python3 -m netra.cli bench --quick 2>&1 | tee "$OUT/bench.log" ;;
-    report) python3 -m netra.cli report 2>&1 | tee "$OUT/report.log" ;;
+    tests) python3 -m pytest -q -m gpu tests/test_gpu.py 2>&1 | tee -a "$OUT/run.log" ;;
+    check) python3 -m netra.cli check 2>&1 | tee -a "$OUT/run.log" ;;
+    sanitize) python3 -m netra.cli sanitize --log "$OUT/sanitizer.log" 2>&1 | tee -a "$OUT/run.log" ;;
+    bench) python3 -m netra.cli bench 2>&1 | tee -a "$OUT/run.log" ;;
+    quickbench) python3 -m netra.cli bench --quick 2>&1 | tee -a "$OUT/run.log" ;;
+    experiments) for e in experiments/runtime/host_dispatch.py experiments/norm/add_rmsnorm_variants.py; do
+                   python3 "$e" --out "$OUT" 2>&1 | tee -a "$OUT/run.log"; done ;;
+    bench:*) python3 -m netra.cli bench ${step#bench:} 2>&1 | tee -a "$OUT/run.log" ;;
+    report) python3 -m netra.cli report 2>&1 | tee -a "$OUT/run.log" ;;
   esac
 done
 tar cf "$OUT/results.tar" results build/sm_90a/manifest.json 2>/dev/null

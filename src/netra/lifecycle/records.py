@@ -29,11 +29,13 @@ def load(name: str) -> dict | None:
 
 
 def _git_commit() -> str:
+    if os.environ.get("NETRA_COMMIT"):  # set by scripts/h200.sh callers: the device copy has no git history
+        return os.environ["NETRA_COMMIT"]
     try:
         rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=paths.ROOT, capture_output=True, text=True).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain", "--", "kernels", "src"], cwd=paths.ROOT,
                                capture_output=True, text=True).stdout.strip()
-        return rev + ("+dirty" if dirty else "") if rev else "unknown"
+        return rev + ("+dirty" if dirty else "") if len(rev) == 40 else "unknown"
     except OSError:
         return "unknown"
 

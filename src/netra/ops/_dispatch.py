@@ -42,6 +42,7 @@ class KernelOp:
         self.misses: Counter[str] = Counter()
         self.launches_bound = False
         self._launch: Callable | None = None
+        self.go: Callable = self._bind_then_go if self.enabled else self._switched_off
         self.kernel = None
         OPS[op] = self
 
@@ -66,21 +67,28 @@ class KernelOp:
         return self._launch
 
     # --- the dispatch path ---------------------------------------------------------------
+    # ``go(*args)`` is the guard-and-launch function itself once bound (returns None when the
+    # kernel was launched, else the reason for the miss); before binding it is a trampoline
+    # that binds first, and while switched off it returns "switched off". Ops call
+    # ``k.go(...)`` and, on a miss, ``k.missed(reason, args)`` then their framework path.
+    def _bind_then_go(self, *args):
+        self.bind()
+        self.go = self._launch if self.enabled else self._switched_off
+        return self.go(*args)
+
+    @staticmethod
+    def _switched_off(*_args):
+        return "switched off"
+
     def __call__(self, *args) -> bool:
         """Launch the kernel if the guard passes; return False (and count why) otherwise."""
-        if not self.enabled:
-            self.misses["switched off"] += 1
-            return False
-        fn = self._launch
-        if fn is None:
-            fn = self.bind()
-        reason = fn(*args)
+        reason = self.go(*args)
         if reason is None:
             return True
-        self._miss(reason, args)
+        self.missed(reason, args)
         return False
 
-    def _miss(self, reason: str, args) -> None:
+    def missed(self, reason: str, args) -> None:
         first = reason not in self.misses
         self.misses[reason] += 1
         if first:
@@ -109,6 +117,7 @@ def set_framework(op: str, on: bool = True) -> None:
     targets = OPS.values() if op == "all" else [OPS[op]]
     for k in targets:
         k.enabled = not on
+        k.go = k._switched_off if on else (k._launch or k._bind_then_go)
 
 
 def stats() -> dict[str, dict]:

@@ -54,7 +54,9 @@ def rmsnorm(x: Tensor, weight: Tensor, eps: float = 1e-6, *, out: Tensor | None 
 
 
 def _rmsnorm(x, weight, eps, out):
-    if not _RMSNORM(x, weight, out, eps):
+    r = _RMSNORM.go(x, weight, out, eps)
+    if r is not None:
+        _RMSNORM.missed(r, (x, weight, out, eps))
         _same_shape("out", out, x)
         out.copy_(_zero_centred(x, weight, eps))
 
@@ -86,7 +88,9 @@ def add_rmsnorm(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6, 
 
 
 def _add_rmsnorm(x, residual, weight, eps, out):
-    if not _ADD_RMSNORM(x, residual, weight, out, eps):
+    r = _ADD_RMSNORM.go(x, residual, weight, out, eps)
+    if r is not None:
+        _ADD_RMSNORM.missed(r, (x, residual, weight, out, eps))
         _same_shape("out", out, residual)
         _no_overlap("out", out, "residual", residual)
         _no_overlap("out", out, "x", x)
@@ -124,7 +128,9 @@ def qk_rmsnorm(q: Tensor, k: Tensor, q_weight: Tensor, k_weight: Tensor, eps: fl
 
 
 def _qk_rmsnorm(q, k, q_weight, k_weight, eps, out_q, out_k):
-    if not _QK_RMSNORM(q, k, q_weight, k_weight, out_q, out_k, eps):
+    r = _QK_RMSNORM.go(q, k, q_weight, k_weight, out_q, out_k, eps)
+    if r is not None:
+        _QK_RMSNORM.missed(r, (q, k, q_weight, k_weight, out_q, out_k, eps))
         _same_shape("out_q", out_q, q)
         _same_shape("out_k", out_k, k)
         yq, yk = _zero_centred(q, q_weight, eps), _zero_centred(k, k_weight, eps)
@@ -159,7 +165,9 @@ def gated_rmsnorm(o: Tensor, z: Tensor, weight: Tensor, eps: float = 1e-6, *, ou
 
 
 def _gated_rmsnorm(o, z, weight, eps, out):
-    if not _GATED_RMSNORM(o, z, weight, out, eps):
+    r = _GATED_RMSNORM.go(o, z, weight, out, eps)
+    if r is not None:
+        _GATED_RMSNORM.missed(r, (o, z, weight, out, eps))
         _same_shape("out", out, o)
         _same_shape("z", z, o)
         hd = weight.shape[-1]
