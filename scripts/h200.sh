@@ -22,6 +22,7 @@ for step in $steps; do
     quickbench) python3 -m netra.cli bench --quick 2>&1 | tee -a "$OUT/run.log" ;;
     experiments) for e in experiments/runtime/host_dispatch.py experiments/norm/add_rmsnorm_variants.py; do
                    python3 "$e" --out "$OUT" 2>&1 | tee -a "$OUT/run.log"; done ;;
+    host) python3 -m netra.cli bench --host-only 2>&1 | tee -a "$OUT/run.log" ;;
     bench:*) python3 -m netra.cli bench ${step#bench:} 2>&1 | tee -a "$OUT/run.log" ;;
     report) python3 -m netra.cli report 2>&1 | tee -a "$OUT/run.log" ;;
   esac

@@ -88,6 +88,9 @@ def cmd_bench(a) -> int:
         return rc
     from .lifecycle import bench
 
+    if a.host_only:
+        bench.host_only(a.names or None, log=log)
+        return 0
     return 0 if bench.run(a.names or None, peers=not a.no_peers, log=log, quick=a.quick) else 1
 
 
@@ -149,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("names", nargs="*")
     s.add_argument("--no-peers", action="store_true")
     s.add_argument("--quick", action="store_true", help="smallest and largest shape only")
+    s.add_argument("--host-only", action="store_true", help="re-measure host dispatch only; keep the recorded cases")
     s.set_defaults(fn=cmd_bench)
     s = sub.add_parser("report", help="render results/sm_90a/README.md and roofline.png")
     s.set_defaults(fn=cmd_report)

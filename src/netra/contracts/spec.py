@@ -126,6 +126,9 @@ class Contract:
     def describe_dims(self) -> str:
         parts = []
         for k, v in self.dims.items():
+            if isinstance(v, range):
+                parts.append(f"{k} in {v.start}..{v.stop - 1}" + (f" step {v.step}" if v.step != 1 else ""))
+                continue
             v = sorted(v)
             contiguous_run = v == list(range(v[0], v[-1] + 1))
             parts.append(f"{k} in {v[0]}..{v[-1]}" if contiguous_run and len(v) > 2 else f"{k} in {v}")

@@ -151,13 +151,14 @@ def build(names: list[str] | None = None, *, force: bool = False, log=print) -> 
         ptx = paths.ptx_path(contract.arch, contract.family, contract.name)
         if not ptx.is_file():
             raise BuildError(f"kernel {contract.name}: its contract names {ptx.relative_to(paths.ROOT)}, which does not exist")
-        text = ptx.read_text()
-        entry = check_source(contract, text)
-        ptx_sha = sha256(text.encode())
+        raw = ptx.read_bytes()
+        entry = check_source(contract, raw.decode())
+        ptx_sha = sha256(raw)
         prev = kernels.get(contract.name)
         if (not force and prev and prev["ptx_sha256"] == ptx_sha
                 and (out_dir / prev["cubin"]).is_file()
                 and sha256((out_dir / prev["cubin"]).read_bytes()) == prev["cubin_sha256"]):
+            check_resources(contract, prev)  # the contract's budget may have changed since
             log(f"  {contract.name}: up to date")
             continue
         res = resource_usage(ptxas, ptx)
