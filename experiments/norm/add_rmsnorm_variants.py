@@ -4,6 +4,8 @@ assembled with the same ptxas and flags.
 
   baseline     the promoted kernel
   late_store   the residual store moved next to the output store, after the reduction
+  no_h_store   diagnostic only (wrong result): the residual store removed, to price it
+  cs_stores    both stores with the .cs (evict-first, streaming) cache hint
 """
 
 import json
@@ -31,6 +33,8 @@ def variants():
     yield "baseline", SRC
     assert H_STORE in SRC and Y_STORE in SRC
     yield "late_store", SRC.replace(H_STORE, "").replace(Y_STORE, H_STORE + Y_STORE)
+    yield "no_h_store", SRC.replace(H_STORE, "")
+    yield "cs_stores", SRC.replace("st.global.v4.b32", "st.global.cs.v4.b32")
 
 
 def load(text):
@@ -54,7 +58,7 @@ def main():
         module, fn = load(text)
         keep.append(module)
         go = rt_launch.make_guard_and_launch(tb.contract, function_handle=int(fn), device=0)
-        res[name] = [bench.bench_case(tb, {"M": m}, go, floors, peers=(name == "baseline"), log=print) for m in (1, 4, 16)]
+        res[name] = [bench.bench_case(tb, {"M": m}, go, floors, peers=(name == "baseline"), log=print) for m in (1, 2, 16)]
     json.dump({"method": bench.METHOD.format(R=bench.REPLAYS), "variants": res}, open(os.path.join(out_dir, "add_rmsnorm_variants.json"), "w"), indent=1)
     for name, cases in res.items():
         print(name, [round(c["median_us"], 3) for c in cases], "read floor", [round(c["peers"]["read_floor"], 3) for c in cases])

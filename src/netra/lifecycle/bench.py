@@ -90,10 +90,11 @@ def bench_case(tb: testbeds.Testbed, dims: dict, go, floors, peers: bool = True,
     grid, block = c.grid_for(dims), (c.threads, 1, 1)
     empty, reader = floors
     t_empty, _ = graph_time(lambda i: empty(grid, block), copies)
-    per_cta = -(-nread // grid[0] // 16) * 16
-    src = torch.randint(0, 256, (copies * per_cta * grid[0],), dtype=torch.uint8, device="cuda")
+    ctas = grid[0] * grid[1] * grid[2]
+    per_cta = -(-nread // ctas // 16) * 16
+    src = torch.randint(0, 256, (copies * per_cta * ctas,), dtype=torch.uint8, device="cuda")
     sink = torch.zeros(4, dtype=torch.uint8, device="cuda")
-    p0, stride = src.data_ptr(), per_cta * grid[0]
+    p0, stride = src.data_ptr(), per_cta * ctas
     t_read, _ = graph_time(lambda i: reader(grid, block, p0 + i * stride, sink.data_ptr(), per_cta), copies)
     peer_times = {"empty_kernel": t_empty, "read_floor": t_read}
     if peers:
