@@ -685,7 +685,6 @@ def fake_bound(monkeypatch):
         fn = make_guard_and_launch(k.contract, function_handle=HANDLE, device=-1, launch=fake, stream=lambda d: STREAM)
         monkeypatch.setattr(k, "_launch", fn)
         monkeypatch.setattr(k, "go", fn)
-        monkeypatch.setattr(k, "enabled", True)
         k.misses.clear()
         return k, fn, fake
 

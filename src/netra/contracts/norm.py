@@ -35,7 +35,7 @@ RMSNORM_H2048 = Contract(
     max_registers=40,
     max_static_smem=32,
     op="rmsnorm",
-    reference="netra.reference.norm.rmsnorm (float64); transformers Qwen3_5MoeRMSNorm in float64",
+    reference="netra.reference.norm.rmsnorm (float64); transformers Qwen3_5MoeRMSNorm fed float64 (fp32 inside)",
     peers=("torch_eager", "torch_compile", "transformers"),
 )
 
@@ -61,7 +61,7 @@ ADD_RMSNORM_H2048 = Contract(
     max_registers=40,
     max_static_smem=32,
     op="add_rmsnorm",
-    reference="netra.reference.norm.add_rmsnorm (float64); transformers residual add + Qwen3_5MoeRMSNorm in float64",
+    reference="netra.reference.norm.add_rmsnorm (float64); transformers residual add + Qwen3_5MoeRMSNorm fed float64 (fp32 inside)",
     peers=("torch_eager", "torch_compile", "transformers"),
 )
 
@@ -94,7 +94,7 @@ QK_RMSNORM_D256 = Contract(
     bytes_written="M * 18 * 512",
     max_registers=40,
     op="qk_rmsnorm",
-    reference="netra.reference.norm.rmsnorm per head (float64); transformers Qwen3_5MoeRMSNorm(256) in float64",
+    reference="netra.reference.norm.rmsnorm per head (float64); transformers Qwen3_5MoeRMSNorm(256) fed float64 (fp32 inside)",
     peers=("torch_eager", "torch_compile", "transformers"),
 )
 
@@ -119,7 +119,7 @@ GATED_RMSNORM_D128 = Contract(
     bytes_written="M * 8192",
     max_registers=40,
     op="gated_rmsnorm",
-    reference="netra.reference.norm.gated_rmsnorm (float64); transformers Qwen3_5MoeRMSNormGated in float64",
+    reference="netra.reference.norm.gated_rmsnorm (float64); transformers Qwen3_5MoeRMSNormGated fed float64 (fp32 inside)",
     peers=("torch_eager", "torch_compile", "transformers"),
 )
 

@@ -33,15 +33,16 @@ def render() -> str:
                      f"| {k.get('graph_replay_bitwise')} | {san.get('memcheck')} | {san.get('racecheck')} | {rec.get('measured_at', '')[:10]} |")
     lines += ["", "## Timing", "",
               "Method: " + bench.METHOD.format(R=bench.REPLAYS) + ". Roofline: (bytes read + written) / 4.33 TB/s.", "",
-              "| kernel | shape | us | bytes | % roofline | x read floor | read floor | empty | torch eager | torch.compile | transformers |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+              "| kernel | shape | us | bytes | % roofline | x read floor | read floor | empty | torch eager | torch.compile | transformers | speedup vs fastest peer |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for name, rec in recs.items():
         for case in (rec or {}).get("cases", []):
             p = case["peers"]
             shape = ", ".join(f"{k}={v}" for k, v in case["shape"].items())
             lines.append(f"| {name} | {shape} | {case['median_us']:.2f} | {case['bytes']} | {100 * case['roofline_fraction']:.1f} "
                          f"| {case.get('read_floor_ratio', 0):.2f} | {_fmt(p.get('read_floor'))} | {_fmt(p.get('empty_kernel'))} "
-                         f"| {_fmt(p.get('torch_eager'))} | {_fmt(p.get('torch_compile'))} | {_fmt(p.get('transformers'))} |")
+                         f"| {_fmt(p.get('torch_eager'))} | {_fmt(p.get('torch_compile'))} | {_fmt(p.get('transformers'))} "
+                         f"| {_fmt(case.get('speedup_vs_fastest_peer'))} ({case.get('fastest_peer')}) |")
     host = [(n, r["host_dispatch"]) for n, r in recs.items() if r and "host_dispatch" in r]
     if host:
         lines += ["", "## Host dispatch", "", "| kernel | netra op (us) | small torch op (us) |", "| --- | --- | --- |"]
@@ -61,7 +62,7 @@ def plot(out) -> bool:
     except ImportError:
         return False
     fig, ax = plt.subplots(figsize=(8, 5.5))
-    xs = [2 ** i for i in range(10, 26)]
+    xs = [2 ** i for i in range(12, 31)]
     ax.plot(xs, [x / bench.READ_ROOFLINE * 1e6 for x in xs], "k--", lw=1, label="bytes / 4.33 TB/s")
     any_point = False
     for c in contracts.all_contracts():
@@ -73,6 +74,11 @@ def plot(out) -> bool:
         b = [x["bytes"] for x in cases]
         ax.plot(b, [x["median_us"] for x in cases], "o-", ms=3, label=c.name)
         ax.plot(b, [x["peers"].get("read_floor") for x in cases], "x:", ms=3, color=ax.lines[-1].get_color(), alpha=0.6)
+    empties = [x["peers"].get("empty_kernel") for c in contracts.all_contracts()
+               for x in (records.load(c.name) or {}).get("cases", []) if x["peers"].get("empty_kernel")]
+    if empties:
+        ax.axhline(sorted(empties)[len(empties) // 2], color="grey", lw=1, ls="-.", label="empty kernel (launch floor, median)")
+    ax.set_ylim(0.2, 1e3)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("bytes moved per launch (read + written)")

@@ -38,11 +38,11 @@ class KernelOp:
         self.op = op
         self.contract: Contract = contracts.get(kernel)
         assert self.contract.op == op, f"contract {kernel} belongs to op {self.contract.op}, not {op}"
-        self.enabled = not ({op, "all"} & _SWITCH)
+        enabled = not ({op, "all"} & _SWITCH)
         self.misses: Counter[str] = Counter()
         self.launches_bound = False
         self._launch: Callable | None = None
-        self.go: Callable = self._bind_then_go if self.enabled else self._switched_off
+        self.go: Callable = self._bind_then_go if enabled else self._switched_off
         self.kernel = None
         OPS[op] = self
 
@@ -71,9 +71,13 @@ class KernelOp:
     # kernel was launched, else the reason for the miss); before binding it is a trampoline
     # that binds first, and while switched off it returns "switched off". Ops call
     # ``k.go(...)`` and, on a miss, ``k.missed(reason, args)`` then their framework path.
+    @property
+    def enabled(self) -> bool:
+        """False while the framework path is forced (``set_framework``)."""
+        return self.go is not self._switched_off
+
     def _bind_then_go(self, *args):
-        self.bind()
-        self.go = self._launch if self.enabled else self._switched_off
+        self.go = self.bind()
         return self.go(*args)
 
     @staticmethod
@@ -116,7 +120,6 @@ def set_framework(op: str, on: bool = True) -> None:
     """Force (or stop forcing) the framework path for one op, or for every op with "all"."""
     targets = OPS.values() if op == "all" else [OPS[op]]
     for k in targets:
-        k.enabled = not on
         k.go = k._switched_off if on else (k._launch or k._bind_then_go)
 
 

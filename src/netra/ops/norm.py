@@ -27,6 +27,8 @@ def _same_shape(name: str, out: Tensor, like: Tensor) -> None:
 def _no_overlap(a_name: str, a: Tensor, b_name: str, b: Tensor) -> None:
     if a.device == b.device and a.numel() and b.numel():
         a0, b0 = a.data_ptr(), b.data_ptr()
+        if not a0 or not b0:  # fake or meta tensors (tracing) have no addresses
+            return
         a1 = a0 + (sum((s - 1) * st for s, st in zip(a.shape, a.stride())) + 1) * a.element_size()
         b1 = b0 + (sum((s - 1) * st for s, st in zip(b.shape, b.stride())) + 1) * b.element_size()
         if a0 < b1 and b0 < a1:

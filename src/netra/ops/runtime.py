@@ -24,6 +24,8 @@ def smoke_copy(src: Tensor, *, out: Tensor | None = None) -> Tensor:
 
 def _smoke_copy(src, out):
     if not _SMOKE(src, out):
+        if out.shape != src.shape:
+            raise ValueError(f"out: expected shape {list(src.shape)}, got {list(out.shape)}")
         out.copy_(src)
 
 

@@ -82,13 +82,18 @@ def guard_source(contract: Contract, block: tuple[int, int, int], driver_call: b
             L.append(f"    if {d} not in _DIMS[{d!r}]: return '{d} outside the contract'")
     for s, m in contract.stride_multiple.items():
         L.append(f"    if {s} % {m} or {s} < 0: return '{s}: not a multiple of {m}'")
+    # Address 0: no storage (a fake or meta tensor while tracing). Never launch on it.
+    L.append(f"    if not ({' and '.join(p for _, p, _ in spans)}): return 'a tensor has no storage'")
     for t, p, e in spans:
         L.append(f"    {e} = {_span_expr(t, p, DTYPES[t.dtype][1])}")
+    checked: set[frozenset] = set()
     for t, p, e in spans:
         if t.role == "in":
             continue
         for u, q, f in spans:
-            if u is not t:
+            pair = frozenset((t.name, u.name))
+            if u is not t and pair not in checked:
+                checked.add(pair)
                 L.append(f"    if {p} < {f} and {q} < {e}: return '{t.name} overlaps {u.name}'")
     for prm in contract.params:
         if isinstance(prm, Tensor):
