@@ -207,6 +207,14 @@ def run(names: list[str] | None, peers: bool = True, log=print, quick: bool = Fa
     ok = True
     empty = rt_launch.raw_launcher(loader.load("empty_kernel", 0))
     reader = rt_launch.raw_launcher(loader.load("read_floor", 0))
+    # A discarded first case: the first case timed in a fresh process came out with floors
+    # 0.2-0.4 us lower than the same case timed later (docs/notes/norm.md), so every
+    # recorded case is timed in the same, warmed-up state.
+    first = next((c for c in contracts.select(names) if c.bench and testbeds.get(c.name)), None)
+    if first is not None:
+        k0 = loader.load(first.name, 0)
+        go0 = rt_launch.make_guard_and_launch(first, function_handle=k0.handle, device=0)
+        bench_case(testbeds.get(first.name), first.cases()[0], go0, (empty, reader), peers=False, log=lambda *_: None)
     for c in contracts.select(names):
         tb = testbeds.get(c.name)
         if not c.bench or tb is None:
