@@ -2,15 +2,10 @@ import pytest
 
 
 def _gpu_reason() -> str | None:
-    try:
-        import torch
-    except ImportError:
-        return "torch not installed"
-    if not torch.cuda.is_available():
-        return "needs an NVIDIA H200 (sm_90a): no CUDA device visible"
-    if torch.cuda.get_device_capability() != (9, 0):
-        return f"needs an NVIDIA H200 (sm_90a): device is sm_{''.join(map(str, torch.cuda.get_device_capability()))}"
-    return None
+    from netra.runtime.gpu import unavailable_reason
+
+    reason = unavailable_reason()
+    return None if reason is None else f"needs an NVIDIA H200 (sm_90a): {reason}"
 
 
 def pytest_collection_modifyitems(config, items):

@@ -16,7 +16,7 @@ from netra.lifecycle.metrics import rel_err
 from netra.reference import norm as ref
 
 EPS = 1e-6
-NO_CUDA = "no CUDA device"
+NO_CUDA = "no CUDA device is visible"
 pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="CPU-only tests: with a GPU the kernel path runs")
 
 
@@ -321,7 +321,7 @@ def test_first_miss_is_logged_once(caplog):
     recs = [r for r in caplog.records if r.name == "netra"]
     assert len(recs) == 1
     msg = recs[0].getMessage()
-    assert "netra.rmsnorm -> framework path (no CUDA device)" in msg
+    assert "netra.rmsnorm -> framework path (no CUDA device is visible)" in msg
     assert "rmsnorm_h2048" in msg and "x: bfloat16 [2, 2048]" in msg
 
 

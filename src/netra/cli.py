@@ -17,16 +17,9 @@ def log(msg: str) -> None:
 
 def _gpu() -> str | None:
     """None when an sm_90 GPU is usable, else why not."""
-    try:
-        import torch
-    except ImportError:
-        return "torch is not installed"
-    if not torch.cuda.is_available():
-        return "no CUDA device is visible"
-    cap = torch.cuda.get_device_capability()
-    if cap != (9, 0):
-        return f"the GPU is sm_{cap[0]}{cap[1]}, not sm_90 (Hopper)"
-    return None
+    from .runtime.gpu import unavailable_reason
+
+    return unavailable_reason()
 
 
 def cmd_build(a) -> int:

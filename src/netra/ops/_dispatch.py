@@ -52,14 +52,13 @@ class KernelOp:
         capture (``netra.ops.prepare()``); the first eager call does it otherwise."""
         if self._launch is not None:
             return self._launch
-        if not torch.cuda.is_available():
-            self._launch = _no_kernel("no CUDA device")
+        from ..runtime import gpu, launch, loader
+
+        reason = gpu.unavailable_reason(device)
+        if reason is not None:
+            self._launch = _no_kernel(reason)
             return self._launch
         device = torch.cuda.current_device() if device is None else device
-        if torch.cuda.get_device_capability(device) != (9, 0):
-            self._launch = _no_kernel(f"device {device} is not sm_90")
-            return self._launch
-        from ..runtime import launch, loader
 
         self.kernel = loader.load(self.contract.name, device)
         self._launch = launch.make_guard_and_launch(self.contract, function_handle=self.kernel.handle, device=device)

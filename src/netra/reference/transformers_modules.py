@@ -15,20 +15,19 @@ def _classes():
     return m.Qwen3_5MoeRMSNorm, m.Qwen3_5MoeRMSNormGated
 
 
-def rms_module(w: Tensor, eps: float, dtype=torch.float64):
-    RMSNorm, _ = _classes()
-    mod = RMSNorm(w.shape[-1], eps=eps).to(device=w.device, dtype=dtype)
+def _module(cls, w: Tensor, eps: float, dtype):
+    mod = cls(w.shape[-1], eps=eps).to(device=w.device, dtype=dtype)
     with torch.no_grad():
         mod.weight.copy_(w.to(dtype))
     return mod
+
+
+def rms_module(w: Tensor, eps: float, dtype=torch.float64):
+    return _module(_classes()[0], w, eps, dtype)
 
 
 def gated_module(w: Tensor, eps: float, dtype=torch.float64):
-    _, Gated = _classes()
-    mod = Gated(w.shape[-1], eps=eps).to(device=w.device, dtype=dtype)
-    with torch.no_grad():
-        mod.weight.copy_(w.to(dtype))
-    return mod
+    return _module(_classes()[1], w, eps, dtype)
 
 
 @torch.no_grad()
