@@ -1,6 +1,7 @@
-"""The CUDA driver, through cuda-bindings: error checking, and the raw cuLaunchKernel entry
-point called through ctypes (about a microsecond of host time, against several for the
-cuda-bindings wrapper, which converts its arguments on every call)."""
+"""The CUDA driver, through cuda-bindings: error checking and context binding. Launches go
+through cuda-bindings' cuLaunchKernel (runtime.launch). ``raw_launch`` (the driver's entry
+point through ctypes) is kept for experiments/runtime/host_dispatch.py, which measured it
+slower: 5.0 us of host time per launch against 3.8 us for the cuda-bindings wrapper."""
 
 from __future__ import annotations
 
@@ -38,11 +39,9 @@ LaunchFn = ctypes.CFUNCTYPE(ctypes.c_int, *LAUNCH_ARGTYPES)
 
 @functools.cache
 def raw_launch():
-    """cuLaunchKernel(f, gx, gy, gz, bx, by, bz, smem, stream, params, extra) -> CUresult.
-
-    The pointer comes from cuGetProcAddress for the CUDA 12.0 ABI of cuLaunchKernel, so it
-    is the same entry point cuda-bindings would call; the driver copies the parameters at
-    launch (and at graph capture), so the caller's buffers may be reused at once."""
+    """cuLaunchKernel(f, gx, gy, gz, bx, by, bz, smem, stream, params, extra) -> CUresult,
+    through ctypes, from cuGetProcAddress for the CUDA 12.0 ABI (the entry point
+    cuda-bindings calls too). Not on the dispatch path: see the module docstring."""
     err, ptr, _status = cu.cuGetProcAddress(b"cuLaunchKernel", 12000, cu.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_DEFAULT)
     if err != cu.CUresult.CUDA_SUCCESS or not int(ptr):
         raise CudaError(f"cuGetProcAddress(cuLaunchKernel): {error_name(err)}")
