@@ -1,0 +1,161 @@
+"""A functional decode step of Qwen3.6 in plain PyTorch, written from the model's math
+(design/qwen36.md) in any dtype (float64 for references), one token per sequence per
+step, with per-sequence states: the GDN conv and recurrent states and a KV cache.
+
+It is the math every decode op must reproduce and the oracle for the decode runner's
+shadow gates. It is checked against transformers 5.17.0's Qwen3_5MoeForCausalLM in the
+tests (teacher-forced logits, float64)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from ..model.checkpoint import PREFIX, Checkpoint
+from ..model.config import TextConfig
+
+
+def rmsnorm(x: Tensor, w: Tensor, eps: float) -> Tensor:
+    """Zero-centred RMSNorm (every norm of the model but the GDN output norm)."""
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * (1.0 + w)
+
+
+def l2norm(x: Tensor, eps: float = 1e-6) -> Tensor:
+    return x * torch.rsqrt(x.pow(2).sum(-1, keepdim=True) + eps)
+
+
+def rope(x: Tensor, pos: Tensor, cfg: TextConfig) -> Tensor:
+    """Partial RoPE on the first rotary_dim channels, rotate_half pairs i and i + rd/2.
+    For text all three mRoPE position rows are equal, so it is plain RoPE. x: [B, h, d]."""
+    rd = cfg.rotary_dim
+    inv = 1.0 / (cfg.rope_theta ** (torch.arange(0, rd, 2, dtype=torch.float64, device=x.device) / rd))
+    ang = pos.to(torch.float64)[:, None] * inv[None, :]  # [B, rd/2]
+    cos = torch.cat([ang.cos(), ang.cos()], -1).to(x.dtype)[:, None, :]
+    sin = torch.cat([ang.sin(), ang.sin()], -1).to(x.dtype)[:, None, :]
+    xr, xp = x[..., :rd], x[..., rd:]
+    rot = torch.cat([-xr[..., rd // 2:], xr[..., : rd // 2]], -1)
+    return torch.cat([xr * cos + rot * sin, xp], -1)
+
+
+@dataclass
+class State:
+    """Per-sequence decode state for B sequences."""
+
+    conv: dict[int, Tensor]  # GDN layer -> [B, conv_dim, K - 1]
+    rec: dict[int, Tensor]  # GDN layer -> [B, nv, dk, dv]
+    k: dict[int, Tensor]  # attention layer -> [B, ctx, nkv, hd]
+    v: dict[int, Tensor]
+    length: Tensor  # [B] tokens already in the cache
+
+
+class Reference:
+    """Weights dequantized exactly into ``dtype``; ``step`` decodes one token per sequence."""
+
+    def __init__(self, ckpt: Checkpoint, dtype=torch.float64, device="cpu"):
+        self.cfg, self.dtype, self.device = ckpt.cfg, dtype, device
+        self.w = {}
+        for name in ckpt.tensors:
+            if not name.endswith("_scale_inv"):
+                self.w[name] = ckpt.weight(name, dtype).to(device)
+
+    def p(self, layer: int, name: str) -> Tensor:
+        return self.w[f"{PREFIX}layers.{layer}.{name}"]
+
+    def new_state(self, batch: int, max_context: int) -> State:
+        c, dt, dev = self.cfg, self.dtype, self.device
+        conv, rec, k, v = {}, {}, {}, {}
+        for L in range(c.num_hidden_layers):
+            if c.is_full(L):
+                k[L] = torch.zeros(batch, max_context, c.num_key_value_heads, c.head_dim, dtype=dt, device=dev)
+                v[L] = torch.zeros_like(k[L])
+            else:
+                conv[L] = torch.zeros(batch, c.conv_dim, c.linear_conv_kernel_dim - 1, dtype=dt, device=dev)
+                rec[L] = torch.zeros(batch, c.linear_num_value_heads, c.linear_key_head_dim, c.linear_value_head_dim,
+                                     dtype=dt, device=dev)
+        return State(conv, rec, k, v, torch.zeros(batch, dtype=torch.long, device=dev))
+
+    # --- mixers ------------------------------------------------------------------------
+    def gdn(self, L: int, x: Tensor, st: State) -> Tensor:
+        c = self.cfg
+        B = x.shape[0]
+        qkv = x @ self.p(L, "linear_attn.in_proj_qkv.weight").T  # [B, conv_dim]
+        z = x @ self.p(L, "linear_attn.in_proj_z.weight").T
+        b = x @ self.p(L, "linear_attn.in_proj_b.weight").T
+        a = x @ self.p(L, "linear_attn.in_proj_a.weight").T
+        window = torch.cat([st.conv[L], qkv[:, :, None]], -1)  # [B, C, K]
+        st.conv[L] = window[:, :, 1:].clone()
+        w = self.p(L, "linear_attn.conv1d.weight")[:, 0, :]  # [C, K]
+        qkv = F.silu((window * w).sum(-1))
+        q, k, v = torch.split(qkv, [c.key_dim, c.key_dim, c.value_dim], -1)
+        nk, nv, dk, dv = c.linear_num_key_heads, c.linear_num_value_heads, c.linear_key_head_dim, c.linear_value_head_dim
+        q = l2norm(q.view(B, nk, dk)).repeat_interleave(nv // nk, 1) * dk ** -0.5
+        k = l2norm(k.view(B, nk, dk)).repeat_interleave(nv // nk, 1)
+        v = v.view(B, nv, dv)
+        beta = torch.sigmoid(b)
+        g = -self.p(L, "linear_attn.A_log").exp() * F.softplus(a + self.p(L, "linear_attn.dt_bias"))
+        S = st.rec[L] * g.exp()[:, :, None, None]  # [B, nv, dk, dv]
+        kv = torch.einsum("bhkv,bhk->bhv", S, k)
+        S = S + k[:, :, :, None] * (beta[:, :, None] * (v - kv))[:, :, None, :]
+        st.rec[L] = S
+        o = torch.einsum("bhkv,bhk->bhv", S, q)  # [B, nv, dv]
+        zn = z.view(B, nv, dv)
+        o = self.p(L, "linear_attn.norm.weight") * (o * torch.rsqrt(o.pow(2).mean(-1, keepdim=True) + c.rms_norm_eps)) * F.silu(zn)
+        return o.reshape(B, -1) @ self.p(L, "linear_attn.out_proj.weight").T
+
+    def attention(self, L: int, x: Tensor, st: State) -> Tensor:
+        c = self.cfg
+        B, nh, nkv, hd = x.shape[0], c.num_attention_heads, c.num_key_value_heads, c.head_dim
+        qg = (x @ self.p(L, "self_attn.q_proj.weight").T).view(B, nh, 2 * hd)
+        q, gate = qg[..., :hd], qg[..., hd:].reshape(B, nh * hd)
+        k = (x @ self.p(L, "self_attn.k_proj.weight").T).view(B, nkv, hd)
+        v = (x @ self.p(L, "self_attn.v_proj.weight").T).view(B, nkv, hd)
+        q = rmsnorm(q, self.p(L, "self_attn.q_norm.weight"), c.rms_norm_eps)
+        k = rmsnorm(k, self.p(L, "self_attn.k_norm.weight"), c.rms_norm_eps)
+        pos = st.length
+        q, k = rope(q, pos, c), rope(k, pos, c)
+        rows = torch.arange(B, device=x.device)
+        st.k[L][rows, pos] = k
+        st.v[L][rows, pos] = v
+        out = torch.empty(B, nh, hd, dtype=x.dtype, device=x.device)
+        for i in range(B):  # sequences have their own lengths
+            n = int(pos[i]) + 1
+            kk = st.k[L][i, :n].repeat_interleave(nh // nkv, 1)  # [n, nh, hd]
+            vv = st.v[L][i, :n].repeat_interleave(nh // nkv, 1)
+            s = torch.einsum("hd,nhd->hn", q[i], kk) * hd ** -0.5
+            out[i] = torch.einsum("hn,nhd->hd", torch.softmax(s, -1), vv)
+        o = out.reshape(B, nh * hd) * torch.sigmoid(gate)
+        return o @ self.p(L, "self_attn.o_proj.weight").T
+
+    def moe(self, L: int, x: Tensor) -> Tensor:
+        c = self.cfg
+        probs = torch.softmax(x @ self.p(L, "mlp.gate.weight").T, -1)
+        top, idx = torch.topk(probs, c.num_experts_per_tok, -1)
+        top = top / top.sum(-1, keepdim=True)
+        out = torch.zeros_like(x)
+        for i in range(x.shape[0]):
+            for j in range(c.num_experts_per_tok):
+                e = int(idx[i, j])
+                gate = x[i] @ self.p(L, f"mlp.experts.{e}.gate_proj.weight").T
+                up = x[i] @ self.p(L, f"mlp.experts.{e}.up_proj.weight").T
+                out[i] += top[i, j] * ((F.silu(gate) * up) @ self.p(L, f"mlp.experts.{e}.down_proj.weight").T)
+        sg = x @ self.p(L, "mlp.shared_expert.gate_proj.weight").T
+        su = x @ self.p(L, "mlp.shared_expert.up_proj.weight").T
+        shared = (F.silu(sg) * su) @ self.p(L, "mlp.shared_expert.down_proj.weight").T
+        return out + torch.sigmoid(x @ self.p(L, "mlp.shared_expert_gate.weight").T) * shared
+
+    # --- the step -------------------------------------------------------------------------
+    def step(self, tokens: Tensor, st: State) -> Tensor:
+        """Logits [B, vocab] for one new token per sequence; advances the state."""
+        c = self.cfg
+        h = self.w[PREFIX + "embed_tokens.weight"][tokens]
+        for L in range(c.num_hidden_layers):
+            x = rmsnorm(h, self.p(L, "input_layernorm.weight"), c.rms_norm_eps)
+            h = h + (self.attention(L, x, st) if c.is_full(L) else self.gdn(L, x, st))
+            x = rmsnorm(h, self.p(L, "post_attention_layernorm.weight"), c.rms_norm_eps)
+            h = h + self.moe(L, x)
+        st.length += 1
+        h = rmsnorm(h, self.w[PREFIX + "norm.weight"], c.rms_norm_eps)
+        return h @ self.w["lm_head.weight"].T
