@@ -1,0 +1,171 @@
+"""Decode ops of Qwen3.6 beyond the norms: FP8 block-scaled projection, the Gated DeltaNet
+step on state pools, the attention step on a paged KV cache, the MoE block and the LM head
+with greedy selection. Each is a ``netra::`` custom op with destination passing (``out=``)
+and a framework path in PyTorch that captures into a CUDA graph (no host synchronization,
+no data-dependent shapes). The kernel issues fill these ops without changing their
+signatures: a guard in front of the framework path, as the norm ops have.
+
+Shapes below use the real model's sizes; the framework paths accept any consistent sizes
+(the tests run them on a tiny config)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+
+def dequant(w: Tensor, scale: Tensor, block: int = 128, dtype=torch.bfloat16) -> Tensor:
+    """fp8 [..., N, K] with fp32 block scales [..., ceil(N/128), ceil(K/128)] -> dtype."""
+    n, k = w.shape[-2:]
+    s = scale.repeat_interleave(block, -2)[..., :n, :].repeat_interleave(block, -1)[..., :k]
+    return (w.float() * s).to(dtype)
+
+
+# --- fp8_linear ------------------------------------------------------------------------------
+@torch.library.custom_op("netra::fp8_linear", mutates_args=("out",))
+def fp8_linear(x: Tensor, weight: Tensor, scale: Tensor, out: Tensor) -> None:
+    """out[M, N] = x[M, K] @ dequant(weight[N, K] fp8, scale)^T, BF16 out, fp32 accumulate.
+    Framework path: dequantize then matmul (issue 4 replaces it with a kernel)."""
+    out.copy_(x @ dequant(weight, scale, dtype=x.dtype).T)
+
+
+@fp8_linear.register_fake
+def _(x, weight, scale, out):
+    return None
+
+
+# --- gdn_decode ------------------------------------------------------------------------------
+@torch.library.custom_op("netra::gdn_decode", mutates_args=("conv_pool", "state_pool", "out"))
+def gdn_decode(qkv: Tensor, z: Tensor, b: Tensor, a: Tensor, conv_weight: Tensor, A_log: Tensor, dt_bias: Tensor,
+               norm_weight: Tensor, conv_pool: Tensor, state_pool: Tensor, slots: Tensor,
+               num_k_heads: int, eps: float, out: Tensor) -> None:
+    """One Gated DeltaNet decode step for B sequences, from the projection outputs to the
+    gated-norm output ``out`` [B, value_dim] ready for out_proj.
+
+    qkv [B, conv_dim], z [B, value_dim], b and a [B, nv] (BF16); conv_weight [conv_dim, K]
+    BF16; A_log, dt_bias [nv] fp32; norm_weight [dv]; conv_pool [slots, conv_dim, K - 1]
+    BF16 and state_pool [slots, nv, dk, dv] fp32, indexed by ``slots`` [B] (int32/int64),
+    both updated in place."""
+    B = qkv.shape[0]
+    nv, dk, dv = state_pool.shape[1:]
+    key_dim = num_k_heads * dk
+    window = torch.cat([conv_pool[slots], qkv[:, :, None]], -1)  # [B, C, K]
+    conv_pool[slots] = window[:, :, 1:]
+    x = F.silu((window.float() * conv_weight.float()).sum(-1)).to(qkv.dtype).float()  # the model rounds to BF16 here
+    q, k, v = torch.split(x, [key_dim, key_dim, nv * dv], -1)
+    rep = nv // num_k_heads
+    q = q.view(B, num_k_heads, dk)
+    k = k.view(B, num_k_heads, dk)
+    q = (q * torch.rsqrt(q.pow(2).sum(-1, keepdim=True) + 1e-6)).repeat_interleave(rep, 1) * dk ** -0.5
+    k = (k * torch.rsqrt(k.pow(2).sum(-1, keepdim=True) + 1e-6)).repeat_interleave(rep, 1)
+    beta = torch.sigmoid(b.float())
+    g = -A_log.float().exp() * F.softplus(a.float() + dt_bias.float())
+    S = state_pool[slots] * g.exp()[:, :, None, None]
+    kv = torch.einsum("bhkv,bhk->bhv", S, k)
+    S = S + k[:, :, :, None] * (beta[:, :, None] * (v.view(B, nv, dv) - kv))[:, :, None, :]
+    state_pool[slots] = S
+    o = torch.einsum("bhkv,bhk->bhv", S, q)
+    o = o * torch.rsqrt(o.pow(2).mean(-1, keepdim=True) + eps)
+    o = norm_weight.float() * o * F.silu(z.float().view(B, nv, dv))
+    out.copy_(o.reshape(B, nv * dv))
+
+
+@gdn_decode.register_fake
+def _(qkv, z, b, a, conv_weight, A_log, dt_bias, norm_weight, conv_pool, state_pool, slots, num_k_heads, eps, out):
+    return None
+
+
+# --- attention ---------------------------------------------------------------------------------
+def rope_tables(max_positions: int, rotary_dim: int, theta: float, device) -> tuple[Tensor, Tensor]:
+    """cos and sin [max_positions, rotary_dim] (fp32), rotate_half layout."""
+    inv = 1.0 / (theta ** (torch.arange(0, rotary_dim, 2, dtype=torch.float64, device=device) / rotary_dim))
+    ang = torch.arange(max_positions, dtype=torch.float64, device=device)[:, None] * inv[None, :]
+    return torch.cat([ang.cos(), ang.cos()], -1).float(), torch.cat([ang.sin(), ang.sin()], -1).float()
+
+
+def _rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    rd = cos.shape[-1]
+    xr, xp = x[..., :rd].float(), x[..., rd:]
+    rot = torch.cat([-xr[..., rd // 2:], xr[..., : rd // 2]], -1)
+    return torch.cat([(xr * cos[:, None] + rot * sin[:, None]).to(x.dtype), xp], -1)
+
+
+@torch.library.custom_op("netra::attention_decode", mutates_args=("k_pages", "v_pages", "out"))
+def attention_decode(q: Tensor, k: Tensor, v: Tensor, gate: Tensor, cos: Tensor, sin: Tensor,
+                     k_pages: Tensor, v_pages: Tensor, block_table: Tensor, positions: Tensor, out: Tensor) -> None:
+    """One gated-attention decode step: RoPE on the normed q [B, nh, hd] and k [B, nkv, hd]
+    at ``positions`` [B], append k and v to the paged cache (pages [P, page, nkv, hd],
+    ``block_table`` [B, pages per sequence]), GQA attention over positions 0..pos with
+    scale hd^-0.5, then ``out`` [B, nh * hd] = attention * sigmoid(gate [B, nh * hd])."""
+    B, nh, hd = q.shape
+    nkv = k.shape[1]
+    page = k_pages.shape[1]
+    c, s = cos[positions], sin[positions]
+    q = _rope(q, c, s)
+    k = _rope(k, c, s)
+    rows = torch.arange(B, device=q.device)
+    pg = block_table[rows, positions // page].long()
+    off = (positions % page).long()
+    k_pages[pg, off] = k
+    v_pages[pg, off] = v
+    K = k_pages[block_table.long()].flatten(1, 2)  # [B, pages * page, nkv, hd]
+    V = v_pages[block_table.long()].flatten(1, 2)
+    K = K.repeat_interleave(nh // nkv, 2).float()
+    V = V.repeat_interleave(nh // nkv, 2).float()
+    scores = torch.einsum("bhd,bnhd->bhn", q.float(), K) * hd ** -0.5
+    valid = torch.arange(K.shape[1], device=q.device)[None, :] <= positions[:, None]
+    scores = scores.masked_fill(~valid[:, None, :], float("-inf"))
+    o = torch.einsum("bhn,bnhd->bhd", torch.softmax(scores, -1), V).to(q.dtype)
+    out.copy_(o.reshape(B, nh * hd) * torch.sigmoid(gate))
+
+
+@attention_decode.register_fake
+def _(q, k, v, gate, cos, sin, k_pages, v_pages, block_table, positions, out):
+    return None
+
+
+# --- moe -------------------------------------------------------------------------------------
+@torch.library.custom_op("netra::moe_decode", mutates_args=("out",))
+def moe_decode(x: Tensor, router: Tensor, w13: Tensor, s13: Tensor, w2: Tensor, s2: Tensor,
+               shared_w13: Tensor, shared_s13: Tensor, shared_w2: Tensor, shared_s2: Tensor,
+               shared_gate: Tensor, top_k: int, out: Tensor) -> None:
+    """The MoE block for B tokens: router softmax (fp32) over E experts, top-k renormalized;
+    each expert down(silu(gate) * up) with gate|up stacked in w13 [E, 2I, H] fp8 and down
+    in w2 [E, H, I] fp8 (128x128 block scales s13, s2); plus the shared expert (the same
+    with [2Is, H] and [H, Is]) scaled by sigmoid(shared_gate [1, H] . x)."""
+    B, H = x.shape
+    probs = torch.softmax((x @ router.T).float(), -1)
+    top, idx = torch.topk(probs, top_k, -1)
+    top = (top / top.sum(-1, keepdim=True)).to(x.dtype)
+    e = idx.reshape(-1)
+    w13e = dequant(w13[e], s13[e], dtype=x.dtype)  # [B * k, 2I, H]
+    w2e = dequant(w2[e], s2[e], dtype=x.dtype)  # [B * k, H, I]
+    xk = x.repeat_interleave(top_k, 0)[:, :, None]
+    gu = torch.bmm(w13e, xk)[:, :, 0]
+    gate, up = gu.chunk(2, -1)
+    y = torch.bmm(w2e, (F.silu(gate) * up)[:, :, None])[:, :, 0]
+    routed = (y.view(B, top_k, H) * top[:, :, None]).sum(1)
+    sgu = x @ dequant(shared_w13, shared_s13, dtype=x.dtype).T
+    sg, su = sgu.chunk(2, -1)
+    shared = (F.silu(sg) * su) @ dequant(shared_w2, shared_s2, dtype=x.dtype).T
+    out.copy_(routed + torch.sigmoid(x @ shared_gate.T) * shared)
+
+
+@moe_decode.register_fake
+def _(x, router, w13, s13, w2, s2, shared_w13, shared_s13, shared_w2, shared_s2, shared_gate, top_k, out):
+    return None
+
+
+# --- lm head ---------------------------------------------------------------------------------
+@torch.library.custom_op("netra::lm_head_argmax", mutates_args=("logits", "tokens"))
+def lm_head_argmax(h: Tensor, weight: Tensor, logits: Tensor, tokens: Tensor) -> None:
+    """logits [B, V] = h [B, H] @ weight [V, H]^T (BF16, fp32 accumulate); tokens [B] =
+    argmax (greedy), the lowest index on ties."""
+    logits.copy_(h @ weight.T)
+    tokens.copy_(torch.argmax(logits.float(), -1))
+
+
+@lm_head_argmax.register_fake
+def _(h, weight, logits, tokens):
+    return None

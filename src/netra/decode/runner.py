@@ -1,0 +1,182 @@
+"""The decode runner: B sequences, one token each per step, every buffer static (so a
+whole step captures into one CUDA graph), every op through ``netra.ops`` and
+``netra.decode.ops`` (each runs its kernel when the guard passes and the framework path
+otherwise). State lives in pools: GDN conv and recurrent states indexed by slot, and a
+paged KV cache with a block table.
+
+Weights are repacked once at construction into the layouts the ops take: routed experts
+stacked as w13 [E, 2I, H] (gate | up) and w2 [E, H, I] with their 128x128 block scales,
+the shared expert likewise. Prefill runs the same step token by token (decode-only)
+until prefill kernels exist."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from .. import ops as nops
+from ..model.checkpoint import FP8, PREFIX, Checkpoint
+from . import ops as dops
+
+
+class DecodeRunner:
+    def __init__(self, ckpt: Checkpoint, batch: int, max_context: int, device="cuda", page_size: int = 64):
+        if not ckpt.fp8:
+            raise ValueError("the decode runner takes the FP8 checkpoint layout")
+        self.cfg = c = ckpt.cfg
+        self.B, self.device, self.dtype = batch, torch.device(device), torch.bfloat16
+        self.page = page_size
+        self.pages_per_seq = math.ceil(max_context / page_size)
+        self.max_context = self.pages_per_seq * page_size
+        dev, bf = self.device, torch.bfloat16
+        T = ckpt.tensors
+
+        def proj(name):
+            return T[name].to(dev), T[name + "_scale_inv"].to(dev)
+
+        def bf16(name):
+            return T[name].to(dev, bf)
+
+        self.layers = []
+        for L in range(c.num_hidden_layers):
+            p = f"{PREFIX}layers.{L}."
+            lw = {"in_norm": bf16(p + "input_layernorm.weight"), "post_norm": bf16(p + "post_attention_layernorm.weight")}
+            if c.is_full(L):
+                a = p + "self_attn."
+                for n in ("q", "k", "v", "o"):
+                    lw[n] = proj(a + f"{n}_proj.weight")
+                lw["q_norm"], lw["k_norm"] = bf16(a + "q_norm.weight"), bf16(a + "k_norm.weight")
+            else:
+                g = p + "linear_attn."
+                lw["qkv"], lw["z"], lw["out"] = proj(g + "in_proj_qkv.weight"), proj(g + "in_proj_z.weight"), proj(g + "out_proj.weight")
+                lw["b"], lw["a"] = bf16(g + "in_proj_b.weight"), bf16(g + "in_proj_a.weight")
+                lw["conv"] = bf16(g + "conv1d.weight")[:, 0, :].contiguous()
+                lw["A_log"] = T[g + "A_log"].to(dev, torch.float32)
+                lw["dt_bias"] = T[g + "dt_bias"].to(dev, torch.float32)
+                lw["gnorm"] = bf16(g + "norm.weight")
+            m = p + "mlp."
+            lw["router"] = bf16(m + "gate.weight")
+            lw["w13"] = torch.stack([torch.cat([T[f"{m}experts.{e}.gate_proj.weight"], T[f"{m}experts.{e}.up_proj.weight"]])
+                                     for e in range(c.num_experts)]).to(dev)
+            lw["s13"] = torch.stack([torch.cat([T[f"{m}experts.{e}.gate_proj.weight_scale_inv"],
+                                                T[f"{m}experts.{e}.up_proj.weight_scale_inv"]]) for e in range(c.num_experts)]).to(dev)
+            lw["w2"] = torch.stack([T[f"{m}experts.{e}.down_proj.weight"] for e in range(c.num_experts)]).to(dev)
+            lw["s2"] = torch.stack([T[f"{m}experts.{e}.down_proj.weight_scale_inv"] for e in range(c.num_experts)]).to(dev)
+            lw["sw13"] = torch.cat([T[m + "shared_expert.gate_proj.weight"], T[m + "shared_expert.up_proj.weight"]]).to(dev)
+            lw["ss13"] = torch.cat([T[m + "shared_expert.gate_proj.weight_scale_inv"], T[m + "shared_expert.up_proj.weight_scale_inv"]]).to(dev)
+            lw["sw2"], lw["ss2"] = proj(m + "shared_expert.down_proj.weight")
+            lw["sgate"] = bf16(m + "shared_expert_gate.weight")
+            self.layers.append(lw)
+        if c.moe_intermediate_size % 128 or c.shared_expert_intermediate_size % 128:
+            raise ValueError("stacking gate|up scales needs intermediate sizes that are multiples of 128")
+        self.embed = bf16(PREFIX + "embed_tokens.weight")
+        self.final_norm = bf16(PREFIX + "norm.weight")
+        self.lm_head = bf16("lm_head.weight")
+        self.cos, self.sin = dops.rope_tables(self.max_context, c.rotary_dim, c.rope_theta, dev)
+        self._alloc()
+        self.graph = None
+
+    # --- static buffers and state ----------------------------------------------------------
+    def _alloc(self):
+        c, B, dev, bf = self.cfg, self.B, self.device, torch.bfloat16
+        H = c.hidden_size
+        e = lambda *s, dt=bf: torch.empty(*s, dtype=dt, device=dev)  # noqa: E731
+        self.tokens = torch.zeros(B, dtype=torch.long, device=dev)
+        self.positions = torch.zeros(B, dtype=torch.long, device=dev)
+        self.slots = torch.arange(B, dtype=torch.long, device=dev)
+        self.block_table = torch.arange(B * self.pages_per_seq, dtype=torch.int32, device=dev).view(B, self.pages_per_seq)
+        self.h, self.x, self.mix, self.moe = e(B, H), e(B, H), e(B, H), e(B, H)
+        self.qkv, self.z, self.bb, self.aa = e(B, c.conv_dim), e(B, c.value_dim), e(B, c.linear_num_value_heads), e(B, c.linear_num_value_heads)
+        self.o = e(B, c.value_dim)
+        nh, nkv, hd = c.num_attention_heads, c.num_key_value_heads, c.head_dim
+        self.qg, self.kb, self.vb = e(B, 2 * nh * hd), e(B, nkv * hd), e(B, nkv * hd)
+        self.qn, self.kn, self.ao = e(B, nh, hd), e(B, nkv, hd), e(B, nh * hd)
+        self.logits = e(B, c.vocab_size)
+        self.next_tokens = torch.zeros(B, dtype=torch.long, device=dev)
+        self.conv_pool, self.state_pool, self.k_pages, self.v_pages = {}, {}, {}, {}
+        for L in range(c.num_hidden_layers):
+            if c.is_full(L):
+                self.k_pages[L] = torch.zeros(B * self.pages_per_seq, self.page, nkv, hd, dtype=bf, device=dev)
+                self.v_pages[L] = torch.zeros_like(self.k_pages[L])
+            else:
+                self.conv_pool[L] = torch.zeros(B, c.conv_dim, c.linear_conv_kernel_dim - 1, dtype=bf, device=dev)
+                self.state_pool[L] = torch.zeros(B, c.linear_num_value_heads, c.linear_key_head_dim,
+                                                 c.linear_value_head_dim, dtype=torch.float32, device=dev)
+
+    def reset(self):
+        """Empty every sequence (positions 0, zero states); buffers keep their addresses."""
+        self.positions.zero_()
+        for t in (*self.conv_pool.values(), *self.state_pool.values(), *self.k_pages.values(), *self.v_pages.values()):
+            t.zero_()
+
+    # --- the step ----------------------------------------------------------------------------
+    def _mixer(self, L: int, lw: dict):
+        c, B, eps = self.cfg, self.B, self.cfg.rms_norm_eps
+        if c.is_full(L):
+            nh, nkv, hd = c.num_attention_heads, c.num_key_value_heads, c.head_dim
+            dops.fp8_linear(self.x, *lw["q"], self.qg)
+            dops.fp8_linear(self.x, *lw["k"], self.kb)
+            dops.fp8_linear(self.x, *lw["v"], self.vb)
+            qg = self.qg.view(B, nh, 2 * hd)
+            nops.qk_rmsnorm(qg[:, :, :hd], self.kb.view(B, nkv, hd), lw["q_norm"], lw["k_norm"], eps,
+                            out_q=self.qn, out_k=self.kn)
+            dops.attention_decode(self.qn, self.kn, self.vb.view(B, nkv, hd), qg[:, :, hd:].reshape(B, nh * hd),
+                                  self.cos, self.sin, self.k_pages[L], self.v_pages[L], self.block_table,
+                                  self.positions, self.ao)
+            dops.fp8_linear(self.ao, *lw["o"], self.mix)
+        else:
+            dops.fp8_linear(self.x, *lw["qkv"], self.qkv)
+            dops.fp8_linear(self.x, *lw["z"], self.z)
+            torch.matmul(self.x, lw["b"].T, out=self.bb)
+            torch.matmul(self.x, lw["a"].T, out=self.aa)
+            dops.gdn_decode(self.qkv, self.z, self.bb, self.aa, lw["conv"], lw["A_log"], lw["dt_bias"], lw["gnorm"],
+                            self.conv_pool[L], self.state_pool[L], self.slots, c.linear_num_key_heads, eps, self.o)
+            dops.fp8_linear(self.o, *lw["out"], self.mix)
+
+    def step_(self):
+        """One decode step on the static buffers: reads tokens and positions, writes logits
+        and next_tokens, advances positions. Captures into a CUDA graph."""
+        c, eps = self.cfg, self.cfg.rms_norm_eps
+        torch.index_select(self.embed, 0, self.tokens, out=self.h)
+        for L, lw in enumerate(self.layers):
+            if L == 0:
+                nops.rmsnorm(self.h, lw["in_norm"], eps, out=self.x)
+            else:
+                nops.add_rmsnorm(self.moe, self.h, lw["in_norm"], eps, out=self.x)
+            self._mixer(L, lw)
+            nops.add_rmsnorm(self.mix, self.h, lw["post_norm"], eps, out=self.x)
+            dops.moe_decode(self.x, lw["router"], lw["w13"], lw["s13"], lw["w2"], lw["s2"], lw["sw13"], lw["ss13"],
+                            lw["sw2"], lw["ss2"], lw["sgate"], c.num_experts_per_tok, self.moe)
+        nops.add_rmsnorm(self.moe, self.h, self.final_norm, eps, out=self.x)
+        dops.lm_head_argmax(self.x, self.lm_head, self.logits, self.next_tokens)
+        self.positions.add_(1)
+
+    def step(self, tokens: Tensor) -> Tensor:
+        """Teacher-forced step: the given tokens [B] in, logits [B, V] out (a view of the
+        static buffer, valid until the next step). Replays the graph when captured."""
+        self.tokens.copy_(tokens)
+        if self.graph is not None:
+            self.graph.replay()
+        else:
+            self.step_()
+        return self.logits
+
+    def capture(self):
+        """Capture one step into a CUDA graph (kernels load first; state is reset after the
+        warm-up step, so capture leaves every sequence empty)."""
+        nops.prepare()
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            self.step_()  # warm: allocator pools, library handles, module loads
+        torch.cuda.current_stream().wait_stream(s)
+        torch.cuda.synchronize()
+        self.reset()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            self.step_()
+        self.graph = g
+        self.reset()
+        return g
