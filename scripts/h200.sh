@@ -24,6 +24,8 @@ for step in $steps; do
                    python3 "$e" --out "$OUT" 2>&1 | tee -a "$OUT/run.log"; done ;;
     host) python3 -m netra.cli bench --host-only 2>&1 | tee -a "$OUT/run.log" ;;
     bench:*) python3 -m netra.cli bench ${step#bench:} 2>&1 | tee -a "$OUT/run.log" ;;
+    decode-tests) python3 -m pytest -q -m gpu tests/test_decode_runner.py 2>&1 | tee -a "$OUT/run.log" ;;
+    decode:*) spec=${step#decode:}; python3 -m netra.cli decode --layers ${spec%%:*} --batch ${spec#*:} 2>&1 | tee -a "$OUT/run.log" ;;
     report) python3 -m netra.cli report 2>&1 | tee -a "$OUT/run.log" ;;
   esac
 done

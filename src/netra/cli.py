@@ -114,6 +114,16 @@ def cmd_run(a) -> int:
     return 0 if ok else 1
 
 
+def cmd_decode(a) -> int:
+    if (rc := _need_gpu("netra decode")) is not None:
+        return rc
+    from .decode import speed
+
+    for b in a.batch:
+        print(json.dumps(speed.run(a.checkpoint, a.layers, b, a.steps, a.context, a.seed, log=log)))
+    return 0
+
+
 def cmd_stats(a) -> int:
     from . import ops
 
@@ -151,6 +161,14 @@ def main(argv: list[str] | None = None) -> int:
     s.set_defaults(fn=cmd_report)
     s = sub.add_parser("run", help="the main job: build, then check, sanitize, bench and report on an H200")
     s.set_defaults(fn=cmd_run)
+    s = sub.add_parser("decode", help="decode speed of the runner on the synthetic full-size model or --checkpoint (H200)")
+    s.add_argument("--checkpoint", default=None, help="a Qwen3.6 FP8 checkpoint folder (default: synthetic, built on the GPU)")
+    s.add_argument("--layers", type=int, default=None)
+    s.add_argument("--batch", type=int, nargs="+", default=[1])
+    s.add_argument("--steps", type=int, default=32)
+    s.add_argument("--context", type=int, default=1024)
+    s.add_argument("--seed", type=int, default=0)
+    s.set_defaults(fn=cmd_decode)
     a = p.parse_args(argv)
     return a.fn(a)
 
