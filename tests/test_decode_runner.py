@@ -62,3 +62,42 @@ def test_runner_graph_replay_equals_eager():
     ref = Reference(c, torch.float64, device="cuda")
     median, agree, _ = _compare(DecodeRunner(c, batch=2, max_context=32, device="cuda", page_size=16), ref, ids.cpu())
     assert median < EPS_TOL and agree == ids.shape[1]
+
+
+def test_gates_on_tiny_model_cpu():
+    from netra.decode import gates
+
+    cfg = tiny(layers=4)
+    c = ck.synthetic_checkpoint(cfg, seed=23)
+    runner = DecodeRunner(c, batch=2, max_context=48, device="cpu", page_size=16)
+    model = ck.transformers_model(c, torch.float64)
+    prompts = torch.randint(0, cfg.vocab_size, (2, 16), generator=torch.Generator().manual_seed(3))
+    tf = gates.teacher_forced(runner, gates.reference_logits(model, prompts), prompts)
+    assert tf["pass"] and tf["top1_checked"] > 0 and tf["median_rel_err"] < gates.LOGIT_TOL, tf
+    shadow = gates.layer_shadow(runner, c, prompts[0], dtype=torch.float64)
+    assert [r["layer"] for r in shadow["layers"]] == [0, 1, 2, 3]
+    assert shadow["pass"], shadow
+    assert all(r["mixer_max_rel_err"] > 0 for r in shadow["layers"]), "BF16 against float64 cannot be exact"
+    ref_tok, margins = gates.reference_greedy(model, prompts[0, :8], 12)
+    run_tok = gates.runner_greedy(runner, prompts[0, :8], 12)
+    fd = gates.first_divergence(ref_tok, margins, run_tok)
+    assert fd["steps"] == 12
+    assert fd["first_divergence"] is None or fd["at_near_tie"] is not None
+
+
+def test_layer_shadow_catches_a_wrong_op(monkeypatch):
+    from netra.decode import gates
+    from netra.decode import ops as dops
+
+    cfg = tiny(layers=4)
+    c = ck.synthetic_checkpoint(cfg, seed=24)
+    runner = DecodeRunner(c, batch=1, max_context=32, device="cpu", page_size=16)
+    real = dops.attention_decode
+
+    def wrong(q, k, v, gate, cos, sin, *rest):  # RoPE with the sign of sin flipped
+        return real(q, k, v, gate, cos, -sin, *rest)
+
+    monkeypatch.setattr(dops, "attention_decode", wrong)
+    shadow = gates.layer_shadow(runner, c, torch.arange(1, 13), dtype=torch.float64)
+    bad = [r["layer"] for r in shadow["layers"] if not r["pass"]]
+    assert bad == [3], shadow  # the one attention layer

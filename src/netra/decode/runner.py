@@ -77,6 +77,7 @@ class DecodeRunner:
         self.cos, self.sin = dops.rope_tables(self.max_context, c.rotary_dim, c.rope_theta, dev)
         self._alloc()
         self.graph = None
+        self.trace: dict | None = None  # eager only: {(layer, name): [per-step clones]}, for the shadow gate
 
     # --- static buffers and state ----------------------------------------------------------
     def _alloc(self):
@@ -145,13 +146,22 @@ class DecodeRunner:
                 nops.rmsnorm(self.h, lw["in_norm"], eps, out=self.x)
             else:
                 nops.add_rmsnorm(self.moe, self.h, lw["in_norm"], eps, out=self.x)
+            self._record(L, "h_in", self.h, "x", self.x)
             self._mixer(L, lw)
             nops.add_rmsnorm(self.mix, self.h, lw["post_norm"], eps, out=self.x)
+            self._record(L, "mix", self.mix, "h_mid", self.h, "x2", self.x)
             dops.moe_decode(self.x, lw["router"], lw["w13"], lw["s13"], lw["w2"], lw["s2"], lw["sw13"], lw["ss13"],
                             lw["sw2"], lw["ss2"], lw["sgate"], c.num_experts_per_tok, self.moe)
+            self._record(L, "moe", self.moe)
         nops.add_rmsnorm(self.moe, self.h, self.final_norm, eps, out=self.x)
         dops.lm_head_argmax(self.x, self.lm_head, self.logits, self.next_tokens)
         self.positions.add_(1)
+
+    def _record(self, L: int, *pairs):
+        if self.trace is None:
+            return
+        for name, t in zip(pairs[::2], pairs[1::2]):
+            self.trace.setdefault((L, name), []).append(t.detach().clone())
 
     def step(self, tokens: Tensor) -> Tensor:
         """Teacher-forced step: the given tokens [B] in, logits [B, V] out (a view of the
@@ -166,6 +176,8 @@ class DecodeRunner:
     def capture(self):
         """Capture one step into a CUDA graph (kernels load first; state is reset after the
         warm-up step, so capture leaves every sequence empty)."""
+        if self.trace is not None:
+            raise RuntimeError("tracing records clones on the host side; switch it off before capture")
         nops.prepare()
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())

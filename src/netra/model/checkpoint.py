@@ -327,32 +327,58 @@ def write_synthetic(path: str | Path, cfg: TextConfig, seed: int = 0, device="cp
 
 
 # --- the transformers reference ---------------------------------------------------------------
-def transformers_state_dict(ckpt: Checkpoint, dtype=torch.float32) -> dict[str, torch.Tensor]:
-    """The checkpoint, exactly dequantized, under Qwen3_5MoeForCausalLM's parameter names
-    (routed experts fused into gate_up_proj [E, 2I, H] and down_proj [E, H, I])."""
+def transformers_layer_state_dict(ckpt: Checkpoint, layer: int, dtype=torch.float32) -> dict[str, torch.Tensor]:
+    """One decoder layer, exactly dequantized, under Qwen3_5MoeDecoderLayer's parameter
+    names (routed experts fused into gate_up_proj [E, 2I, H] and down_proj [E, H, I])."""
     cfg, out = ckpt.cfg, {}
+    p = f"{PREFIX}layers.{layer}."
     for name in expected(cfg):
-        if ".mlp.experts." in name:
-            continue
-        key = "model." + name[len(PREFIX):] if name.startswith(PREFIX) else name
-        out[key] = ckpt.weight(name, dtype)
-    for L in range(cfg.num_hidden_layers):
-        m = f"{PREFIX}layers.{L}.mlp.experts."
-        gu = [torch.cat([ckpt.weight(f"{m}{e}.gate_proj.weight", dtype), ckpt.weight(f"{m}{e}.up_proj.weight", dtype)])
-              for e in range(cfg.num_experts)]
-        out[f"model.layers.{L}.mlp.experts.gate_up_proj"] = torch.stack(gu)
-        out[f"model.layers.{L}.mlp.experts.down_proj"] = torch.stack(
-            [ckpt.weight(f"{m}{e}.down_proj.weight", dtype) for e in range(cfg.num_experts)])
+        if name.startswith(p) and ".mlp.experts." not in name:
+            out[name[len(p):]] = ckpt.weight(name, dtype)
+    m = p + "mlp.experts."
+    out["mlp.experts.gate_up_proj"] = torch.stack(
+        [torch.cat([ckpt.weight(f"{m}{e}.gate_proj.weight", dtype), ckpt.weight(f"{m}{e}.up_proj.weight", dtype)])
+         for e in range(cfg.num_experts)])
+    out["mlp.experts.down_proj"] = torch.stack([ckpt.weight(f"{m}{e}.down_proj.weight", dtype) for e in range(cfg.num_experts)])
     return out
+
+
+def transformers_state_dict(ckpt: Checkpoint, dtype=torch.float32) -> dict[str, torch.Tensor]:
+    """The checkpoint, exactly dequantized, under Qwen3_5MoeForCausalLM's parameter names."""
+    cfg = ckpt.cfg
+    out = {"model.embed_tokens.weight": ckpt.weight(PREFIX + "embed_tokens.weight", dtype),
+           "model.norm.weight": ckpt.weight(PREFIX + "norm.weight", dtype),
+           "lm_head.weight": ckpt.weight("lm_head.weight", dtype)}
+    for L in range(cfg.num_hidden_layers):
+        out.update({f"model.layers.{L}.{k}": v for k, v in transformers_layer_state_dict(ckpt, L, dtype).items()})
+    return out
+
+
+def transformers_config(cfg: TextConfig, dtype):
+    hf_cfg = cfg.to_transformers()
+    hf_cfg._attn_implementation = "sdpa"  # causal without a mask, also for a standalone layer
+    if dtype == torch.float64:  # grouped_mm has no float64 kernel; the eager loop is the same math
+        hf_cfg._experts_implementation = "eager"
+    return hf_cfg
+
+
+def transformers_layer(ckpt: Checkpoint, layer: int, dtype=torch.float32, device="cpu"):
+    """transformers' Qwen3_5MoeDecoderLayer ``layer`` alone, on exactly dequantized weights."""
+    from transformers.models.qwen3_5_moe.modeling_qwen3_5_moe import Qwen3_5MoeDecoderLayer
+
+    hf_cfg = transformers_config(ckpt.cfg, dtype)
+    with torch.device("meta"):
+        mod = Qwen3_5MoeDecoderLayer(hf_cfg, layer)
+    mod.load_state_dict({k: v.to(device) for k, v in transformers_layer_state_dict(ckpt, layer, dtype).items()},
+                        strict=True, assign=True)
+    return mod.to(device=device, dtype=dtype).eval()
 
 
 def transformers_model(ckpt: Checkpoint, dtype=torch.float32, device="cpu"):
     """transformers 5.17.0 Qwen3_5MoeForCausalLM on the exactly dequantized weights."""
     from transformers import Qwen3_5MoeForCausalLM
 
-    hf_cfg = ckpt.cfg.to_transformers()
-    if dtype == torch.float64:  # grouped_mm has no float64 kernel; the eager loop is the same math
-        hf_cfg._experts_implementation = "eager"
+    hf_cfg = transformers_config(ckpt.cfg, dtype)
     with torch.device("meta"):
         model = Qwen3_5MoeForCausalLM(hf_cfg)
     sd = {k: v.to(device) for k, v in transformers_state_dict(ckpt, dtype).items()}

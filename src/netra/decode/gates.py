@@ -1,0 +1,161 @@
+"""The decode runner's promotion gates, against transformers 5.17.0 on the same, exactly
+dequantized weights:
+
+- layer shadow: every layer of the runner, and each of its ops (mixer, MoE), fed the
+  runner's own inputs for that layer, against the transformers module;
+- teacher-forced tokens: the same sequences through the runner and the reference, logits
+  compared at every position; top-1 must agree wherever the reference's top-2 margin
+  exceeds the tolerance (otherwise the position is a near tie);
+- free-running greedy decode: where the runner's tokens first differ from the
+  reference's, and whether the reference had a near tie there.
+
+Relative errors are max |runner - reference| / max |reference| (per position, per
+sequence); margins are in the same unit."""
+
+from __future__ import annotations
+
+import statistics
+
+import torch
+from torch import Tensor
+
+from ..model import checkpoint as ck
+from .runner import DecodeRunner
+
+LOGIT_TOL = 3e-2  # BF16 weights and activations through every layer, against fp32/float64
+OP_TOL = 3e-2  # one layer's op output, BF16 against fp32/float64
+ROUTER_TIE = 1e-3  # top-k boundary margin (probability) under which an expert choice is a near tie
+
+
+def _rel(got: Tensor, want: Tensor) -> Tensor:
+    """Per row (last dim) max |got - want| / max |want|."""
+    got, want = got.double(), want.double()
+    return (got - want).abs().amax(-1) / want.abs().amax(-1).clamp_min(1e-30)
+
+
+# --- teacher-forced -----------------------------------------------------------------------------
+@torch.no_grad()
+def reference_logits(model, prompts: Tensor) -> Tensor:
+    """[n, T, V] float32 on the CPU: one prefill forward of the reference per sequence."""
+    dev = next(model.parameters()).device
+    return torch.cat([model(prompts[i: i + 1].to(dev)).logits.float().cpu() for i in range(prompts.shape[0])])
+
+
+@torch.no_grad()
+def teacher_forced(runner: DecodeRunner, ref_logits: Tensor, prompts: Tensor, tol: float = LOGIT_TOL) -> dict:
+    n, T = prompts.shape
+    if n != runner.B:
+        raise ValueError(f"the runner decodes {runner.B} sequences; {n} prompts arrived")
+    runner.reset()
+    errs, near_ties, disagree, checked = [], 0, [], 0
+    for t in range(T):
+        got = runner.step(prompts[:, t].to(runner.device)).float().cpu()
+        want = ref_logits[:, t]
+        errs += _rel(got, want).tolist()
+        top2 = want.topk(2, -1).values
+        margin = (top2[:, 0] - top2[:, 1]) / want.abs().amax(-1)
+        sure = margin > tol
+        near_ties += int((~sure).sum())
+        checked += int(sure.sum())
+        bad = sure & (got.argmax(-1) != want.argmax(-1))
+        disagree += [(int(i), t) for i in bad.nonzero().flatten()]
+    return {"sequences": n, "steps": T, "tolerance": tol,
+            "max_rel_err": max(errs), "median_rel_err": statistics.median(errs),
+            "near_ties": near_ties, "top1_checked": checked,
+            "top1_agreement_non_tie": 1.0 - len(disagree) / max(checked, 1),
+            "disagreements": disagree[:20], "pass": not disagree}
+
+
+# --- free running -------------------------------------------------------------------------------
+@torch.no_grad()
+def reference_greedy(model, prompt: Tensor, steps: int) -> tuple[Tensor, Tensor]:
+    """The reference's greedy continuation [steps] and its top-2 margins [steps] (relative)."""
+    dev = next(model.parameters()).device
+    out = model.generate(prompt[None].to(dev), max_new_tokens=steps, min_new_tokens=steps, do_sample=False,
+                         output_logits=True, return_dict_in_generate=True, pad_token_id=0)
+    tokens = out.sequences[0, prompt.shape[0]:].cpu()
+    logits = torch.stack(out.logits, 1)[0].float().cpu()  # [steps, V]
+    top2 = logits.topk(2, -1).values
+    return tokens, (top2[:, 0] - top2[:, 1]) / logits.abs().amax(-1)
+
+
+@torch.no_grad()
+def runner_greedy(runner: DecodeRunner, prompt: Tensor, steps: int) -> Tensor:
+    """The runner's greedy continuation of ``prompt`` (every batch row decodes the same)."""
+    runner.reset()
+    rows = lambda tok: torch.full((runner.B,), int(tok), dtype=torch.long, device=runner.device)  # noqa: E731
+    for tok in prompt[:-1]:
+        runner.step(rows(tok))
+    runner.step(rows(prompt[-1]))
+    out = []
+    for _ in range(steps):
+        nxt = runner.next_tokens[0].item()
+        out.append(nxt)
+        runner.step(rows(nxt))
+    return torch.tensor(out)
+
+
+def first_divergence(ref_tokens: Tensor, ref_margins: Tensor, run_tokens: Tensor, tol: float = LOGIT_TOL) -> dict:
+    diff = (ref_tokens != run_tokens).nonzero().flatten()
+    if diff.numel() == 0:
+        return {"first_divergence": None, "at_near_tie": None, "steps": int(ref_tokens.numel())}
+    i = int(diff[0])
+    return {"first_divergence": i, "at_near_tie": bool(ref_margins[i] <= tol),
+            "reference_margin": float(ref_margins[i]), "steps": int(ref_tokens.numel())}
+
+
+# --- layer shadow --------------------------------------------------------------------------------
+@torch.no_grad()
+def layer_shadow(runner: DecodeRunner, ckpt: ck.Checkpoint, prompt: Tensor, dtype=torch.float32,
+                 tol: float = OP_TOL, device=None, layers: list[int] | None = None) -> dict:
+    """Trace the runner over ``prompt`` (eagerly), then feed each transformers decoder layer
+    and its mixer and MoE the runner's own inputs for that layer, one layer at a time (so
+    the full model never has to fit twice). Errors per position, relative to the largest
+    reference value at that position; MoE positions whose router top-k boundary is a near
+    tie are counted apart."""
+    from transformers.models.qwen3_5_moe.modeling_qwen3_5_moe import Qwen3_5MoeTextRotaryEmbedding
+
+    device = device or runner.device
+    cfg = ckpt.cfg
+    runner.reset()
+    runner.trace = {}
+    try:
+        for tok in prompt:
+            runner.step(torch.full((runner.B,), int(tok), dtype=torch.long, device=runner.device))
+        trace = runner.trace
+    finally:
+        runner.trace = None
+    T = prompt.shape[0]
+    seq = lambda L, name: torch.stack(trace[(L, name)])[:, 0].to(device, dtype)[None]  # noqa: E731  [1, T, ...]
+    hf_cfg = ck.transformers_config(cfg, dtype)
+    with torch.device(device):
+        rot = Qwen3_5MoeTextRotaryEmbedding(config=hf_cfg)
+    pos = torch.arange(T, device=device)
+    results, ok = [], True
+    for L in (layers if layers is not None else range(cfg.num_hidden_layers)):
+        mod = ck.transformers_layer(ckpt, L, dtype, device)
+        h_in, x, x2 = seq(L, "h_in"), seq(L, "x"), seq(L, "x2")
+        pe = rot(h_in, pos.view(1, 1, -1).expand(3, 1, -1))
+        if cfg.is_full(L):
+            mix_ref = mod.self_attn(hidden_states=x, position_embeddings=pe, attention_mask=None)[0]
+        else:
+            mix_ref = mod.linear_attn(hidden_states=x)
+        moe_ref = mod.mlp(x2)
+        out_ref = mod(h_in, position_embeddings=pe, attention_mask=None, position_ids=pos[None])
+        out_run = (seq(L, "h_mid") + seq(L, "moe")).to(torch.bfloat16).to(dtype)  # the next layer's residual add
+        probs = torch.softmax((x2[0] @ mod.mlp.gate.weight.T).float(), -1)
+        topk = probs.topk(cfg.num_experts_per_tok + 1, -1).values
+        tie = (topk[:, -2] - topk[:, -1]) < ROUTER_TIE  # [T]
+        e_mix, e_moe, e_out = _rel(seq(L, "mix")[0], mix_ref[0]), _rel(seq(L, "moe")[0], moe_ref[0]), _rel(out_run[0], out_ref[0])
+        clean = ~tie
+        r = {"layer": L, "type": cfg.layer_types[L],
+             "mixer_max_rel_err": float(e_mix.max()),
+             "moe_max_rel_err": float(e_moe[clean].max()) if clean.any() else None,
+             "moe_router_near_ties": int(tie.sum()),
+             "moe_max_rel_err_at_ties": float(e_moe[tie].max()) if tie.any() else None,
+             "layer_out_max_rel_err": float(e_out[clean].max()) if clean.any() else None}
+        r["pass"] = r["mixer_max_rel_err"] <= tol and (r["moe_max_rel_err"] or 0.0) <= tol and (r["layer_out_max_rel_err"] or 0.0) <= tol
+        ok &= r["pass"]
+        results.append(r)
+        del mod
+    return {"tolerance": tol, "reference_dtype": str(dtype).replace("torch.", ""), "positions": T, "layers": results, "pass": ok}
