@@ -25,7 +25,8 @@ for step in $steps; do
     host) python3 -m netra.cli bench --host-only 2>&1 | tee -a "$OUT/run.log" ;;
     bench:*) python3 -m netra.cli bench ${step#bench:} 2>&1 | tee -a "$OUT/run.log" ;;
     decode-tests) python3 -m pytest -q -m gpu tests/test_decode_runner.py 2>&1 | tee -a "$OUT/run.log" ;;
-    decode:*) spec=${step#decode:}; python3 -m netra.cli decode --layers ${spec%%:*} --batch ${spec#*:} 2>&1 | tee -a "$OUT/run.log" ;;
+    decode) python3 -m netra.cli decode 2>&1 | tee -a "$OUT/run.log" ;;
+    decode:*) spec=${step#decode:}; python3 -m netra.cli decode ${spec//,/ } 2>&1 | tee -a "$OUT/run.log" ;;
     report) python3 -m netra.cli report 2>&1 | tee -a "$OUT/run.log" ;;
   esac
 done

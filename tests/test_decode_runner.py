@@ -101,3 +101,17 @@ def test_layer_shadow_catches_a_wrong_op(monkeypatch):
     shadow = gates.layer_shadow(runner, c, torch.arange(1, 13), dtype=torch.float64)
     bad = [r["layer"] for r in shadow["layers"] if not r["pass"]]
     assert bad == [3], shadow  # the one attention layer
+
+
+def test_decode_main_gates_and_record_on_tiny_checkpoint(tmp_path):
+    from netra.decode import main as decode
+
+    ck.write_synthetic(tmp_path, tiny(layers=4), seed=25, progress=False)
+    rec = decode.run(str(tmp_path), batches=(), n_prompts=2, prompt_len=12, free_steps=8, shadow_len=8,
+                     device="cpu", write=False, log=lambda *_: None)
+    assert set(decode.GATE_KEYS) <= set(rec["gates"])
+    assert rec["gates"]["layer_shadow_pass"] and rec["gates"]["teacher_forced"]["pass"]
+    assert rec["model"]["checkpoint"] == str(tmp_path) and rec["model"]["config"]["num_hidden_layers"] == 4
+    assert rec["runs"] == []  # the speed A/B needs the GPU
+    r = decode._run_record("netra-kernels-graph", 8, tiny(), 1024, 2.0, ["rmsnorm_h2048"], "m")
+    assert set(decode.RUN_KEYS) <= set(r) and r["tokens_per_s"] == 4000.0

@@ -117,11 +117,17 @@ def cmd_run(a) -> int:
 def cmd_decode(a) -> int:
     if (rc := _need_gpu("netra decode")) is not None:
         return rc
-    from .decode import speed
+    from .decode import main as decode
 
-    for b in a.batch:
-        print(json.dumps(speed.run(a.checkpoint, a.layers, b, a.steps, a.context, a.seed, log=log)))
-    return 0
+    rec = decode.run(a.checkpoint, a.layers, tuple(a.batch), a.steps, a.context, a.seed, a.prompts, a.prompt_len,
+                     a.free_steps, a.shadow_len, log=log)
+    g = rec["gates"]
+    log(json.dumps({k: g[k] for k in decode.GATE_KEYS}))
+    for r in rec["runs"]:
+        log(f"  {r['engine']:24s} batch {r['batch']:3d}: {r['ms_per_token']:8.2f} ms/token  {r['tokens_per_s']:8.1f} tokens/s  "
+            f"{100 * r['fraction_of_limit']:5.1f}% of limit")
+    ok = g["layer_shadow_pass"] and g["teacher_forced"]["pass"]
+    return 0 if ok else 1
 
 
 def cmd_stats(a) -> int:
@@ -161,13 +167,17 @@ def main(argv: list[str] | None = None) -> int:
     s.set_defaults(fn=cmd_report)
     s = sub.add_parser("run", help="the main job: build, then check, sanitize, bench and report on an H200")
     s.set_defaults(fn=cmd_run)
-    s = sub.add_parser("decode", help="decode speed of the runner on the synthetic full-size model or --checkpoint (H200)")
+    s = sub.add_parser("decode", help="the decode gates and speed A/B on the synthetic full-size model or --checkpoint (H200)")
     s.add_argument("--checkpoint", default=None, help="a Qwen3.6 FP8 checkpoint folder (default: synthetic, built on the GPU)")
     s.add_argument("--layers", type=int, default=None)
-    s.add_argument("--batch", type=int, nargs="+", default=[1])
-    s.add_argument("--steps", type=int, default=32)
+    s.add_argument("--batch", type=int, nargs="+", default=[1, 8, 32])
+    s.add_argument("--steps", type=int, default=64, help="timed graph replays per engine and batch")
     s.add_argument("--context", type=int, default=1024)
     s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--prompts", type=int, default=4, help="teacher-forced gate sequences")
+    s.add_argument("--prompt-len", type=int, default=256)
+    s.add_argument("--free-steps", type=int, default=256, help="free-running greedy tokens")
+    s.add_argument("--shadow-len", type=int, default=64, help="positions of the layer shadow")
     s.set_defaults(fn=cmd_decode)
     a = p.parse_args(argv)
     return a.fn(a)

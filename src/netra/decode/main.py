@@ -1,0 +1,189 @@
+"""`netra decode`: the end-to-end gate every kernel issue uses for promotion.
+
+One run builds the model (the synthetic full-size Qwen3.6-35B-A3B FP8 from a seed, on the
+GPU, or --checkpoint), then:
+  1. the transformers 5.17.0 reference on the exactly dequantized weights (float32 where it
+     fits, else BF16): teacher-forced logits for the gate prompts, a greedy continuation,
+     and its own eager decode speed; then it is freed;
+  2. the gates on the runner with the kernels switched on: teacher-forced tokens,
+     free-running greedy decode, layer shadow;
+  3. the speed A/B: the runner with every op on the framework path and with the kernels,
+     each captured in CUDA graphs, at each batch size;
+and writes results/sm_90a/decode.json."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import statistics
+import time
+
+import torch
+
+from .. import ops as nops
+from .. import paths
+from ..lifecycle import records
+from ..model import checkpoint as ck
+from ..model.config import QWEN36_35B_A3B, TextConfig
+from . import gates
+from .runner import DecodeRunner
+
+LIMIT_MS = 0.84  # batch-1 physical limit per token for 40 layers (design/qwen36.md)
+
+
+def _reference_dtype(cfg: TextConfig, device) -> torch.dtype:
+    """float32 when the dequantized model fits in half the free memory, else BF16."""
+    if torch.device(device).type != "cuda":
+        return torch.float64
+    params = sum(torch.Size(s.shape).numel() for s in ck.expected(cfg).values())
+    free, _ = torch.cuda.mem_get_info()
+    return torch.float32 if params * 4 < 0.5 * free else torch.bfloat16
+
+
+def _time_replays(runner: DecodeRunner, steps: int) -> float:
+    tokens = torch.randint(0, runner.cfg.vocab_size, (runner.B,), device=runner.device,
+                           generator=torch.Generator(device=runner.device).manual_seed(0))
+    for _ in range(3):
+        runner.step(tokens)
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(steps):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        runner.graph.replay()
+        e1.record()
+        e1.synchronize()
+        times.append(e0.elapsed_time(e1))
+    return statistics.median(times)
+
+
+@torch.no_grad()
+def _transformers_speed(model, vocab: int, steps: int, device) -> float:
+    """ms per token of transformers' own eager greedy decode (generate, KV cache), batch 1."""
+    prompt = torch.randint(0, vocab, (1, 32), device=device, generator=torch.Generator(device=device).manual_seed(1))
+    kw = dict(do_sample=False, pad_token_id=0)
+    model.generate(prompt, max_new_tokens=4, min_new_tokens=4, **kw)  # warm
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    model.generate(prompt, max_new_tokens=steps, min_new_tokens=steps, **kw)
+    torch.cuda.synchronize()
+    t1 = time.perf_counter()
+    model.generate(prompt, max_new_tokens=1, min_new_tokens=1, **kw)  # the prefill alone, to subtract
+    torch.cuda.synchronize()
+    t2 = time.perf_counter()
+    return ((t1 - t0) - (t2 - t1)) / (steps - 1) * 1e3
+
+
+def run(checkpoint: str | None = None, layers: int | None = None, batches=(1, 8, 32), steps: int = 64,
+        context: int = 1024, seed: int = 0, n_prompts: int = 4, prompt_len: int = 256, free_steps: int = 256,
+        shadow_len: int = 64, device="cuda", write: bool = True, log=print) -> dict:
+    t_start = time.time()
+    if checkpoint:
+        cfg = TextConfig.from_json(checkpoint)
+        cfg = cfg.with_layers(layers) if layers else cfg
+        ckpt = ck.load(checkpoint, cfg, device=device)
+    else:
+        cfg = QWEN36_35B_A3B.with_layers(layers) if layers else QWEN36_35B_A3B
+        ckpt = ck.synthetic_checkpoint(cfg, seed=seed, device=device)
+    log(f"model: {cfg.num_hidden_layers} layers from {ckpt.source} ({time.time() - t_start:.0f} s)")
+    g = torch.Generator().manual_seed(seed + 1)
+    prompts = torch.randint(0, cfg.vocab_size, (n_prompts, prompt_len), generator=g)
+    free_prompt = prompts[0, :32]
+    is_cuda = torch.device(device).type == "cuda"
+
+    # 1. the reference
+    ref_dtype = _reference_dtype(cfg, device)
+    model = ck.transformers_model(ckpt, ref_dtype, device)
+    ref_logits = gates.reference_logits(model, prompts)
+    ref_tok, ref_margin = gates.reference_greedy(model, free_prompt, free_steps)
+    runs = []
+    if is_cuda and batches:
+        ms = _transformers_speed(model, cfg.vocab_size, min(steps, 64), device)
+        runs.append(_run_record("transformers-eager", 1, cfg, context, ms, [],
+                                f"host end-to-end: generate() of {min(steps, 64)} tokens minus its prefill, "
+                                f"greedy, KV cache, {str(ref_dtype).replace('torch.', '')} weights"))
+        log(f"transformers eager ({ref_dtype}): {ms:.1f} ms per token")
+    del model
+    if is_cuda:
+        torch.cuda.empty_cache()
+    log(f"reference done ({time.time() - t_start:.0f} s)")
+
+    # 2. the gates, kernels on
+    nops.set_framework("all", False)
+    runner = DecodeRunner(ckpt, n_prompts, max(prompt_len, 32 + free_steps) + 8, device=device)
+    tf = gates.teacher_forced(runner, ref_logits, prompts)
+    log(f"teacher-forced: top-1 agreement {tf['top1_agreement_non_tie']:.4f} over {tf['top1_checked']} positions, "
+        f"{tf['near_ties']} near ties, median rel err {tf['median_rel_err']:.3g}")
+    run_tok = gates.runner_greedy(runner, free_prompt, free_steps)
+    fd = gates.first_divergence(ref_tok, ref_margin, run_tok)
+    log(f"free-running: first divergence {fd['first_divergence']} (near tie: {fd['at_near_tie']})")
+    shadow = gates.layer_shadow(runner, ckpt, prompts[0, :shadow_len], dtype=torch.float32 if is_cuda else torch.float64)
+    log(f"layer shadow: {'pass' if shadow['pass'] else 'FAIL'}; worst mixer "
+        f"{max(r['mixer_max_rel_err'] for r in shadow['layers']):.3g}, worst MoE "
+        f"{max((r['moe_max_rel_err'] or 0) for r in shadow['layers']):.3g}")
+    used = sorted({v["kernel"] for v in nops.stats().values() if v["bound"] and v["enabled"] and v["kernel"] != "smoke_copy"})
+    del runner
+
+    # 3. speed A/B, every engine in this run
+    for engine, framework in (("netra-framework-graph", True), ("netra-kernels-graph", False)):
+        if not (is_cuda and batches):
+            break
+        nops.set_framework("all", framework)
+        for b in batches:
+            runner = DecodeRunner(ckpt, b, context, device=device)
+            runner.capture()
+            ms = _time_replays(runner, steps)
+            kernels = [] if framework else used
+            runs.append(_run_record(engine, b, cfg, context, ms, kernels,
+                                    f"CUDA-graph replay of one decode step, CUDA events, median of {steps} steps"))
+            log(f"{engine} batch {b}: {ms:.2f} ms per step, {b * 1000 / ms:.1f} tokens/s")
+            del runner
+            torch.cuda.empty_cache()
+    nops.set_framework("all", False)
+
+    manifest_kernels = {}
+    if used:
+        from ..runtime import build
+
+        m = build.load_manifest() or {"kernels": {}}
+        manifest_kernels = {k: m["kernels"].get(k, {}).get("ptx_sha256") for k in used}
+    for r in runs:
+        r["kernels"] = [{"name": k, "ptx_sha256": manifest_kernels.get(k)} for k in r["kernels"]]
+    env = records.environment() if is_cuda else {}
+    rec = {
+        "commit": env.get("commit"), "device": env.get("device", str(device)), "driver": env.get("driver"),
+        "torch": torch.__version__, "measured_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "model": {"config": {k: v for k, v in cfg.__dict__.items() if k != "source"}, "checkpoint": ckpt.source,
+                  "seed": seed, "reference": f"transformers 5.17.0 Qwen3_5MoeForCausalLM, exactly dequantized weights, "
+                                             f"{str(ref_dtype).replace('torch.', '')}"},
+        "runs": runs,
+        "gates": {
+            "layer_shadow_pass": shadow["pass"],
+            "teacher_forced_top1": tf["top1_agreement_non_tie"],
+            "near_ties": tf["near_ties"],
+            "free_running_first_divergence": fd["first_divergence"],
+            "first_divergence_at_near_tie": fd["at_near_tie"],
+            "teacher_forced": tf, "free_running": fd, "layer_shadow": shadow,
+        },
+    }
+    if write:
+        path = paths.results_dir() / "decode.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(rec, indent=1, default=str) + "\n")
+        os.replace(tmp, path)
+        log(f"wrote {path}")
+    return rec
+
+
+def _run_record(engine, batch, cfg, context, ms, kernels, method) -> dict:
+    return {"engine": engine, "batch": batch, "layers": cfg.num_hidden_layers, "context": context, "method": method,
+            "ms_per_token": ms,  # per sequence: one step makes one token of each of the batch's sequences
+            "tokens_per_s": batch * 1000.0 / ms,
+            "fraction_of_limit": LIMIT_MS * cfg.num_hidden_layers / 40 / ms,  # of the batch-1 limit
+            "kernels": list(kernels)}
+
+
+RUN_KEYS = ("engine", "batch", "layers", "context", "method", "tokens_per_s", "ms_per_token", "fraction_of_limit", "kernels")
+GATE_KEYS = ("layer_shadow_pass", "teacher_forced_top1", "near_ties", "free_running_first_divergence", "first_divergence_at_near_tie")
