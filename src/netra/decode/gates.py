@@ -22,7 +22,11 @@ from torch import Tensor
 from ..model import checkpoint as ck
 from .runner import DecodeRunner
 
-LOGIT_TOL = 3e-2  # BF16 weights and activations through every layer, against fp32/float64
+# BF16 weights and activations through every layer, against fp32/float64. Measured: median
+# logit error 1.9-3.4% of the largest logit on the tiny config (CPU), 4.5% at full width
+# over 4 layers (H200, with a router flat enough to tie at most positions); see
+# docs/notes/decode.md. A position whose reference top-2 margin is under this is a near tie.
+LOGIT_TOL = 5e-2
 OP_TOL = 3e-2  # one layer's op output, BF16 against fp32/float64
 ROUTER_TIE = 1e-3  # top-k boundary margin (probability) under which an expert choice is a near tie
 
@@ -38,7 +42,7 @@ def _rel(got: Tensor, want: Tensor) -> Tensor:
 def reference_logits(model, prompts: Tensor) -> Tensor:
     """[n, T, V] float32 on the CPU: one prefill forward of the reference per sequence."""
     dev = next(model.parameters()).device
-    return torch.cat([model(prompts[i: i + 1].to(dev)).logits.float().cpu() for i in range(prompts.shape[0])])
+    return torch.cat([model(prompts[i: i + 1].to(dev), use_cache=False).logits.float().cpu() for i in range(prompts.shape[0])])
 
 
 @torch.no_grad()
@@ -63,7 +67,7 @@ def teacher_forced(runner: DecodeRunner, ref_logits: Tensor, prompts: Tensor, to
             "max_rel_err": max(errs), "median_rel_err": statistics.median(errs),
             "near_ties": near_ties, "top1_checked": checked,
             "top1_agreement_non_tie": 1.0 - len(disagree) / max(checked, 1),
-            "disagreements": disagree[:20], "pass": not disagree}
+            "disagreements": disagree[:20], "pass": not disagree and statistics.median(errs) <= tol}
 
 
 # --- free running -------------------------------------------------------------------------------

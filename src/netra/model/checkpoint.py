@@ -247,7 +247,10 @@ def _gen(seed: int, name: str, device) -> torch.Generator:
 
 
 def _synthetic_tensor(name: str, spec: Spec, seed: int, device) -> torch.Tensor:
-    """Realistic statistics: projections N(0, 0.02); zero-centred norm weights N(0, 0.05)
+    """Realistic statistics: projections N(0, 0.02); the router N(0, 0.08), so its logits
+    over the experts spread like a trained router's (std about 3.6 at the model's input scale;
+    with 0.02 every token's top-8 boundary was a near tie, which no trained router has);
+    zero-centred norm weights N(0, 0.05)
     (the model uses 1 + w); the gated norm's weight 1 + N(0, 0.05); A_log = log(U(1, 16))
     (transformers' init range); dt_bias = softplus^-1 of a step in [1e-3, 1e-1] (Mamba's);
     conv1d U(-0.5, 0.5) (kaiming for fan-in 4)."""
@@ -262,6 +265,8 @@ def _synthetic_tensor(name: str, spec: Spec, seed: int, device) -> torch.Tensor:
         return (1.0 + 0.05 * torch.randn(shape, device=device, generator=g)).float()
     if name.endswith("conv1d.weight"):
         return torch.empty(shape, device=device).uniform_(-0.5, 0.5, generator=g).to(torch.bfloat16)
+    if name.endswith("mlp.gate.weight"):
+        return (0.08 * torch.randn(shape, device=device, generator=g)).to(torch.bfloat16)
     if name.endswith("norm.weight") or name.endswith("layernorm.weight"):
         return (0.05 * torch.randn(shape, device=device, generator=g)).to(torch.bfloat16)
     return (0.02 * torch.randn(shape, device=device, generator=g)).to(torch.float32)
@@ -357,8 +362,9 @@ def transformers_state_dict(ckpt: Checkpoint, dtype=torch.float32) -> dict[str, 
 def transformers_config(cfg: TextConfig, dtype):
     hf_cfg = cfg.to_transformers()
     hf_cfg._attn_implementation = "sdpa"  # causal without a mask, also for a standalone layer
-    if dtype == torch.float64:  # grouped_mm has no float64 kernel; the eager loop is the same math
-        hf_cfg._experts_implementation = "eager"
+    # grouped_mm has no float64 kernel; the eager loop is the same math. Set either way so a
+    # standalone layer (the shadow gate) does not fall back silently.
+    hf_cfg._experts_implementation = "eager" if dtype == torch.float64 else "grouped_mm"
     return hf_cfg
 
 
