@@ -159,3 +159,35 @@ def test_transformers_reference_runs_on_dequantized_weights():
     ids = torch.randint(0, 512, (2, 9), generator=torch.Generator().manual_seed(0))
     logits = model(ids).logits
     assert logits.shape == (2, 9, 512) and torch.isfinite(logits).all() and logits.std() > 0
+
+
+def test_repack_roundtrip_and_runner_from_packed(tiny_dir, tmp_path):
+    from netra.cli import main
+    from netra.decode.runner import DecodeRunner
+    from netra.model import packed
+
+    assert main(["repack", str(tiny_dir), str(tmp_path / "packed")]) == 0
+    p = packed.load(tmp_path / "packed")
+    direct = packed.pack(ck.load(tiny_dir, progress=False))
+    assert p.cfg == direct.cfg and set(p.tensors) == set(direct.tensors)
+    for k, v in direct.tensors.items():
+        a, b = p.tensors[k], v
+        if v.dtype == torch.float8_e4m3fn:
+            a, b = a.view(torch.uint8), b.view(torch.uint8)
+        assert torch.equal(a, b), k
+    # the stacked experts keep each expert's gate | up rows and their block scales
+    c = ck.load(tiny_dir, progress=False)
+    e = ck.PREFIX + "layers.1.mlp.experts.5."
+    assert torch.equal(ck.dequantize(p.tensors["layers.1.w13"][5], p.tensors["layers.1.s13"][5])[:128],
+                       c.weight(e + "gate_proj.weight", torch.float32))
+    ids = torch.tensor([3, 7])
+    r1 = DecodeRunner(p, batch=2, max_context=16, device="cpu", page_size=16)
+    r2 = DecodeRunner(c, batch=2, max_context=16, device="cpu", page_size=16)
+    assert torch.equal(r1.step(ids), r2.step(ids))
+
+
+def test_packed_load_refuses_other_folders(tiny_dir):
+    from netra.model import packed
+
+    with pytest.raises(ck.CheckpointError, match="netra.json"):
+        packed.load(tiny_dir)

@@ -130,6 +130,19 @@ def cmd_decode(a) -> int:
     return 0 if ok else 1
 
 
+def cmd_repack(a) -> int:
+    """Load and validate a real-layout checkpoint; write it Netra-packed for fast reloads."""
+    from .model import checkpoint as ck
+    from .model import packed
+    from .model.config import TextConfig
+
+    cfg = TextConfig.from_json(a.src)
+    cfg = cfg.with_layers(a.layers) if a.layers else cfg
+    out = packed.save(packed.pack(ck.load(a.src, cfg)), a.dst)
+    log(f"wrote {out} ({packed.FORMAT}, {cfg.num_hidden_layers} layers)")
+    return 0
+
+
 def cmd_stats(a) -> int:
     from . import ops
 
@@ -179,6 +192,11 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--free-steps", type=int, default=256, help="free-running greedy tokens")
     s.add_argument("--shadow-len", type=int, default=64, help="positions of the layer shadow")
     s.set_defaults(fn=cmd_decode)
+    s = sub.add_parser("repack", help="write a real-layout FP8 checkpoint Netra-packed, for fast reloads")
+    s.add_argument("src")
+    s.add_argument("dst")
+    s.add_argument("--layers", type=int, default=None)
+    s.set_defaults(fn=cmd_repack)
     a = p.parse_args(argv)
     return a.fn(a)
 

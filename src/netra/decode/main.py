@@ -26,6 +26,7 @@ from .. import paths
 from ..lifecycle import records
 from ..model import checkpoint as ck
 from ..model.config import QWEN36_35B_A3B, TextConfig
+from ..model.packed import pack
 from . import gates
 from .runner import DecodeRunner
 
@@ -109,9 +110,10 @@ def run(checkpoint: str | None = None, layers: int | None = None, batches=(1, 8,
         torch.cuda.empty_cache()
     log(f"reference done ({time.time() - t_start:.0f} s)")
 
-    # 2. the gates, kernels on
+    # 2. the gates, kernels on. Packed once; every runner below shares these tensors.
+    packed = pack(ckpt)
     nops.set_framework("all", False)
-    runner = DecodeRunner(ckpt, n_prompts, max(prompt_len, 32 + free_steps) + 8, device=device)
+    runner = DecodeRunner(packed, n_prompts, max(prompt_len, 32 + free_steps) + 8, device=device)
     tf = gates.teacher_forced(runner, ref_logits, prompts)
     log(f"teacher-forced: top-1 agreement {tf['top1_agreement_non_tie']:.4f} over {tf['top1_checked']} positions, "
         f"{tf['near_ties']} near ties, median rel err {tf['median_rel_err']:.3g}")
@@ -131,7 +133,7 @@ def run(checkpoint: str | None = None, layers: int | None = None, batches=(1, 8,
             break
         nops.set_framework("all", framework)
         for b in batches:
-            runner = DecodeRunner(ckpt, b, context, device=device)
+            runner = DecodeRunner(packed, b, context, device=device)
             runner.capture()
             ms = _time_replays(runner, steps)
             kernels = [] if framework else used

@@ -4,9 +4,10 @@ whole step captures into one CUDA graph), every op through ``netra.ops`` and
 otherwise). State lives in pools: GDN conv and recurrent states indexed by slot, and a
 paged KV cache with a block table.
 
-Weights are repacked once at construction into the layouts the ops take: routed experts
-stacked as w13 [E, 2I, H] (gate | up) and w2 [E, H, I] with their 128x128 block scales,
-the shared expert likewise. Prefill runs the same step token by token (decode-only)
+Weights come repacked into the layouts the ops take (``netra.model.packed``: routed
+experts stacked as w13 [E, 2I, H] (gate | up) and w2 [E, H, I] with their 128x128 block
+scales, the shared expert likewise): from a Netra-packed checkpoint, or packed at
+construction from a real-layout one. Prefill runs the same step token by token (decode-only)
 until prefill kernels exist."""
 
 from __future__ import annotations
@@ -17,63 +18,24 @@ import torch
 from torch import Tensor
 
 from .. import ops as nops
-from ..model.checkpoint import FP8, PREFIX, Checkpoint
+from ..model.checkpoint import Checkpoint
+from ..model.packed import Packed, pack
 from . import ops as dops
 
 
 class DecodeRunner:
-    def __init__(self, ckpt: Checkpoint, batch: int, max_context: int, device="cuda", page_size: int = 64):
-        if not ckpt.fp8:
-            raise ValueError("the decode runner takes the FP8 checkpoint layout")
-        self.cfg = c = ckpt.cfg
+    def __init__(self, model: Checkpoint | Packed, batch: int, max_context: int, device="cuda", page_size: int = 64):
+        packed = model if isinstance(model, Packed) else pack(model)
+        self.cfg = c = packed.cfg
         self.B, self.device, self.dtype = batch, torch.device(device), torch.bfloat16
         self.page = page_size
         self.pages_per_seq = math.ceil(max_context / page_size)
         self.max_context = self.pages_per_seq * page_size
-        dev, bf = self.device, torch.bfloat16
-        T = ckpt.tensors
-
-        def proj(name):
-            return T[name].to(dev), T[name + "_scale_inv"].to(dev)
-
-        def bf16(name):
-            return T[name].to(dev, bf)
-
-        self.layers = []
-        for L in range(c.num_hidden_layers):
-            p = f"{PREFIX}layers.{L}."
-            lw = {"in_norm": bf16(p + "input_layernorm.weight"), "post_norm": bf16(p + "post_attention_layernorm.weight")}
-            if c.is_full(L):
-                a = p + "self_attn."
-                for n in ("q", "k", "v", "o"):
-                    lw[n] = proj(a + f"{n}_proj.weight")
-                lw["q_norm"], lw["k_norm"] = bf16(a + "q_norm.weight"), bf16(a + "k_norm.weight")
-            else:
-                g = p + "linear_attn."
-                lw["qkv"], lw["z"], lw["out"] = proj(g + "in_proj_qkv.weight"), proj(g + "in_proj_z.weight"), proj(g + "out_proj.weight")
-                lw["b"], lw["a"] = bf16(g + "in_proj_b.weight"), bf16(g + "in_proj_a.weight")
-                lw["conv"] = bf16(g + "conv1d.weight")[:, 0, :].contiguous()
-                lw["A_log"] = T[g + "A_log"].to(dev, torch.float32)
-                lw["dt_bias"] = T[g + "dt_bias"].to(dev, torch.float32)
-                lw["gnorm"] = bf16(g + "norm.weight")
-            m = p + "mlp."
-            lw["router"] = bf16(m + "gate.weight")
-            lw["w13"] = torch.stack([torch.cat([T[f"{m}experts.{e}.gate_proj.weight"], T[f"{m}experts.{e}.up_proj.weight"]])
-                                     for e in range(c.num_experts)]).to(dev)
-            lw["s13"] = torch.stack([torch.cat([T[f"{m}experts.{e}.gate_proj.weight_scale_inv"],
-                                                T[f"{m}experts.{e}.up_proj.weight_scale_inv"]]) for e in range(c.num_experts)]).to(dev)
-            lw["w2"] = torch.stack([T[f"{m}experts.{e}.down_proj.weight"] for e in range(c.num_experts)]).to(dev)
-            lw["s2"] = torch.stack([T[f"{m}experts.{e}.down_proj.weight_scale_inv"] for e in range(c.num_experts)]).to(dev)
-            lw["sw13"] = torch.cat([T[m + "shared_expert.gate_proj.weight"], T[m + "shared_expert.up_proj.weight"]]).to(dev)
-            lw["ss13"] = torch.cat([T[m + "shared_expert.gate_proj.weight_scale_inv"], T[m + "shared_expert.up_proj.weight_scale_inv"]]).to(dev)
-            lw["sw2"], lw["ss2"] = proj(m + "shared_expert.down_proj.weight")
-            lw["sgate"] = bf16(m + "shared_expert_gate.weight")
-            self.layers.append(lw)
-        if c.moe_intermediate_size % 128 or c.shared_expert_intermediate_size % 128:
-            raise ValueError("stacking gate|up scales needs intermediate sizes that are multiples of 128")
-        self.embed = bf16(PREFIX + "embed_tokens.weight")
-        self.final_norm = bf16(PREFIX + "norm.weight")
-        self.lm_head = bf16("lm_head.weight")
+        dev = self.device
+        self.layers = [packed.layer(L, dev) for L in range(c.num_hidden_layers)]
+        self.embed = packed.tensors["embed"].to(dev)
+        self.final_norm = packed.tensors["final_norm"].to(dev)
+        self.lm_head = packed.tensors["lm_head"].to(dev)
         self.cos, self.sin = dops.rope_tables(self.max_context, c.rotary_dim, c.rope_theta, dev)
         self._alloc()
         self.graph = None
@@ -150,8 +112,8 @@ class DecodeRunner:
             self._mixer(L, lw)
             nops.add_rmsnorm(self.mix, self.h, lw["post_norm"], eps, out=self.x)
             self._record(L, "mix", self.mix, "h_mid", self.h, "x2", self.x)
-            dops.moe_decode(self.x, lw["router"], lw["w13"], lw["s13"], lw["w2"], lw["s2"], lw["sw13"], lw["ss13"],
-                            lw["sw2"], lw["ss2"], lw["sgate"], c.num_experts_per_tok, self.moe)
+            dops.moe_decode(self.x, lw["router"], lw["w13"], lw["s13"], lw["w2"], lw["s2"], *lw["sw13"],
+                            *lw["sw2"], lw["sgate"], c.num_experts_per_tok, self.moe)
             self._record(L, "moe", self.moe)
         nops.add_rmsnorm(self.moe, self.h, self.final_norm, eps, out=self.x)
         dops.lm_head_argmax(self.x, self.lm_head, self.logits, self.next_tokens)

@@ -1,0 +1,140 @@
+"""The Netra-packed checkpoint: the real checkpoint repacked once into the layouts the
+decode ops take, written as safetensors for fast reloads (`netra repack SRC DST`).
+
+Per layer ``layers.L.<key>``:
+  in_norm, post_norm                  BF16 [H]
+  GDN: qkv.w/.s, z.w/.s, out.w/.s     FP8 projections with fp32 128x128 block scales
+       b, a                           BF16 [nv, H]; conv BF16 [conv_dim, K]
+       A_log, dt_bias                 fp32 [nv]; gnorm BF16 [dv]
+  attention: q.w/.s, k, v, o          FP8 + scales; q_norm, k_norm BF16 [hd]
+  router                              BF16 [E, H]
+  w13, s13                            routed experts stacked: gate | up, FP8 [E, 2I, H], scales [E, 2I/128, H/128]
+  w2, s2                              FP8 [E, H, I], scales [E, H/128, I/128]
+  sw13.w/.s, sw2.w/.s, sgate          the shared expert (gate | up stacked) and its gate
+and embed, final_norm, lm_head (BF16). netra.json holds the format, the config and where
+the tensors came from."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from .checkpoint import PREFIX, Checkpoint, CheckpointError
+from .config import TextConfig
+
+FORMAT = "netra-packed-v1"
+
+
+@dataclass
+class Packed:
+    cfg: TextConfig
+    tensors: dict[str, Tensor]
+    source: str
+
+    def layer(self, L: int, device) -> dict:
+        """The runner's per-layer weights: projections as (fp8 weight, fp32 scale) pairs."""
+        p, out = f"layers.{L}.", {}
+        for k, t in self.tensors.items():
+            if not k.startswith(p):
+                continue
+            key = k[len(p):]
+            if key.endswith(".w"):
+                out[key[:-2]] = (t.to(device), self.tensors[k[:-2] + ".s"].to(device))
+            elif not key.endswith(".s"):
+                out[key] = t.to(device)
+        return out
+
+
+def pack(ckpt: Checkpoint) -> Packed:
+    if not ckpt.fp8:
+        raise ValueError("packing takes the FP8 checkpoint layout")
+    c, T, out = ckpt.cfg, ckpt.tensors, {}
+    if c.moe_intermediate_size % 128 or c.shared_expert_intermediate_size % 128:
+        raise ValueError("stacking gate|up scales needs intermediate sizes that are multiples of 128")
+    bf = torch.bfloat16
+
+    def proj(dst, name):
+        out[dst + ".w"], out[dst + ".s"] = T[name], T[name + "_scale_inv"]
+
+    for L in range(c.num_hidden_layers):
+        p, q = f"{PREFIX}layers.{L}.", f"layers.{L}."
+        out[q + "in_norm"] = T[p + "input_layernorm.weight"].to(bf)
+        out[q + "post_norm"] = T[p + "post_attention_layernorm.weight"].to(bf)
+        if c.is_full(L):
+            for n in ("q", "k", "v", "o"):
+                proj(q + n, p + f"self_attn.{n}_proj.weight")
+            out[q + "q_norm"], out[q + "k_norm"] = T[p + "self_attn.q_norm.weight"].to(bf), T[p + "self_attn.k_norm.weight"].to(bf)
+        else:
+            g = p + "linear_attn."
+            proj(q + "qkv", g + "in_proj_qkv.weight")
+            proj(q + "z", g + "in_proj_z.weight")
+            proj(q + "out", g + "out_proj.weight")
+            out[q + "b"], out[q + "a"] = T[g + "in_proj_b.weight"].to(bf), T[g + "in_proj_a.weight"].to(bf)
+            out[q + "conv"] = T[g + "conv1d.weight"][:, 0, :].to(bf).contiguous()
+            out[q + "A_log"], out[q + "dt_bias"] = T[g + "A_log"].float(), T[g + "dt_bias"].float()
+            out[q + "gnorm"] = T[g + "norm.weight"].to(bf)
+        m = p + "mlp."
+        out[q + "router"] = T[m + "gate.weight"].to(bf)
+        E = range(c.num_experts)
+        out[q + "w13"] = torch.stack([torch.cat([T[f"{m}experts.{e}.gate_proj.weight"], T[f"{m}experts.{e}.up_proj.weight"]]) for e in E])
+        out[q + "s13"] = torch.stack([torch.cat([T[f"{m}experts.{e}.gate_proj.weight_scale_inv"],
+                                                 T[f"{m}experts.{e}.up_proj.weight_scale_inv"]]) for e in E])
+        out[q + "w2"] = torch.stack([T[f"{m}experts.{e}.down_proj.weight"] for e in E])
+        out[q + "s2"] = torch.stack([T[f"{m}experts.{e}.down_proj.weight_scale_inv"] for e in E])
+        out[q + "sw13.w"] = torch.cat([T[m + "shared_expert.gate_proj.weight"], T[m + "shared_expert.up_proj.weight"]])
+        out[q + "sw13.s"] = torch.cat([T[m + "shared_expert.gate_proj.weight_scale_inv"], T[m + "shared_expert.up_proj.weight_scale_inv"]])
+        proj(q + "sw2", m + "shared_expert.down_proj.weight")
+        out[q + "sgate"] = T[m + "shared_expert_gate.weight"].to(bf)
+    out["embed"] = T[PREFIX + "embed_tokens.weight"].to(bf)
+    out["final_norm"] = T[PREFIX + "norm.weight"].to(bf)
+    out["lm_head"] = T["lm_head.weight"].to(bf)
+    return Packed(c, out, ckpt.source)
+
+
+def save(packed: Packed, path: str | Path, shard_bytes: int = 4 << 30) -> Path:
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    shards, size = [{}], 0
+    for k, t in packed.tensors.items():
+        n = t.numel() * t.element_size()
+        if size and size + n > shard_bytes:
+            shards.append({})
+            size = 0
+        shards[-1][k] = t.contiguous().cpu()
+        size += n
+    files = {}
+    for i, s in enumerate(shards):
+        name = f"packed-{i + 1:05d}-of-{len(shards):05d}.safetensors"
+        save_file(s, str(path / name), metadata={"format": FORMAT})
+        files.update({k: name for k in s})
+    (path / "netra.json").write_text(json.dumps({"format": FORMAT, "config": packed.cfg.to_hf_dict(),
+                                                 "source": packed.source, "weight_map": files}, indent=1) + "\n")
+    return path
+
+
+def load(path: str | Path, device="cpu") -> Packed:
+    from safetensors import safe_open
+
+    path = Path(path)
+    meta_path = path / "netra.json"
+    if not meta_path.is_file():
+        raise CheckpointError(f"{path}: no netra.json (not a Netra-packed checkpoint; `netra repack` writes one)")
+    meta = json.loads(meta_path.read_text())
+    if meta.get("format") != FORMAT:
+        raise CheckpointError(f"{meta_path}: format {meta.get('format')!r}, this Netra reads {FORMAT!r}")
+    cfg = TextConfig.from_dict(meta["config"], source=str(path))
+    tensors = {}
+    by_file: dict[str, list[str]] = {}
+    for k, f in meta["weight_map"].items():
+        by_file.setdefault(f, []).append(k)
+    for f, keys in by_file.items():
+        with safe_open(str(path / f), framework="pt", device=str(device)) as h:
+            for k in keys:
+                tensors[k] = h.get_tensor(k)
+    return Packed(cfg, tensors, f"{meta['source']} (packed at {path})")
