@@ -115,3 +115,13 @@ def test_decode_main_gates_and_record_on_tiny_checkpoint(tmp_path):
     assert rec["runs"] == []  # the speed A/B needs the GPU
     r = decode._run_record("netra-kernels-graph", 8, tiny(), 1024, 2.0, ["rmsnorm_h2048"], "m")
     assert set(decode.RUN_KEYS) <= set(r) and r["tokens_per_s"] == 4000.0
+
+
+def test_op_breakdown_names_the_decode_ops_cpu():
+    from netra.decode import main as decode
+
+    c = ck.synthetic_checkpoint(tiny(layers=4), seed=26)
+    runner = DecodeRunner(c, batch=1, max_context=16, device="cpu", page_size=16)
+    names = {r["name"] for r in decode.op_breakdown(runner, steps=2)}
+    assert {"netra::fp8_linear", "netra::gdn_decode", "netra::attention_decode", "netra::moe_decode",
+            "netra::lm_head_argmax"} <= names

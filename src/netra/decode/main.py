@@ -42,6 +42,32 @@ def _reference_dtype(cfg: TextConfig, device) -> torch.dtype:
     return torch.float32 if params * 4 < 0.5 * free else torch.bfloat16
 
 
+def op_breakdown(runner: DecodeRunner, steps: int = 4, top: int = 25) -> list[dict]:
+    """Device time per decode step by op (the netra:: custom ops, with their kernels) and by
+    kernel (the PTX kernels appear under their own names), from torch.profiler over eager
+    steps: the launch gaps of eager mode are not in these numbers, only device time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if runner.device.type == "cuda" else [])
+    tokens = torch.zeros(runner.B, dtype=torch.long, device=runner.device)
+    runner.step(tokens)
+    with profile(activities=acts) as prof:
+        for _ in range(steps):
+            runner.step(tokens)
+        if runner.device.type == "cuda":
+            torch.cuda.synchronize()
+    rows = []
+    for e in prof.key_averages():
+        dev_us = getattr(e, "device_time_total", 0.0) if runner.device.type == "cuda" else e.cpu_time_total
+        self_us = getattr(e, "self_device_time_total", 0.0) if runner.device.type == "cuda" else e.self_cpu_time_total
+        if e.key.startswith("netra::"):
+            rows.append({"name": e.key, "kind": "op", "us_per_step": dev_us / steps, "calls_per_step": e.count / steps})
+        elif runner.device.type == "cuda" and self_us > 0 and not e.key.startswith(("aten::", "cuda", "Memcpy", "Memset")):
+            rows.append({"name": e.key, "kind": "kernel", "us_per_step": self_us / steps, "calls_per_step": e.count / steps})
+    rows.sort(key=lambda r: -r["us_per_step"])
+    return rows[:top]
+
+
 def _time_replays(runner: DecodeRunner, steps: int) -> float:
     tokens = torch.randint(0, runner.cfg.vocab_size, (runner.B,), device=runner.device,
                            generator=torch.Generator(device=runner.device).manual_seed(0))
@@ -134,11 +160,15 @@ def run(checkpoint: str | None = None, layers: int | None = None, batches=(1, 8,
         nops.set_framework("all", framework)
         for b in batches:
             runner = DecodeRunner(packed, b, context, device=device)
+            ops_us = op_breakdown(runner) if b == batches[0] else None
+            runner.reset()
             runner.capture()
             ms = _time_replays(runner, steps)
             kernels = [] if framework else used
             runs.append(_run_record(engine, b, cfg, context, ms, kernels,
                                     f"CUDA-graph replay of one decode step, CUDA events, median of {steps} steps"))
+            if ops_us is not None:
+                runs[-1]["op_breakdown"] = {"method": "torch.profiler device time over 4 eager steps", "rows": ops_us}
             log(f"{engine} batch {b}: {ms:.2f} ms per step, {b * 1000 / ms:.1f} tokens/s")
             del runner
             torch.cuda.empty_cache()
