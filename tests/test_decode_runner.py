@@ -106,7 +106,7 @@ def test_layer_shadow_catches_a_wrong_op(monkeypatch):
 def test_decode_main_gates_and_record_on_tiny_checkpoint(tmp_path):
     from netra.decode import main as decode
 
-    ck.write_synthetic(tmp_path, tiny(layers=4), seed=25, progress=False)
+    ck.write_synthetic(tmp_path, tiny(layers=4), seed=25)
     rec = decode.run(str(tmp_path), batches=(), n_prompts=2, prompt_len=12, free_steps=8, shadow_len=8,
                      device="cpu", write=False, log=lambda *_: None)
     assert set(decode.GATE_KEYS) <= set(rec["gates"])

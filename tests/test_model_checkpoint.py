@@ -66,7 +66,7 @@ def test_quantize_dequantize():
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
     path = tmp_path_factory.mktemp("tiny-fp8")
-    ck.write_synthetic(path, tiny(), seed=3, shard_bytes=1 << 20, progress=False)
+    ck.write_synthetic(path, tiny(), seed=3, shard_bytes=1 << 20)
     return path
 
 
@@ -96,7 +96,7 @@ def test_synthetic_statistics_are_realistic():
 
 
 def test_bf16_scales_are_accepted_and_converted(tmp_path):
-    ck.write_synthetic(tmp_path, tiny(), seed=5, scale_dtype=torch.bfloat16, progress=False)
+    ck.write_synthetic(tmp_path, tiny(), seed=5, scale_dtype=torch.bfloat16)
     c = ck.load(tmp_path, progress=False)
     s = c.tensors[ck.PREFIX + "layers.0.linear_attn.in_proj_qkv.weight_scale_inv"]
     assert s.dtype == torch.float32
@@ -104,7 +104,7 @@ def test_bf16_scales_are_accepted_and_converted(tmp_path):
 
 def test_bf16_layout_loads(tmp_path):
     cfg = TextConfig(**{**tiny().__dict__, "quant_method": None})
-    ck.write_synthetic(tmp_path, cfg, seed=6, progress=False)
+    ck.write_synthetic(tmp_path, cfg, seed=6)
     c = ck.load(tmp_path, progress=False)
     assert not c.fp8
     assert c.tensors[ck.PREFIX + "layers.0.linear_attn.in_proj_qkv.weight"].dtype == torch.bfloat16

@@ -301,18 +301,14 @@ def synthetic_checkpoint(cfg: TextConfig, seed: int = 0, device="cpu") -> Checkp
     return Checkpoint(cfg, tensors, fp8, f"synthetic(seed={seed})")
 
 
-def write_synthetic(path: str | Path, cfg: TextConfig, seed: int = 0, device="cpu", shard_bytes: int = 4 << 30,
-                    scale_dtype=torch.float32, progress: bool = True) -> Path:
-    """Write a synthetic checkpoint as the real one is laid out on disk: config.json,
-    model-0000i-of-0000n.safetensors shards and model.safetensors.index.json."""
+def write_shards(path: Path, tensors, prefix: str, shard_bytes: int, metadata: dict) -> dict[str, str]:
+    """Write (name, tensor) pairs as <prefix>-0000i-of-0000n.safetensors shards of at most
+    shard_bytes each (a larger tensor gets a shard of its own); return name -> file."""
     from safetensors.torch import save_file
 
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    (path / "config.json").write_text(json.dumps(cfg.to_hf_dict(), indent=2) + "\n")
     shards: list[dict[str, torch.Tensor]] = [{}]
     size = 0
-    for name, t in synthetic(cfg, seed, device, scale_dtype=scale_dtype):
+    for name, t in tensors:
         nbytes = t.numel() * t.element_size()
         if size and size + nbytes > shard_bytes:
             shards.append({})
@@ -320,14 +316,30 @@ def write_synthetic(path: str | Path, cfg: TextConfig, seed: int = 0, device="cp
         shards[-1][name] = t.contiguous().cpu()
         size += nbytes
     weight_map = {}
-    n = len(shards)
     for i, shard in enumerate(shards):
-        fname = f"model-{i + 1:05d}-of-{n:05d}.safetensors"
-        save_file(shard, str(path / fname), metadata={"format": "pt"})
+        fname = f"{prefix}-{i + 1:05d}-of-{len(shards):05d}.safetensors"
+        save_file(shard, str(path / fname), metadata=metadata)
         weight_map.update({k: fname for k in shard})
-    total = sum(t.numel() * t.element_size() for s in shards for t in s.values())
+    return weight_map
+
+
+def write_synthetic(path: str | Path, cfg: TextConfig, seed: int = 0, device="cpu", shard_bytes: int = 4 << 30,
+                    scale_dtype=torch.float32) -> Path:
+    """Write a synthetic checkpoint as the real one is laid out on disk: config.json,
+    model-0000i-of-0000n.safetensors shards and model.safetensors.index.json."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text(json.dumps(cfg.to_hf_dict(), indent=2) + "\n")
+    sizes = {}
+
+    def counted():
+        for name, t in synthetic(cfg, seed, device, scale_dtype=scale_dtype):
+            sizes[name] = t.numel() * t.element_size()
+            yield name, t
+
+    weight_map = write_shards(path, counted(), "model", shard_bytes, {"format": "pt"})
     (path / "model.safetensors.index.json").write_text(
-        json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2) + "\n")
+        json.dumps({"metadata": {"total_size": sum(sizes.values())}, "weight_map": weight_map}, indent=2) + "\n")
     return path
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from .checkpoint import PREFIX, Checkpoint, CheckpointError
+from .checkpoint import PREFIX, Checkpoint, CheckpointError, write_shards
 from .config import TextConfig
 
 FORMAT = "netra-packed-v1"
@@ -96,23 +96,9 @@ def pack(ckpt: Checkpoint) -> Packed:
 
 
 def save(packed: Packed, path: str | Path, shard_bytes: int = 4 << 30) -> Path:
-    from safetensors.torch import save_file
-
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
-    shards, size = [{}], 0
-    for k, t in packed.tensors.items():
-        n = t.numel() * t.element_size()
-        if size and size + n > shard_bytes:
-            shards.append({})
-            size = 0
-        shards[-1][k] = t.contiguous().cpu()
-        size += n
-    files = {}
-    for i, s in enumerate(shards):
-        name = f"packed-{i + 1:05d}-of-{len(shards):05d}.safetensors"
-        save_file(s, str(path / name), metadata={"format": FORMAT})
-        files.update({k: name for k in s})
+    files = write_shards(path, packed.tensors.items(), "packed", shard_bytes, {"format": FORMAT})
     (path / "netra.json").write_text(json.dumps({"format": FORMAT, "config": packed.cfg.to_hf_dict(),
                                                  "source": packed.source, "weight_map": files}, indent=1) + "\n")
     return path

@@ -149,9 +149,11 @@ def make_guard_and_launch(
         launch = cu.cuLaunchKernel
         function = cu.CUfunction(function_handle)
         params_arg = ctypes.addressof(params) if n else 0
+        success = cu.CUresult.CUDA_SUCCESS
     else:
         function = function_handle
         params_arg = ctypes.addressof(params) if n else None
+        success = 0
 
     def fail(err: int):
         raise LaunchError(f"kernel {contract.name}: cuLaunchKernel failed with {error_name(err)}")
@@ -164,7 +166,7 @@ def make_guard_and_launch(
         "_A": args,
         "_PARAMS": params_arg,
         "_FN": function,
-        "_SUCCESS": 0 if not driver_call else __import__("cuda.bindings.driver", fromlist=["x"]).CUresult.CUDA_SUCCESS,
+        "_SUCCESS": success,
         "_launch": launch,
         "_stream": stream or _current_stream_fn(),
         "_fail": fail,
