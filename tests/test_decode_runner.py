@@ -62,6 +62,13 @@ def test_runner_graph_replay_equals_eager():
     ref = Reference(c, torch.float64, device="cuda")
     median, agree, _ = _compare(DecodeRunner(c, batch=2, max_context=32, device="cuda", page_size=16), ref, ids.cpu())
     assert median < EPS_TOL and agree == ids.shape[1]
+    # a captured step continues from the state prefill leaves, as eager steps do
+    eager.reset()
+    graphed.reset()
+    eager.prefill(ids[:, :8])
+    graphed.prefill(ids[:, :8])
+    for t in range(8, 12):
+        assert torch.equal(graphed.step(ids[:, t]), eager.step(ids[:, t])), f"after prefill, step {t}"
 
 
 def test_gates_on_tiny_model_cpu():
@@ -111,6 +118,9 @@ def test_decode_main_gates_and_record_on_tiny_checkpoint(tmp_path):
                      device="cpu", write=False, log=lambda *_: None)
     assert set(decode.GATE_KEYS) <= set(rec["gates"])
     assert rec["gates"]["layer_shadow_pass"] and rec["gates"]["teacher_forced"]["pass"]
+    tf = rec["gates"]["teacher_forced"]
+    assert tf["median_rel_err"] <= 1.5 * tf["framework_median_rel_err"]  # transformers ran in BF16
+    assert len(tf["positions"]["truth_margin"]) == 2 and "framework" in rec["gates"]["free_running"]
     assert rec["model"]["checkpoint"] == str(tmp_path) and rec["model"]["config"]["num_hidden_layers"] == 4
     assert rec["runs"] == []  # the speed A/B needs the GPU
     r = decode._run_record("netra-kernels-graph", 8, tiny(), 1024, 2.0, ["rmsnorm_h2048"], "m")
@@ -125,3 +135,63 @@ def test_op_breakdown_names_the_decode_ops_cpu():
     names = {r["name"] for r in decode.op_breakdown(runner, steps=2)}
     assert {"netra::fp8_linear", "netra::gdn_decode", "netra::attention_decode", "netra::moe_decode",
             "netra::lm_head_argmax"} <= names
+
+
+def test_prefill_matches_token_by_token_cpu():
+    cfg = tiny(layers=4)
+    c = ck.synthetic_checkpoint(cfg, seed=31)
+    ids = torch.randint(0, cfg.vocab_size, (2, 21), generator=torch.Generator().manual_seed(4))
+    a = DecodeRunner(c, batch=2, max_context=48, device="cpu", page_size=16)
+    b = DecodeRunner(c, batch=2, max_context=48, device="cpu", page_size=16)
+    ref = Reference(c, torch.float64)
+    st = ref.new_state(2, 48)
+    for t in range(20):
+        want = ref.step(ids[:, t], st)
+        b.step(ids[:, t])
+    got = a.prefill(ids[:, :20]).double()
+    assert a.positions.tolist() == [20, 20] and torch.equal(a.next_tokens, got.argmax(-1))
+    # prefill is as close to the float64 truth as 20 decode steps are (both ~7% on this tiny model)
+    err = lambda x: ((x - want).abs().max() / want.abs().max()).item()  # noqa: E731
+    assert err(got) < 1.5 * err(b.logits.double()) + 1e-2, (err(got), err(b.logits.double()))
+    # and it left the same state behind: the next decode step agrees
+    want = ref.step(ids[:, 20], st)
+    assert err(a.step(ids[:, 20]).double()) < 1.5 * err(b.step(ids[:, 20]).double()) + 1e-2
+    for L in a.state_pool:
+        assert torch.allclose(a.state_pool[L], b.state_pool[L], rtol=0, atol=5e-2 * b.state_pool[L].abs().max())
+    with pytest.raises(RuntimeError, match="reset"):
+        a.prefill(ids[:, :4])
+    a.reset()
+    with pytest.raises(ValueError, match=r"expected prompts \[2, T\]"):
+        a.prefill(ids[:1, :4])
+    with pytest.raises(ValueError, match="max_context"):
+        a.prefill(torch.zeros(2, 49, dtype=torch.long))
+
+
+def test_lazy_reference_equals_eager_reference(monkeypatch):
+    cfg = tiny(layers=4)
+    c = ck.synthetic_checkpoint(cfg, seed=32)
+    monkeypatch.setattr(Reference, "LAZY_CACHE", 0)  # dequantize every layer tensor on use
+    lazy, eager = Reference(c, torch.float64, lazy=True), Reference(c, torch.float64)
+    assert not any(".layers." in n for n in lazy.w)
+    ids = torch.randint(0, cfg.vocab_size, (2, 6), generator=torch.Generator().manual_seed(5))
+    assert torch.equal(lazy.teacher_forced(ids, torch.float64), eager.teacher_forced(ids, torch.float64))
+    tok, margins = lazy.greedy(ids[0], 5)
+    assert tok.shape == (5,) and (margins >= 0).all()
+
+
+def test_teacher_forced_gate_fails_on_a_different_model_and_judges_drift():
+    from netra.decode import gates
+
+    cfg = tiny(layers=4)
+    c, other = ck.synthetic_checkpoint(cfg, seed=33), ck.synthetic_checkpoint(cfg, seed=34)
+    ids = torch.randint(0, cfg.vocab_size, (2, 10), generator=torch.Generator().manual_seed(6))
+    truth = Reference(c, torch.float64).teacher_forced(ids)
+    runner = DecodeRunner(c, batch=2, max_context=16, device="cpu", page_size=16)
+    ok = gates.teacher_forced(runner, truth, ids, framework=truth + 0.02 * truth.abs().amax(-1, keepdim=True))
+    assert ok["tolerance"] == gates.LOGIT_TOL and ok["framework_median_rel_err"] > 0
+    wrong = gates.teacher_forced(DecodeRunner(other, batch=2, max_context=16, device="cpu", page_size=16), truth, ids,
+                                 framework=truth)
+    assert not wrong["pass"] and wrong["disagreements"], "another model's tokens must fail the gate"
+    # the framework's median drift sets the tolerance when it exceeds LOGIT_TOL
+    noisy = truth + 0.2 * truth.abs().amax(-1, keepdim=True) * torch.randn(truth.shape, generator=torch.Generator().manual_seed(7)).sign()
+    assert abs(gates.teacher_forced(runner, truth, ids, framework=noisy)["tolerance"] - 0.2) < 1e-3

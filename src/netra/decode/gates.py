@@ -22,14 +22,17 @@ from torch import Tensor
 from ..model import checkpoint as ck
 from .runner import DecodeRunner
 
-# A position whose reference top-2 margin (relative to its largest logit) is under this is a
-# near tie. The logit error of any BF16 model grows with depth: the runner's median error
-# was 4.5% of the largest logit over 4 layers and 6.2% over 8, and transformers' own BF16
-# model drifts 7.6% from its float32 model over the same 8 layers
-# (experiments/decode/bf16_drift.json). The gate is therefore top-1 agreement at the
-# positions that are not near ties, as the issue defines it; the median error is recorded
-# next to it, and the next step is to judge it against the framework's own BF16 drift.
+# The truth is Netra's functional reference (netra.reference.qwen36, checked against
+# transformers in float64 to < 1e-5 in CI) in float32 on the exactly dequantized weights; the
+# framework is transformers 5.17.0 in BF16 on the same weights. Any BF16 model drifts from
+# the truth, more with depth: transformers' BF16 model drifts 7.6% median (of the largest
+# logit) from its float32 model over 8 synthetic layers (experiments/decode/bf16_drift.json).
+# So a position is a near tie when the truth's top-2 margin is within the framework's own
+# median BF16 error there (and never less than LOGIT_TOL), and the runner must pick the
+# truth's token at every other position; its median error must stay within DRIFT_RATIO of
+# the framework's. Without a framework (tests), the tolerance is LOGIT_TOL.
 LOGIT_TOL = 5e-2
+DRIFT_RATIO = 1.5
 OP_TOL = 3e-2  # one layer's op output, BF16 against fp32/float64
 ROUTER_TIE = 1e-3  # top-k boundary margin (probability) under which an expert choice is a near tie
 
@@ -40,37 +43,65 @@ def _rel(got: Tensor, want: Tensor) -> Tensor:
     return (got - want).abs().amax(-1) / want.abs().amax(-1).clamp_min(1e-30)
 
 
+def margins(logits: Tensor) -> Tensor:
+    """Top-2 margin per row, relative to the row's largest |logit|."""
+    top2 = logits.float().topk(2, -1).values
+    return (top2[..., 0] - top2[..., 1]) / logits.float().abs().amax(-1)
+
+
 # --- teacher-forced -----------------------------------------------------------------------------
 @torch.no_grad()
 def reference_logits(model, prompts: Tensor) -> Tensor:
-    """[n, T, V] float32 on the CPU: one prefill forward of the reference per sequence."""
+    """[n, T, V] float32 on the CPU: one prefill forward of a transformers model per sequence."""
     dev = next(model.parameters()).device
     return torch.cat([model(prompts[i: i + 1].to(dev), use_cache=False).logits.float().cpu() for i in range(prompts.shape[0])])
 
 
+def tolerance(framework_err: Tensor | None) -> float:
+    return LOGIT_TOL if framework_err is None else max(LOGIT_TOL, float(framework_err.median()))
+
+
 @torch.no_grad()
-def teacher_forced(runner: DecodeRunner, ref_logits: Tensor, prompts: Tensor, tol: float = LOGIT_TOL) -> dict:
+def teacher_forced(runner: DecodeRunner, truth: Tensor, prompts: Tensor, framework: Tensor | None = None,
+                   tol: float | None = None) -> dict:
+    """Feed ``prompts`` [n, T] token by token through the runner's decode step and compare its
+    logits at every position with ``truth`` [n, T, V] (and ``framework``'s, when given)."""
     n, T = prompts.shape
     if n != runner.B:
         raise ValueError(f"the runner decodes {runner.B} sequences; {n} prompts arrived")
     runner.reset()
-    errs, near_ties, disagree, checked = [], 0, [], 0
+    run_err, run_top = torch.empty(n, T, dtype=torch.float64), torch.empty(n, T, dtype=torch.long)
     for t in range(T):
         got = runner.step(prompts[:, t].to(runner.device)).float().cpu()
-        want = ref_logits[:, t]
-        errs += _rel(got, want).tolist()
-        top2 = want.topk(2, -1).values
-        margin = (top2[:, 0] - top2[:, 1]) / want.abs().amax(-1)
-        sure = margin > tol
-        near_ties += int((~sure).sum())
-        checked += int(sure.sum())
-        bad = sure & (got.argmax(-1) != want.argmax(-1))
-        disagree += [(int(i), t) for i in bad.nonzero().flatten()]
-    return {"sequences": n, "steps": T, "tolerance": tol,
-            "max_rel_err": max(errs), "median_rel_err": statistics.median(errs),
-            "near_ties": near_ties, "top1_checked": checked,
-            "top1_agreement_non_tie": 1.0 - len(disagree) / max(checked, 1),
-            "disagreements": disagree[:20], "pass": not disagree}
+        run_err[:, t] = _rel(got, truth[:, t])
+        run_top[:, t] = got.argmax(-1)
+    margin, truth_top = margins(truth).double(), truth.argmax(-1)
+    fw_err = _rel(framework, truth) if framework is not None else None
+    tol = tolerance(fw_err) if tol is None else tol
+    sure = margin > tol
+    bad = sure & (run_top != truth_top)
+    rec = {"sequences": n, "steps": T, "tolerance": tol,
+           "tolerance_rule": "max(LOGIT_TOL, median framework error)" if fw_err is not None else "LOGIT_TOL",
+           "max_rel_err": float(run_err.max()), "median_rel_err": float(run_err.median()),
+           "near_ties": int((~sure).sum()), "top1_checked": int(sure.sum()),
+           "top1_agreement_non_tie": 1.0 - int(bad.sum()) / max(int(sure.sum()), 1),
+           "top1_agreement_all": float((run_top == truth_top).double().mean()),
+           "disagreements": [(int(i), int(t)) for i, t in bad.nonzero()[:20]]}
+    ok = not bool(bad.any())
+    if fw_err is not None:
+        fw_top = framework.argmax(-1)
+        rec.update({"framework_max_rel_err": float(fw_err.max()), "framework_median_rel_err": float(fw_err.median()),
+                    "framework_top1_agreement_non_tie": float((fw_top == truth_top)[sure].double().mean()) if sure.any() else 1.0,
+                    "framework_top1_agreement_all": float((fw_top == truth_top).double().mean()),
+                    "median_err_vs_framework": float(run_err.median() / fw_err.median().clamp_min(1e-30))})
+        ok &= rec["median_err_vs_framework"] <= DRIFT_RATIO
+    rec["pass"] = ok
+    rec["positions"] = {  # per sequence, per position: enough to re-judge the gate offline
+        "truth_margin": margin.float().tolist(), "truth_top1": truth_top.tolist(), "runner_top1": run_top.tolist(),
+        "runner_rel_err": run_err.float().tolist(),
+        **({"framework_top1": framework.argmax(-1).tolist(), "framework_rel_err": fw_err.float().tolist()}
+           if fw_err is not None else {})}
+    return rec
 
 
 # --- free running -------------------------------------------------------------------------------
@@ -88,27 +119,25 @@ def reference_greedy(model, prompt: Tensor, steps: int) -> tuple[Tensor, Tensor]
 
 @torch.no_grad()
 def runner_greedy(runner: DecodeRunner, prompt: Tensor, steps: int) -> Tensor:
-    """The runner's greedy continuation of ``prompt`` (every batch row decodes the same)."""
+    """The runner's greedy continuation of ``prompt``: prefill, then decode steps (every batch
+    row decodes the same)."""
     runner.reset()
-    rows = lambda tok: torch.full((runner.B,), int(tok), dtype=torch.long, device=runner.device)  # noqa: E731
-    for tok in prompt[:-1]:
-        runner.step(rows(tok))
-    runner.step(rows(prompt[-1]))
+    runner.prefill(prompt[None].expand(runner.B, -1))
     out = []
     for _ in range(steps):
         nxt = runner.next_tokens[0].item()
         out.append(nxt)
-        runner.step(rows(nxt))
+        runner.step(torch.full((runner.B,), nxt, dtype=torch.long, device=runner.device))
     return torch.tensor(out)
 
 
 def first_divergence(ref_tokens: Tensor, ref_margins: Tensor, run_tokens: Tensor, tol: float = LOGIT_TOL) -> dict:
     diff = (ref_tokens != run_tokens).nonzero().flatten()
     if diff.numel() == 0:
-        return {"first_divergence": None, "at_near_tie": None, "steps": int(ref_tokens.numel())}
+        return {"first_divergence": None, "at_near_tie": None, "steps": int(ref_tokens.numel()), "tolerance": tol}
     i = int(diff[0])
     return {"first_divergence": i, "at_near_tie": bool(ref_margins[i] <= tol),
-            "reference_margin": float(ref_margins[i]), "steps": int(ref_tokens.numel())}
+            "reference_margin": float(ref_margins[i]), "steps": int(ref_tokens.numel()), "tolerance": tol}
 
 
 # --- layer shadow --------------------------------------------------------------------------------

@@ -2,12 +2,16 @@
 
 One run builds the model (the synthetic full-size Qwen3.6-35B-A3B FP8 from a seed, on the
 GPU, or --checkpoint), then:
-  1. the transformers 5.17.0 reference on the exactly dequantized weights (float32 where it
-     fits, else BF16): teacher-forced logits for the gate prompts, a greedy continuation,
-     and its own eager decode speed; then it is freed;
-  2. the gates on the runner with the kernels switched on: teacher-forced tokens,
-     free-running greedy decode, layer shadow;
-  3. the speed A/B: the runner with every op on the framework path and with the kernels,
+  1. the truth: Netra's functional reference (netra.reference.qwen36) in float32 (float64
+     on the CPU), dequantizing the FP8 weights exactly as each step uses them, so it fits
+     at full size: teacher-forced logits for the gate prompts and a greedy continuation;
+  2. the framework: transformers 5.17.0 in BF16 on the exactly dequantized weights: the
+     same logits and continuation (its own BF16 drift from the truth, which sets the
+     near-tie tolerance) and its eager decode speed; then it is freed;
+  3. the gates on the runner with the kernels switched on: teacher-forced tokens,
+     free-running greedy decode (prompt by prefill), layer shadow (transformers float32
+     layers fed the runner's inputs);
+  4. the speed A/B: the runner with every op on the framework path and with the kernels,
      each captured in CUDA graphs, at each batch size;
 and writes results/sm_90a/decode.json."""
 
@@ -27,19 +31,11 @@ from ..lifecycle import records
 from ..model import checkpoint as ck
 from ..model.config import QWEN36_35B_A3B, TextConfig
 from ..model.packed import pack
+from ..reference.qwen36 import Reference
 from . import gates
 from .runner import DecodeRunner
 
 LIMIT_MS = 0.84  # batch-1 physical limit per token for 40 layers (design/qwen36.md)
-
-
-def _reference_dtype(cfg: TextConfig, device) -> torch.dtype:
-    """float32 when the dequantized model fits in half the free memory, else BF16."""
-    if torch.device(device).type != "cuda":
-        return torch.float64
-    params = sum(torch.Size(s.shape).numel() for s in ck.expected(cfg).values())
-    free, _ = torch.cuda.mem_get_info()
-    return torch.float32 if params * 4 < 0.5 * free else torch.bfloat16
 
 
 def op_breakdown(runner: DecodeRunner, steps: int = 4, top: int = 25) -> list[dict]:
@@ -119,37 +115,49 @@ def run(checkpoint: str | None = None, layers: int | None = None, batches=(1, 8,
     free_prompt = prompts[0, :32]
     is_cuda = torch.device(device).type == "cuda"
 
-    # 1. the reference
-    ref_dtype = _reference_dtype(cfg, device)
-    model = ck.transformers_model(ckpt, ref_dtype, device)
-    ref_logits = gates.reference_logits(model, prompts)
-    ref_tok, ref_margin = gates.reference_greedy(model, free_prompt, free_steps)
+    # 1. the truth
+    truth_dtype = torch.float32 if is_cuda else torch.float64
+    ref = Reference(ckpt, truth_dtype, device, lazy=True)
+    truth = ref.teacher_forced(prompts)
+    truth_tok, truth_margin = ref.greedy(free_prompt, free_steps)
+    del ref
+    log(f"truth ({truth_dtype}) done ({time.time() - t_start:.0f} s)")
+
+    # 2. the framework: transformers in BF16
+    model = ck.transformers_model(ckpt, torch.bfloat16, device)
+    fw_logits = gates.reference_logits(model, prompts)
+    fw_tok, _ = gates.reference_greedy(model, free_prompt, free_steps)
     runs = []
     if is_cuda and batches:
         ms = _transformers_speed(model, cfg.vocab_size, min(steps, 64), device)
         runs.append(_run_record("transformers-eager", 1, cfg, context, ms, [],
                                 f"host end-to-end: generate() of {min(steps, 64)} tokens minus its prefill, "
-                                f"greedy, KV cache, {str(ref_dtype).replace('torch.', '')} weights"))
-        log(f"transformers eager ({ref_dtype}): {ms:.1f} ms per token")
+                                f"greedy, KV cache, bfloat16 weights"))
+        log(f"transformers eager (bfloat16): {ms:.1f} ms per token")
     del model
     if is_cuda:
         torch.cuda.empty_cache()
-    log(f"reference done ({time.time() - t_start:.0f} s)")
+    log(f"framework done ({time.time() - t_start:.0f} s)")
 
-    # 2. the gates, kernels on. Packed once; every runner below shares these tensors.
+    # 3. the gates, kernels on. Packed once; every runner below shares these tensors.
     packed = pack(ckpt)
     nops.set_framework("all", False)
     runner = DecodeRunner(packed, n_prompts, max(prompt_len, 32 + free_steps) + 8, device=device)
-    tf = gates.teacher_forced(runner, ref_logits, prompts)
-    log(f"teacher-forced: top-1 agreement {tf['top1_agreement_non_tie']:.4f} over {tf['top1_checked']} positions, "
-        f"{tf['near_ties']} near ties, median rel err {tf['median_rel_err']:.3g}")
+    tf = gates.teacher_forced(runner, truth, prompts, framework=fw_logits)
+    del truth, fw_logits
+    log(f"teacher-forced: top-1 agreement {tf['top1_agreement_non_tie']:.4f} over {tf['top1_checked']} positions "
+        f"(tolerance {tf['tolerance']:.3g}; transformers BF16 {tf['framework_top1_agreement_non_tie']:.4f}), "
+        f"{tf['near_ties']} near ties; median rel err {tf['median_rel_err']:.3g} "
+        f"(transformers BF16 {tf['framework_median_rel_err']:.3g}), pass {tf['pass']}")
     run_tok = gates.runner_greedy(runner, free_prompt, free_steps)
-    fd = gates.first_divergence(ref_tok, ref_margin, run_tok)
-    log(f"free-running: first divergence {fd['first_divergence']} (near tie: {fd['at_near_tie']})")
+    fd = gates.first_divergence(truth_tok, truth_margin, run_tok, tf["tolerance"])
+    fd["framework"] = gates.first_divergence(truth_tok, truth_margin, fw_tok, tf["tolerance"])
+    log(f"free-running: first divergence {fd['first_divergence']} (near tie: {fd['at_near_tie']}); "
+        f"transformers BF16: {fd['framework']['first_divergence']}")
     shadow = gates.layer_shadow(runner, ckpt, prompts[0, :shadow_len], dtype=torch.float32 if is_cuda else torch.float64)
     log(f"layer shadow: {'pass' if shadow['pass'] else 'FAIL'}; worst mixer "
         f"{max(r['mixer_max_rel_err'] for r in shadow['layers']):.3g}, worst MoE "
-        f"{max((r['moe_max_rel_err'] or 0) for r in shadow['layers']):.3g}")
+        f"{max((r['moe_max_rel_err'] or 0) for r in shadow['layers']):.3g} ({time.time() - t_start:.0f} s)")
     used = sorted({v["kernel"] for v in nops.stats().values() if v["bound"] and v["enabled"] and v["kernel"] != "smoke_copy"})
     del runner
 
@@ -187,8 +195,11 @@ def run(checkpoint: str | None = None, layers: int | None = None, batches=(1, 8,
         "commit": env.get("commit"), "device": env.get("device", str(device)), "driver": env.get("driver"),
         "torch": torch.__version__, "measured_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "model": {"config": {k: v for k, v in cfg.__dict__.items() if k != "source"}, "checkpoint": ckpt.source,
-                  "seed": seed, "reference": f"transformers 5.17.0 Qwen3_5MoeForCausalLM, exactly dequantized weights, "
-                                             f"{str(ref_dtype).replace('torch.', '')}"},
+                  "seed": seed,
+                  "reference": f"truth: netra.reference.qwen36 in {str(truth_dtype).replace('torch.', '')} on exactly "
+                               f"dequantized weights; framework: transformers 5.17.0 Qwen3_5MoeForCausalLM in bfloat16 "
+                               f"on the same weights; layer shadow: transformers layers in "
+                               f"{shadow['reference_dtype']}"},
         "runs": runs,
         "gates": {
             "layer_shadow_pass": shadow["pass"],
@@ -199,13 +210,18 @@ def run(checkpoint: str | None = None, layers: int | None = None, batches=(1, 8,
             "teacher_forced": tf, "free_running": fd, "layer_shadow": shadow,
         },
     }
+    positions = tf.pop("positions")
     if write:
         path = paths.results_dir() / "decode.json"
         path.parent.mkdir(parents=True, exist_ok=True)
+        side = path.with_name("decode_positions.json")
+        side.write_text(json.dumps({"commit": rec["commit"], "measured_at": rec["measured_at"],
+                                    "tolerance": tf["tolerance"], **positions}) + "\n")
         tmp = path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(rec, indent=1, default=str) + "\n")
         os.replace(tmp, path)
         log(f"wrote {path}")
+    rec["gates"]["teacher_forced"]["positions"] = positions
     return rec
 
 

@@ -7,7 +7,8 @@ paged KV cache with a block table.
 Weights come repacked into the layouts the ops take (``netra.model.packed``: routed
 experts stacked as w13 [E, 2I, H] (gate | up) and w2 [E, H, I] with their 128x128 block
 scales, the shared expert likewise): from a Netra-packed checkpoint, or packed at
-construction from a real-layout one. Prefill runs the same step token by token (decode-only)
+construction from a real-layout one. ``prefill`` ingests whole prompts on the framework path
+(batched matmuls on dequantized weights, causal SDPA, transformers' chunked delta rule)
 until prefill kernels exist."""
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from .. import ops as nops
+from ..ops.norm import _zero_centred
 from ..model.checkpoint import Checkpoint
 from ..model.packed import Packed, pack
 from . import ops as dops
@@ -118,6 +121,100 @@ class DecodeRunner:
         nops.add_rmsnorm(self.moe, self.h, self.final_norm, eps, out=self.x)
         dops.lm_head_argmax(self.x, self.lm_head, self.logits, self.next_tokens)
         self.positions.add_(1)
+
+    # --- prefill (framework path) --------------------------------------------------------------
+    @torch.no_grad()
+    def prefill(self, prompts: Tensor) -> Tensor:
+        """Ingest ``prompts`` [B, T] into empty sequences, one batched pass per layer: fills the
+        KV pages and the GDN pools, leaves every position at T, sets ``next_tokens`` and
+        returns the last position's logits [B, V]. Eager (its shapes depend on T); a captured
+        decode graph reads the state it leaves, so decoding continues with ``step``."""
+        c, B, eps, bf = self.cfg, self.B, self.cfg.rms_norm_eps, torch.bfloat16
+        if prompts.dim() != 2 or prompts.shape[0] != B:
+            raise ValueError(f"prefill: expected prompts [{B}, T], got {list(prompts.shape)}")
+        T = prompts.shape[1]
+        if not 1 <= T <= self.max_context:
+            raise ValueError(f"prefill: expected 1 <= T <= {self.max_context} (max_context), got {T}")
+        if bool(self.positions.any()):
+            raise RuntimeError("prefill starts empty sequences: call reset() first")
+        lin = lambda x, wp: x @ dops.dequant(*wp, dtype=bf).T  # noqa: E731
+        norm = lambda x, w: _zero_centred(x, w, eps).to(bf)  # noqa: E731
+        h = self.embed[prompts.to(self.device)].view(B * T, -1)
+        pos = torch.arange(T, device=self.device)
+        for L, lw in enumerate(self.layers):
+            x = norm(h, lw["in_norm"])
+            mix = self._prefill_attention(L, lw, x, B, T, pos, lin) if c.is_full(L) else self._prefill_gdn(L, lw, x, B, T, lin)
+            h = h + mix
+            x = norm(h, lw["post_norm"])
+            h = h + self._prefill_moe(lw, x, lin)
+        last = norm(h.view(B, T, -1)[:, -1], self.final_norm)
+        dops.lm_head_argmax(last, self.lm_head, self.logits, self.next_tokens)
+        self.positions.fill_(T)
+        return self.logits
+
+    def _prefill_attention(self, L, lw, x, B, T, pos, lin):
+        c = self.cfg
+        nh, nkv, hd = c.num_attention_heads, c.num_key_value_heads, c.head_dim
+        qg = lin(x, lw["q"]).view(B, T, nh, 2 * hd)
+        q, gate = qg[..., :hd], qg[..., hd:].reshape(B * T, nh * hd)
+        k = lin(x, lw["k"]).view(B, T, nkv, hd)
+        v = lin(x, lw["v"]).view(B, T, nkv, hd)
+        q = _zero_centred(q, lw["q_norm"], c.rms_norm_eps).to(x.dtype)
+        k = _zero_centred(k, lw["k_norm"], c.rms_norm_eps).to(x.dtype)
+        cos, sin = self.cos[pos], self.sin[pos]  # [T, rd]
+        q = dops._rope(q.reshape(B * T, nh, hd), cos.repeat(B, 1), sin.repeat(B, 1)).view(B, T, nh, hd)
+        k = dops._rope(k.reshape(B * T, nkv, hd), cos.repeat(B, 1), sin.repeat(B, 1)).view(B, T, nkv, hd)
+        pg = self.block_table[:, pos // self.page].long()  # [B, T]
+        self.k_pages[L][pg, pos % self.page] = k
+        self.v_pages[L][pg, pos % self.page] = v
+        o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2).repeat_interleave(nh // nkv, 1),
+                                           v.transpose(1, 2).repeat_interleave(nh // nkv, 1), is_causal=True,
+                                           scale=hd ** -0.5)
+        o = o.transpose(1, 2).reshape(B * T, nh * hd) * torch.sigmoid(gate)
+        return lin(o, lw["o"])
+
+    def _prefill_gdn(self, L, lw, x, B, T, lin):
+        from transformers.models.qwen3_5_moe.modeling_qwen3_5_moe import torch_chunk_gated_delta_rule
+
+        c = self.cfg
+        nk, nv, dk, dv = c.linear_num_key_heads, c.linear_num_value_heads, c.linear_key_head_dim, c.linear_value_head_dim
+        K = c.linear_conv_kernel_dim
+        qkv = lin(x, lw["qkv"]).view(B, T, -1).transpose(1, 2)  # [B, C, T]
+        z = lin(x, lw["z"])
+        b = x @ lw["b"].T
+        a = x @ lw["a"].T
+        padded = F.pad(qkv, (K - 1, 0))  # the sequences start empty: zero history
+        self.conv_pool[L][self.slots] = padded[:, :, -(K - 1):]
+        conv = F.conv1d(padded.float(), lw["conv"].float()[:, None, :], groups=qkv.shape[1])  # [B, C, T]
+        mixed = F.silu(conv).to(x.dtype).transpose(1, 2)  # [B, T, C], rounded as the model does
+        q, k, v = torch.split(mixed, [c.key_dim, c.key_dim, c.value_dim], -1)
+        q = q.reshape(B, T, nk, dk).repeat_interleave(nv // nk, 2)
+        k = k.reshape(B, T, nk, dk).repeat_interleave(nv // nk, 2)
+        v = v.reshape(B, T, nv, dv)
+        beta = torch.sigmoid(b.float()).view(B, T, nv)
+        g = (-lw["A_log"].float().exp() * F.softplus(a.float() + lw["dt_bias"].float())).view(B, T, nv)
+        o, state = torch_chunk_gated_delta_rule(q, k, v, g=g, beta=beta, initial_state=None,
+                                                output_final_state=True, use_qk_l2norm_in_kernel=True)
+        self.state_pool[L][self.slots] = state.float()
+        of = o.float().reshape(B * T, nv, dv)
+        of = of * torch.rsqrt(of.pow(2).mean(-1, keepdim=True) + c.rms_norm_eps)
+        o = lw["gnorm"].float() * of * F.silu(z.float().view(B * T, nv, dv))
+        return lin(o.reshape(B * T, nv * dv).to(x.dtype), lw["out"])
+
+    def _prefill_moe(self, lw, x, lin):
+        c = self.cfg
+        probs = torch.softmax((x @ lw["router"].T).float(), -1)
+        top, idx = torch.topk(probs, c.num_experts_per_tok, -1)
+        top = (top / top.sum(-1, keepdim=True)).to(x.dtype)
+        out = torch.zeros(x.shape, dtype=torch.float32, device=x.device)
+        for e in idx.unique().tolist():  # data-dependent: each chosen expert once, for its tokens
+            rows, j = (idx == e).nonzero(as_tuple=True)
+            gate, up = lin(x[rows], (lw["w13"][e], lw["s13"][e])).chunk(2, -1)
+            y = lin(F.silu(gate) * up, (lw["w2"][e], lw["s2"][e]))
+            out.index_add_(0, rows, (y * top[rows, j, None]).float())
+        sg, su = lin(x, lw["sw13"]).chunk(2, -1)
+        shared = lin(F.silu(sg) * su, lw["sw2"])
+        return (out.to(x.dtype) + torch.sigmoid(x @ lw["sgate"].T) * shared)
 
     def _record(self, L: int, *pairs):
         if self.trace is None:

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..model.checkpoint import PREFIX, Checkpoint
+from ..model.checkpoint import PREFIX, Checkpoint, dequantize, scale_name
 from ..model.config import TextConfig
 
 
@@ -52,17 +52,39 @@ class State:
 
 
 class Reference:
-    """Weights dequantized exactly into ``dtype``; ``step`` decodes one token per sequence."""
+    """Weights dequantized exactly into ``dtype``; ``step`` decodes one token per sequence.
 
-    def __init__(self, ckpt: Checkpoint, dtype=torch.float64, device="cpu"):
-        self.cfg, self.dtype, self.device = ckpt.cfg, dtype, device
+    ``lazy``: keep the checkpoint's FP8 projections as they are and dequantize each one when
+    a step uses it (every tensor under a million elements, and the embedding and LM head,
+    are converted once). A float32 reference of the full 35B model then needs the FP8
+    checkpoint's 35 GB instead of 140 GB."""
+
+    LAZY_CACHE = 1 << 20
+
+    def __init__(self, ckpt: Checkpoint, dtype=torch.float64, device="cpu", lazy: bool = False):
+        self.cfg, self.dtype, self.device, self.ckpt, self.lazy = ckpt.cfg, dtype, device, ckpt, lazy
         self.w = {}
-        for name in ckpt.tensors:
-            if not name.endswith("_scale_inv"):
+        for name, t in ckpt.tensors.items():
+            if name.endswith("_scale_inv"):
+                continue
+            if not lazy or t.numel() < self.LAZY_CACHE or ".layers." not in name:
                 self.w[name] = ckpt.weight(name, dtype).to(device)
 
+    def _get(self, name: str) -> Tensor:
+        t = self.w.get(name)
+        return t if t is not None else self.ckpt.weight(name, self.dtype).to(self.device)
+
     def p(self, layer: int, name: str) -> Tensor:
-        return self.w[f"{PREFIX}layers.{layer}.{name}"]
+        return self._get(f"{PREFIX}layers.{layer}.{name}")
+
+    def experts(self, layer: int, proj: str, ids: list[int]) -> Tensor:
+        """[len(ids), out, in]: one projection of several routed experts, stacked."""
+        names = [f"{PREFIX}layers.{layer}.mlp.experts.{e}.{proj}.weight" for e in ids]
+        if self.lazy and names[0] not in self.w and self.ckpt.fp8:
+            q = torch.stack([self.ckpt.tensors[n] for n in names])
+            s = torch.stack([self.ckpt.tensors[scale_name(n)] for n in names])
+            return dequantize(q, s, self.cfg.weight_block_size, self.dtype).to(self.device)
+        return torch.stack([self._get(n) for n in names])
 
     def new_state(self, batch: int, max_context: int) -> State:
         c, dt, dev = self.cfg, self.dtype, self.device
@@ -134,13 +156,14 @@ class Reference:
         probs = torch.softmax(x @ self.p(L, "mlp.gate.weight").T, -1)
         top, idx = torch.topk(probs, c.num_experts_per_tok, -1)
         top = top / top.sum(-1, keepdim=True)
-        out = torch.zeros_like(x)
-        for i in range(x.shape[0]):
-            for j in range(c.num_experts_per_tok):
-                e = int(idx[i, j])
-                gate = x[i] @ self.p(L, f"mlp.experts.{e}.gate_proj.weight").T
-                up = x[i] @ self.p(L, f"mlp.experts.{e}.up_proj.weight").T
-                out[i] += top[i, j] * ((F.silu(gate) * up) @ self.p(L, f"mlp.experts.{e}.down_proj.weight").T)
+        ids = idx.unique().tolist()  # the experts any token chose, each read once
+        # combine[b, j]: token b's routing weight for expert ids[j] (0 where it did not choose it)
+        pos = torch.searchsorted(torch.tensor(ids, device=x.device), idx)
+        combine = torch.zeros(x.shape[0], len(ids), dtype=x.dtype, device=x.device).scatter_(1, pos, top)
+        gate = torch.einsum("eih,bh->bei", self.experts(L, "gate_proj", ids), x)
+        up = torch.einsum("eih,bh->bei", self.experts(L, "up_proj", ids), x)
+        y = torch.einsum("ehi,bei->beh", self.experts(L, "down_proj", ids), F.silu(gate) * up)
+        out = (combine[:, :, None] * y).sum(1)
         sg = x @ self.p(L, "mlp.shared_expert.gate_proj.weight").T
         su = x @ self.p(L, "mlp.shared_expert.up_proj.weight").T
         shared = (F.silu(sg) * su) @ self.p(L, "mlp.shared_expert.down_proj.weight").T
@@ -159,3 +182,26 @@ class Reference:
         st.length += 1
         h = rmsnorm(h, self.w[PREFIX + "norm.weight"], c.rms_norm_eps)
         return h @ self.w["lm_head.weight"].T
+
+    # --- whole sequences ------------------------------------------------------------------
+    @torch.no_grad()
+    def teacher_forced(self, prompts: Tensor, out_dtype=torch.float32) -> Tensor:
+        """Logits [n, T, V] (on the CPU) at every position of ``prompts`` [n, T]."""
+        n, T = prompts.shape
+        st = self.new_state(n, T)
+        return torch.stack([self.step(prompts[:, t].to(self.device), st).to(out_dtype).cpu() for t in range(T)], 1)
+
+    @torch.no_grad()
+    def greedy(self, prompt: Tensor, steps: int) -> tuple[Tensor, Tensor]:
+        """Greedy continuation [steps] of ``prompt`` [T] and the top-2 margin of each chosen
+        token (relative to the largest logit)."""
+        st = self.new_state(1, prompt.shape[0] + steps)
+        for tok in prompt:
+            logits = self.step(tok.view(1).to(self.device), st)
+        toks, margins = [], []
+        for _ in range(steps):
+            top2 = logits[0].topk(2).values
+            margins.append(float((top2[0] - top2[1]) / logits[0].abs().max()))
+            toks.append(int(logits[0].argmax()))
+            logits = self.step(torch.tensor([toks[-1]], device=self.device), st)
+        return torch.tensor(toks), torch.tensor(margins)
