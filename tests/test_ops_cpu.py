@@ -429,3 +429,21 @@ def test_rel_err_would_catch_wrong_output():
     plain = (x.double() * torch.rsqrt(x.double().pow(2).mean(-1, keepdim=True) + EPS) * w.double())
     assert rel_err(plain, ref.rmsnorm(x, w, EPS)) > 0.5
     assert math.isinf(rel_err(nan_like(x), ref.rmsnorm(x, w, EPS)))
+
+
+def test_count_launches_counts_guard_passes_and_restores(monkeypatch):
+    from netra.ops import _dispatch
+
+    k = _dispatch.OPS["rmsnorm"]
+    monkeypatch.setattr(k, "_launch", lambda *a: None)  # a launch that always passes its guard
+    monkeypatch.setattr(k, "go", k._launch)
+    before = k.go
+    with _dispatch.count_launches() as counts:
+        k.go(1, 2, 3)
+        k.go(1, 2, 3)
+    assert counts["rmsnorm_h2048"] == 2 and k.go is before
+    k2 = _dispatch.OPS["add_rmsnorm"]
+    monkeypatch.setattr(k2, "go", k2._switched_off)
+    with _dispatch.count_launches() as counts:
+        assert k2.go() == "switched off"
+    assert "add_rmsnorm_h2048" not in counts

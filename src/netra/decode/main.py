@@ -64,6 +64,14 @@ def op_breakdown(runner: DecodeRunner, steps: int = 4, top: int = 25) -> list[di
     return rows[:top]
 
 
+def kernels_used(runner: DecodeRunner) -> list[str]:
+    """The kernels one eager decode step of this runner launches (then its state is reset)."""
+    with nops.count_launches() as counts:
+        runner.step(torch.zeros(runner.B, dtype=torch.long, device=runner.device))
+    runner.reset()
+    return sorted(counts)
+
+
 def _time_replays(runner: DecodeRunner, steps: int) -> float:
     tokens = torch.randint(0, runner.cfg.vocab_size, (runner.B,), device=runner.device,
                            generator=torch.Generator(device=runner.device).manual_seed(0))
@@ -158,7 +166,7 @@ def run(checkpoint: str | None = None, layers: int | None = None, batches=(1, 8,
     log(f"layer shadow: {'pass' if shadow['pass'] else 'FAIL'}; worst mixer "
         f"{max(r['mixer_max_rel_err'] for r in shadow['layers']):.3g}, worst MoE "
         f"{max((r['moe_max_rel_err'] or 0) for r in shadow['layers']):.3g} ({time.time() - t_start:.0f} s)")
-    used = sorted({v["kernel"] for v in nops.stats().values() if v["bound"] and v["enabled"] and v["kernel"] != "smoke_copy"})
+    used = kernels_used(runner)
     del runner
 
     # 3. speed A/B, every engine in this run
@@ -169,10 +177,9 @@ def run(checkpoint: str | None = None, layers: int | None = None, batches=(1, 8,
         for b in batches:
             runner = DecodeRunner(packed, b, context, device=device)
             ops_us = op_breakdown(runner) if b == batches[0] else None
-            runner.reset()
+            kernels = kernels_used(runner)
             runner.capture()
             ms = _time_replays(runner, steps)
-            kernels = [] if framework else used
             runs.append(_run_record(engine, b, cfg, context, ms, kernels,
                                     f"CUDA-graph replay of one decode step, CUDA events, median of {steps} steps"))
             if ops_us is not None:
@@ -183,11 +190,11 @@ def run(checkpoint: str | None = None, layers: int | None = None, batches=(1, 8,
     nops.set_framework("all", False)
 
     manifest_kernels = {}
-    if used:
+    if any(r["kernels"] for r in runs) or used:
         from ..runtime import build
 
         m = build.load_manifest() or {"kernels": {}}
-        manifest_kernels = {k: m["kernels"].get(k, {}).get("ptx_sha256") for k in used}
+        manifest_kernels = {k: m["kernels"].get(k, {}).get("ptx_sha256") for k in {*used, *(k for r in runs for k in r["kernels"])}}
     for r in runs:
         r["kernels"] = [{"name": k, "ptx_sha256": manifest_kernels.get(k)} for k in r["kernels"]]
     env = records.environment() if is_cuda else {}
@@ -207,6 +214,7 @@ def run(checkpoint: str | None = None, layers: int | None = None, batches=(1, 8,
             "near_ties": tf["near_ties"],
             "free_running_first_divergence": fd["first_divergence"],
             "first_divergence_at_near_tie": fd["at_near_tie"],
+            "kernels": [{"name": k, "ptx_sha256": manifest_kernels.get(k)} for k in used],
             "teacher_forced": tf, "free_running": fd, "layer_shadow": shadow,
         },
     }

@@ -8,6 +8,7 @@ changed with ``set_framework``; the dispatch path reads only a boolean attribute
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections import Counter
@@ -126,6 +127,32 @@ def stats() -> dict[str, dict]:
     """Per op: whether the kernel is enabled and bound, and the misses by reason."""
     return {name: {"kernel": k.contract.name, "enabled": k.enabled, "bound": k.launches_bound,
                    "misses": dict(k.misses)} for name, k in OPS.items()}
+
+
+@contextlib.contextmanager
+def count_launches():
+    """Count each kernel's launches (guard passed) inside the block: which kernels a model
+    step really uses. Off the hot path: it wraps the dispatch functions and restores them."""
+    counts: Counter[str] = Counter()
+    saved = {}
+    for k in OPS.values():
+        if not k.enabled:
+            continue
+        inner = k.bind()
+        saved[k] = k.go
+
+        def counted(*args, _inner=inner, _name=k.contract.name):
+            r = _inner(*args)
+            if r is None:
+                counts[_name] += 1
+            return r
+
+        k.go = counted
+    try:
+        yield counts
+    finally:
+        for k, go in saved.items():
+            k.go = go
 
 
 def reset_stats() -> None:
