@@ -92,6 +92,17 @@ def test_gates_on_tiny_model_cpu():
     assert fd["first_divergence"] is None or fd["at_near_tie"] is not None
 
 
+def test_truncate_keeps_the_first_layers_without_copies():
+    c = ck.synthetic_checkpoint(tiny(layers=4), seed=27)
+    t = ck.truncate(c, 2)
+    assert t.cfg.num_hidden_layers == 2
+    assert {n for n in t.tensors if not n.endswith("_scale_inv")} == set(ck.expected(t.cfg))
+    name = ck.PREFIX + "layers.1.input_layernorm.weight"
+    assert t.tensors[name] is c.tensors[name]
+    with pytest.raises(ValueError, match="1..4 layers"):
+        ck.truncate(c, 5)
+
+
 def test_layer_shadow_catches_a_wrong_op(monkeypatch):
     from netra.decode import gates
     from netra.decode import ops as dops
@@ -113,15 +124,18 @@ def test_layer_shadow_catches_a_wrong_op(monkeypatch):
 def test_decode_main_gates_and_record_on_tiny_checkpoint(tmp_path):
     from netra.decode import main as decode
 
-    ck.write_synthetic(tmp_path, tiny(layers=4), seed=25)
+    ck.write_synthetic(tmp_path, tiny(layers=8), seed=25)
     rec = decode.run(str(tmp_path), batches=(), n_prompts=2, prompt_len=12, free_steps=8, shadow_len=8,
-                     device="cpu", write=False, log=lambda *_: None)
+                     gate_layers=4, device="cpu", write=False, log=lambda *_: None)
+    depth = rec["gates"]["depth_limited"]
+    assert depth["layers"] == 4 and depth["teacher_forced"]["steps"] == 12 and depth["teacher_forced"]["pass"]
+    assert all("framework_moe_max_rel_err" in r for r in rec["gates"]["layer_shadow"]["layers"])
     assert set(decode.GATE_KEYS) <= set(rec["gates"])
     assert rec["gates"]["layer_shadow_pass"] and rec["gates"]["teacher_forced"]["pass"]
     tf = rec["gates"]["teacher_forced"]
     assert tf["median_rel_err"] <= 1.5 * tf["framework_median_rel_err"]  # transformers ran in BF16
     assert len(tf["positions"]["truth_margin"]) == 2 and "framework" in rec["gates"]["free_running"]
-    assert rec["model"]["checkpoint"] == str(tmp_path) and rec["model"]["config"]["num_hidden_layers"] == 4
+    assert rec["model"]["checkpoint"] == str(tmp_path) and rec["model"]["config"]["num_hidden_layers"] == 8
     assert rec["runs"] == []  # the speed A/B needs the GPU
     r = decode._run_record("netra-kernels-graph", 8, tiny(), 1024, 2.0, ["rmsnorm_h2048"], "m")
     assert set(decode.RUN_KEYS) <= set(r) and r["tokens_per_s"] == 4000.0

@@ -120,13 +120,18 @@ def cmd_decode(a) -> int:
     from .decode import main as decode
 
     rec = decode.run(a.checkpoint, a.layers, tuple(a.batch), a.steps, a.context, a.seed, a.prompts, a.prompt_len,
-                     a.free_steps, a.shadow_len, log=log)
+                     a.free_steps, a.shadow_len, a.gate_layers or None, log=log)
     g = rec["gates"]
-    log(json.dumps({k: g[k] for k in decode.GATE_KEYS}))
+    log(json.dumps({k: g[k] for k in (*decode.GATE_KEYS, "top1_checked")}))
+    if g.get("depth_limited"):
+        d = g["depth_limited"]
+        log(f"depth-limited token gate ({d['layers']} layers): top-1 {d['teacher_forced']['top1_agreement_non_tie']:.4f} "
+            f"over {d['teacher_forced']['top1_checked']} positions, pass {d['teacher_forced']['pass']}; "
+            f"free-running first divergence {d['free_running']['first_divergence']}")
     for r in rec["runs"]:
         log(f"  {r['engine']:24s} batch {r['batch']:3d}: {r['ms_per_token']:8.2f} ms/token  {r['tokens_per_s']:8.1f} tokens/s  "
             f"{100 * r['fraction_of_limit']:5.1f}% of limit")
-    ok = g["layer_shadow_pass"] and g["teacher_forced"]["pass"]
+    ok = g["layer_shadow_pass"] and g["teacher_forced"]["pass"] and (not g.get("depth_limited") or g["depth_limited"]["teacher_forced"]["pass"])
     return 0 if ok else 1
 
 
@@ -191,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--prompt-len", type=int, default=256)
     s.add_argument("--free-steps", type=int, default=256, help="free-running greedy tokens")
     s.add_argument("--shadow-len", type=int, default=64, help="positions of the layer shadow")
+    s.add_argument("--gate-layers", type=int, default=8,
+                   help="also run the token gates on the first N layers, where BF16 stays decidable on synthetic weights (0: off)")
     s.set_defaults(fn=cmd_decode)
     s = sub.add_parser("repack", help="write a real-layout FP8 checkpoint Netra-packed, for fast reloads")
     s.add_argument("src")

@@ -106,9 +106,54 @@ def _transformers_speed(model, vocab: int, steps: int, device) -> float:
     return ((t1 - t0) - (t2 - t1)) / (steps - 1) * 1e3
 
 
+def _free(device):
+    if torch.device(device).type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def token_gates(ckpt: ck.Checkpoint, prompts, free_prompt, free_steps: int, device, log, speed=None):
+    """The truth (Netra's reference in float32, float64 on the CPU, lazily dequantized), the
+    framework (transformers BF16; ``speed(model)`` times it while it exists), then the
+    runner with the kernels on: teacher-forced and free-running gates. Returns (teacher
+    forced, free running, the runner, its packed weights)."""
+    t0, L = time.time(), ckpt.cfg.num_hidden_layers
+    is_cuda = torch.device(device).type == "cuda"
+    truth_dtype = torch.float32 if is_cuda else torch.float64
+    ref = Reference(ckpt, truth_dtype, device, lazy=True)
+    truth = ref.teacher_forced(prompts)
+    truth_tok, truth_margin = ref.greedy(free_prompt, free_steps)
+    del ref
+    model = ck.transformers_model(ckpt, torch.bfloat16, device)
+    fw_logits = gates.reference_logits(model, prompts)
+    fw_tok, _ = gates.reference_greedy(model, free_prompt, free_steps)
+    if speed is not None:
+        speed(model)
+    del model
+    _free(device)
+    log(f"[{L} layers] truth ({truth_dtype}) and transformers BF16 done ({time.time() - t0:.0f} s)")
+    packed = pack(ckpt)
+    nops.set_framework("all", False)
+    runner = DecodeRunner(packed, prompts.shape[0], max(prompts.shape[1], free_prompt.shape[0] + free_steps) + 8,
+                          device=device)
+    tf = gates.teacher_forced(runner, truth, prompts, framework=fw_logits)
+    tf["truth"] = f"netra.reference.qwen36, {str(truth_dtype).replace('torch.', '')}"
+    del truth, fw_logits
+    log(f"[{L} layers] teacher-forced: top-1 agreement {tf['top1_agreement_non_tie']:.4f} over {tf['top1_checked']} "
+        f"positions (tolerance {tf['tolerance']:.3g}; transformers BF16 {tf['framework_top1_agreement_non_tie']:.4f}), "
+        f"{tf['near_ties']} near ties; all positions: {tf['top1_agreement_all']:.3f} "
+        f"(transformers BF16 {tf['framework_top1_agreement_all']:.3f}); median rel err {tf['median_rel_err']:.3g} "
+        f"(transformers BF16 {tf['framework_median_rel_err']:.3g}); pass {tf['pass']}")
+    run_tok = gates.runner_greedy(runner, free_prompt, free_steps)
+    fd = gates.first_divergence(truth_tok, truth_margin, run_tok, tf["tolerance"])
+    fd["framework"] = gates.first_divergence(truth_tok, truth_margin, fw_tok, tf["tolerance"])
+    log(f"[{L} layers] free-running: first divergence {fd['first_divergence']} (near tie: {fd['at_near_tie']}); "
+        f"transformers BF16: {fd['framework']['first_divergence']} ({time.time() - t0:.0f} s)")
+    return tf, fd, runner, packed
+
+
 def run(checkpoint: str | None = None, layers: int | None = None, batches=(1, 8, 32), steps: int = 64,
         context: int = 1024, seed: int = 0, n_prompts: int = 4, prompt_len: int = 256, free_steps: int = 256,
-        shadow_len: int = 64, device="cuda", write: bool = True, log=print) -> dict:
+        shadow_len: int = 64, gate_layers: int | None = 8, device="cuda", write: bool = True, log=print) -> dict:
     t_start = time.time()
     if checkpoint:
         cfg = TextConfig.from_json(checkpoint)
@@ -123,45 +168,31 @@ def run(checkpoint: str | None = None, layers: int | None = None, batches=(1, 8,
     free_prompt = prompts[0, :32]
     is_cuda = torch.device(device).type == "cuda"
 
-    # 1. the truth
-    truth_dtype = torch.float32 if is_cuda else torch.float64
-    ref = Reference(ckpt, truth_dtype, device, lazy=True)
-    truth = ref.teacher_forced(prompts)
-    truth_tok, truth_margin = ref.greedy(free_prompt, free_steps)
-    del ref
-    log(f"truth ({truth_dtype}) done ({time.time() - t_start:.0f} s)")
-
-    # 2. the framework: transformers in BF16
-    model = ck.transformers_model(ckpt, torch.bfloat16, device)
-    fw_logits = gates.reference_logits(model, prompts)
-    fw_tok, _ = gates.reference_greedy(model, free_prompt, free_steps)
+    # 1-3. token gates: at a depth where BF16 stays decidable on these weights, then at full depth
+    gate_depth = None
+    if gate_layers and gate_layers < cfg.num_hidden_layers:
+        if not any(cfg.is_full(L) for L in range(gate_layers)):
+            raise ValueError(f"gate_layers={gate_layers} holds no full-attention layer (transformers' generate needs one)")
+        sub = ck.truncate(ckpt, gate_layers)
+        tf_d, fd_d, runner, _ = token_gates(sub, prompts, free_prompt, free_steps, device, log)
+        gate_depth = {"layers": gate_layers, "teacher_forced": tf_d, "free_running": fd_d,
+                      "kernels": kernels_used(runner)}
+        del runner, sub
+        _free(device)
     runs = []
-    if is_cuda and batches:
-        ms = _transformers_speed(model, cfg.vocab_size, min(steps, 64), device)
-        runs.append(_run_record("transformers-eager", 1, cfg, context, ms, [],
-                                f"host end-to-end: generate() of {min(steps, 64)} tokens minus its prefill, "
-                                f"greedy, KV cache, bfloat16 weights"))
-        log(f"transformers eager (bfloat16): {ms:.1f} ms per token")
-    del model
-    if is_cuda:
-        torch.cuda.empty_cache()
-    log(f"framework done ({time.time() - t_start:.0f} s)")
 
-    # 3. the gates, kernels on. Packed once; every runner below shares these tensors.
-    packed = pack(ckpt)
-    nops.set_framework("all", False)
-    runner = DecodeRunner(packed, n_prompts, max(prompt_len, 32 + free_steps) + 8, device=device)
-    tf = gates.teacher_forced(runner, truth, prompts, framework=fw_logits)
-    del truth, fw_logits
-    log(f"teacher-forced: top-1 agreement {tf['top1_agreement_non_tie']:.4f} over {tf['top1_checked']} positions "
-        f"(tolerance {tf['tolerance']:.3g}; transformers BF16 {tf['framework_top1_agreement_non_tie']:.4f}), "
-        f"{tf['near_ties']} near ties; median rel err {tf['median_rel_err']:.3g} "
-        f"(transformers BF16 {tf['framework_median_rel_err']:.3g}), pass {tf['pass']}")
-    run_tok = gates.runner_greedy(runner, free_prompt, free_steps)
-    fd = gates.first_divergence(truth_tok, truth_margin, run_tok, tf["tolerance"])
-    fd["framework"] = gates.first_divergence(truth_tok, truth_margin, fw_tok, tf["tolerance"])
-    log(f"free-running: first divergence {fd['first_divergence']} (near tie: {fd['at_near_tie']}); "
-        f"transformers BF16: {fd['framework']['first_divergence']}")
+    def speed(model):
+        if not (is_cuda and batches):
+            return
+        for impl in ("grouped_mm", "batched_mm"):  # transformers' two fast expert paths; design/h200.md
+            model.config._experts_implementation = impl
+            ms = _transformers_speed(model, cfg.vocab_size, min(steps, 64), device)
+            runs.append(_run_record("transformers-eager", 1, cfg, context, ms, [],
+                                    f"host end-to-end: generate() of {min(steps, 64)} tokens minus its prefill, "
+                                    f"greedy, KV cache, bfloat16 weights, {impl} experts"))
+            log(f"transformers eager (bfloat16, {impl} experts): {ms:.1f} ms per token")
+
+    tf, fd, runner, packed = token_gates(ckpt, prompts, free_prompt, free_steps, device, log, speed=speed)
     shadow = gates.layer_shadow(runner, ckpt, prompts[0, :shadow_len], dtype=torch.float32 if is_cuda else torch.float64)
     log(f"layer shadow: {'pass' if shadow['pass'] else 'FAIL'}; worst mixer "
         f"{max(r['mixer_max_rel_err'] for r in shadow['layers']):.3g}, worst MoE "
@@ -169,7 +200,7 @@ def run(checkpoint: str | None = None, layers: int | None = None, batches=(1, 8,
     used = kernels_used(runner)
     del runner
 
-    # 3. speed A/B, every engine in this run
+    # 4. speed A/B, every engine in this run
     for engine, framework in (("netra-framework-graph", True), ("netra-kernels-graph", False)):
         if not (is_cuda and batches):
             break
@@ -194,9 +225,14 @@ def run(checkpoint: str | None = None, layers: int | None = None, batches=(1, 8,
         from ..runtime import build
 
         m = build.load_manifest() or {"kernels": {}}
-        manifest_kernels = {k: m["kernels"].get(k, {}).get("ptx_sha256") for k in {*used, *(k for r in runs for k in r["kernels"])}}
+        manifest_kernels = {k: m["kernels"].get(k, {}).get("ptx_sha256")
+                            for k in {*used, *(gate_depth or {}).get("kernels", ()), *(k for r in runs for k in r["kernels"])}}
+    named = lambda ks: [{"name": k, "ptx_sha256": manifest_kernels.get(k)} for k in ks]  # noqa: E731
     for r in runs:
-        r["kernels"] = [{"name": k, "ptx_sha256": manifest_kernels.get(k)} for k in r["kernels"]]
+        r["kernels"] = named(r["kernels"])
+    if gate_depth:
+        gate_depth["kernels"] = named(gate_depth["kernels"])
+    truth_dtype = torch.float32 if is_cuda else torch.float64
     env = records.environment() if is_cuda else {}
     rec = {
         "commit": env.get("commit"), "device": env.get("device", str(device)), "driver": env.get("driver"),
@@ -214,22 +250,25 @@ def run(checkpoint: str | None = None, layers: int | None = None, batches=(1, 8,
             "near_ties": tf["near_ties"],
             "free_running_first_divergence": fd["first_divergence"],
             "first_divergence_at_near_tie": fd["at_near_tie"],
-            "kernels": [{"name": k, "ptx_sha256": manifest_kernels.get(k)} for k in used],
+            "top1_checked": tf["top1_checked"],
+            "kernels": named(used),
+            "depth_limited": gate_depth,
             "teacher_forced": tf, "free_running": fd, "layer_shadow": shadow,
         },
     }
-    positions = tf.pop("positions")
+    positions = {"full": tf.pop("positions")}
+    if gate_depth:
+        positions["depth_limited"] = gate_depth["teacher_forced"].pop("positions")
     if write:
         path = paths.results_dir() / "decode.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         side = path.with_name("decode_positions.json")
-        side.write_text(json.dumps({"commit": rec["commit"], "measured_at": rec["measured_at"],
-                                    "tolerance": tf["tolerance"], **positions}) + "\n")
+        side.write_text(json.dumps({"commit": rec["commit"], "measured_at": rec["measured_at"], **positions}) + "\n")
         tmp = path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(rec, indent=1, default=str) + "\n")
         os.replace(tmp, path)
         log(f"wrote {path}")
-    rec["gates"]["teacher_forced"]["positions"] = positions
+    rec["gates"]["teacher_forced"]["positions"] = positions["full"]
     return rec
 
 

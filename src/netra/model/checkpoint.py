@@ -136,6 +136,16 @@ class Checkpoint:
         return w.to(dtype)
 
 
+def truncate(ckpt: Checkpoint, layers: int) -> Checkpoint:
+    """The first ``layers`` decoder layers of ``ckpt`` with its embedding, final norm and LM
+    head: the same tensors (no copies), a shallower model."""
+    if not 1 <= layers <= ckpt.cfg.num_hidden_layers:
+        raise ValueError(f"truncate: expected 1..{ckpt.cfg.num_hidden_layers} layers, got {layers}")
+    lp = PREFIX + "layers."
+    keep = {n: t for n, t in ckpt.tensors.items() if not n.startswith(lp) or int(n[len(lp):].split(".", 1)[0]) < layers}
+    return Checkpoint(ckpt.cfg.with_layers(layers), keep, ckpt.fp8, f"{ckpt.source}, first {layers} layers")
+
+
 # --- validation ----------------------------------------------------------------------------
 def check_tensor(name: str, t: torch.Tensor | None, spec: Spec, fp8: bool, where: str) -> None:
     if t is None:
