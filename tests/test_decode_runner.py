@@ -209,3 +209,15 @@ def test_teacher_forced_gate_fails_on_a_different_model_and_judges_drift():
     # the framework's median drift sets the tolerance when it exceeds LOGIT_TOL
     noisy = truth + 0.2 * truth.abs().amax(-1, keepdim=True) * torch.randn(truth.shape, generator=torch.Generator().manual_seed(7)).sign()
     assert abs(gates.teacher_forced(runner, truth, ids, framework=noisy)["tolerance"] - 0.2) < 1e-3
+
+
+def test_netra_decode_without_a_gpu_runs_the_gates_on_a_tiny_model(capsys):
+    from netra import cli
+    from netra.runtime import gpu
+
+    if gpu.unavailable_reason(None) is None:
+        pytest.skip("a GPU is visible: `netra decode` runs the full-size job")
+    assert cli.main(["decode"]) == 0
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert "needs an NVIDIA H200" in text and "depth-limited token gate (4 layers)" in text

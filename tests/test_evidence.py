@@ -72,3 +72,32 @@ def test_report_is_rendered_from_the_records():
     for c in CONTRACTS:
         assert c.name in text
     assert json.loads(json.dumps(records.load("rmsnorm_h2048")))  # records are plain JSON
+
+
+def test_decode_record_is_complete_current_and_passes():
+    """results/sm_90a/decode.json: the issue-3 gate on the full-size model. Its schema, the
+    three engines at batch 1 (and the runner at 8 and 32), kernels named by the PTX they
+    ran (stale PTX fails), and the gates passed."""
+    from netra.decode import main as decode
+
+    path = paths.results_dir() / "decode.json"
+    assert path.is_file(), f"no {path}; run `netra decode` on an H200"
+    rec = json.loads(path.read_text())
+    assert rec["commit"] and rec["model"]["config"]["num_hidden_layers"] == 40
+    for r in rec["runs"]:
+        assert set(decode.RUN_KEYS) <= set(r), r
+        for k in r["kernels"]:
+            ptx = paths.ptx_path("sm_90a", contracts.get(k["name"]).family, k["name"]).read_bytes()
+            assert k["ptx_sha256"] == hashlib.sha256(ptx).hexdigest(), f"{k['name']}: decode.json ran other PTX"
+    b1 = {r["engine"]: r["ms_per_token"] for r in rec["runs"] if r["batch"] == 1}
+    assert {"transformers-eager", "netra-framework-graph", "netra-kernels-graph"} <= set(b1)
+    eager = min(r["ms_per_token"] for r in rec["runs"] if r["engine"] == "transformers-eager")
+    assert b1["netra-framework-graph"] < eager, "the framework-path runner must beat transformers eager at batch 1"
+    for engine in ("netra-framework-graph", "netra-kernels-graph"):
+        assert {8, 32} <= {r["batch"] for r in rec["runs"] if r["engine"] == engine}
+    g = rec["gates"]
+    assert set(decode.GATE_KEYS) <= set(g)
+    assert g["layer_shadow_pass"] and len(g["layer_shadow"]["layers"]) == 40
+    assert g["teacher_forced"]["pass"] and g["teacher_forced"]["steps"] == 256
+    d = g["depth_limited"]["teacher_forced"]
+    assert d["pass"] and d["top1_checked"] > 0 and d["top1_agreement_non_tie"] == 1.0

@@ -115,12 +115,24 @@ def cmd_run(a) -> int:
 
 
 def cmd_decode(a) -> int:
-    if (rc := _need_gpu("netra decode")) is not None:
-        return rc
+    """The main job on an H200: the decode runner's gates and speed A/B on the full-size model.
+    Without a GPU: assemble every kernel, then run the same gates on a tiny synthetic model on
+    the CPU (no speed A/B, nothing written)."""
     from .decode import main as decode
 
-    rec = decode.run(a.checkpoint, a.layers, tuple(a.batch), a.steps, a.context, a.seed, a.prompts, a.prompt_len,
-                     a.free_steps, a.shadow_len, a.gate_layers or None, log=log)
+    why = _gpu()
+    if why:
+        from .model.config import tiny
+
+        rc = cmd_build(argparse.Namespace(names=None, force=False))
+        log(f"The full-size decode gate needs an NVIDIA H200 ({why}). Running its gates on a tiny synthetic "
+            f"model (8 layers, hidden 256) on the CPU instead; nothing is written to results/.")
+        rec = decode.run(config=tiny(layers=8), batches=(), n_prompts=2, prompt_len=24, free_steps=16,
+                         shadow_len=12, gate_layers=4, device="cpu", write=False, log=log)
+    else:
+        rc = 0
+        rec = decode.run(a.checkpoint, a.layers, tuple(a.batch), a.steps, a.context, a.seed, a.prompts, a.prompt_len,
+                         a.free_steps, a.shadow_len, a.gate_layers or None, log=log)
     g = rec["gates"]
     log(json.dumps({k: g[k] for k in (*decode.GATE_KEYS, "top1_checked")}))
     if g.get("depth_limited"):
@@ -132,7 +144,7 @@ def cmd_decode(a) -> int:
         log(f"  {r['engine']:24s} batch {r['batch']:3d}: {r['ms_per_token']:8.2f} ms/token  {r['tokens_per_s']:8.1f} tokens/s  "
             f"{100 * r['fraction_of_limit']:5.1f}% of limit")
     ok = g["layer_shadow_pass"] and g["teacher_forced"]["pass"] and (not g.get("depth_limited") or g["depth_limited"]["teacher_forced"]["pass"])
-    return 0 if ok else 1
+    return rc if ok else 1
 
 
 def cmd_repack(a) -> int:

@@ -153,14 +153,16 @@ def token_gates(ckpt: ck.Checkpoint, prompts, free_prompt, free_steps: int, devi
 
 def run(checkpoint: str | None = None, layers: int | None = None, batches=(1, 8, 32), steps: int = 64,
         context: int = 1024, seed: int = 0, n_prompts: int = 4, prompt_len: int = 256, free_steps: int = 256,
-        shadow_len: int = 64, gate_layers: int | None = 8, device="cuda", write: bool = True, log=print) -> dict:
+        shadow_len: int = 64, gate_layers: int | None = 8, device="cuda", write: bool = True, log=print,
+        config: TextConfig | None = None) -> dict:
     t_start = time.time()
     if checkpoint:
         cfg = TextConfig.from_json(checkpoint)
         cfg = cfg.with_layers(layers) if layers else cfg
         ckpt = ck.load(checkpoint, cfg, device=device)
     else:
-        cfg = QWEN36_35B_A3B.with_layers(layers) if layers else QWEN36_35B_A3B
+        cfg = config or QWEN36_35B_A3B
+        cfg = cfg.with_layers(layers) if layers else cfg
         ckpt = ck.synthetic_checkpoint(cfg, seed=seed, device=device)
     log(f"model: {cfg.num_hidden_layers} layers from {ckpt.source} ({time.time() - t_start:.0f} s)")
     g = torch.Generator().manual_seed(seed + 1)
