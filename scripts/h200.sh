@@ -5,7 +5,7 @@ set -uo pipefail
 OUT=${OUT:-/tmp/netra-out}
 mkdir -p "$OUT"
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
-steps=${*:-"tests check sanitize bench report"}  # bench:NAME benches one kernel or family
+steps=${*:-"tests check sanitize bench report"}  # check:NAME, sanitize:NAME, bench:NAME: one kernel or family
 {
   date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
   python3 -c "import torch, cuda.bindings, transformers; print('torch', torch.__version__, 'cuda-bindings', cuda.bindings.__version__, 'transformers', transformers.__version__)"
@@ -17,6 +17,8 @@ for step in $steps; do
   case $step in
     tests) python3 -m pytest -q -m gpu tests/test_gpu.py 2>&1 | tee -a "$OUT/run.log" ;;
     check) python3 -m netra.cli check 2>&1 | tee -a "$OUT/run.log" ;;
+    check:*) python3 -m netra.cli check ${step#check:} 2>&1 | tee -a "$OUT/run.log" ;;
+    sanitize:*) python3 -m netra.cli sanitize ${step#sanitize:} --log "$OUT/sanitizer.log" 2>&1 | tee -a "$OUT/run.log" ;;
     sanitize) python3 -m netra.cli sanitize --log "$OUT/sanitizer.log" 2>&1 | tee -a "$OUT/run.log" ;;
     bench) python3 -m netra.cli bench 2>&1 | tee -a "$OUT/run.log" ;;
     quickbench) python3 -m netra.cli bench --quick 2>&1 | tee -a "$OUT/run.log" ;;

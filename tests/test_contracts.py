@@ -157,7 +157,7 @@ def t_bytes(c, t, case):
 
 
 def test_bench_set():
-    assert {c.name for c in ALL if c.bench} == {c.name for c in NORM}
+    assert {c.name for c in ALL if c.bench} == {c.name for c in NORM} | {c.name for c in ALL if c.family == "proj"}
 
 
 @pytest.mark.parametrize("name", [c.name for c in NORM])
@@ -178,15 +178,19 @@ def test_op_names_exist(name):
     if c.op is None:
         assert c.family == "runtime" and not c.bench
         return
+    if c.family == "proj":  # one op, a kernel per weight shape, keyed by kernel name
+        assert netra.ops.OPS[c.name].contract is c and netra.ops.OPS[c.name].op == "fp8_linear"
+        return
     assert c.op in netra.ops.OPS
     assert netra.ops.OPS[c.op].contract is c
     assert callable(getattr(netra.ops, c.op))
 
 
 def test_every_op_has_its_contract():
-    assert set(netra.ops.OPS) == {"rmsnorm", "add_rmsnorm", "qk_rmsnorm", "gated_rmsnorm", "smoke_copy"}
-    for op, k in netra.ops.OPS.items():
-        assert contracts.REGISTRY[k.contract.name].op == op
+    proj = {c.name for c in ALL if c.family == "proj"}
+    assert set(netra.ops.OPS) == {"rmsnorm", "add_rmsnorm", "qk_rmsnorm", "gated_rmsnorm", "smoke_copy"} | proj
+    for key, k in netra.ops.OPS.items():
+        assert contracts.REGISTRY[k.contract.name].op == k.op and key in (k.op, k.contract.name)
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -14,6 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..ops import proj
+
 
 def dequant(w: Tensor, scale: Tensor, block: int = 128, dtype=torch.bfloat16) -> Tensor:
     """fp8 [..., N, K] with fp32 block scales [..., ceil(N/128), ceil(K/128)] -> dtype."""
@@ -23,11 +25,26 @@ def dequant(w: Tensor, scale: Tensor, block: int = 128, dtype=torch.bfloat16) ->
 
 
 # --- fp8_linear ------------------------------------------------------------------------------
+def linear(x: Tensor, weight: Tensor, scale: Tensor, out: Tensor) -> None:
+    """fp8_linear's body: the kernel for a packed weight whose shape has one (and whose guard
+    passes), else dequantize then matmul (unpacking a packed weight first)."""
+    if weight.dim() == 3:
+        k = proj.kernel_for(weight)
+        if k is not None:
+            reason = k.go(x, weight, scale, out)
+            if reason is None:
+                return
+            k.missed(reason, (x, weight, scale, out))
+        weight = proj.unpack_weight(weight)
+    out.copy_(x @ dequant(weight, scale, dtype=x.dtype).T)
+
+
 @torch.library.custom_op("netra::fp8_linear", mutates_args=("out",))
 def fp8_linear(x: Tensor, weight: Tensor, scale: Tensor, out: Tensor) -> None:
-    """out[M, N] = x[M, K] @ dequant(weight[N, K] fp8, scale)^T, BF16 out, fp32 accumulate.
-    Framework path: dequantize then matmul (issue 4 replaces it with a kernel)."""
-    out.copy_(x @ dequant(weight, scale, dtype=x.dtype).T)
+    """out[M, N] = x[M, K] @ dequant(weight, scale)^T, BF16 out, fp32 accumulate. weight is
+    fp8 [N, K], or packed for the kernels [N / 16, K / 128, 2048] (netra.ops.proj.pack_weight);
+    scale fp32 [N / 128, K / 128]. Kernels: netra.contracts.proj (M = 1..16)."""
+    linear(x, weight, scale, out)
 
 
 @fp8_linear.register_fake
@@ -133,7 +150,8 @@ def moe_decode(x: Tensor, router: Tensor, w13: Tensor, s13: Tensor, w2: Tensor, 
     """The MoE block for B tokens: router softmax (fp32) over E experts, top-k renormalized;
     each expert down(silu(gate) * up) with gate|up stacked in w13 [E, 2I, H] fp8 and down
     in w2 [E, H, I] fp8 (128x128 block scales s13, s2); plus the shared expert (the same
-    with [2Is, H] and [H, Is]) scaled by sigmoid(shared_gate [1, H] . x)."""
+    with [2Is, H] and [H, Is], either packed for the projection kernels) scaled by
+    sigmoid(shared_gate [1, H] . x)."""
     B, H = x.shape
     probs = torch.softmax((x @ router.T).float(), -1)
     top, idx = torch.topk(probs, top_k, -1)
@@ -146,9 +164,11 @@ def moe_decode(x: Tensor, router: Tensor, w13: Tensor, s13: Tensor, w2: Tensor, 
     gate, up = gu.chunk(2, -1)
     y = torch.bmm(w2e, (F.silu(gate) * up)[:, :, None])[:, :, 0]
     routed = (y.view(B, top_k, H) * top[:, :, None]).sum(1)
-    sgu = x @ dequant(shared_w13, shared_s13, dtype=x.dtype).T
+    sgu = torch.empty(B, shared_s13.shape[0] * 128, dtype=x.dtype, device=x.device)
+    linear(x, shared_w13, shared_s13, sgu)
     sg, su = sgu.chunk(2, -1)
-    shared = (F.silu(sg) * su) @ dequant(shared_w2, shared_s2, dtype=x.dtype).T
+    shared = torch.empty(B, H, dtype=x.dtype, device=x.device)
+    linear((F.silu(sg) * su).contiguous(), shared_w2, shared_s2, shared)
     out.copy_(routed + torch.sigmoid(x @ shared_gate.T) * shared)
 
 

@@ -173,6 +173,69 @@ def _peers(eager, kind):
     return {"torch_eager": eager, "torch_compile": _compile_peer(eager), "transformers": _tf_rms_peer(kind)}
 
 
+# --- proj ----------------------------------------------------------------------------------
+def _make_fp8_gemv(shape):
+    def make(dims, gen, device):
+        from ..model.checkpoint import quantize
+        from ..ops.proj import pack_weight
+
+        M, N, K = dims["M"], shape.N, shape.K
+        # N(0, 0.02) weights with the spread of trained blocks: a log-normal scale per 128-row
+        # block and per input channel, a few outlier channels.
+        w = torch.randn(N, K, generator=gen) * 0.02
+        w *= torch.exp(0.5 * torch.randn(N // 128, 1, generator=gen)).repeat_interleave(128, 0)
+        w *= _channels(gen, K, "cpu", outliers=2, spread=0.3)
+        q, sc = quantize(w.to(device))
+        x = (torch.randn(M, K, generator=gen) * _channels(gen, K, "cpu")).to(torch.bfloat16).to(device)
+        return {"x": x, "w": pack_weight(q), "scale": sc, "_w_plain": q,
+                "_w_bf16": _dequant(q, sc).to(torch.bfloat16)}
+
+    return make
+
+
+def _dequant(q, sc):
+    from ..model.checkpoint import dequantize
+
+    return dequantize(q, sc, (128, 128), torch.float32)
+
+
+def _scaled_mm_peer(i, s):
+    """torch._scaled_mm with 1x128 block scales on both sides: x quantized per (row, 128 k)
+    in the timed call, the weight's 128x128 scales expanded to 1x128; rows padded to 16."""
+    x, q, sc = i["x"], i["_w_plain"], i["scale"]
+    M, K = x.shape
+    N = q.shape[0]
+    xp = torch.zeros(16, K, dtype=x.dtype, device=x.device)
+    xp[:M] = x
+    xb = xp.float().view(16, K // 128, 128)
+    sa = (xb.abs().amax(-1) / 448.0).clamp_min(1e-12)  # [16, K/128]
+    xq = (xb / sa[:, :, None]).to(torch.float8_e4m3fn).view(16, K)
+    sb = sc.repeat_interleave(128, 0)[:N]  # [N, K/128]
+    sa = sa.t().contiguous().t()  # [16, K/128], outer dim (M) major
+    try:
+        out = torch._scaled_mm(xq, q.T, scale_a=sa, scale_b=sb.t().contiguous(), out_dtype=torch.bfloat16)
+    except RuntimeError:  # the other reading of "outer-dim-major" for b
+        out = torch._scaled_mm(xq, q.T, scale_a=sa, scale_b=sb.t(), out_dtype=torch.bfloat16)
+    return {"out": out[:M]}
+
+
+def _proj_peers():
+    return {
+        "cublas_bf16": lambda i, s: {"out": i["x"] @ i["_w_bf16"].T},
+        "scaled_mm_1x128": _scaled_mm_peer,
+        "dequant_matmul": lambda i, s: {"out": i["x"] @ _dequant(i["_w_plain"], i["scale"]).to(torch.bfloat16).T},
+    }
+
+
+def _proj_testbeds() -> dict:
+    from ..contracts.proj import SHAPES
+    from ..reference.proj import fp8_linear
+
+    return {sh.name: Testbed(contracts.get(sh.name), _make_fp8_gemv(sh),
+                             lambda i: {"out": fp8_linear(i["x"], i["_w_plain"], i["scale"])}, None,
+                             _proj_peers(), scalars={}) for sh in SHAPES}
+
+
 TESTBEDS: dict[str, Testbed] = {
     "rmsnorm_h2048": Testbed(
         contracts.get("rmsnorm_h2048"), _make_rmsnorm,
@@ -206,6 +269,9 @@ TESTBEDS: dict[str, Testbed] = {
         scalars={},
     ),
 }
+
+
+TESTBEDS.update(_proj_testbeds())
 
 
 def get(name: str) -> Testbed | None:

@@ -35,17 +35,18 @@ def _no_kernel(reason: str) -> Callable:
 class KernelOp:
     """The kernel side of one public op: a lazily bound guard-and-launch function."""
 
-    def __init__(self, op: str, kernel: str):
+    def __init__(self, op: str, kernel: str, key: str | None = None):
+        """``key``: the name in OPS, ``op`` unless one op dispatches to several kernels (by shape)."""
         self.op = op
         self.contract: Contract = contracts.get(kernel)
         assert self.contract.op == op, f"contract {kernel} belongs to op {self.contract.op}, not {op}"
-        enabled = not ({op, "all"} & _SWITCH)
+        enabled = not ({op, kernel, "all"} & _SWITCH)
         self.misses: Counter[str] = Counter()
         self.launches_bound = False
         self._launch: Callable | None = None
         self.go: Callable = self._bind_then_go if enabled else self._switched_off
         self.kernel = None
-        OPS[op] = self
+        OPS[key or op] = self
 
     # --- binding (not the dispatch path) -------------------------------------------------
     def bind(self, device: int | None = None) -> Callable:
@@ -117,8 +118,11 @@ def describe_args(contract: Contract, args) -> str:
 
 
 def set_framework(op: str, on: bool = True) -> None:
-    """Force (or stop forcing) the framework path for one op, or for every op with "all"."""
-    targets = OPS.values() if op == "all" else [OPS[op]]
+    """Force (or stop forcing) the framework path for one op (all its kernels), one kernel
+    (an OPS key), or every op with "all"."""
+    targets = OPS.values() if op == "all" else [k for name, k in OPS.items() if op in (name, k.op)]
+    if not targets:
+        raise KeyError(f"set_framework: no op or kernel named {op!r}; known: {', '.join(sorted(OPS))}")
     for k in targets:
         k.go = k._switched_off if on else (k._launch or k._bind_then_go)
 

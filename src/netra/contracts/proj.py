@@ -1,0 +1,120 @@
+"""Contracts of the projection family: FP8 E4M3 W8A16 GEMV / skinny GEMM with 128x128 block
+scales at Qwen3.6's decode and verification shapes (M = 1..16 tokens). The shapes and the
+tiling are written here once; kernels/sm_90a/proj/gen_fp8_gemv.py reads them to emit the
+PTX, and netra.ops.proj to pack weights and dispatch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .spec import Contract, Scalar, Tensor
+
+TOKENS = tuple(range(1, 17))
+SMS = 132  # H200 multiprocessors
+
+
+@dataclass(frozen=True)
+class Fp8Gemv:
+    """One weight shape [N, K] and the kernel's tiling of it."""
+
+    N: int
+    K: int
+    use: str
+
+    @property
+    def name(self) -> str:
+        return f"fp8_gemv_n{self.N}_k{self.K}"
+
+    @property
+    def S(self) -> int:  # 16-row strips (the mma's M side)
+        return self.N // 16
+
+    @property
+    def KB(self) -> int:  # 128-wide k blocks (one weight scale column each)
+        return self.K // 128
+
+    @property
+    def W(self) -> int:  # warps per CTA, one k range each
+        return min(16, self.KB)
+
+    @property
+    def KBW(self) -> int:  # k blocks per warp
+        return self.KB // self.W
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.W
+
+    @property
+    def grid(self) -> int:
+        return min(self.S, SMS)
+
+    # dynamic shared memory: x as f16 B fragments | x scales | x inverse scales | 2 reduction buffers
+    @property
+    def xs_off(self) -> int:
+        return self.K * 32
+
+    @property
+    def xi_off(self) -> int:
+        return self.xs_off + 64 * self.KB
+
+    @property
+    def red_off(self) -> int:
+        return self.xi_off + 64 * self.KB
+
+    @property
+    def smem(self) -> int:
+        return self.red_off + 2 * self.W * 1024
+
+
+SHAPES = (
+    Fp8Gemv(12288, 2048, "GDN in_proj_qkv | in_proj_z, one launch"),
+    Fp8Gemv(8192, 2048, "GDN in_proj_qkv"),
+    Fp8Gemv(4096, 2048, "GDN in_proj_z"),
+    Fp8Gemv(9216, 2048, "attention q (with its gate) | k | v, one launch"),
+    Fp8Gemv(2048, 4096, "GDN out_proj, attention o_proj"),
+    Fp8Gemv(1024, 2048, "shared expert gate | up"),
+    Fp8Gemv(2048, 512, "shared expert down"),
+)
+BY_NK = {(s.N, s.K): s for s in SHAPES}
+
+# Against float64 on the same (exactly dequantized) weights and BF16 x: the kernel's only
+# roundings are fp32 accumulation (~K * 2^-24) and the BF16 output (2^-9 relative to the
+# element); x goes to f16 exactly (power-of-two scaled per 128-k block).
+BF16_OUT = 4.5e-3
+
+
+def _contract(s: Fp8Gemv) -> Contract:
+    return Contract(
+        name=s.name,
+        family="proj",
+        summary=f"out[M, {s.N}] = x[M, {s.K}] @ dequant(W)^T, FP8 E4M3 weights with 128x128 block scales ({s.use})",
+        params=(
+            Tensor("x", "bf16", ("M", s.K), "in"),
+            Tensor("w", "fp8e4m3", (s.S, s.KB, 2048), "in",
+                   doc="packed by netra.ops.proj.pack_weight: tile (strip of 16 rows, 128-k block) = the A fragments "
+                       "of 8 mma k-steps, 64 bytes per lane"),
+            Tensor("scale", "f32", (s.N // 128, s.KB), "in", align=4, doc="weight_scale_inv, one per 128x128 block"),
+            Tensor("out", "bf16", ("M", s.N), "out"),
+            Scalar("M", "u32", value="M"),
+        ),
+        dims={"M": TOKENS},
+        grid=(str(s.grid), "1", "1"),
+        threads=s.threads,
+        reduction_order="per strip and k block: mma.sync k16 steps in k order (fp32), times the block's weight scale "
+                        "and the token's inverse x scale; the warps' partials added in warp order",
+        tolerance=BF16_OUT,
+        deterministic=True,
+        bytes_read=f"{s.N * s.K} + {s.N // 128 * s.KB * 4} + M * {2 * s.K}",
+        bytes_written=f"M * {2 * s.N}",
+        max_registers=72,
+        dynamic_smem=s.smem,
+        quantization="W8A16: weights FP8 E4M3, 128x128 block scales (fp32); x BF16 converted in-kernel to f16 with a "
+                     "power-of-two scale per (token, 128-k block)",
+        op="fp8_linear",
+        reference="netra.reference.proj.fp8_linear (float64 on the exactly dequantized weights)",
+        peers=("cublas_bf16", "scaled_mm_1x128", "dequant_matmul"),
+    )
+
+
+CONTRACTS = tuple(_contract(s) for s in SHAPES)

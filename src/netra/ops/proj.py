@@ -1,0 +1,55 @@
+"""Projection kernels: FP8 E4M3 W8A16 GEMV / skinny GEMM (netra.contracts.proj).
+
+The kernels read weights in a packed layout made once at load (``pack_weight``): tile
+(strip of 16 rows, 128-k block) is 2048 contiguous bytes holding, per lane of a warp, the
+f16 mma A fragments of the tile's 8 k16 steps (64 bytes, as 4 chunks of 512 B so that each
+16-byte load of a warp is coalesced). A 3-D weight [N / 16, K / 128, 2048] is packed, a
+2-D [N, K] one is not; ``linear`` dispatches on that, and the framework path takes either."""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+from torch import Tensor
+
+from ..contracts.proj import SHAPES
+from ._dispatch import KernelOp
+
+KERNELS = {(s.S, s.KB): KernelOp("fp8_linear", s.name, key=s.name) for s in SHAPES}
+
+
+@functools.cache
+def _tile_index(device: str) -> Tensor:
+    """idx[o] = row * 128 + k (within the strip's 16 x 128 block) of packed byte o of a tile,
+    following the mma.m16n8k16 A-fragment layout: lane t = 4 g + tig holds rows g and g + 8,
+    k 2 tig, 2 tig + 1, 2 tig + 8, 2 tig + 9 of each k16 step, as
+    (g, k) (g, k + 1) (g + 8, k) (g + 8, k + 1) (g, k + 8) (g, k + 9) (g + 8, k + 8) (g + 8, k + 9)."""
+    o = torch.arange(2048)
+    j, t, p = o // 512, (o % 512) // 16, o % 16
+    g, tig = t // 4, t % 4
+    step, q = 2 * j + p // 8, p % 8
+    row = g + 8 * ((q // 2) % 2)
+    k = 16 * step + 2 * tig + 8 * (q // 4) + q % 2
+    return (row * 128 + k).to(device)
+
+
+def pack_weight(w: Tensor) -> Tensor:
+    """fp8 [N, K] (N, K multiples of 128) -> the kernels' layout [N / 16, K / 128, 2048]."""
+    N, K = w.shape
+    if N % 128 or K % 128:
+        raise ValueError(f"pack_weight: expected N and K multiples of 128, got [{N}, {K}]")
+    tiles = w.view(torch.uint8).view(N // 16, 16, K // 128, 128).permute(0, 2, 1, 3).reshape(N // 16, K // 128, 2048)
+    return tiles[:, :, _tile_index(str(w.device))].contiguous().view(w.dtype)
+
+
+def unpack_weight(p: Tensor) -> Tensor:
+    """The inverse of pack_weight: [S, KB, 2048] -> [16 S, 128 KB]."""
+    S, KB, _ = p.shape
+    tiles = torch.empty_like(p.view(torch.uint8))
+    tiles[:, :, _tile_index(str(p.device))] = p.view(torch.uint8)
+    return tiles.view(S, KB, 16, 128).permute(0, 2, 1, 3).reshape(S * 16, KB * 128).view(p.dtype)
+
+
+def kernel_for(weight: Tensor) -> KernelOp | None:
+    return KERNELS.get(tuple(weight.shape[:2])) if weight.dim() == 3 else None

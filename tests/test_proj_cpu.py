@@ -1,0 +1,95 @@
+"""The projection family on the CPU: the generated PTX is current, the packed weight layout is
+the documented mma fragment order and round-trips, and netra::fp8_linear takes the framework
+path (with the same answer for packed and plain weights) wherever the kernel cannot run."""
+
+import importlib.util
+
+import pytest
+import torch
+
+import netra.ops as ops
+from netra import contracts, paths
+from netra.contracts.proj import SHAPES
+from netra.decode import ops as dops
+from netra.model import checkpoint as ck
+from netra.ops import proj
+from netra.reference.proj import fp8_linear as ref_fp8_linear
+
+
+def _generator():
+    path = paths.ptx_path("sm_90a", "proj", "gen_fp8_gemv").with_suffix(".py")
+    spec = importlib.util.spec_from_file_location("gen_fp8_gemv", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("sh", SHAPES, ids=lambda s: s.name)
+def test_generated_ptx_is_current(sh):
+    committed = paths.ptx_path("sm_90a", "proj", sh.name).read_text()
+    assert committed == _generator().generate(sh), f"{sh.name}.ptx differs from its generator: run gen_fp8_gemv.py"
+
+
+@pytest.mark.parametrize("sh", SHAPES, ids=lambda s: s.name)
+def test_contract_tiling(sh):
+    c = contracts.get(sh.name)
+    assert c.threads == sh.threads <= 512 and sh.K % (128 * sh.W) == 0 and sh.N % 128 == 0
+    assert c.dynamic_smem == sh.smem <= 227 * 1024
+    assert c.shape_of(c.tensors[1], {"M": 1}) == (sh.N // 16, sh.K // 128, 2048)
+    assert sorted(c.dims["M"]) == list(range(1, 17))
+    # every (token, k block) pair has a thread for its x scale, every fragment entry a slot
+    assert 16 * sh.KB <= sh.threads and (sh.K // 16 * 64) % sh.threads == 0
+
+
+def test_pack_layout_is_the_mma_fragment_order():
+    g = torch.Generator().manual_seed(0)
+    w = (torch.randn(256, 384, generator=g) * 0.02)
+    q, _ = ck.quantize(w)
+    p = proj.pack_weight(q)
+    assert p.shape == (16, 3, 2048) and p.dtype == torch.float8_e4m3fn
+    u, pu = q.view(torch.uint8), p.view(torch.uint8)
+    # lane t = 5 (g 1, tig 1), chunk j = 1, byte 10: k step 3, byte 2 of the step = (row g + 8, k 2 tig)
+    s, b = 7, 2
+    assert pu[s, b, 1 * 512 + 5 * 16 + 10] == u[s * 16 + 9, b * 128 + 3 * 16 + 2]
+    # byte 5 of chunk 0 for lane 0: k step 0, (row 0, k 8 + 1)
+    assert pu[s, b, 5] == u[s * 16 + 0, b * 128 + 9]
+    assert torch.equal(proj.unpack_weight(p).view(torch.uint8), u)
+    with pytest.raises(ValueError, match="multiples of 128"):
+        proj.pack_weight(q[:100])
+
+
+def test_fp8_linear_framework_path_packed_equals_plain_and_reference():
+    g = torch.Generator().manual_seed(1)
+    q, s = ck.quantize(torch.randn(1024, 2048, generator=g) * 0.02)
+    x = torch.randn(3, 2048, generator=g).to(torch.bfloat16)
+    a, b = torch.empty(3, 1024, dtype=torch.bfloat16), torch.empty(3, 1024, dtype=torch.bfloat16)
+    ops.reset_stats()
+    dops.fp8_linear(x, q, s, a)
+    dops.fp8_linear(x, proj.pack_weight(q), s, b)
+    assert torch.equal(a, b)
+    want = ref_fp8_linear(x, q, s)
+    assert ((a.double() - want).abs().max() / want.abs().max()) < 1e-2
+    # the packed call reached the kernel's guard, which refused it here (no GPU), visibly
+    assert sum(ops.stats()["fp8_gemv_n1024_k2048"]["misses"].values()) == 1
+
+
+def test_fp8_linear_without_a_kernel_shape_takes_the_framework_path():
+    q, s = ck.quantize(torch.randn(256, 256) * 0.02)
+    x = torch.randn(2, 256).to(torch.bfloat16)
+    out = torch.empty(2, 256, dtype=torch.bfloat16)
+    assert proj.kernel_for(proj.pack_weight(q)) is None
+    dops.fp8_linear(x, proj.pack_weight(q), s, out)
+    want = ref_fp8_linear(x, q, s)
+    assert ((out.double() - want).abs().max() / want.abs().max()) < 1e-2
+
+
+def test_set_framework_switches_every_kernel_of_an_op():
+    ops.set_framework("fp8_linear", True)
+    try:
+        assert not any(ops.stats()[sh.name]["enabled"] for sh in SHAPES)
+        assert ops.stats()["rmsnorm"]["enabled"]
+    finally:
+        ops.set_framework("fp8_linear", False)
+    assert all(ops.stats()[sh.name]["enabled"] for sh in SHAPES)
+    with pytest.raises(KeyError, match="no op or kernel"):
+        ops.set_framework("nonexistent", True)
