@@ -46,8 +46,16 @@ class Fp8Gemv:
         return 32 * self.W
 
     @property
+    def ctas_per_sm(self) -> int:  # resident CTAs per SM the kernel is built for (smem, threads, registers)
+        return 2 if 2 * self.smem <= 227 * 1024 and 2 * self.threads <= 1024 else 1
+
+    @property
+    def max_registers(self) -> int:  # .maxnreg: what ctas_per_sm resident CTAs leave each thread
+        return min(248, 65536 // (self.threads * self.ctas_per_sm) // 8 * 8)
+
+    @property
     def grid(self) -> int:
-        return min(self.S, SMS)
+        return min(self.S, SMS * self.ctas_per_sm)
 
     # dynamic shared memory: x as f16 B fragments | x scales | x inverse scales | 2 reduction buffers
     @property
@@ -107,7 +115,7 @@ def _contract(s: Fp8Gemv) -> Contract:
         deterministic=True,
         bytes_read=f"{s.N * s.K} + {s.N // 128 * s.KB * 4} + M * {2 * s.K}",
         bytes_written=f"M * {2 * s.N}",
-        max_registers=72,
+        max_registers=s.max_registers,
         dynamic_smem=s.smem,
         quantization="W8A16: weights FP8 E4M3, 128x128 block scales (fp32); x BF16 converted in-kernel to f16 with a "
                      "power-of-two scale per (token, 128-k block)",
