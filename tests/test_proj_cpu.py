@@ -93,3 +93,49 @@ def test_set_framework_switches_every_kernel_of_an_op():
     assert all(ops.stats()[sh.name]["enabled"] for sh in SHAPES)
     with pytest.raises(KeyError, match="no op or kernel"):
         ops.set_framework("nonexistent", True)
+
+
+def test_runner_with_real_projection_shapes_packs_and_matches_the_reference():
+    """The real model's projection shapes (so every projection is packed for its kernel and
+    qkvz / attention qkv are fused), few experts and a small vocabulary: the runner's packed
+    path (the kernel guard refuses on the CPU, the framework path unpacks) against float64."""
+    import dataclasses
+
+    from netra.decode.runner import DecodeRunner
+    from netra.model.config import QWEN36_35B_A3B
+    from netra.model import packed as pk
+    from netra.model.packed import pack
+    from netra.reference.qwen36 import Reference
+
+    def pack_plain(ckpt):  # the same fusions, no kernel layout
+        saved = dict(pk.BY_NK)
+        pk.BY_NK.clear()
+        try:
+            return pack(ckpt)
+        finally:
+            pk.BY_NK.update(saved)
+
+    cfg = dataclasses.replace(QWEN36_35B_A3B.with_layers(4), num_experts=8, num_experts_per_tok=2, vocab_size=1024)
+    c = ck.synthetic_checkpoint(cfg, seed=41)
+    p = pack(c)
+    for key, shape in (("layers.0.qkvz.w", (768, 16, 2048)), ("layers.3.qkv_attn.w", (576, 16, 2048)),
+                       ("layers.0.out.w", (128, 32, 2048)), ("layers.3.o.w", (128, 32, 2048)),
+                       ("layers.1.sw13.w", (64, 16, 2048)), ("layers.1.sw2.w", (128, 4, 2048))):
+        assert tuple(p.tensors[key].shape) == shape, key
+    assert tuple(p.tensors["layers.0.qkvz.s"].shape) == (96, 16)
+    ops.reset_stats()
+    runner = DecodeRunner(p, batch=2, max_context=16, device="cpu", page_size=16)
+    plain = DecodeRunner(pack_plain(c), batch=2, max_context=16, device="cpu", page_size=16)
+    ids = torch.randint(0, cfg.vocab_size, (2, 4), generator=torch.Generator().manual_seed(8))
+    ref = Reference(c, torch.float64)
+    st = ref.new_state(2, 16)
+    for t in range(4):
+        want = ref.step(ids[:, t], st)
+        got = runner.step(ids[:, t]).double()
+        # the packed layout changes no number on the framework path
+        assert torch.equal(got, plain.step(ids[:, t]).double()), t
+        # BF16 against float64 at the real widths: 4-9% of the largest logit here; a wrong
+        # fusion order (q | k | v, qkv | z) is off by the logits' own size
+        assert ((got - want).abs().max() / want.abs().max()) < 0.15, t
+    missed = {n for n, v in ops.stats().items() if v["kernel"].startswith("fp8_gemv") and v["misses"]}
+    assert missed == {sh.name for sh in SHAPES if (sh.N, sh.K) not in ((8192, 2048), (4096, 2048))}

@@ -20,10 +20,17 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .. import ops as nops
+from ..ops import proj
 from ..ops.norm import _zero_centred
 from ..model.checkpoint import Checkpoint
 from ..model.packed import Packed, pack
 from . import ops as dops
+
+
+def _plain(wp):
+    """(weight, scale) with a packed weight unpacked (prefill's framework path)."""
+    w, sc = wp
+    return (proj.unpack_weight(w) if w.dim() == 3 else w), sc
 
 
 class DecodeRunner:
@@ -54,10 +61,15 @@ class DecodeRunner:
         self.slots = torch.arange(B, dtype=torch.long, device=dev)
         self.block_table = torch.arange(B * self.pages_per_seq, dtype=torch.int32, device=dev).view(B, self.pages_per_seq)
         self.h, self.x, self.mix, self.moe = e(B, H), e(B, H), e(B, H), e(B, H)
-        self.qkv, self.z, self.bb, self.aa = e(B, c.conv_dim), e(B, c.value_dim), e(B, c.linear_num_value_heads), e(B, c.linear_num_value_heads)
+        self.qkvz = e(B, c.conv_dim + c.value_dim)  # one launch: in_proj_qkv | in_proj_z
+        self.qkv, self.z = self.qkvz[:, :c.conv_dim], self.qkvz[:, c.conv_dim:]
+        self.bb, self.aa = e(B, c.linear_num_value_heads), e(B, c.linear_num_value_heads)
         self.o = e(B, c.value_dim)
         nh, nkv, hd = c.num_attention_heads, c.num_key_value_heads, c.head_dim
-        self.qg, self.kb, self.vb = e(B, 2 * nh * hd), e(B, nkv * hd), e(B, nkv * hd)
+        self.qkv_attn = e(B, 2 * nh * hd + 2 * nkv * hd)  # one launch: q (with its gate) | k | v
+        self.qg = self.qkv_attn[:, :2 * nh * hd]
+        self.kb = self.qkv_attn[:, 2 * nh * hd:2 * nh * hd + nkv * hd]
+        self.vb = self.qkv_attn[:, 2 * nh * hd + nkv * hd:]
         self.qn, self.kn, self.ao = e(B, nh, hd), e(B, nkv, hd), e(B, nh * hd)
         self.logits = e(B, c.vocab_size)
         self.next_tokens = torch.zeros(B, dtype=torch.long, device=dev)
@@ -82,9 +94,7 @@ class DecodeRunner:
         c, B, eps = self.cfg, self.B, self.cfg.rms_norm_eps
         if c.is_full(L):
             nh, nkv, hd = c.num_attention_heads, c.num_key_value_heads, c.head_dim
-            dops.fp8_linear(self.x, *lw["q"], self.qg)
-            dops.fp8_linear(self.x, *lw["k"], self.kb)
-            dops.fp8_linear(self.x, *lw["v"], self.vb)
+            dops.fp8_linear(self.x, *lw["qkv_attn"], self.qkv_attn)
             qg = self.qg.view(B, nh, 2 * hd)
             nops.qk_rmsnorm(qg[:, :, :hd], self.kb.view(B, nkv, hd), lw["q_norm"], lw["k_norm"], eps,
                             out_q=self.qn, out_k=self.kn)
@@ -93,8 +103,7 @@ class DecodeRunner:
                                   self.positions, self.ao)
             dops.fp8_linear(self.ao, *lw["o"], self.mix)
         else:
-            dops.fp8_linear(self.x, *lw["qkv"], self.qkv)
-            dops.fp8_linear(self.x, *lw["z"], self.z)
+            dops.fp8_linear(self.x, *lw["qkvz"], self.qkvz)
             torch.matmul(self.x, lw["b"].T, out=self.bb)
             torch.matmul(self.x, lw["a"].T, out=self.aa)
             dops.gdn_decode(self.qkv, self.z, self.bb, self.aa, lw["conv"], lw["A_log"], lw["dt_bias"], lw["gnorm"],
@@ -137,7 +146,7 @@ class DecodeRunner:
             raise ValueError(f"prefill: expected 1 <= T <= {self.max_context} (max_context), got {T}")
         if bool(self.positions.any()):
             raise RuntimeError("prefill starts empty sequences: call reset() first")
-        lin = lambda x, wp: x @ dops.dequant(*wp, dtype=bf).T  # noqa: E731
+        lin = lambda x, wp: x @ dops.dequant(*_plain(wp), dtype=bf).T  # noqa: E731
         norm = lambda x, w: _zero_centred(x, w, eps).to(bf)  # noqa: E731
         h = self.embed[prompts.to(self.device)].view(B * T, -1)
         pos = torch.arange(T, device=self.device)
@@ -155,10 +164,11 @@ class DecodeRunner:
     def _prefill_attention(self, L, lw, x, B, T, pos, lin):
         c = self.cfg
         nh, nkv, hd = c.num_attention_heads, c.num_key_value_heads, c.head_dim
-        qg = lin(x, lw["q"]).view(B, T, nh, 2 * hd)
+        qkv = lin(x, lw["qkv_attn"])
+        qg = qkv[:, :2 * nh * hd].reshape(B, T, nh, 2 * hd)
         q, gate = qg[..., :hd], qg[..., hd:].reshape(B * T, nh * hd)
-        k = lin(x, lw["k"]).view(B, T, nkv, hd)
-        v = lin(x, lw["v"]).view(B, T, nkv, hd)
+        k = qkv[:, 2 * nh * hd:2 * nh * hd + nkv * hd].reshape(B, T, nkv, hd)
+        v = qkv[:, 2 * nh * hd + nkv * hd:].reshape(B, T, nkv, hd)
         q = _zero_centred(q, lw["q_norm"], c.rms_norm_eps).to(x.dtype)
         k = _zero_centred(k, lw["k_norm"], c.rms_norm_eps).to(x.dtype)
         cos, sin = self.cos[pos], self.sin[pos]  # [T, rd]
@@ -179,8 +189,9 @@ class DecodeRunner:
         c = self.cfg
         nk, nv, dk, dv = c.linear_num_key_heads, c.linear_num_value_heads, c.linear_key_head_dim, c.linear_value_head_dim
         K = c.linear_conv_kernel_dim
-        qkv = lin(x, lw["qkv"]).view(B, T, -1).transpose(1, 2)  # [B, C, T]
-        z = lin(x, lw["z"])
+        qkvz = lin(x, lw["qkvz"])
+        qkv = qkvz[:, :c.conv_dim].reshape(B, T, -1).transpose(1, 2)  # [B, C, T]
+        z = qkvz[:, c.conv_dim:]
         b = x @ lw["b"].T
         a = x @ lw["a"].T
         padded = F.pad(qkv, (K - 1, 0))  # the sequences start empty: zero history

@@ -3,10 +3,13 @@ decode ops take, written as safetensors for fast reloads (`netra repack SRC DST`
 
 Per layer ``layers.L.<key>``:
   in_norm, post_norm                  BF16 [H]
-  GDN: qkv.w/.s, z.w/.s, out.w/.s     FP8 projections with fp32 128x128 block scales
+  GDN: qkvz.w/.s (in_proj_qkv | in_proj_z), out.w/.s
+                                      FP8 projections with fp32 128x128 block scales; a weight
+                                      whose [N, K] has a projection kernel is stored packed
+                                      [N / 16, K / 128, 2048] (netra.ops.proj.pack_weight)
        b, a                           BF16 [nv, H]; conv BF16 [conv_dim, K]
        A_log, dt_bias                 fp32 [nv]; gnorm BF16 [dv]
-  attention: q.w/.s, k, v, o          FP8 + scales; q_norm, k_norm BF16 [hd]
+  attention: qkv_attn.w/.s (q | k | v), o.w/.s; q_norm, k_norm BF16 [hd]
   router                              BF16 [E, H]
   w13, s13                            routed experts stacked: gate | up, FP8 [E, 2I, H], scales [E, 2I/128, H/128]
   w2, s2                              FP8 [E, H, I], scales [E, H/128, I/128]
@@ -23,10 +26,12 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from ..contracts.proj import BY_NK
+from ..ops.proj import pack_weight
 from .checkpoint import PREFIX, Checkpoint, CheckpointError, write_shards
 from .config import TextConfig
 
-FORMAT = "netra-packed-v1"
+FORMAT = "netra-packed-v2"  # v2: fused qkvz / attention qkv, projections in the kernels' packed layout
 
 
 @dataclass
@@ -57,21 +62,25 @@ def pack(ckpt: Checkpoint) -> Packed:
         raise ValueError("stacking gate|up scales needs intermediate sizes that are multiples of 128")
     bf = torch.bfloat16
 
-    def proj(dst, name):
-        out[dst + ".w"], out[dst + ".s"] = T[name], T[name + "_scale_inv"]
+    def proj(dst, *names):
+        """One projection, or several fused along N (one launch); packed for the kernels
+        (netra.ops.proj.pack_weight) where a kernel has its shape."""
+        w = torch.cat([T[n] for n in names]) if len(names) > 1 else T[names[0]]
+        sc = torch.cat([T[n + "_scale_inv"] for n in names]) if len(names) > 1 else T[names[0] + "_scale_inv"]
+        out[dst + ".w"], out[dst + ".s"] = (pack_weight(w) if tuple(w.shape) in BY_NK else w), sc
 
     for L in range(c.num_hidden_layers):
         p, q = f"{PREFIX}layers.{L}.", f"layers.{L}."
         out[q + "in_norm"] = T[p + "input_layernorm.weight"].to(bf)
         out[q + "post_norm"] = T[p + "post_attention_layernorm.weight"].to(bf)
         if c.is_full(L):
-            for n in ("q", "k", "v", "o"):
-                proj(q + n, p + f"self_attn.{n}_proj.weight")
+            a = p + "self_attn."
+            proj(q + "qkv_attn", a + "q_proj.weight", a + "k_proj.weight", a + "v_proj.weight")
+            proj(q + "o", a + "o_proj.weight")
             out[q + "q_norm"], out[q + "k_norm"] = T[p + "self_attn.q_norm.weight"].to(bf), T[p + "self_attn.k_norm.weight"].to(bf)
         else:
             g = p + "linear_attn."
-            proj(q + "qkv", g + "in_proj_qkv.weight")
-            proj(q + "z", g + "in_proj_z.weight")
+            proj(q + "qkvz", g + "in_proj_qkv.weight", g + "in_proj_z.weight")
             proj(q + "out", g + "out_proj.weight")
             out[q + "b"], out[q + "a"] = T[g + "in_proj_b.weight"].to(bf), T[g + "in_proj_a.weight"].to(bf)
             out[q + "conv"] = T[g + "conv1d.weight"][:, 0, :].to(bf).contiguous()
@@ -85,8 +94,7 @@ def pack(ckpt: Checkpoint) -> Packed:
                                                  T[f"{m}experts.{e}.up_proj.weight_scale_inv"]]) for e in E])
         out[q + "w2"] = torch.stack([T[f"{m}experts.{e}.down_proj.weight"] for e in E])
         out[q + "s2"] = torch.stack([T[f"{m}experts.{e}.down_proj.weight_scale_inv"] for e in E])
-        out[q + "sw13.w"] = torch.cat([T[m + "shared_expert.gate_proj.weight"], T[m + "shared_expert.up_proj.weight"]])
-        out[q + "sw13.s"] = torch.cat([T[m + "shared_expert.gate_proj.weight_scale_inv"], T[m + "shared_expert.up_proj.weight_scale_inv"]])
+        proj(q + "sw13", m + "shared_expert.gate_proj.weight", m + "shared_expert.up_proj.weight")
         proj(q + "sw2", m + "shared_expert.down_proj.weight")
         out[q + "sgate"] = T[m + "shared_expert_gate.weight"].to(bf)
     out["embed"] = T[PREFIX + "embed_tokens.weight"].to(bf)
