@@ -44,6 +44,14 @@ class Emit:
         return "\n".join(self.lines) + "\n"
 
 
+def bf16x2_to_f32(e: Emit, word: str) -> None:
+    """%f0 = the low BF16 of ``word`` as f32, %f1 = the high one (a BF16 is the top half of an f32)."""
+    e(f"  shl.b32 %t1, {word}, 16;")
+    e("  mov.b32 %f0, %t1;")
+    e(f"  and.b32 %t1, {word}, 0xffff0000;")
+    e("  mov.b32 %f1, %t1;")
+
+
 def generate(sh: Shape) -> str:
     N, K, S, KB, W, KBW = sh.N, sh.K, sh.S, sh.KB, sh.W, sh.KBW
     assert N % 128 == 0 and K % 128 == 0 and KB % W == 0
@@ -135,10 +143,7 @@ def generate(sh: Shape) -> str:
     for i in range(16):
         e(f"  ld.global.nc.v4.u32 {{%xw0, %xw1, %xw2, %xw3}}, [%pa+{16 * i}];")
         for r in range(4):
-            e(f"  shl.b32 %t1, %xw{r}, 16;")
-            e("  mov.b32 %f0, %t1;")
-            e(f"  and.b32 %t1, %xw{r}, 0xffff0000;")
-            e("  mov.b32 %f1, %t1;")
+            bf16x2_to_f32(e, f"%xw{r}")
             e("  abs.f32 %f0, %f0;")
             e("  abs.f32 %f1, %f1;")
             e("  max.f32 %amax, %amax, %f0;")
@@ -193,10 +198,7 @@ def generate(sh: Shape) -> str:
         e("  @%pv ld.global.nc.u32 %xw0, [%pa];")
         e("  @%pv ld.global.nc.u32 %xw1, [%pa+16];")
         for w_ in range(2):
-            e(f"  shl.b32 %t1, %xw{w_}, 16;")
-            e("  mov.b32 %f0, %t1;")
-            e(f"  and.b32 %t1, %xw{w_}, 0xffff0000;")
-            e("  mov.b32 %f1, %t1;")
+            bf16x2_to_f32(e, f"%xw{w_}")
             e("  mul.f32 %f0, %f0, %sc;")
             e("  mul.f32 %f1, %f1, %sc;")
             e(f"  cvt.rn.f16x2.f32 %h{w_}, %f1, %f0;  // upper half k0 + 1, lower k0")
