@@ -16,6 +16,7 @@ DTYPES = {  # contract dtype -> (torch dtype name, bytes per element)
     "fp8e4m3": ("float8_e4m3fn", 1),
     "u8": ("uint8", 1),
     "i32": ("int32", 4),
+    "i64": ("int64", 8),
 }
 PTX_SCALARS = {"u32": 4, "s32": 4, "f32": 4, "u64": 8}
 

@@ -1,0 +1,199 @@
+"""Check and time the gdn_decode_b32 candidate (gen_gdn_decode.py) on the H200, in one call:
+
+1. correctness at B in (1, 2, 8, 32), slots a shuffled subset of a 64-slot pool: the output,
+   the updated recurrent and conv states against a float64 reference of the same step, the
+   output NaN-poisoned first, the pool's other slots bitwise untouched;
+2. determinism (two launches from the same state, bitwise) and 4096 consecutive steps at
+   B = 1 against the float64 reference (the error must stay bounded);
+3. timing by CUDA-graph replay over state copies past 4x the L2, beside the framework op.
+Writes gdn_variant.json to --out.   python3 experiments/gdn/gdn_variant.py --out "$OUT"
+"""
+
+import importlib.util
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from cuda.bindings import driver as cu
+
+from netra.contracts import Contract, Scalar, Tensor
+from netra.decode import ops as dops
+from netra.lifecycle import bench
+from netra.lifecycle.metrics import rel_err
+from netra.runtime import launch as rt_launch
+from netra.runtime import toolchain
+from netra.runtime.driver import check as cu_check
+
+HERE = Path(__file__).resolve().parent
+_spec = importlib.util.spec_from_file_location("gen_gdn", HERE / "gen_gdn_decode.py")
+gen = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(gen)
+POOL = 64
+EPS = 1e-6
+
+CONTRACT = Contract(
+    name=gen.NAME, family="gdn", summary="candidate: Gated DeltaNet decode step, B <= 32",
+    params=(
+        Tensor("qkv", "bf16", ("B", 8192), "in", strides=("qkv_row", 1)),
+        Tensor("z", "bf16", ("B", 4096), "in", strides=("z_row", 1)),
+        Tensor("b_in", "bf16", ("B", 32), "in", align=2),
+        Tensor("a_in", "bf16", ("B", 32), "in", align=2),
+        Tensor("conv_w", "bf16", (8192, 4), "in"),
+        Tensor("a_log", "f32", (32,), "in", align=4),
+        Tensor("dt_bias", "f32", (32,), "in", align=4),
+        Tensor("norm_w", "bf16", (128,), "in", align=2),
+        Tensor("conv_pool", "bf16", ("P", 8192, 3), "inout", align=2),
+        Tensor("state_pool", "f32", ("P", 32, 128, 128), "inout"),
+        Tensor("slots", "i64", ("B",), "in", align=8),
+        Tensor("out", "bf16", ("B", 4096), "out"),
+        Scalar("qkv_row", "u32", value="qkv_row"),
+        Scalar("z_row", "u32", value="z_row"),
+        Scalar("eps", "f32"),
+    ),
+    dims={"B": range(1, 33), "P": range(1, 4097)},
+    grid=("128 * B", "1", "1"), threads=128, reduction_order="fixed (see the generator)", tolerance=5e-3,
+    deterministic=True, bytes_read="B * 2 * 32 * 65536", bytes_written="B * 32 * 65536", max_registers=128,
+)
+
+
+def load():
+    with tempfile.TemporaryDirectory() as d:
+        p = os.path.join(d, "v.ptx")
+        open(p, "w").write(gen.generate())
+        subprocess.run([str(toolchain.ptxas()), *toolchain.PTXAS_FLAGS, p, "-o", p + ".cubin"], check=True)
+        cubin = open(p + ".cubin", "rb").read()
+    torch.cuda.init()
+    module = cu_check(cu.cuModuleLoadData(cubin), "load")
+    fn = cu_check(cu.cuModuleGetFunction(module, gen.NAME.encode()), "function")
+    return module, rt_launch.make_guard_and_launch(CONTRACT, function_handle=int(fn), device=0)
+
+
+def inputs(B: int, g: torch.Generator, dev="cuda", pool: int = POOL) -> dict:
+    r = lambda *s, sc=1.0: (torch.randn(*s, generator=g) * sc)  # noqa: E731
+    qkvz = r(B, 12288).to(torch.bfloat16).to(dev)  # the runner's fused projection output
+    return {
+        "qkv": qkvz[:, :8192], "z": qkvz[:, 8192:], "b_in": r(B, 32).to(torch.bfloat16).to(dev),
+        "a_in": r(B, 32).to(torch.bfloat16).to(dev), "conv_w": r(8192, 4, sc=0.3).to(torch.bfloat16).to(dev),
+        "a_log": torch.log(torch.empty(32).uniform_(1, 16, generator=g)).to(dev), "dt_bias": r(32, sc=0.5).to(dev),
+        "norm_w": (1 + r(128, sc=0.1)).to(torch.bfloat16).to(dev),
+        "conv_pool": r(pool, 8192, 3).to(torch.bfloat16).to(dev), "state_pool": r(pool, 32, 128, 128, sc=0.05).to(dev),
+        "slots": torch.randperm(pool, generator=g)[:B].to(dev), "_qkvz": qkvz,
+    }
+
+
+def reference(i: dict) -> dict:
+    """The framework op's math in float64 on copies; returns out, the new states of the slots."""
+    B = i["qkv"].shape[0]
+    conv, state = i["conv_pool"].clone(), i["state_pool"].double().clone()
+    out = torch.empty(B, 4096, dtype=torch.float64, device=i["qkv"].device)
+    sl = i["slots"]
+    window = torch.cat([conv[sl].double(), i["qkv"].double()[:, :, None]], -1)
+    conv[sl] = window[:, :, 1:].to(conv.dtype)
+    x = F.silu((window * i["conv_w"].double()).sum(-1)).to(torch.bfloat16).double()
+    q, k, v = torch.split(x, [2048, 2048, 4096], -1)
+    q = q.view(B, 16, 128)
+    k = k.view(B, 16, 128)
+    q = (q * torch.rsqrt(q.pow(2).sum(-1, keepdim=True) + 1e-6)).repeat_interleave(2, 1) * 128 ** -0.5
+    k = (k * torch.rsqrt(k.pow(2).sum(-1, keepdim=True) + 1e-6)).repeat_interleave(2, 1)
+    beta = torch.sigmoid(i["b_in"].double())
+    g = -i["a_log"].double().exp() * F.softplus(i["a_in"].double() + i["dt_bias"].double())
+    S = state[sl] * g.exp()[:, :, None, None]
+    kv = torch.einsum("bhkv,bhk->bhv", S, k)
+    S = S + k[:, :, :, None] * (beta[:, :, None] * (v.view(B, 32, 128) - kv))[:, :, None, :]
+    state[sl] = S
+    o = torch.einsum("bhkv,bhk->bhv", S, q)
+    o = o * torch.rsqrt(o.pow(2).mean(-1, keepdim=True) + EPS)
+    out = (i["norm_w"].double() * o * F.silu(i["z"].double().view(B, 32, 128))).reshape(B, 4096)
+    return {"out": out, "state_pool": state, "conv_pool": conv}
+
+
+def args(i: dict) -> list:
+    return [i[n] for n in ("qkv", "z", "b_in", "a_in", "conv_w", "a_log", "dt_bias", "norm_w", "conv_pool",
+                           "state_pool", "slots")] + [i["out"], EPS]
+
+
+def main():
+    out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
+    module, go = load()
+    res = {"correctness": {}, "timing": {}}
+    g = torch.Generator().manual_seed(0)
+    for B in (1, 2, 8, 32):
+        i = inputs(B, g)
+        want = reference(i)
+        before = {n: i[n].clone() for n in ("conv_pool", "state_pool")}
+        i["out"] = torch.full((B, 4096), float("nan"), dtype=torch.bfloat16, device="cuda")
+        reason = go(*args(i))
+        assert reason is None, reason
+        torch.cuda.synchronize()
+        other = torch.ones(POOL, dtype=torch.bool, device="cuda")
+        other[i["slots"]] = False
+        res["correctness"][B] = {
+            "out_rel_err": rel_err(i["out"], want["out"]),
+            "state_rel_err": rel_err(i["state_pool"][i["slots"]], want["state_pool"][i["slots"]]),
+            "conv_state_exact": bool(torch.equal(i["conv_pool"], want["conv_pool"])),
+            "other_slots_untouched": bool(torch.equal(i["state_pool"][other], before["state_pool"][other])
+                                          and torch.equal(i["conv_pool"][other], before["conv_pool"][other])),
+        }
+        # determinism: the same launch from the same state
+        first = (i["out"].clone(), i["state_pool"].clone())
+        i["conv_pool"].copy_(before["conv_pool"])
+        i["state_pool"].copy_(before["state_pool"])
+        go(*args(i))
+        torch.cuda.synchronize()
+        res["correctness"][B]["deterministic_bitwise"] = bool(torch.equal(first[0], i["out"]) and torch.equal(first[1], i["state_pool"]))
+        print(B, res["correctness"][B], flush=True)
+    # 4096 steps at B = 1 against float64, the state carried by each side
+    i = inputs(1, g)
+    ref_i = {k: (v.clone() if torch.is_tensor(v) else v) for k, v in i.items()}
+    ref_i["state_pool"] = ref_i["state_pool"].double()
+    ref_i["qkv"], ref_i["z"] = ref_i["_qkvz"][:, :8192], ref_i["_qkvz"][:, 8192:]
+    i["out"] = torch.empty(1, 4096, dtype=torch.bfloat16, device="cuda")
+    errs = []
+    for step in range(4096):
+        new = torch.randn(1, 12288, generator=g).to(torch.bfloat16).cuda()
+        i["_qkvz"].copy_(new)
+        ref_i["_qkvz"].copy_(new)
+        for n in ("b_in", "a_in"):
+            i[n].copy_(torch.randn(1, 32, generator=g).to(torch.bfloat16))
+            ref_i[n].copy_(i[n])
+        go(*args(i))
+        w = reference(ref_i)
+        ref_i["conv_pool"], ref_i["state_pool"] = w["conv_pool"], w["state_pool"]
+        if step % 256 == 255:
+            torch.cuda.synchronize()
+            errs.append({"step": step + 1, "out_rel_err": rel_err(i["out"], w["out"]),
+                         "state_rel_err": rel_err(i["state_pool"][i["slots"]], w["state_pool"][i["slots"]])})
+    res["long_run"] = errs
+    print("long run", errs[-1], flush=True)
+    # timing: graph replay over state copies past 4x L2, beside the framework op
+    for B in (1, 2, 4, 8, 16, 32):
+        per = B * 32 * 65536 * 2
+        copies = max(2, math.ceil(bench.ROTATE_BYTES / per))
+        sets = []
+        for _ in range(copies):
+            s = inputs(B, g, pool=B)
+            s["slots"] = torch.arange(B, device="cuda")
+            s["out"] = torch.empty(B, 4096, dtype=torch.bfloat16, device="cuda")
+            sets.append(s)
+        t_k, _ = bench.graph_time(lambda c: go(*args(sets[c])), copies)
+        t_f, _ = bench.graph_time(lambda c: dops.gdn_decode(sets[c]["qkv"], sets[c]["z"], sets[c]["b_in"], sets[c]["a_in"],
+                                                             sets[c]["conv_w"], sets[c]["a_log"], sets[c]["dt_bias"],
+                                                             sets[c]["norm_w"], sets[c]["conv_pool"], sets[c]["state_pool"],
+                                                             sets[c]["slots"], 16, EPS, sets[c]["out"]), copies, bench.PEER_REPLAYS)
+        res["timing"][B] = {"candidate_us": t_k, "framework_op_us": t_f, "state_bytes": per,
+                            "state_roofline_fraction": per / bench.READ_ROOFLINE / (t_k * 1e-6), "copies": copies}
+        print(B, res["timing"][B], flush=True)
+        del sets
+        torch.cuda.empty_cache()
+    json.dump({"method": bench.METHOD.format(R=bench.REPLAYS), **res}, open(os.path.join(out_dir, "gdn_variant.json"), "w"),
+              indent=1, default=str)
+
+
+if __name__ == "__main__":
+    main()
