@@ -160,3 +160,31 @@ def test_switch_forces_framework_path():
     assert ops.stats()["rmsnorm"]["misses"] == {"switched off": 1}
     ops.rmsnorm(x, w, EPS)
     assert ops.stats()["rmsnorm"]["misses"] == {"switched off": 1}
+
+
+@pytest.mark.parametrize("M", [1, 9, 16])
+def test_fp8_linear_op_runs_the_projection_kernels(M):
+    """netra::fp8_linear on packed weights takes the kernel at every projection shape (no
+    misses) and matches float64; plain weights and M > 16 take the framework path."""
+    from netra.contracts.proj import SHAPES
+    from netra.decode import ops as dops
+    from netra.model import checkpoint as ck
+    from netra.ops import proj
+    from netra.reference.proj import fp8_linear as ref_linear
+
+    g = torch.Generator().manual_seed(M)
+    ops.reset_stats()
+    for sh in SHAPES:
+        q, s = ck.quantize((torch.randn(sh.N, sh.K, generator=g) * 0.02).cuda())
+        x = torch.randn(M, sh.K, generator=g).to(torch.bfloat16).cuda()
+        out = torch.full((M, sh.N), float("nan"), dtype=torch.bfloat16, device="cuda")
+        torch.ops.netra.fp8_linear(x, proj.pack_weight(q), s, out)
+        want = ref_linear(x, q, s)
+        assert metrics.rel_err(out, want) <= contracts.get(sh.name).tolerance, sh.name
+        assert _misses(sh.name) == 0, ops.stats()[sh.name]
+    big = torch.randn(17, 512, generator=g).to(torch.bfloat16).cuda()
+    q, s = ck.quantize((torch.randn(2048, 512, generator=g) * 0.02).cuda())
+    out = torch.empty(17, 2048, dtype=torch.bfloat16, device="cuda")
+    dops.fp8_linear(big, proj.pack_weight(q), s, out)
+    assert "M outside the contract" in str(ops.stats()["fp8_gemv_n2048_k512"]["misses"])
+    assert metrics.rel_err(out, ref_linear(big, q, s)) < 1e-2
