@@ -20,6 +20,10 @@ from ..ops import proj
 def dequant(w: Tensor, scale: Tensor, block: int = 128, dtype=torch.bfloat16) -> Tensor:
     """fp8 [..., N, K] with fp32 block scales [..., ceil(N/128), ceil(K/128)] -> dtype."""
     n, k = w.shape[-2:]
+    if n % block == 0 and k % block == 0:  # broadcast the scales: no full-size scale tensor
+        lead = w.shape[:-2]
+        wb = w.float().view(*lead, n // block, block, k // block, block)
+        return (wb * scale[..., :, None, :, None]).view(w.shape).to(dtype)
     s = scale.repeat_interleave(block, -2)[..., :n, :].repeat_interleave(block, -1)[..., :k]
     return (w.float() * s).to(dtype)
 

@@ -102,7 +102,11 @@ def scale_shape(shape: tuple[int, int], block: tuple[int, int]) -> tuple[int, in
 def dequantize(q: torch.Tensor, scale_inv: torch.Tensor, block=(128, 128), dtype=torch.float32) -> torch.Tensor:
     """fp8 [..., N, K] times the scale of its 128x128 block, in ``dtype`` (exact in float32)."""
     n, k = q.shape[-2:]
-    s = scale_inv.float().repeat_interleave(block[0], -2)[..., :n, :].repeat_interleave(block[1], -1)[..., :k]
+    bn, bk = block
+    if n % bn == 0 and k % bk == 0:  # broadcast the scales: no full-size scale tensor
+        qb = q.float().view(*q.shape[:-2], n // bn, bn, k // bk, bk)
+        return (qb * scale_inv.float()[..., :, None, :, None]).view(q.shape).to(dtype)
+    s = scale_inv.float().repeat_interleave(bn, -2)[..., :n, :].repeat_interleave(bk, -1)[..., :k]
     return (q.float() * s).to(dtype)
 
 
