@@ -309,3 +309,12 @@ def test_ensure_built_rebuilds_a_changed_ptx(tmp_path, monkeypatch):
     a, b = first["kernels"]["smoke_copy"], second["kernels"]["smoke_copy"]
     assert b["ptx_sha256"] == _sha(f.read_bytes()) != a["ptx_sha256"]
     assert b["cubin_sha256"] == a["cubin_sha256"]  # comments do not reach the cubin
+
+
+def test_load_text_names_the_kernel_when_ptxas_fails():
+    """Experiments assemble variant PTX through loader.load_text: a ptxas error is a LoadError
+    naming the kernel, raised before any GPU is touched."""
+    from netra.runtime import loader
+
+    with pytest.raises(loader.LoadError, match="ptxas failed on my_variant"):
+        loader.load_text("my_variant", ".version 8.0\n.target sm_90a\n.address_size 64\nnot ptx")

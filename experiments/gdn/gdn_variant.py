@@ -13,22 +13,18 @@ import importlib.util
 import json
 import math
 import os
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from cuda.bindings import driver as cu
 
 from netra.contracts import Contract, Scalar, Tensor
 from netra.decode import ops as dops
 from netra.lifecycle import bench
 from netra.lifecycle.metrics import rel_err
 from netra.runtime import launch as rt_launch
-from netra.runtime import toolchain
-from netra.runtime.driver import check as cu_check
+from netra.runtime import loader
 
 HERE = Path(__file__).resolve().parent
 _spec = importlib.util.spec_from_file_location("gen_gdn", HERE / "gen_gdn_decode.py")
@@ -63,14 +59,7 @@ CONTRACT = Contract(
 
 
 def load():
-    with tempfile.TemporaryDirectory() as d:
-        p = os.path.join(d, "v.ptx")
-        open(p, "w").write(gen.generate())
-        subprocess.run([str(toolchain.ptxas()), *toolchain.PTXAS_FLAGS, p, "-o", p + ".cubin"], check=True)
-        cubin = open(p + ".cubin", "rb").read()
-    torch.cuda.init()
-    module = cu_check(cu.cuModuleLoadData(cubin), "load")
-    fn = cu_check(cu.cuModuleGetFunction(module, gen.NAME.encode()), "function")
+    module, fn = loader.load_text(gen.NAME, gen.generate())
     return module, rt_launch.make_guard_and_launch(CONTRACT, function_handle=int(fn), device=0)
 
 

@@ -53,9 +53,7 @@ def f32(x: float) -> str:
 def generate() -> str:
     e = Emit()
     e(f"// {NAME}: Gated DeltaNet decode step for B <= 32 sequences (experiments/gdn/gen_gdn_decode.py: design).")
-    e(".version 8.0")
-    e(".target sm_90a")
-    e(".address_size 64")
+    _gen.header(e)
     e()
     e(f".visible .entry {NAME}(")
     params = ["qkv", "z", "b_in", "a_in", "conv_w", "a_log", "dt_bias", "norm_w", "conv_pool", "state_pool", "slots", "out"]

@@ -10,18 +10,13 @@ assembled with the same ptxas and flags.
 
 import json
 import os
-import subprocess
 import sys
-import tempfile
 
-import torch
-from cuda.bindings import driver as cu
 
 from netra import paths
 from netra.lifecycle import bench, testbeds
 from netra.runtime import launch as rt_launch
-from netra.runtime import loader, toolchain
-from netra.runtime.driver import check
+from netra.runtime import loader
 
 NAME = "add_rmsnorm_h2048"
 SRC = paths.ptx_path("sm_90a", "norm", NAME).read_text()
@@ -37,17 +32,6 @@ def variants():
     yield "cs_stores", SRC.replace("st.global.v4.b32", "st.global.cs.v4.b32")
 
 
-def load(text):
-    with tempfile.TemporaryDirectory() as d:
-        p = os.path.join(d, "v.ptx")
-        open(p, "w").write(text)
-        subprocess.run([str(toolchain.ptxas()), *toolchain.PTXAS_FLAGS, p, "-o", p + ".cubin"], check=True)
-        cubin = open(p + ".cubin", "rb").read()
-    torch.cuda.init()
-    module = check(cu.cuModuleLoadData(cubin), "load")
-    return module, check(cu.cuModuleGetFunction(module, NAME.encode()), "function")
-
-
 def main():
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else os.path.dirname(__file__)
     tb = testbeds.get(NAME)
@@ -55,7 +39,7 @@ def main():
     res = {}
     keep = []
     for name, text in variants():
-        module, fn = load(text)
+        module, fn = loader.load_text(NAME, text)
         keep.append(module)
         go = rt_launch.make_guard_and_launch(tb.contract, function_handle=int(fn), device=0)
         res[name] = [bench.bench_case(tb, {"M": m}, go, floors, peers=(name == "baseline"), log=print) for m in (1, 2, 16)]

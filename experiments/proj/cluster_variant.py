@@ -14,36 +14,21 @@ import dataclasses
 import importlib.util
 import json
 import os
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import torch
-from cuda.bindings import driver as cu
 
 from netra import contracts
 from netra.lifecycle import bench, check, testbeds
 from netra.lifecycle.metrics import rel_err
 from netra.runtime import launch as rt_launch
-from netra.runtime import loader, toolchain
-from netra.runtime.driver import check as cu_check
+from netra.runtime import loader
 
 HERE = Path(__file__).resolve().parent
 _spec = importlib.util.spec_from_file_location("gen_cluster", HERE / "gen_fp8_gemv_cluster.py")
 gen = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(gen)
-
-
-def load(name: str, text: str):
-    with tempfile.TemporaryDirectory() as d:
-        p = os.path.join(d, "v.ptx")
-        open(p, "w").write(text)
-        subprocess.run([str(toolchain.ptxas()), *toolchain.PTXAS_FLAGS, p, "-o", p + ".cubin"], check=True)
-        cubin = open(p + ".cubin", "rb").read()
-    torch.cuda.init()
-    module = cu_check(cu.cuModuleLoadData(cubin), "load")
-    return module, cu_check(cu.cuModuleGetFunction(module, name.encode()), "function")
 
 
 def correctness(tb, go) -> dict:
@@ -73,7 +58,7 @@ def main():
         c2 = dataclasses.replace(contracts.get(sh.name), grid=(str(t.grid), "1", "1"), threads=gen.THREADS,
                                  dynamic_smem=0)
         tb2 = dataclasses.replace(base_tb, contract=c2)
-        module, fn = load(sh.name, gen.generate(t))
+        module, fn = loader.load_text(sh.name, gen.generate(t))
         keep.append(module)
         go2 = rt_launch.make_guard_and_launch(c2, function_handle=int(fn), device=0)
         entry = {"tiling": {"cluster": t.C, "k_blocks_per_cta": t.KBC, "grid": t.grid, "threads": gen.THREADS}}

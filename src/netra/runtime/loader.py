@@ -104,6 +104,33 @@ def load(name: str, device: int) -> LoadedKernel:
         return kernel
 
 
+def load_text(name: str, ptx: str, device: int = 0):
+    """Assemble PTX text that is not a registered kernel (an experiment's variant) with the
+    pinned ptxas and flags and load it into PyTorch's primary context. Returns (module,
+    function); the caller keeps the module alive. No manifest and none of load()'s checks."""
+    import subprocess
+    import tempfile
+
+    import torch
+
+    with tempfile.TemporaryDirectory() as d:
+        src = f"{d}/{name}.ptx"
+        with open(src, "w") as f:
+            f.write(ptx)
+        proc = subprocess.run([str(toolchain.ptxas()), *toolchain.PTXAS_FLAGS, src, "-o", src + ".cubin"],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise LoadError(f"ptxas failed on {name}:\n{proc.stderr}")
+        with open(src + ".cubin", "rb") as f:
+            cubin = f.read()
+    torch.cuda.init()
+    with torch.cuda.device(device):
+        torch.cuda.current_stream(device)
+        current_context_or_primary(device)
+        module = check(cu.cuModuleLoadData(cubin), f"{name}: cuModuleLoadData")
+        return module, check(cu.cuModuleGetFunction(module, name.encode()), f"{name}: cuModuleGetFunction")
+
+
 def loaded() -> list[LoadedKernel]:
     return list(_loaded.values())
 
