@@ -107,6 +107,38 @@ def args(i: dict) -> list:
                            "state_pool", "slots")] + [i["out"], EPS]
 
 
+def fla_peer():
+    """flash-linear-attention 0.6.0's decode path (conv update, fused recurrent rule with the gate, beta
+    and q/k L2 norm in-kernel, fused gated norm) on dense per-sequence states; None when not installed."""
+    try:
+        from fla.modules.causal_conv1d.ops import causal_conv1d_update
+        from fla.modules.norm.fused_norm_gate import rms_norm_gated
+        from fla.ops.gated_delta_rule import fused_recurrent_gated_delta_rule
+    except Exception as e:  # noqa: BLE001 - the peer is optional here
+        print("fla peer unavailable:", type(e).__name__, e, flush=True)
+        return None
+
+    def step(s):  # s["fla_conv"] [B, 8192, 4] (fla's cache holds W columns), s["state"] [B, 32, 128, 128]
+        B = s["qkv"].shape[0]
+        x, _ = causal_conv1d_update(s["qkv"], s["fla_conv"], weight=s["conv_w"], activation="silu")
+        q, k, v = torch.split(x, [2048, 2048, 4096], -1)
+        o, s["state_new"] = fused_recurrent_gated_delta_rule(
+            q.reshape(B, 1, 16, 128), k.reshape(B, 1, 16, 128), v.reshape(B, 1, 32, 128), g=s["a_in"].view(B, 1, 32),
+            beta=s["b_in"].view(B, 1, 32), initial_state=s["state"], output_final_state=True, use_qk_l2norm_in_kernel=True,
+            use_gate_in_kernel=True, A_log=s["a_log"], dt_bias=s["dt_bias"], use_beta_sigmoid_in_kernel=True)
+        return rms_norm_gated(o.reshape(B * 32, 128), s["z"].reshape(B * 32, 128), s["norm_w"], None,
+                              activation="swish", eps=EPS).view(B, 4096)
+    return step
+
+
+def fla_inputs(i: dict) -> dict:
+    B = i["qkv"].shape[0]
+    s = dict(i)
+    s["fla_conv"] = torch.cat([i["conv_pool"][i["slots"]], torch.zeros(B, 8192, 1, dtype=torch.bfloat16, device="cuda")], -1)
+    s["state"] = i["state_pool"][i["slots"]].contiguous()
+    return s
+
+
 def main():
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
     module, go = load()
@@ -160,6 +192,16 @@ def main():
                          "state_rel_err": rel_err(i["state_pool"][i["slots"]], w["state_pool"][i["slots"]])})
     res["long_run"] = errs
     print("long run", errs[-1], flush=True)
+    peer = fla_peer()
+    if peer is not None:  # the peer is called right: its step against the same float64 reference
+        i = inputs(4, g)
+        want = reference(i)
+        s = fla_inputs(i)
+        got = peer(s)
+        torch.cuda.synchronize()
+        res["fla_peer_check"] = {"out_rel_err": rel_err(got, want["out"]),
+                                 "state_rel_err": rel_err(s["state_new"], want["state_pool"][i["slots"]])}
+        print("fla peer check", res["fla_peer_check"], flush=True)
     # timing: graph replay over state copies past 4x L2, beside the framework op
     for B in (1, 2, 4, 8, 16, 32):
         per = B * 32 * 65536 * 2
@@ -175,7 +217,12 @@ def main():
                                                              sets[c]["conv_w"], sets[c]["a_log"], sets[c]["dt_bias"],
                                                              sets[c]["norm_w"], sets[c]["conv_pool"], sets[c]["state_pool"],
                                                              sets[c]["slots"], 16, EPS, sets[c]["out"]), copies, bench.PEER_REPLAYS)
-        res["timing"][B] = {"candidate_us": t_k, "framework_op_us": t_f, "state_bytes": per,
+        t_p = None
+        if peer is not None:
+            fsets = [fla_inputs(s) for s in sets]
+            t_p, _ = bench.graph_time(lambda c: peer(fsets[c]), copies, bench.PEER_REPLAYS)
+            del fsets
+        res["timing"][B] = {"candidate_us": t_k, "framework_op_us": t_f, "fla_0_6_0_us": t_p, "state_bytes": per,
                             "state_roofline_fraction": per / bench.READ_ROOFLINE / (t_k * 1e-6), "copies": copies}
         print(B, res["timing"][B], flush=True)
         del sets
