@@ -4,7 +4,7 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/netra-out}
 mkdir -p "$OUT"
-export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
+export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1  # keeps carried wheels (/tmp/site)
 steps=${*:-"tests check sanitize bench report"}  # check:NAME, sanitize:NAME, bench:NAME: one kernel or family
 {
   date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv

@@ -27,9 +27,20 @@ from netra.runtime import launch as rt_launch
 from netra.runtime import loader
 
 HERE = Path(__file__).resolve().parent
-_spec = importlib.util.spec_from_file_location("gen_gdn", HERE / "gen_gdn_decode.py")
-gen = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(gen)
+ROOT = HERE.parents[1]
+# the candidates: v1 (cluster barriers, this folder) and v2 (st.async + mbarriers, promoted)
+GENERATORS = {"v1_cluster_barriers": HERE / "gen_gdn_decode.py", "v2_st_async": ROOT / "kernels/sm_90a/gdn/gen_gdn_decode.py"}
+
+
+def _module(tag: str, path: Path):
+    spec = importlib.util.spec_from_file_location(f"gen_gdn_{tag}", path)
+    m = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = m  # dataclasses look their module up there
+    spec.loader.exec_module(m)
+    return m
+
+
+gen = _module("v2_st_async", GENERATORS["v2_st_async"])
 POOL = 64
 EPS = 1e-6
 
@@ -58,8 +69,9 @@ CONTRACT = Contract(
 )
 
 
-def load():
-    module, fn = loader.load_text(gen.NAME, gen.generate())
+def load(tag: str):
+    g = _module(tag, GENERATORS[tag])
+    module, fn = loader.load_text(g.NAME, g.generate())
     return module, rt_launch.make_guard_and_launch(CONTRACT, function_handle=int(fn), device=0)
 
 
@@ -134,17 +146,15 @@ def fla_peer():
 def fla_inputs(i: dict) -> dict:
     B = i["qkv"].shape[0]
     s = dict(i)
-    s["fla_conv"] = torch.cat([i["conv_pool"][i["slots"]], torch.zeros(B, 8192, 1, dtype=torch.bfloat16, device="cuda")], -1)
+    # fla's cache holds W columns and reads the old window from columns 1..3
+    s["fla_conv"] = torch.cat([torch.zeros(B, 8192, 1, dtype=torch.bfloat16, device="cuda"), i["conv_pool"][i["slots"]]], -1)
     s["state"] = i["state_pool"][i["slots"]].contiguous()
     return s
 
 
-def main():
-    out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
-    module, go = load()
-    res = {"correctness": {}, "timing": {}}
-    g = torch.Generator().manual_seed(0)
-    for B in (1, 2, 8, 32):
+def correctness(go, g) -> dict:
+    res = {}
+    for B in (1, 2, 8, 16, 32):
         i = inputs(B, g)
         want = reference(i)
         before = {n: i[n].clone() for n in ("conv_pool", "state_pool")}
@@ -154,7 +164,7 @@ def main():
         torch.cuda.synchronize()
         other = torch.ones(POOL, dtype=torch.bool, device="cuda")
         other[i["slots"]] = False
-        res["correctness"][B] = {
+        res[B] = {
             "out_rel_err": rel_err(i["out"], want["out"]),
             "state_rel_err": rel_err(i["state_pool"][i["slots"]], want["state_pool"][i["slots"]]),
             "conv_state_exact": bool(torch.equal(i["conv_pool"], want["conv_pool"])),
@@ -167,16 +177,20 @@ def main():
         i["state_pool"].copy_(before["state_pool"])
         go(*args(i))
         torch.cuda.synchronize()
-        res["correctness"][B]["deterministic_bitwise"] = bool(torch.equal(first[0], i["out"]) and torch.equal(first[1], i["state_pool"]))
-        print(B, res["correctness"][B], flush=True)
-    # 4096 steps at B = 1 against float64, the state carried by each side
+        res[B]["deterministic_bitwise"] = bool(torch.equal(first[0], i["out"]) and torch.equal(first[1], i["state_pool"]))
+        print(B, res[B], flush=True)
+    return res
+
+
+def long_run(go, g, steps: int = 4096) -> list:
+    """steps consecutive decode steps at B = 1 against float64, the state carried by each side."""
     i = inputs(1, g)
     ref_i = {k: (v.clone() if torch.is_tensor(v) else v) for k, v in i.items()}
     ref_i["state_pool"] = ref_i["state_pool"].double()
     ref_i["qkv"], ref_i["z"] = ref_i["_qkvz"][:, :8192], ref_i["_qkvz"][:, 8192:]
     i["out"] = torch.empty(1, 4096, dtype=torch.bfloat16, device="cuda")
     errs = []
-    for step in range(4096):
+    for step in range(steps):
         new = torch.randn(1, 12288, generator=g).to(torch.bfloat16).cuda()
         i["_qkvz"].copy_(new)
         ref_i["_qkvz"].copy_(new)
@@ -190,8 +204,21 @@ def main():
             torch.cuda.synchronize()
             errs.append({"step": step + 1, "out_rel_err": rel_err(i["out"], w["out"]),
                          "state_rel_err": rel_err(i["state_pool"][i["slots"]], w["state_pool"][i["slots"]])})
-    res["long_run"] = errs
     print("long run", errs[-1], flush=True)
+    return errs
+
+
+def main():
+    out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
+    g = torch.Generator().manual_seed(0)
+    kernels = {tag: load(tag) for tag in GENERATORS}
+    if "--sanitize" in sys.argv:  # under compute-sanitizer: the promoted kernel's correctness pass only
+        correctness(kernels["v2_st_async"][1], g)
+        return
+    res = {"correctness": {}, "timing": {}}
+    for tag, (_, go) in kernels.items():
+        res["correctness"][tag] = correctness(go, g)
+    res["long_run"] = long_run(kernels["v2_st_async"][1], g)
     peer = fla_peer()
     if peer is not None:  # the peer is called right: its step against the same float64 reference
         i = inputs(4, g)
@@ -202,7 +229,7 @@ def main():
         res["fla_peer_check"] = {"out_rel_err": rel_err(got, want["out"]),
                                  "state_rel_err": rel_err(s["state_new"], want["state_pool"][i["slots"]])}
         print("fla peer check", res["fla_peer_check"], flush=True)
-    # timing: graph replay over state copies past 4x L2, beside the framework op
+    # timing: graph replay over state copies past 4x L2, beside the framework op and fla
     for B in (1, 2, 4, 8, 16, 32):
         per = B * 32 * 65536 * 2
         copies = max(2, math.ceil(bench.ROTATE_BYTES / per))
@@ -212,19 +239,21 @@ def main():
             s["slots"] = torch.arange(B, device="cuda")
             s["out"] = torch.empty(B, 4096, dtype=torch.bfloat16, device="cuda")
             sets.append(s)
-        t_k, _ = bench.graph_time(lambda c: go(*args(sets[c])), copies)
-        t_f, _ = bench.graph_time(lambda c: dops.gdn_decode(sets[c]["qkv"], sets[c]["z"], sets[c]["b_in"], sets[c]["a_in"],
-                                                             sets[c]["conv_w"], sets[c]["a_log"], sets[c]["dt_bias"],
-                                                             sets[c]["norm_w"], sets[c]["conv_pool"], sets[c]["state_pool"],
-                                                             sets[c]["slots"], 16, EPS, sets[c]["out"]), copies, bench.PEER_REPLAYS)
-        t_p = None
+        row = {"state_bytes": per, "copies": copies}
+        for tag, (_, go) in kernels.items():
+            row[f"{tag}_us"], _ = bench.graph_time(lambda c: go(*args(sets[c])), copies)
+        row["framework_op_us"], _ = bench.graph_time(
+            lambda c: dops.gdn_decode(sets[c]["qkv"], sets[c]["z"], sets[c]["b_in"], sets[c]["a_in"], sets[c]["conv_w"],
+                                      sets[c]["a_log"], sets[c]["dt_bias"], sets[c]["norm_w"], sets[c]["conv_pool"],
+                                      sets[c]["state_pool"], sets[c]["slots"], 16, EPS, sets[c]["out"]), copies, bench.PEER_REPLAYS)
+        row["fla_0_6_0_us"] = None
         if peer is not None:
             fsets = [fla_inputs(s) for s in sets]
-            t_p, _ = bench.graph_time(lambda c: peer(fsets[c]), copies, bench.PEER_REPLAYS)
+            row["fla_0_6_0_us"], _ = bench.graph_time(lambda c: peer(fsets[c]), copies, bench.PEER_REPLAYS)
             del fsets
-        res["timing"][B] = {"candidate_us": t_k, "framework_op_us": t_f, "fla_0_6_0_us": t_p, "state_bytes": per,
-                            "state_roofline_fraction": per / bench.READ_ROOFLINE / (t_k * 1e-6), "copies": copies}
-        print(B, res["timing"][B], flush=True)
+        row["v2_state_roofline_fraction"] = per / bench.READ_ROOFLINE / (row["v2_st_async_us"] * 1e-6)
+        res["timing"][B] = row
+        print(B, {k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}, flush=True)
         del sets
         torch.cuda.empty_cache()
     json.dump({"method": bench.METHOD.format(R=bench.REPLAYS), **res}, open(os.path.join(out_dir, "gdn_variant.json"), "w"),

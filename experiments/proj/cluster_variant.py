@@ -28,6 +28,7 @@ from netra.runtime import loader
 HERE = Path(__file__).resolve().parent
 _spec = importlib.util.spec_from_file_location("gen_cluster", HERE / "gen_fp8_gemv_cluster.py")
 gen = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = gen  # dataclasses look their module up there
 _spec.loader.exec_module(gen)
 
 
