@@ -150,14 +150,15 @@ def test_bench_contracts_byte_counts(name):
 
 
 def t_bytes(c, t, case):
+    """A tensor's bytes; of a pool (first dimension P, indexed by slot ids) only the B slots a call addresses."""
     n = 1
-    for d in c.shape_of(t, case):
-        n *= d
+    for i, d in enumerate(c.shape_of(t, case)):
+        n *= case["B"] if i == 0 and t.shape[0] == "P" else d
     return n * contracts.DTYPES[t.dtype][1]
 
 
 def test_bench_set():
-    assert {c.name for c in ALL if c.bench} == {c.name for c in NORM} | {c.name for c in ALL if c.family == "proj"}
+    assert {c.name for c in ALL if c.bench} == {c.name for c in NORM} | {c.name for c in ALL if c.family in ("proj", "gdn")}
 
 
 @pytest.mark.parametrize("name", [c.name for c in NORM])
@@ -183,12 +184,19 @@ def test_op_names_exist(name):
         return
     assert c.op in netra.ops.OPS
     assert netra.ops.OPS[c.op].contract is c
+    if c.family == "gdn":  # a decode op: netra.decode.ops and torch.ops.netra
+        import torch
+
+        from netra.decode import ops as decode_ops
+
+        assert callable(getattr(decode_ops, c.op)) and hasattr(torch.ops.netra, c.op)
+        return
     assert callable(getattr(netra.ops, c.op))
 
 
 def test_every_op_has_its_contract():
     proj = {c.name for c in ALL if c.family == "proj"}
-    assert set(netra.ops.OPS) == {"rmsnorm", "add_rmsnorm", "qk_rmsnorm", "gated_rmsnorm", "smoke_copy"} | proj
+    assert set(netra.ops.OPS) == {"rmsnorm", "add_rmsnorm", "qk_rmsnorm", "gated_rmsnorm", "smoke_copy", "gdn_decode"} | proj
     for key, k in netra.ops.OPS.items():
         assert contracts.REGISTRY[k.contract.name].op == k.op and key in (k.op, k.contract.name)
 

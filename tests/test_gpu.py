@@ -188,3 +188,53 @@ def test_fp8_linear_op_runs_the_projection_kernels(M):
     dops.fp8_linear(big, proj.pack_weight(q), s, out)
     assert "M outside the contract" in str(ops.stats()["fp8_gemv_n2048_k512"]["misses"])
     assert metrics.rel_err(out, ref_linear(big, q, s)) < 1e-2
+
+
+@pytest.mark.parametrize("B", [1, 7, 32])
+def test_gdn_decode_op_runs_the_kernel_and_matches_the_framework_path(B):
+    """netra::gdn_decode in the runner's layout (qkv and z views of one qkvz row, int64
+    slots into a larger pool) takes gdn_decode_b32 with no miss, matches float64, and a
+    captured graph replays the same bits; a slot outside the pool gives NaN and touches
+    no state; int32 slots take the framework path."""
+    from netra.decode import ops as dops
+    from netra.lifecycle import testbeds
+    from netra.reference import gdn as rg
+
+    tb = testbeds.get("gdn_decode_b32")
+    i = tb.make({"B": B, "P": B + 3}, torch.Generator().manual_seed(B), "cuda")
+    pristine = {k: i[k].clone() for k in ("conv_pool", "state_pool")}
+    want = rg.decode_step(*testbeds._gdn_args(i), 16, 1e-6)
+    out = torch.full((B, 4096), float("nan"), dtype=torch.bfloat16, device="cuda")
+    ops.reset_stats()
+    torch.ops.netra.gdn_decode(*testbeds._gdn_args(i), 16, 1e-6, out)
+    assert _misses("gdn_decode") == 0, ops.stats()["gdn_decode"]
+    assert metrics.rel_err(out, want["out"]) <= contracts.get("gdn_decode_b32").tolerance
+    assert metrics.rel_err(i["state_pool"], want["state_pool"]) < 1e-3
+    assert torch.equal(i["conv_pool"], want["conv_pool"])
+    eager = (out.clone(), i["state_pool"].clone())
+    for k, v in pristine.items():
+        i[k].copy_(v)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        dops.gdn_decode(*testbeds._gdn_args(i), 16, 1e-6, out)
+    for k, v in pristine.items():
+        i[k].copy_(v)
+    out.fill_(float("nan"))
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, eager[0]) and torch.equal(i["state_pool"], eager[1])
+    # a slot id outside the pool: that sequence's output is NaN, its state does not move
+    for k, v in pristine.items():
+        i[k].copy_(v)
+    good = i["slots"].clone()
+    i["slots"][0] = B + 3
+    dops.gdn_decode(*testbeds._gdn_args(i), 16, 1e-6, out)
+    torch.cuda.synchronize()
+    assert out[0].isnan().all() and not out[1:].isnan().any()
+    still = torch.ones(B + 3, dtype=torch.bool, device="cuda")
+    still[good[1:]] = False
+    assert still[good[0]] and torch.equal(i["state_pool"][still], pristine["state_pool"][still])
+    assert torch.equal(i["conv_pool"][still], pristine["conv_pool"][still])
+    i["slots"] = good.int()
+    dops.gdn_decode(*testbeds._gdn_args(i), 16, 1e-6, out)
+    assert "slots: dtype" in str(ops.stats()["gdn_decode"]["misses"])

@@ -17,12 +17,13 @@ import sys
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
+from netra import contracts
 from netra.contracts import Contract, Scalar, Tensor
 from netra.decode import ops as dops
-from netra.lifecycle import bench
+from netra.lifecycle import bench, testbeds
 from netra.lifecycle.metrics import rel_err
+from netra.reference import gdn as rg
 from netra.runtime import launch as rt_launch
 from netra.runtime import loader
 
@@ -40,12 +41,11 @@ def _module(tag: str, path: Path):
     return m
 
 
-gen = _module("v2_st_async", GENERATORS["v2_st_async"])
 POOL = 64
 EPS = 1e-6
 
-CONTRACT = Contract(
-    name=gen.NAME, family="gdn", summary="candidate: Gated DeltaNet decode step, B <= 32",
+CONTRACT = Contract(  # v1's parameters (no pool_slots)
+    name="gdn_decode_b32", family="gdn", summary="candidate v1: Gated DeltaNet decode step, B <= 32",
     params=(
         Tensor("qkv", "bf16", ("B", 8192), "in", strides=("qkv_row", 1)),
         Tensor("z", "bf16", ("B", 4096), "in", strides=("z_row", 1)),
@@ -72,7 +72,8 @@ CONTRACT = Contract(
 def load(tag: str):
     g = _module(tag, GENERATORS[tag])
     module, fn = loader.load_text(g.NAME, g.generate())
-    return module, rt_launch.make_guard_and_launch(CONTRACT, function_handle=int(fn), device=0)
+    c = CONTRACT if tag == "v1_cluster_barriers" else contracts.get("gdn_decode_b32")  # v2 also takes pool_slots
+    return module, rt_launch.make_guard_and_launch(c, function_handle=int(fn), device=0)
 
 
 def inputs(B: int, g: torch.Generator, dev="cuda", pool: int = POOL) -> dict:
@@ -89,29 +90,9 @@ def inputs(B: int, g: torch.Generator, dev="cuda", pool: int = POOL) -> dict:
 
 
 def reference(i: dict) -> dict:
-    """The framework op's math in float64 on copies; returns out, the new states of the slots."""
-    B = i["qkv"].shape[0]
-    conv, state = i["conv_pool"].clone(), i["state_pool"].double().clone()
-    out = torch.empty(B, 4096, dtype=torch.float64, device=i["qkv"].device)
-    sl = i["slots"]
-    window = torch.cat([conv[sl].double(), i["qkv"].double()[:, :, None]], -1)
-    conv[sl] = window[:, :, 1:].to(conv.dtype)
-    x = F.silu((window * i["conv_w"].double()).sum(-1)).to(torch.bfloat16).double()
-    q, k, v = torch.split(x, [2048, 2048, 4096], -1)
-    q = q.view(B, 16, 128)
-    k = k.view(B, 16, 128)
-    q = (q * torch.rsqrt(q.pow(2).sum(-1, keepdim=True) + 1e-6)).repeat_interleave(2, 1) * 128 ** -0.5
-    k = (k * torch.rsqrt(k.pow(2).sum(-1, keepdim=True) + 1e-6)).repeat_interleave(2, 1)
-    beta = torch.sigmoid(i["b_in"].double())
-    g = -i["a_log"].double().exp() * F.softplus(i["a_in"].double() + i["dt_bias"].double())
-    S = state[sl] * g.exp()[:, :, None, None]
-    kv = torch.einsum("bhkv,bhk->bhv", S, k)
-    S = S + k[:, :, :, None] * (beta[:, :, None] * (v.view(B, 32, 128) - kv))[:, :, None, :]
-    state[sl] = S
-    o = torch.einsum("bhkv,bhk->bhv", S, q)
-    o = o * torch.rsqrt(o.pow(2).mean(-1, keepdim=True) + EPS)
-    out = (i["norm_w"].double() * o * F.silu(i["z"].double().view(B, 32, 128))).reshape(B, 4096)
-    return {"out": out, "state_pool": state, "conv_pool": conv}
+    """The step in float64 on copies (netra.reference.gdn): out and the new pools."""
+    return rg.decode_step(i["qkv"], i["z"], i["b_in"], i["a_in"], i["conv_w"], i["a_log"], i["dt_bias"], i["norm_w"],
+                          i["conv_pool"], i["state_pool"], i["slots"], 16, EPS)
 
 
 def args(i: dict) -> list:
@@ -120,35 +101,21 @@ def args(i: dict) -> list:
 
 
 def fla_peer():
-    """flash-linear-attention 0.6.0's decode path (conv update, fused recurrent rule with the gate, beta
-    and q/k L2 norm in-kernel, fused gated norm) on dense per-sequence states; None when not installed."""
+    """flash-linear-attention 0.6.0's decode path (netra.lifecycle.testbeds), or None when not installed."""
     try:
-        from fla.modules.causal_conv1d.ops import causal_conv1d_update
-        from fla.modules.norm.fused_norm_gate import rms_norm_gated
-        from fla.ops.gated_delta_rule import fused_recurrent_gated_delta_rule
+        import fla  # noqa: F401
     except Exception as e:  # noqa: BLE001 - the peer is optional here
         print("fla peer unavailable:", type(e).__name__, e, flush=True)
         return None
-
-    def step(s):  # s["fla_conv"] [B, 8192, 4] (fla's cache holds W columns), s["state"] [B, 32, 128, 128]
-        B = s["qkv"].shape[0]
-        x, _ = causal_conv1d_update(s["qkv"], s["fla_conv"], weight=s["conv_w"], activation="silu")
-        q, k, v = torch.split(x, [2048, 2048, 4096], -1)
-        o, s["state_new"] = fused_recurrent_gated_delta_rule(
-            q.reshape(B, 1, 16, 128), k.reshape(B, 1, 16, 128), v.reshape(B, 1, 32, 128), g=s["a_in"].view(B, 1, 32),
-            beta=s["b_in"].view(B, 1, 32), initial_state=s["state"], output_final_state=True, use_qk_l2norm_in_kernel=True,
-            use_gate_in_kernel=True, A_log=s["a_log"], dt_bias=s["dt_bias"], use_beta_sigmoid_in_kernel=True)
-        return rms_norm_gated(o.reshape(B * 32, 128), s["z"].reshape(B * 32, 128), s["norm_w"], None,
-                              activation="swish", eps=EPS).view(B, 4096)
-    return step
+    return lambda s: testbeds._gdn_fla_peer(s, {"eps": EPS})
 
 
 def fla_inputs(i: dict) -> dict:
-    B = i["qkv"].shape[0]
+    """The same states in fla's layout: dense per sequence, a conv cache of K columns whose
+    columns 1..K-1 hold the old window."""
     s = dict(i)
-    # fla's cache holds W columns and reads the old window from columns 1..3
-    s["fla_conv"] = torch.cat([torch.zeros(B, 8192, 1, dtype=torch.bfloat16, device="cuda"), i["conv_pool"][i["slots"]]], -1)
-    s["state"] = i["state_pool"][i["slots"]].contiguous()
+    s["_fla_conv"] = torch.cat([torch.zeros_like(i["conv_pool"][i["slots"], :, :1]), i["conv_pool"][i["slots"]]], -1)
+    s["_fla_state"] = i["state_pool"][i["slots"]].contiguous()
     return s
 
 
@@ -226,8 +193,8 @@ def main():
         s = fla_inputs(i)
         got = peer(s)
         torch.cuda.synchronize()
-        res["fla_peer_check"] = {"out_rel_err": rel_err(got, want["out"]),
-                                 "state_rel_err": rel_err(s["state_new"], want["state_pool"][i["slots"]])}
+        res["fla_peer_check"] = {"out_rel_err": rel_err(got["out"], want["out"]),
+                                 "state_rel_err": rel_err(got["state"], want["state_pool"][i["slots"]])}
         print("fla peer check", res["fla_peer_check"], flush=True)
     # timing: graph replay over state copies past 4x L2, beside the framework op and fla
     for B in (1, 2, 4, 8, 16, 32):

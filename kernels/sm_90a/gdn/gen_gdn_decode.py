@@ -13,7 +13,9 @@ st.async into the receiver's shared memory, completing the receiver's mbarrier (
 cluster-wide barrier and no memory fence after the start, when one barrier makes sure every
 rank has started and initialized its mbarriers):
 1. slot-independent loads (qkv, conv weights, b, a, A_log, dt_bias, z, norm weight), then
-   the slot id, then the conv windows and the 32 state loads per thread;
+   the slot id, then the conv windows and the 32 state loads per thread; a slot id outside
+   [0, pool_slots) touches no state and makes the sequence's output NaN (a visible failure,
+   not a write out of bounds);
 2. conv update with SiLU, each conv channel computed by exactly one thread of the cluster
    (rank r: q and k channels kh*128 + 16 r .. +15, and its own 32 v channels), which also
    writes that channel's new window (no other CTA reads it); the model rounds the conv output
@@ -87,13 +89,14 @@ def generate() -> str:
         e(f"  .param .u64 {p},")
     e("  .param .u32 qkv_row,")
     e("  .param .u32 z_row,")
+    e("  .param .u32 pool_slots,")
     e("  .param .f32 eps")
     e(")")
     e(f".reqntid {THREADS}")
     e(f".reqnctapercluster {CLUSTER}, 1, 1")
     e("{")
     e(".reg .pred %p, %pc, %pq, %pv, %pw;")
-    e(".reg .b32 %th, %warp, %lane, %rank, %cl, %seq, %kh, %h, %r, %col, %ch, %t<4>, %qrow, %zrow, %wlo, %whi, %sr, %sq;")
+    e(".reg .b32 %th, %warp, %lane, %rank, %cl, %seq, %kh, %h, %r, %col, %ch, %t<4>, %qrow, %zrow, %npool, %wlo, %whi, %sr, %sq;")
     e(".reg .b16 %u<4>, %xb, %bb, %ab, %nwb, %zb;")
     e(f".reg .f32 %s<{CHUNK}>, %f<12>, %q, %k, %v, %x, %kn, %qn, %beta, %dec, %kv, %dl, %o, %ss, %eps, %alog, %dtb;")
     e(".reg .b64 %a<12>, %pt, %pst, %pcv, %slot;")
@@ -110,6 +113,7 @@ def generate() -> str:
     A = {p: f"%a{i}" for i, p in enumerate(PARAMS)}
     e("ld.param.u32 %qrow, [qkv_row];")
     e("ld.param.u32 %zrow, [z_row];")
+    e("ld.param.u32 %npool, [pool_slots];")
     e("ld.param.f32 %eps, [eps];")
     e("mov.u32 %th, %tid.x;")
     e("shr.u32 %warp, %th, 5;")
@@ -132,7 +136,11 @@ def generate() -> str:
     e("INIT_DONE:")
     e("barrier.cluster.arrive.relaxed.aligned;  // started, barriers initialized: waited on before the first st.async")
 
-    e("// 1. loads that need no slot id: b, a, A_log, dt_bias (all threads), z and norm weight (warp 0)")
+    e("// 1. the slot id first (the state's address waits on it), then the loads that need no slot id:")
+    e("// b, a, A_log, dt_bias (all threads), z and norm weight (warp 0), qkv and conv weights (conv threads)")
+    e("mul.wide.u32 %pt, %seq, 8;")
+    e(f"add.u64 %pt, {A['slots']}, %pt;")
+    e("ld.global.nc.u64 %slot, [%pt];")
     e(f"mad.lo.u32 %t0, %seq, {NV}, %h;")
     e("mul.wide.u32 %pt, %t0, 2;")
     e(f"add.u64 %pt, {A['b_in']}, %pt;")
@@ -174,10 +182,10 @@ def generate() -> str:
     e("mul.wide.u32 %pt, %ch, 8;")
     e(f"add.u64 %pt, {A['conv_w']}, %pt;")
     e("@%pc ld.global.nc.v2.b32 {%wlo, %whi}, [%pt];  // conv_w[ch, 0..3]")
-    e("// the slot id, then the conv window and the state slice")
-    e("mul.wide.u32 %pt, %seq, 8;")
-    e(f"add.u64 %pt, {A['slots']}, %pt;")
-    e("ld.global.nc.u64 %slot, [%pt];")
+    e("// the conv window and the state slice, at the slot id")
+    e("cvt.u64.u32 %pt, %npool;")
+    e("setp.ge.u64 %p, %slot, %pt;  // also a negative slot id: the whole cluster shares it")
+    e("@%p bra BAD_SLOT;")
     e(f"mul.lo.u64 %pcv, %slot, {CONV};")
     e("cvt.u64.u32 %pt, %ch;")
     e("add.u64 %pcv, %pcv, %pt;")
@@ -399,6 +407,16 @@ def generate() -> str:
     e(f"add.u64 %pt, {A['out']}, %pt;")
     e("st.global.b16 [%pt], %u0;")
     e("OUT_DONE:")
+    e("ret;")
+    e("BAD_SLOT:  // a slot id outside the pool: no state is touched, this head's output is NaN")
+    e("barrier.cluster.wait.aligned;")
+    e("@!%pw bra OUT_DONE;")
+    e(f"mad.lo.u32 %t0, %h, {DV}, %col;")
+    e(f"mad.lo.u32 %t1, %seq, {NV * DV}, %t0;")
+    e("mul.wide.u32 %pt, %t1, 2;")
+    e(f"add.u64 %pt, {A['out']}, %pt;")
+    e("mov.b16 %u0, 0x7FC0;")
+    e("st.global.b16 [%pt], %u0;")
     e("ret;")
     e("}")
     return e.text()

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..ops import proj
+from ..ops import gdn, proj
 
 
 def dequant(w: Tensor, scale: Tensor, block: int = 128, dtype=torch.bfloat16) -> Tensor:
@@ -67,7 +67,23 @@ def gdn_decode(qkv: Tensor, z: Tensor, b: Tensor, a: Tensor, conv_weight: Tensor
     qkv [B, conv_dim], z [B, value_dim], b and a [B, nv] (BF16); conv_weight [conv_dim, K]
     BF16; A_log, dt_bias [nv] fp32; norm_weight [dv]; conv_pool [slots, conv_dim, K - 1]
     BF16 and state_pool [slots, nv, dk, dv] fp32, indexed by ``slots`` [B] (int32/int64),
-    both updated in place."""
+    both updated in place. Kernel gdn_decode_b32 (netra.contracts.gdn) at Qwen3.6's shapes,
+    B <= 32, int64 slots, num_k_heads 16."""
+    if num_k_heads == 16:  # the kernel's head grouping; the contract checks every shape
+        reason = gdn.DECODE.go(qkv, z, b, a, conv_weight, A_log, dt_bias, norm_weight, conv_pool, state_pool, slots,
+                               out, eps)
+        if reason is None:
+            return
+        gdn.DECODE.missed(reason, (qkv, z, b, a, conv_weight, A_log, dt_bias, norm_weight, conv_pool, state_pool,
+                                   slots, out, eps))
+    gdn_decode_framework(qkv, z, b, a, conv_weight, A_log, dt_bias, norm_weight, conv_pool, state_pool, slots,
+                         num_k_heads, eps, out)
+
+
+def gdn_decode_framework(qkv: Tensor, z: Tensor, b: Tensor, a: Tensor, conv_weight: Tensor, A_log: Tensor,
+                         dt_bias: Tensor, norm_weight: Tensor, conv_pool: Tensor, state_pool: Tensor, slots: Tensor,
+                         num_k_heads: int, eps: float, out: Tensor) -> None:
+    """gdn_decode's framework path (PyTorch, fp32 math, the model's BF16 rounding of the conv output)."""
     B = qkv.shape[0]
     nv, dk, dv = state_pool.shape[1:]
     key_dim = num_k_heads * dk

@@ -138,6 +138,10 @@ def _public_call(name: str, b: dict):
         return lambda: ops.qk_rmsnorm(b["q"], b["k"], b["q_weight"], b["k_weight"], e, out_q=b["out_q"], out_k=b["out_k"])
     if name == "gated_rmsnorm_d128":
         return lambda: ops.gated_rmsnorm(b["o"], b["z"], b["w"], e, out=b["y"])
+    if name == "gdn_decode_b32":
+        from ..decode import ops as dops
+
+        return lambda: dops.gdn_decode(*testbeds._gdn_args(b), 16, e, b["out"])
     if name.startswith("fp8_gemv_"):
         from ..decode import ops as dops
 

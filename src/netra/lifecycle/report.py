@@ -33,15 +33,15 @@ def render() -> str:
                      f"| {k.get('graph_replay_bitwise')} | {san.get('memcheck')} | {san.get('racecheck')} | {rec.get('measured_at', '')[:10]} |")
     lines += ["", "## Timing", "",
               "Method: " + bench.METHOD.format(R=bench.REPLAYS) + ". Roofline: (bytes read + written) / 4.33 TB/s.", "",
-              "| kernel | shape | us | bytes | % roofline | x read floor | read floor | empty | torch eager | torch.compile | transformers | speedup vs fastest peer |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+              "| kernel | shape | us | bytes | % roofline | x read floor | read floor | empty | peers (us) | speedup vs fastest peer |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for name, rec in recs.items():
         for case in (rec or {}).get("cases", []):
             p = case["peers"]
             shape = ", ".join(f"{k}={v}" for k, v in case["shape"].items())
             lines.append(f"| {name} | {shape} | {case['median_us']:.2f} | {case['bytes']} | {100 * case['roofline_fraction']:.1f} "
                          f"| {case.get('read_floor_ratio', 0):.2f} | {_fmt(p.get('read_floor'))} | {_fmt(p.get('empty_kernel'))} "
-                         f"| {_fmt(p.get('torch_eager'))} | {_fmt(p.get('torch_compile'))} | {_fmt(p.get('transformers'))} "
+                         "| " + ", ".join(f"{k} {_fmt(v)}" for k, v in p.items() if k not in ("read_floor", "empty_kernel")) + " "
                          f"| {_fmt(case.get('speedup_vs_fastest_peer'))} ({case.get('fastest_peer')}) |")
     host = [(n, r["host_dispatch"]) for n, r in recs.items() if r and "host_dispatch" in r]
     if host:

@@ -236,6 +236,78 @@ def _proj_testbeds() -> dict:
                              _proj_peers(), scalars={}) for sh in SHAPES}
 
 
+# --- gdn -----------------------------------------------------------------------------------
+def _make_gdn(dims, gen, device):
+    """The projection outputs at the scale in_proj produces (qkv and z as views of one fused
+    qkvz row), trained-range gates, and pools of P slots holding states of a running
+    sequence, B of them addressed by a shuffled subset of slot ids."""
+    from ..contracts import gdn as G
+
+    B, P = dims["B"], dims["P"]
+    r = lambda *shape, sc=1.0: torch.randn(*shape, generator=gen) * sc  # noqa: E731
+    qkvz = r(B, G.QKVZ).to(torch.bfloat16).to(device)
+    i = {
+        "qkv": qkvz[:, :G.CONV_DIM], "z": qkvz[:, G.CONV_DIM:], "_qkvz": qkvz,
+        "b_in": r(B, G.NV).to(torch.bfloat16).to(device), "a_in": r(B, G.NV).to(torch.bfloat16).to(device),
+        "conv_w": r(G.CONV_DIM, G.KW, sc=0.3).to(torch.bfloat16).to(device),
+        "a_log": torch.log(torch.empty(G.NV).uniform_(1, 16, generator=gen)).to(device),
+        "dt_bias": r(G.NV, sc=0.5).to(device),
+        "norm_w": (1 + r(G.DV, sc=0.1)).to(torch.bfloat16).to(device),
+        "conv_pool": r(P, G.CONV_DIM, G.KW - 1).to(torch.bfloat16).to(device),
+        "state_pool": r(P, G.NV, G.DK, G.DV, sc=0.05).to(device),
+        "slots": torch.randperm(P, generator=gen)[:B].to(device),
+    }
+    # flash-linear-attention's layout of the same states, for its peer: dense per sequence,
+    # its conv cache holds K columns and reads the old window from columns 1..K-1
+    i["_fla_conv"] = torch.cat([torch.zeros_like(i["conv_pool"][i["slots"], :, :1]), i["conv_pool"][i["slots"]]], -1)
+    i["_fla_state"] = i["state_pool"][i["slots"]].contiguous()
+    return i
+
+
+def _gdn_args(i):
+    return (i["qkv"], i["z"], i["b_in"], i["a_in"], i["conv_w"], i["a_log"], i["dt_bias"], i["norm_w"], i["conv_pool"],
+            i["state_pool"], i["slots"])
+
+
+def _gdn_framework_peer(i, s):
+    from ..decode import ops as dops
+
+    out = torch.empty(i["qkv"].shape[0], i["z"].shape[1], dtype=torch.bfloat16, device=i["qkv"].device)
+    dops.gdn_decode_framework(*_gdn_args(i), 16, s["eps"], out)
+    return {"out": out}
+
+
+def _gdn_fla_peer(i, s):
+    """flash-linear-attention 0.6.0's decode path: its conv update, the fused recurrent rule
+    (gate, beta and q/k l2norm in-kernel) and its fused gated norm."""
+    from fla.modules.causal_conv1d.ops import causal_conv1d_update
+    from fla.modules.norm.fused_norm_gate import rms_norm_gated
+    from fla.ops.gated_delta_rule import fused_recurrent_gated_delta_rule
+
+    B = i["qkv"].shape[0]
+    x, _ = causal_conv1d_update(i["qkv"], i["_fla_conv"], weight=i["conv_w"], activation="silu")
+    q, k, v = torch.split(x, [2048, 2048, 4096], -1)
+    o, state = fused_recurrent_gated_delta_rule(
+        q.reshape(B, 1, 16, 128), k.reshape(B, 1, 16, 128), v.reshape(B, 1, 32, 128), g=i["a_in"].view(B, 1, 32),
+        beta=i["b_in"].view(B, 1, 32), initial_state=i["_fla_state"], output_final_state=True,
+        use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True, A_log=i["a_log"], dt_bias=i["dt_bias"],
+        use_beta_sigmoid_in_kernel=True)
+    out = rms_norm_gated(o.reshape(B * 32, 128), i["z"].reshape(B * 32, 128), i["norm_w"], None, activation="swish",
+                         eps=s["eps"]).view(B, 4096)
+    return {"out": out, "state": state}
+
+
+def _gdn_testbeds() -> dict:
+    from ..reference import gdn as rg
+
+    return {"gdn_decode_b32": Testbed(
+        contracts.get("gdn_decode_b32"), _make_gdn,
+        lambda i: rg.decode_step(*_gdn_args(i), 16, EPS),
+        lambda i: rg.transformers_step(*_gdn_args(i), 16, EPS),
+        {"framework_op": _gdn_framework_peer, "fla_0_6_0": _gdn_fla_peer},
+    )}
+
+
 TESTBEDS: dict[str, Testbed] = {
     "rmsnorm_h2048": Testbed(
         contracts.get("rmsnorm_h2048"), _make_rmsnorm,
@@ -272,6 +344,7 @@ TESTBEDS: dict[str, Testbed] = {
 
 
 TESTBEDS.update(_proj_testbeds())
+TESTBEDS.update(_gdn_testbeds())
 
 
 def get(name: str) -> Testbed | None:

@@ -3,7 +3,7 @@ framework path otherwise; each is also registered as ``torch.ops.netra.<op>``.""
 
 from ._dispatch import OPS, count_launches, prepare, reset_stats, set_framework, stats
 from .norm import add_rmsnorm, gated_rmsnorm, qk_rmsnorm, rmsnorm
-from . import proj
+from . import gdn, proj
 from .runtime import smoke_copy
 
 __all__ = ["OPS", "count_launches", "prepare", "reset_stats", "set_framework", "stats",

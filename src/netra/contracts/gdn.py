@@ -1,0 +1,64 @@
+"""Contracts of the Gated DeltaNet family: Qwen3.6's linear-attention decode step on
+slot-indexed state pools. The model's GDN shapes are written here once;
+kernels/sm_90a/gdn/gen_gdn_decode.py reads them to emit the PTX."""
+
+from __future__ import annotations
+
+from .spec import Contract, Scalar, Tensor
+
+NK, NV, DK, DV, KW = 16, 32, 128, 128, 4  # key heads, value heads, key/value head dims, conv width
+KEY_DIM, VALUE_DIM = NK * DK, NV * DV  # 2048, 4096
+CONV_DIM = 2 * KEY_DIM + VALUE_DIM  # 8192 conv channels: q | k | v
+QKVZ = CONV_DIM + VALUE_DIM  # the fused in_proj_qkv | in_proj_z output row: 12288
+BATCH = tuple(range(1, 33))
+STATE_BYTES = NV * DK * DV * 4  # one sequence's recurrent state, fp32: 2 MiB
+
+# Tolerance against float64: the output is rounded to BF16 once (2^-8 = 3.9e-3 relative at
+# most), and the conv output is rounded to BF16 as the model does, where an fp32 sum on the
+# other side of a rounding boundary from the float64 one moves a channel by one BF16 step
+# (measured 1e-7 to 2e-4 on the state, 1e-3 to 3.5e-3 on the output).
+GDN_TOL = 5e-3
+
+GDN_DECODE_B32 = Contract(
+    name="gdn_decode_b32",
+    family="gdn",
+    summary="Gated DeltaNet decode step of B <= 32 sequences on slot-indexed pools: conv update + SiLU, "
+    "q/k l2norm, g and beta, the delta rule on the fp32 state in place, gated RMSNorm with silu(z); BF16 o",
+    params=(
+        Tensor("qkv", "bf16", ("B", CONV_DIM), "in", strides=("qkv_row", 1), doc="in_proj_qkv output (a view of qkvz)"),
+        Tensor("z", "bf16", ("B", VALUE_DIM), "in", strides=("z_row", 1), doc="in_proj_z output (a view of qkvz)"),
+        Tensor("b_in", "bf16", ("B", NV), "in", align=4),
+        Tensor("a_in", "bf16", ("B", NV), "in", align=4),
+        Tensor("conv_w", "bf16", (CONV_DIM, KW), "in", align=8),
+        Tensor("a_log", "f32", (NV,), "in", align=4),
+        Tensor("dt_bias", "f32", (NV,), "in", align=4),
+        Tensor("norm_w", "bf16", (DV,), "in", align=4),
+        Tensor("conv_pool", "bf16", ("P", CONV_DIM, KW - 1), "inout", align=4, doc="conv windows, by slot"),
+        Tensor("state_pool", "f32", ("P", NV, DK, DV), "inout", align=4, doc="recurrent states, by slot"),
+        Tensor("slots", "i64", ("B",), "in", align=8, doc="each sequence's pool slot, in [0, P): else NaN out"),
+        Tensor("out", "bf16", ("B", VALUE_DIM), "out"),
+        Scalar("qkv_row", "u32", value="qkv_row"),
+        Scalar("z_row", "u32", value="z_row"),
+        Scalar("pool_slots", "u32", value="P"),
+        Scalar("eps", "f32"),
+    ),
+    dims={"B": BATCH, "P": range(1, 1 << 16)},
+    grid=("128 * B", "1", "1"),
+    threads=128,
+    reduction_order="clusters of 8 CTAs per (sequence, key head); q/k l2norm sums: shfl.bfly 16..1 then the 4 "
+    "warp sums in warp order (the same in every rank); S^T k and S^T q: each thread sums its 32 rows in order, "
+    "the 4 warp partials added in warp order; the head's sum of o^2: the 4 ranks' sums in rank order",
+    tolerance=GDN_TOL,
+    deterministic=True,
+    bytes_read=f"B * ({STATE_BYTES} + {CONV_DIM * (KW - 1) * 2} + {QKVZ * 2} + {NV * 4} + 8) + {CONV_DIM * KW * 2 + NV * 8 + DV * 2}",
+    bytes_written=f"B * ({STATE_BYTES} + {CONV_DIM * (KW - 1) * 2} + {VALUE_DIM * 2})",
+    max_registers=80,
+    max_static_smem=1792,
+    op="gdn_decode",
+    reference="netra.reference.gdn.decode_step (float64); transformers 5.17.0 causal_conv1d_update, "
+    "torch_recurrent_gated_delta_rule (fp32 inside) and Qwen3_5MoeRMSNormGated fed float64",
+    peers=("framework_op", "fla_0_6_0"),
+    cases_override=tuple({"B": b, "P": p} for b, p in ((1, 3), (2, 5), (4, 9), (8, 11), (16, 37), (32, 40))),
+)
+
+CONTRACTS = (GDN_DECODE_B32,)

@@ -1,0 +1,108 @@
+"""The Gated DeltaNet decode kernel's CPU-side checks: the committed PTX is its generator's
+output, the guard takes the runner's tensors and refuses everything else, and the framework
+path and both references agree at the model's shapes."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import pytest
+import torch
+
+from netra import contracts, paths
+from netra.contracts import gdn as G
+from netra.decode import ops as dops
+from netra.lifecycle import testbeds
+from netra.lifecycle.metrics import rel_err
+from netra.reference import gdn as rg
+from test_guard_cpu import make
+
+C = contracts.get("gdn_decode_b32")
+
+
+def _generator():
+    path = paths.ptx_path("sm_90a", "gdn", "gen_gdn_decode").with_suffix(".py")
+    spec = importlib.util.spec_from_file_location("gen_gdn_decode_test", path)
+    m = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = m
+    spec.loader.exec_module(m)
+    return m
+
+
+def test_generated_ptx_is_current():
+    g = _generator()
+    assert g.NAME == C.name and (g.NK, g.NV, g.DK, g.DV, g.KW) == (G.NK, G.NV, G.DK, G.DV, G.KW)
+    committed = paths.ptx_path("sm_90a", "gdn", C.name).read_text()
+    assert committed == g.generate(), "gdn_decode_b32.ptx differs from its generator: run gen_gdn_decode.py"
+
+
+def _inputs(B: int, P: int, seed: int = 0) -> dict:
+    return testbeds.get(C.name).make({"B": B, "P": P}, torch.Generator().manual_seed(seed), "cpu")
+
+
+def _args(i: dict, out) -> list:
+    return [*testbeds._gdn_args(i), out, 1e-6]
+
+
+def test_guard_launches_the_runner_layout_once():
+    i = _inputs(3, 5)
+    out = torch.empty(3, G.VALUE_DIM, dtype=torch.bfloat16)
+    _, go, fake, _ = make(C.name)
+    assert go(*_args(i, out)) is None
+    (call,) = fake.calls
+    assert call["grid"] == (128 * 3, 1, 1) and call["block"] == (128, 1, 1)
+    seen = call["seen"]
+    assert seen["qkv_row"] == G.QKVZ and seen["z_row"] == G.QKVZ and seen["pool_slots"] == 5
+    assert seen["z"] == i["qkv"].data_ptr() + 2 * G.CONV_DIM  # z is the same row's tail
+
+
+@pytest.mark.parametrize("bad", ["int32 slots", "B 33", "conv_w shape", "state bf16", "out overlaps state",
+                                 "non-contiguous pool", "4 key heads"])
+def test_guard_refuses(bad):
+    B = 33 if bad == "B 33" else 2
+    i = _inputs(B, B + 1)
+    out = torch.empty(B, G.VALUE_DIM, dtype=torch.bfloat16)
+    if bad == "int32 slots":
+        i["slots"] = i["slots"].int()
+    elif bad == "conv_w shape":
+        i["conv_w"] = i["conv_w"][:, :3].contiguous()
+    elif bad == "state bf16":
+        i["state_pool"] = i["state_pool"].bfloat16()
+    elif bad == "out overlaps state":
+        out = i["state_pool"].view(torch.bfloat16).view(-1)[: B * G.VALUE_DIM].view(B, G.VALUE_DIM)
+    elif bad == "non-contiguous pool":
+        i["state_pool"] = i["state_pool"].transpose(2, 3)
+    elif bad == "4 key heads":  # a config the kernel was not built for: shapes differ
+        i["qkv"] = i["qkv"][:, :4096]
+    _, go, fake, _ = make(C.name)
+    reason = go(*_args(i, out))
+    assert reason and not fake.calls, reason
+
+
+def test_framework_path_and_both_references_agree():
+    i = _inputs(3, 6, seed=1)
+    want = rg.decode_step(*testbeds._gdn_args(i), 16, 1e-6)
+    tf = rg.transformers_step(*testbeds._gdn_args(i), 16, 1e-6)
+    for k in want:  # transformers' recurrent rule is float32 inside
+        assert rel_err(tf[k], want[k]) < 1e-5, k
+    out = torch.full((3, G.VALUE_DIM), float("nan"), dtype=torch.bfloat16)
+    before = i["state_pool"].clone()
+    dops.gdn_decode(*testbeds._gdn_args(i), 16, 1e-6, out)  # no GPU: the guard refuses, the framework runs
+    assert rel_err(out, want["out"]) <= C.tolerance
+    assert rel_err(i["state_pool"], want["state_pool"]) < 1e-5
+    assert torch.equal(i["conv_pool"], want["conv_pool"])
+    untouched = torch.ones(6, dtype=torch.bool)
+    untouched[i["slots"]] = False
+    assert torch.equal(i["state_pool"][untouched], before[untouched])
+
+
+def test_reference_can_fail():
+    """The check compares against a reference that notices a wrong step: a state decayed
+    twice, or a conv window not advanced, is far outside the tolerance."""
+    i = _inputs(2, 3, seed=2)
+    want = rg.decode_step(*testbeds._gdn_args(i), 16, 1e-6)
+    j = dict(i, a_in=(i["a_in"].float() + 1.0).bfloat16())
+    assert rel_err(rg.decode_step(*testbeds._gdn_args(j), 16, 1e-6)["state_pool"], want["state_pool"]) > 10 * C.tolerance
+    j = dict(i, qkv=i["qkv"] * 1.01)
+    assert rel_err(rg.decode_step(*testbeds._gdn_args(j), 16, 1e-6)["out"], want["out"]) > C.tolerance
