@@ -210,7 +210,7 @@ def main():
         for tag, (_, go) in kernels.items():
             row[f"{tag}_us"], _ = bench.graph_time(lambda c: go(*args(sets[c])), copies)
         row["framework_op_us"], _ = bench.graph_time(
-            lambda c: dops.gdn_decode(sets[c]["qkv"], sets[c]["z"], sets[c]["b_in"], sets[c]["a_in"], sets[c]["conv_w"],
+            lambda c: dops.gdn_decode_framework(sets[c]["qkv"], sets[c]["z"], sets[c]["b_in"], sets[c]["a_in"], sets[c]["conv_w"],
                                       sets[c]["a_log"], sets[c]["dt_bias"], sets[c]["norm_w"], sets[c]["conv_pool"],
                                       sets[c]["state_pool"], sets[c]["slots"], 16, EPS, sets[c]["out"]), copies, bench.PEER_REPLAYS)
         row["fla_0_6_0_us"] = None
