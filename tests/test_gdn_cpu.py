@@ -106,3 +106,66 @@ def test_reference_can_fail():
     assert rel_err(rg.decode_step(*testbeds._gdn_args(j), 16, 1e-6)["state_pool"], want["state_pool"]) > 10 * C.tolerance
     j = dict(i, qkv=i["qkv"] * 1.01)
     assert rel_err(rg.decode_step(*testbeds._gdn_args(j), 16, 1e-6)["out"], want["out"]) > C.tolerance
+
+
+V = contracts.get("gdn_verify_t16")
+
+
+def _verify_generator():
+    path = paths.ptx_path("sm_90a", "gdn", "gen_gdn_verify").with_suffix(".py")
+    spec = importlib.util.spec_from_file_location("gen_gdn_verify_test", path)
+    m = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = m
+    spec.loader.exec_module(m)
+    return m
+
+
+def test_verify_ptx_is_current():
+    g = _verify_generator()
+    assert g.NAME == V.name and g.MAXT == G.MAX_TOKENS == max(V.dims["T"])
+    assert paths.ptx_path("sm_90a", "gdn", V.name).read_text() == g.generate(), "run gen_gdn_verify.py"
+
+
+def _vinputs(B, T, seed=0):
+    return testbeds.get(V.name).make({"B": B, "T": T, "P": B * (T + 1)}, torch.Generator().manual_seed(seed), "cpu")
+
+
+def test_verify_guard_takes_token_major_rows():
+    i = _vinputs(2, 5)
+    out = torch.empty(2, 5, G.VALUE_DIM, dtype=torch.bfloat16)
+    _, go, fake, _ = make(V.name)
+    assert go(*testbeds._gdn_args(i), out, 1e-6) is None
+    (call,) = fake.calls
+    s = call["seen"]
+    assert call["grid"] == (256, 1, 1)
+    assert (s["qkv_seq"], s["qkv_tok"], s["z_seq"], s["z_tok"]) == (5 * G.QKVZ, G.QKVZ, 5 * G.QKVZ, G.QKVZ)
+    assert (s["tokens"], s["pool_slots"]) == (5, 12)
+    i["slots_out"] = i["slots_out"][:, :4]  # T differs between tensors
+    _, go, fake, _ = make(V.name)
+    assert "differs" in go(*testbeds._gdn_args(i), out, 1e-6) and not fake.calls
+
+
+def test_verify_framework_path_is_decode_steps_and_rolls_back_by_slot():
+    """Token t's state lands in slots_out[:, t] and equals t + 1 decode steps from slot_in;
+    slot_in itself is untouched (the rejected-draft case needs nothing restored)."""
+    B, T = 2, 3
+    i = _vinputs(B, T, seed=3)
+    before = i["state_pool"].clone()
+    out = torch.full((B, T, G.VALUE_DIM), float("nan"), dtype=torch.bfloat16)
+    want = rg.verify_steps(*testbeds._gdn_args(i), 16, 1e-6)
+    tf = rg.verify_steps(*testbeds._gdn_args(i), 16, 1e-6, step=rg.transformers_step)
+    assert rel_err(tf["out"], want["out"]) < 1e-5 and rel_err(tf["state_pool"], want["state_pool"]) < 1e-5
+    dops.gdn_verify(*testbeds._gdn_args(i), 16, 1e-6, out)
+    assert rel_err(out, want["out"]) <= V.tolerance
+    assert rel_err(i["state_pool"], want["state_pool"]) < 1e-5
+    assert torch.equal(i["state_pool"][i["slot_in"]], before[i["slot_in"]])
+    # sequential decode steps on a copy reach the same states token by token
+    j = _vinputs(B, T, seed=3)
+    pool, conv = j["state_pool"].clone(), j["conv_pool"].clone()
+    for t in range(T):
+        o = torch.empty(B, G.VALUE_DIM, dtype=torch.bfloat16)
+        dops.gdn_decode(j["qkv"][:, t], j["z"][:, t], j["b_in"][:, t], j["a_in"][:, t], j["conv_w"], j["a_log"],
+                        j["dt_bias"], j["norm_w"], conv, pool, j["slot_in"], 16, 1e-6, o)
+        assert torch.equal(o, out[:, t])
+        assert torch.equal(pool[j["slot_in"]], i["state_pool"][i["slots_out"][:, t]])
+        assert torch.equal(conv[j["slot_in"]], i["conv_pool"][i["slots_out"][:, t]])

@@ -238,3 +238,43 @@ def test_gdn_decode_op_runs_the_kernel_and_matches_the_framework_path(B):
     i["slots"] = good.int()
     dops.gdn_decode(*testbeds._gdn_args(i), 16, 1e-6, out)
     assert "slots: dtype" in str(ops.stats()["gdn_decode"]["misses"])
+
+
+@pytest.mark.parametrize("B,T", [(1, 1), (1, 16), (3, 7)])
+def test_gdn_verify_kernel_is_bitwise_decode_steps(B, T):
+    """gdn_verify_t16 takes the kernel with no miss; token t's output, state and conv window
+    (in slots_out[:, t]) are bitwise those of t + 1 gdn_decode_b32 launches from slot_in; it
+    matches float64; slot_in is untouched; a bad slot id gives NaN outputs and writes nothing."""
+    from netra.decode import ops as dops
+    from netra.lifecycle import testbeds
+    from netra.reference import gdn as rg
+
+    i = testbeds.get("gdn_verify_t16").make({"B": B, "T": T, "P": B * (T + 1)}, torch.Generator().manual_seed(T), "cuda")
+    pristine = {k: i[k].clone() for k in ("conv_pool", "state_pool")}
+    want = rg.verify_steps(*testbeds._gdn_args(i), 16, 1e-6)
+    out = torch.full((B, T, 4096), float("nan"), dtype=torch.bfloat16, device="cuda")
+    ops.reset_stats()
+    dops.gdn_verify(*testbeds._gdn_args(i), 16, 1e-6, out)
+    torch.cuda.synchronize()
+    assert _misses("gdn_verify") == 0, ops.stats()["gdn_verify"]
+    assert metrics.rel_err(out, want["out"]) <= contracts.get("gdn_verify_t16").tolerance
+    assert metrics.rel_err(i["state_pool"], want["state_pool"]) < 1e-3
+    assert torch.equal(i["conv_pool"], want["conv_pool"])
+    assert torch.equal(i["state_pool"][i["slot_in"]], pristine["state_pool"][i["slot_in"]])
+    conv, pool = pristine["conv_pool"].clone(), pristine["state_pool"].clone()
+    o = torch.empty(B, 4096, dtype=torch.bfloat16, device="cuda")
+    for t in range(T):
+        dops.gdn_decode(i["qkv"][:, t], i["z"][:, t], i["b_in"][:, t].contiguous(), i["a_in"][:, t].contiguous(),
+                        i["conv_w"], i["a_log"], i["dt_bias"], i["norm_w"], conv, pool, i["slot_in"], 16, 1e-6, o)
+        torch.cuda.synchronize()
+        assert torch.equal(o, out[:, t]), t
+        assert torch.equal(pool[i["slot_in"]], i["state_pool"][i["slots_out"][:, t]]), t
+        assert torch.equal(conv[i["slot_in"]], i["conv_pool"][i["slots_out"][:, t]]), t
+    assert _misses("gdn_decode") == 0, ops.stats()["gdn_decode"]
+    for k, v in pristine.items():
+        i[k].copy_(v)
+    i["slots_out"][0, -1] = B * (T + 1)  # outside the pool
+    dops.gdn_verify(*testbeds._gdn_args(i), 16, 1e-6, out)
+    torch.cuda.synchronize()
+    assert out[0].isnan().all() and not out[1:].isnan().any()
+    assert torch.equal(i["state_pool"][i["slots_out"][0, :-1]], pristine["state_pool"][i["slots_out"][0, :-1]])

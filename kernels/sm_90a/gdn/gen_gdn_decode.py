@@ -41,6 +41,9 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[2] / "src"))
+from netra.contracts.gdn import CONV_DIM as CONV, DK, DV, KW, NK, NV  # noqa: E402  (shapes, written once)
+
 _spec = importlib.util.spec_from_file_location("gen_fp8_gemv", HERE.parent / "proj" / "gen_fp8_gemv.py")
 _gen = importlib.util.module_from_spec(_spec)
 sys.modules.setdefault(_spec.name, _gen)
@@ -48,8 +51,6 @@ _spec.loader.exec_module(_gen)
 Emit = _gen.Emit
 
 NAME = "gdn_decode_b32"
-NK, NV, DK, DV, KW = 16, 32, 128, 128, 4  # key heads, value heads, head dims, conv width
-CONV = 2 * NK * DK + NV * DV  # 8192 conv channels: q | k | v
 THREADS, CLUSTER, CHUNK = 128, 8, 32
 QK_PER_RANK = DK // CLUSTER  # 16 q and 16 k channels per rank
 LOG2E = 1.4426950408889634
@@ -75,6 +76,73 @@ def _wait(e: Emit, bar: str, label: str) -> None:
     e(f"{label}:")
     e(f"mbarrier.try_wait.parity.shared::cta.b64 %p, [{bar}], 0;")
     e(f"@!%p bra {label};")
+
+
+def block_sum2(e: Emit, a: str, b: str, da: str, db: str) -> None:
+    """da, db = sums over the CTA's 128 threads of a, b: shfl.bfly, then the 4 warp sums in order."""
+    e(f"mov.f32 %f10, {a};")
+    e(f"mov.f32 %f11, {b};")
+    for k in (16, 8, 4, 2, 1):
+        e(f"shfl.sync.bfly.b32 %f8, %f10, {k}, 31, 0xffffffff;")
+        e(f"shfl.sync.bfly.b32 %f9, %f11, {k}, 31, 0xffffffff;")
+        e("add.f32 %f10, %f10, %f8;")
+        e("add.f32 %f11, %f11, %f9;")
+    e("mov.u32 %t0, wsum;")
+    e("mad.lo.u32 %t1, %warp, 8, %t0;")
+    e("setp.eq.u32 %p, %lane, 0;")
+    e("@%p st.shared.v2.f32 [%t1], {%f10, %f11};")
+    e("bar.sync 0;")
+    e("ld.shared.v4.f32 {%f0, %f1, %f2, %f3}, [%t0];")
+    e("ld.shared.v4.f32 {%f4, %f5, %f6, %f7}, [%t0+16];")
+    e(f"add.f32 {da}, %f0, %f2;")
+    e(f"add.f32 {da}, {da}, %f4;")
+    e(f"add.f32 {da}, {da}, %f6;")
+    e(f"add.f32 {db}, %f1, %f3;")
+    e(f"add.f32 {db}, {db}, %f5;")
+    e(f"add.f32 {db}, {db}, %f7;")
+
+
+def warp_partials(e: Emit, src: str, dst: str, red: str = "red") -> None:
+    """dst = sum over the 4 warps of src (per lane), added in warp order through shared memory ``red``."""
+    e(f"mov.u32 %t2, {red};")
+    e(f"mad.lo.u32 %t0, %warp, {4 * CHUNK}, %t2;")
+    e("shl.b32 %t1, %lane, 2;")
+    e("add.u32 %t0, %t0, %t1;")
+    e(f"st.shared.f32 [%t0], {src};")
+    e("bar.sync 0;")
+    e("add.u32 %t0, %t2, %t1;")
+    e("ld.shared.f32 %f0, [%t0];")
+    e(f"ld.shared.f32 %f1, [%t0+{4 * CHUNK}];")
+    e(f"ld.shared.f32 %f2, [%t0+{8 * CHUNK}];")
+    e(f"ld.shared.f32 %f3, [%t0+{12 * CHUNK}];")
+    e(f"add.f32 {dst}, %f0, %f1;")
+    e(f"add.f32 {dst}, {dst}, %f2;")
+    e(f"add.f32 {dst}, {dst}, %f3;")
+    e("bar.sync 0;")
+
+
+def gates(e: Emit, b: str, a: str, beta: str, dec: str) -> None:
+    """beta = sigmoid(b), dec = exp(g) from BF16 b and a (%alog, %dtb loaded; %f0-%f5 scratch)."""
+    e("// beta = sigmoid(b); exp(g), g = -exp(A_log) softplus(a + dt_bias)")
+    e(f"cvt.f32.bf16 %f0, {b};")
+    e(f"cvt.f32.bf16 %f1, {a};")
+    e(f"mul.f32 %f2, %f0, {f32(-LOG2E)};")
+    e("ex2.approx.ftz.f32 %f2, %f2;")
+    e(f"add.f32 %f2, %f2, {f32(1.0)};")
+    e(f"rcp.rn.f32 {beta}, %f2;")
+    e("add.f32 %f1, %f1, %dtb;")
+    e(f"setp.gt.f32 %p, %f1, {f32(20.0)};  // torch softplus threshold")
+    e(f"mul.f32 %f5, %f1, {f32(LOG2E)};")
+    e("ex2.approx.ftz.f32 %f5, %f5;")
+    e(f"add.f32 %f5, %f5, {f32(1.0)};")
+    e("lg2.approx.ftz.f32 %f5, %f5;")
+    e(f"mul.f32 %f5, %f5, {f32(1 / LOG2E)};")
+    e("selp.f32 %f5, %f1, %f5, %p;  // softplus")
+    e(f"mul.f32 %f3, %alog, {f32(LOG2E)};")
+    e("ex2.approx.ftz.f32 %f3, %f3;  // exp(A_log)")
+    e("mul.f32 %f5, %f5, %f3;")
+    e(f"mul.f32 %f5, %f5, {f32(-LOG2E)};")
+    e(f"ex2.approx.ftz.f32 {dec}, %f5;  // exp(g)")
 
 
 def generate() -> str:
@@ -257,29 +325,6 @@ def generate() -> str:
     e("PUSHED:")
     _wait(e, "bar_qk", "WAIT_QK")
 
-    def block_sum2(a: str, b: str, da: str, db: str):
-        """da, db = sums over the CTA's 128 threads of a, b: shfl.bfly, then the 4 warp sums in order."""
-        e(f"mov.f32 %f10, {a};")
-        e(f"mov.f32 %f11, {b};")
-        for k in (16, 8, 4, 2, 1):
-            e(f"shfl.sync.bfly.b32 %f8, %f10, {k}, 31, 0xffffffff;")
-            e(f"shfl.sync.bfly.b32 %f9, %f11, {k}, 31, 0xffffffff;")
-            e("add.f32 %f10, %f10, %f8;")
-            e("add.f32 %f11, %f11, %f9;")
-        e("mov.u32 %t0, wsum;")
-        e("mad.lo.u32 %t1, %warp, 8, %t0;")
-        e("setp.eq.u32 %p, %lane, 0;")
-        e("@%p st.shared.v2.f32 [%t1], {%f10, %f11};")
-        e("bar.sync 0;")
-        e("ld.shared.v4.f32 {%f0, %f1, %f2, %f3}, [%t0];")
-        e("ld.shared.v4.f32 {%f4, %f5, %f6, %f7}, [%t0+16];")
-        e(f"add.f32 {da}, %f0, %f2;")
-        e(f"add.f32 {da}, {da}, %f4;")
-        e(f"add.f32 {da}, {da}, %f6;")
-        e(f"add.f32 {db}, %f1, %f3;")
-        e(f"add.f32 {db}, {db}, %f5;")
-        e(f"add.f32 {db}, {db}, %f7;")
-
     e("// 3. l2norm of q and k over dk, q scaled by dk^-1/2 (the same sums in every rank)")
     e("mov.u32 %sq, qk_s;")
     e("shl.b32 %t3, %th, 2;")
@@ -288,7 +333,7 @@ def generate() -> str:
     e(f"ld.shared.f32 %k, [%t3+{4 * DK}];")
     e("mul.f32 %f0, %q, %q;")
     e("mul.f32 %f1, %k, %k;")
-    block_sum2("%f0", "%f1", "%qn", "%kn")
+    block_sum2(e, "%f0", "%f1", "%qn", "%kn")
     e(f"add.f32 %qn, %qn, {f32(1e-6)};")
     e("rsqrt.approx.ftz.f32 %qn, %qn;")
     e("mul.f32 %q, %q, %qn;")
@@ -298,26 +343,7 @@ def generate() -> str:
     e("mul.f32 %k, %k, %kn;")
     e("st.shared.f32 [%t3], %q;  // each thread rewrites only its own q and k; read after the next bar.sync")
     e(f"st.shared.f32 [%t3+{4 * DK}], %k;")
-    e("// beta = sigmoid(b); exp(g), g = -exp(A_log) softplus(a + dt_bias)")
-    e("cvt.f32.bf16 %f0, %bb;")
-    e("cvt.f32.bf16 %f1, %ab;")
-    e(f"mul.f32 %f2, %f0, {f32(-LOG2E)};")
-    e("ex2.approx.ftz.f32 %f2, %f2;")
-    e(f"add.f32 %f2, %f2, {f32(1.0)};")
-    e("rcp.rn.f32 %beta, %f2;")
-    e("add.f32 %f1, %f1, %dtb;")
-    e(f"setp.gt.f32 %p, %f1, {f32(20.0)};  // torch softplus threshold")
-    e(f"mul.f32 %f5, %f1, {f32(LOG2E)};")
-    e("ex2.approx.ftz.f32 %f5, %f5;")
-    e(f"add.f32 %f5, %f5, {f32(1.0)};")
-    e("lg2.approx.ftz.f32 %f5, %f5;")
-    e(f"mul.f32 %f5, %f5, {f32(1 / LOG2E)};")
-    e("selp.f32 %f5, %f1, %f5, %p;  // softplus")
-    e(f"mul.f32 %f3, %alog, {f32(LOG2E)};")
-    e("ex2.approx.ftz.f32 %f3, %f3;  // exp(A_log)")
-    e("mul.f32 %f5, %f5, %f3;")
-    e(f"mul.f32 %f5, %f5, {f32(-LOG2E)};")
-    e("ex2.approx.ftz.f32 %dec, %f5;  // exp(g)")
+    gates(e, "%bb", "%ab", "%beta", "%dec")
     e("bar.sync 0;")
     e("// 4. S *= exp(g); kv = S^T k over the warp's rows; partials in warp order")
     e("mov.f32 %kv, 0f00000000;")
@@ -329,24 +355,7 @@ def generate() -> str:
         e(f"ld.shared.f32 %f0, [%sr+{4 * i}];")
         e(f"fma.rn.f32 %kv, %s{i}, %f0, %kv;")
 
-    def warp_partials(src: str, dst: str):
-        e("mov.u32 %t2, red;")
-        e(f"mad.lo.u32 %t0, %warp, {4 * CHUNK}, %t2;")
-        e("shl.b32 %t1, %lane, 2;")
-        e("add.u32 %t0, %t0, %t1;")
-        e(f"st.shared.f32 [%t0], {src};")
-        e("bar.sync 0;")
-        e("add.u32 %t0, %t2, %t1;")
-        e("ld.shared.f32 %f0, [%t0];")
-        e(f"ld.shared.f32 %f1, [%t0+{4 * CHUNK}];")
-        e(f"ld.shared.f32 %f2, [%t0+{8 * CHUNK}];")
-        e(f"ld.shared.f32 %f3, [%t0+{12 * CHUNK}];")
-        e(f"add.f32 {dst}, %f0, %f1;")
-        e(f"add.f32 {dst}, {dst}, %f2;")
-        e(f"add.f32 {dst}, {dst}, %f3;")
-        e("bar.sync 0;")
-
-    warp_partials("%kv", "%kv")
+    warp_partials(e, "%kv", "%kv")
     e("// delta = beta (v - kv); S += k delta; o = S^T q")
     e("mov.u32 %t0, v_s;")
     e("shl.b32 %t1, %lane, 2;")
@@ -364,7 +373,7 @@ def generate() -> str:
         e(f"fma.rn.f32 %o, %s{i}, %f1, %o;")
     for i in range(CHUNK):
         e(f"st.global.f32 [%pst+{i * DV * 4}], %s{i};")
-    warp_partials("%o", "%o")
+    warp_partials(e, "%o", "%o")
     e("// 5. gated RMSNorm over the value head's 128 columns: this rank's sum of o^2 to the head's 4 ranks")
     e("@!%pw bra NORM_PUSHED;")
     e("mul.f32 %f10, %o, %o;")

@@ -11,6 +11,7 @@ KEY_DIM, VALUE_DIM = NK * DK, NV * DV  # 2048, 4096
 CONV_DIM = 2 * KEY_DIM + VALUE_DIM  # 8192 conv channels: q | k | v
 QKVZ = CONV_DIM + VALUE_DIM  # the fused in_proj_qkv | in_proj_z output row: 12288
 BATCH = tuple(range(1, 33))
+MAX_TOKENS = 16  # verification: draft tokens per sequence in one launch
 STATE_BYTES = NV * DK * DV * 4  # one sequence's recurrent state, fp32: 2 MiB
 
 # Tolerance against float64: the output is rounded to BF16 once (2^-8 = 3.9e-3 relative at
@@ -61,4 +62,49 @@ GDN_DECODE_B32 = Contract(
     cases_override=tuple({"B": b, "P": p} for b, p in ((1, 3), (2, 5), (4, 9), (8, 11), (16, 37), (32, 40))),
 )
 
-CONTRACTS = (GDN_DECODE_B32,)
+GDN_VERIFY_T16 = Contract(
+    name="gdn_verify_t16",
+    family="gdn",
+    summary="Gated DeltaNet step for T <= 16 consecutive (draft) tokens of B <= 32 sequences: the decode step per "
+    "token, the state and conv window after token t written to pool slot slots_out[b, t] (rollback = pick a slot)",
+    params=(
+        Tensor("qkv", "bf16", ("B", "T", CONV_DIM), "in", strides=("qkv_seq", "qkv_tok", 1)),
+        Tensor("z", "bf16", ("B", "T", VALUE_DIM), "in", strides=("z_seq", "z_tok", 1)),
+        Tensor("b_in", "bf16", ("B", "T", NV), "in", align=4),
+        Tensor("a_in", "bf16", ("B", "T", NV), "in", align=4),
+        Tensor("conv_w", "bf16", (CONV_DIM, KW), "in", align=8),
+        Tensor("a_log", "f32", (NV,), "in", align=4),
+        Tensor("dt_bias", "f32", (NV,), "in", align=4),
+        Tensor("norm_w", "bf16", (DV,), "in", align=4),
+        Tensor("conv_pool", "bf16", ("P", CONV_DIM, KW - 1), "inout", align=4),
+        Tensor("state_pool", "f32", ("P", NV, DK, DV), "inout", align=4),
+        Tensor("slot_in", "i64", ("B",), "in", align=8, doc="the slot each sequence starts from (read only)"),
+        Tensor("slots_out", "i64", ("B", "T"), "in", align=8, doc="the slot that receives the state after token t"),
+        Tensor("out", "bf16", ("B", "T", VALUE_DIM), "out"),
+        Scalar("qkv_seq", "u32", value="qkv_seq"),
+        Scalar("qkv_tok", "u32", value="qkv_tok"),
+        Scalar("z_seq", "u32", value="z_seq"),
+        Scalar("z_tok", "u32", value="z_tok"),
+        Scalar("tokens", "u32", value="T"),
+        Scalar("pool_slots", "u32", value="P"),
+        Scalar("eps", "f32"),
+    ),
+    dims={"B": BATCH, "T": tuple(range(1, MAX_TOKENS + 1)), "P": range(1, 1 << 16)},
+    grid=("128 * B", "1", "1"),
+    threads=128,
+    reduction_order="as gdn_decode_b32 for every token, tokens in order (T = 1 is bitwise gdn_decode_b32, T tokens "
+    "bitwise T decode steps)",
+    tolerance=GDN_TOL,
+    deterministic=True,
+    bytes_read=f"B * ({STATE_BYTES} + {CONV_DIM * (KW - 1) * 2} + 8 + T * ({QKVZ * 2} + {NV * 4} + 8)) "
+    f"+ {CONV_DIM * KW * 2 + NV * 8 + DV * 2}",
+    bytes_written=f"B * T * ({STATE_BYTES} + {CONV_DIM * (KW - 1) * 2} + {VALUE_DIM * 2})",
+    max_registers=128,
+    max_static_smem=20480,
+    op="gdn_verify",
+    reference="netra.reference.gdn.verify_steps (float64: decode_step per token); transformers' functions per token",
+    peers=("framework_op",),
+    cases_override=tuple({"B": b, "T": t, "P": b * (t + 1)} for b, t in ((1, 1), (1, 4), (1, 16), (4, 16), (32, 4))),
+)
+
+CONTRACTS = (GDN_DECODE_B32, GDN_VERIFY_T16)

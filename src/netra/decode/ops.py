@@ -113,6 +113,48 @@ def _(qkv, z, b, a, conv_weight, A_log, dt_bias, norm_weight, conv_pool, state_p
     return None
 
 
+# --- gdn_verify ------------------------------------------------------------------------------
+@torch.library.custom_op("netra::gdn_verify", mutates_args=("conv_pool", "state_pool", "out"))
+def gdn_verify(qkv: Tensor, z: Tensor, b: Tensor, a: Tensor, conv_weight: Tensor, A_log: Tensor, dt_bias: Tensor,
+               norm_weight: Tensor, conv_pool: Tensor, state_pool: Tensor, slot_in: Tensor, slots_out: Tensor,
+               num_k_heads: int, eps: float, out: Tensor) -> None:
+    """The Gated DeltaNet step for T consecutive tokens of B sequences (speculative
+    verification): qkv [B, T, conv_dim], z [B, T, value_dim], b and a [B, T, nv]; each
+    sequence starts from pool slot ``slot_in`` [B] (not modified unless it is also a
+    destination) and the state and conv window after token t go to slot ``slots_out`` [B, T]
+    (distinct slots), so rolling back to an accepted prefix of j tokens is choosing
+    slots_out[:, j - 1]. ``out`` [B, T, value_dim]. Kernel gdn_verify_t16 (B <= 32, T <= 16)."""
+    if num_k_heads == 16:
+        reason = gdn.VERIFY.go(qkv, z, b, a, conv_weight, A_log, dt_bias, norm_weight, conv_pool, state_pool, slot_in,
+                               slots_out, out, eps)
+        if reason is None:
+            return
+        gdn.VERIFY.missed(reason, (qkv, z, b, a, conv_weight, A_log, dt_bias, norm_weight, conv_pool, state_pool,
+                                   slot_in, slots_out, out, eps))
+    gdn_verify_framework(qkv, z, b, a, conv_weight, A_log, dt_bias, norm_weight, conv_pool, state_pool, slot_in,
+                         slots_out, num_k_heads, eps, out)
+
+
+def gdn_verify_framework(qkv: Tensor, z: Tensor, b: Tensor, a: Tensor, conv_weight: Tensor, A_log: Tensor,
+                         dt_bias: Tensor, norm_weight: Tensor, conv_pool: Tensor, state_pool: Tensor, slot_in: Tensor,
+                         slots_out: Tensor, num_k_heads: int, eps: float, out: Tensor) -> None:
+    """gdn_verify's framework path: token by token, each copying the slot the last one left."""
+    prev = slot_in
+    for t in range(qkv.shape[1]):
+        nxt = slots_out[:, t]
+        conv_pool[nxt] = conv_pool[prev]
+        state_pool[nxt] = state_pool[prev]
+        gdn_decode_framework(qkv[:, t], z[:, t], b[:, t], a[:, t], conv_weight, A_log, dt_bias, norm_weight, conv_pool,
+                             state_pool, nxt, num_k_heads, eps, out[:, t])
+        prev = nxt
+
+
+@gdn_verify.register_fake
+def _(qkv, z, b, a, conv_weight, A_log, dt_bias, norm_weight, conv_pool, state_pool, slot_in, slots_out, num_k_heads,
+      eps, out):
+    return None
+
+
 # --- attention ---------------------------------------------------------------------------------
 def rope_tables(max_positions: int, rotary_dim: int, theta: float, device) -> tuple[Tensor, Tensor]:
     """cos and sin [max_positions, rotary_dim] (fp32), rotate_half layout."""

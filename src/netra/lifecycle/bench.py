@@ -138,10 +138,11 @@ def _public_call(name: str, b: dict):
         return lambda: ops.qk_rmsnorm(b["q"], b["k"], b["q_weight"], b["k_weight"], e, out_q=b["out_q"], out_k=b["out_k"])
     if name == "gated_rmsnorm_d128":
         return lambda: ops.gated_rmsnorm(b["o"], b["z"], b["w"], e, out=b["y"])
-    if name == "gdn_decode_b32":
+    if name in ("gdn_decode_b32", "gdn_verify_t16"):
         from ..decode import ops as dops
 
-        return lambda: dops.gdn_decode(*testbeds._gdn_args(b), 16, e, b["out"])
+        op = dops.gdn_decode if name == "gdn_decode_b32" else dops.gdn_verify
+        return lambda: op(*testbeds._gdn_args(b), 16, e, b["out"])
     if name.startswith("fp8_gemv_"):
         from ..decode import ops as dops
 

@@ -239,24 +239,31 @@ def _proj_testbeds() -> dict:
 # --- gdn -----------------------------------------------------------------------------------
 def _make_gdn(dims, gen, device):
     """The projection outputs at the scale in_proj produces (qkv and z as views of one fused
-    qkvz row), trained-range gates, and pools of P slots holding states of a running
-    sequence, B of them addressed by a shuffled subset of slot ids."""
+    qkvz row per token), trained-range gates, and pools of P slots holding states of a running
+    sequence, addressed by a shuffled subset of slot ids. With T (verification): B sequences
+    of T tokens, the rows token-major per sequence; slot_in [B] and slots_out [B, T] distinct."""
     from ..contracts import gdn as G
 
-    B, P = dims["B"], dims["P"]
+    B, P, T = dims["B"], dims["P"], dims.get("T")
     r = lambda *shape, sc=1.0: torch.randn(*shape, generator=gen) * sc  # noqa: E731
-    qkvz = r(B, G.QKVZ).to(torch.bfloat16).to(device)
+    lead = (B,) if T is None else (B, T)
+    qkvz = r(*lead, G.QKVZ).to(torch.bfloat16).to(device)
+    perm = torch.randperm(P, generator=gen)
     i = {
-        "qkv": qkvz[:, :G.CONV_DIM], "z": qkvz[:, G.CONV_DIM:], "_qkvz": qkvz,
-        "b_in": r(B, G.NV).to(torch.bfloat16).to(device), "a_in": r(B, G.NV).to(torch.bfloat16).to(device),
+        "qkv": qkvz[..., :G.CONV_DIM], "z": qkvz[..., G.CONV_DIM:], "_qkvz": qkvz,
+        "b_in": r(*lead, G.NV).to(torch.bfloat16).to(device), "a_in": r(*lead, G.NV).to(torch.bfloat16).to(device),
         "conv_w": r(G.CONV_DIM, G.KW, sc=0.3).to(torch.bfloat16).to(device),
         "a_log": torch.log(torch.empty(G.NV).uniform_(1, 16, generator=gen)).to(device),
         "dt_bias": r(G.NV, sc=0.5).to(device),
         "norm_w": (1 + r(G.DV, sc=0.1)).to(torch.bfloat16).to(device),
         "conv_pool": r(P, G.CONV_DIM, G.KW - 1).to(torch.bfloat16).to(device),
         "state_pool": r(P, G.NV, G.DK, G.DV, sc=0.05).to(device),
-        "slots": torch.randperm(P, generator=gen)[:B].to(device),
     }
+    if T is not None:
+        i["slot_in"] = perm[:B].to(device)
+        i["slots_out"] = perm[B:B + B * T].view(B, T).to(device)
+        return i
+    i["slots"] = perm[:B].to(device)
     # flash-linear-attention's layout of the same states, for its peer: dense per sequence,
     # its conv cache holds K columns and reads the old window from columns 1..K-1
     i["_fla_conv"] = torch.cat([torch.zeros_like(i["conv_pool"][i["slots"], :, :1]), i["conv_pool"][i["slots"]]], -1)
@@ -265,8 +272,10 @@ def _make_gdn(dims, gen, device):
 
 
 def _gdn_args(i):
+    """The op's tensor arguments in order: decode (slots) or verification (slot_in, slots_out)."""
+    tail = (i["slots"],) if "slots" in i else (i["slot_in"], i["slots_out"])
     return (i["qkv"], i["z"], i["b_in"], i["a_in"], i["conv_w"], i["a_log"], i["dt_bias"], i["norm_w"], i["conv_pool"],
-            i["state_pool"], i["slots"])
+            i["state_pool"], *tail)
 
 
 def _gdn_framework_peer(i, s):
@@ -297,10 +306,23 @@ def _gdn_fla_peer(i, s):
     return {"out": out, "state": state}
 
 
+def _gdn_verify_framework_peer(i, s):
+    from ..decode import ops as dops
+
+    out = torch.empty(*i["qkv"].shape[:2], i["z"].shape[-1], dtype=torch.bfloat16, device=i["qkv"].device)
+    dops.gdn_verify_framework(*_gdn_args(i), 16, s["eps"], out)
+    return {"out": out}
+
+
 def _gdn_testbeds() -> dict:
     from ..reference import gdn as rg
 
-    return {"gdn_decode_b32": Testbed(
+    return {"gdn_verify_t16": Testbed(
+        contracts.get("gdn_verify_t16"), _make_gdn,
+        lambda i: rg.verify_steps(*_gdn_args(i), 16, EPS),
+        lambda i: rg.verify_steps(*_gdn_args(i), 16, EPS, step=rg.transformers_step),
+        {"framework_op": _gdn_verify_framework_peer},
+    ), "gdn_decode_b32": Testbed(
         contracts.get("gdn_decode_b32"), _make_gdn,
         lambda i: rg.decode_step(*_gdn_args(i), 16, EPS),
         lambda i: rg.transformers_step(*_gdn_args(i), 16, EPS),

@@ -79,3 +79,21 @@ def transformers_step(qkv: Tensor, z: Tensor, b: Tensor, a: Tensor, conv_w: Tens
     norm.weight.copy_(norm_w.double())
     out = norm(o.double().reshape(-1, dv), z.double().reshape(-1, dv)).reshape(B, nv * dv)
     return {"out": out, "conv_pool": conv, "state_pool": state}
+
+
+@torch.no_grad()
+def verify_steps(qkv: Tensor, z: Tensor, b: Tensor, a: Tensor, conv_w: Tensor, A_log: Tensor, dt_bias: Tensor,
+                 norm_w: Tensor, conv_pool: Tensor, state_pool: Tensor, slot_in: Tensor, slots_out: Tensor,
+                 num_k_heads: int, eps: float, step=decode_step) -> dict[str, Tensor]:
+    """T tokens (dim 1 of qkv), token t from the slot token t - 1 left (slot_in first) into
+    slots_out[:, t], each by ``step`` (decode_step: float64; transformers_step)."""
+    conv, state = conv_pool.clone(), state_pool.double().clone()
+    outs, prev = [], slot_in.long()
+    for t in range(qkv.shape[1]):
+        nxt = slots_out[:, t].long()
+        conv[nxt], state[nxt] = conv[prev], state[prev]
+        r = step(qkv[:, t], z[:, t], b[:, t], a[:, t], conv_w, A_log, dt_bias, norm_w, conv, state, nxt, num_k_heads, eps)
+        conv, state = r["conv_pool"], r["state_pool"]
+        outs.append(r["out"])
+        prev = nxt
+    return {"out": torch.stack(outs, 1), "conv_pool": conv, "state_pool": state}
