@@ -278,3 +278,21 @@ def test_gdn_verify_kernel_is_bitwise_decode_steps(B, T):
     torch.cuda.synchronize()
     assert out[0].isnan().all() and not out[1:].isnan().any()
     assert torch.equal(i["state_pool"][i["slots_out"][0, :-1]], pristine["state_pool"][i["slots_out"][0, :-1]])
+
+
+@pytest.mark.parametrize("M", [1, 9, 16])
+def test_bf16_linear2_runs_the_kernel(M):
+    from netra.decode import ops as dops
+    from netra.lifecycle import testbeds
+
+    tb = testbeds.get("bf16_gemv_n64_k2048")
+    i = tb.make({"M": M}, torch.Generator().manual_seed(M), "cuda")
+    ob = torch.full((M, 32), float("nan"), dtype=torch.bfloat16, device="cuda")
+    oa = torch.full((M, 32), float("nan"), dtype=torch.bfloat16, device="cuda")
+    ops.reset_stats()
+    torch.ops.netra.bf16_linear2(i["x"], i["w_b"], i["w_a"], ob, oa)
+    torch.cuda.synchronize()
+    assert _misses("bf16_linear2") == 0, ops.stats()["bf16_linear2"]
+    want = tb.reference(i)
+    tol = contracts.get("bf16_gemv_n64_k2048").tolerance
+    assert metrics.rel_err(ob, want["out_b"]) <= tol and metrics.rel_err(oa, want["out_a"]) <= tol

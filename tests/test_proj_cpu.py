@@ -139,3 +139,28 @@ def test_runner_with_real_projection_shapes_packs_and_matches_the_reference():
         assert ((got - want).abs().max() / want.abs().max()) < 0.15, t
     missed = {n for n, v in ops.stats().items() if v["kernel"].startswith("fp8_gemv") and v["misses"]}
     assert missed == {sh.name for sh in SHAPES if (sh.N, sh.K) not in ((8192, 2048), (4096, 2048))}
+
+
+def test_bf16_gemv_ptx_is_current_and_framework_path_matches():
+    import importlib.util
+    import sys as _sys
+
+    from netra import contracts, paths
+    from netra.decode import ops as dops
+    from netra.lifecycle import testbeds
+    from netra.lifecycle.metrics import rel_err
+
+    path = paths.ptx_path("sm_90a", "proj", "gen_bf16_gemv").with_suffix(".py")
+    spec = importlib.util.spec_from_file_location("gen_bf16_gemv_test", path)
+    g = importlib.util.module_from_spec(spec)
+    _sys.modules[spec.name] = g
+    spec.loader.exec_module(g)
+    c = contracts.get("bf16_gemv_n64_k2048")
+    assert g.NAME == c.name
+    assert paths.ptx_path("sm_90a", "proj", c.name).read_text() == g.generate(), "run gen_bf16_gemv.py"
+    tb = testbeds.get(c.name)
+    i = tb.make({"M": 3}, torch.Generator().manual_seed(0), "cpu")
+    ob, oa = torch.empty(3, 32, dtype=torch.bfloat16), torch.empty(3, 32, dtype=torch.bfloat16)
+    dops.bf16_linear2(i["x"], i["w_b"], i["w_a"], ob, oa)  # no GPU: the guard refuses, two matmuls run
+    want = tb.reference(i)
+    assert rel_err(ob, want["out_b"]) <= c.tolerance and rel_err(oa, want["out_a"]) <= c.tolerance

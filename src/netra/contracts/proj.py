@@ -125,4 +125,35 @@ def _contract(s: Fp8Gemv) -> Contract:
     )
 
 
-CONTRACTS = tuple(_contract(s) for s in SHAPES)
+# GDN in_proj_b and in_proj_a: BF16 [32, 2048] each, computed together (64 rows, one launch)
+BA_ROWS, BA_K = 32, 2048
+
+BF16_GEMV_N64_K2048 = Contract(
+    name="bf16_gemv_n64_k2048",
+    family="proj",
+    summary="GDN in_proj_b and in_proj_a in one launch: out_b[M, 32] = x @ w_b^T, out_a[M, 32] = x @ w_a^T, BF16",
+    params=(
+        Tensor("x", "bf16", ("M", BA_K), "in"),
+        Tensor("w_b", "bf16", (BA_ROWS, BA_K), "in"),
+        Tensor("w_a", "bf16", (BA_ROWS, BA_K), "in"),
+        Tensor("out_b", "bf16", ("M", BA_ROWS), "out", align=4),
+        Tensor("out_a", "bf16", ("M", BA_ROWS), "out", align=4),
+        Scalar("M", "u32", value="M"),
+    ),
+    dims={"M": TOKENS},
+    grid=(str(2 * BA_ROWS // 4), "1", "1"),
+    threads=128,
+    reduction_order="per (token, row): each lane's 64 products in (chunk, element) order in fp32, then shfl.bfly "
+                    "16, 8, 4, 2, 1",
+    tolerance=BF16_OUT,
+    deterministic=True,
+    bytes_read=f"{2 * BA_ROWS * BA_K * 2} + M * {2 * BA_K}",
+    bytes_written=f"M * {2 * 2 * BA_ROWS}",
+    max_registers=128,
+    dynamic_smem=max(TOKENS) * BA_K * 2,
+    op="bf16_linear2",
+    reference="x @ w^T in float64 for each of the two weights",
+    peers=("cublas_bf16_x2",),
+)
+
+CONTRACTS = tuple(_contract(s) for s in SHAPES) + (BF16_GEMV_N64_K2048,)

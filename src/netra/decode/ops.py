@@ -56,6 +56,25 @@ def _(x, weight, scale, out):
     return None
 
 
+# --- bf16_linear2 ----------------------------------------------------------------------------
+@torch.library.custom_op("netra::bf16_linear2", mutates_args=("out_b", "out_a"))
+def bf16_linear2(x: Tensor, w_b: Tensor, w_a: Tensor, out_b: Tensor, out_a: Tensor) -> None:
+    """Two BF16 projections of the same x in one launch: out_b = x @ w_b^T, out_a = x @ w_a^T
+    (GDN in_proj_b and in_proj_a). Kernel bf16_gemv_n64_k2048 (M = 1..16, K = 2048, 32 rows
+    each); otherwise two matmuls."""
+    reason = proj.BA.go(x, w_b, w_a, out_b, out_a)
+    if reason is None:
+        return
+    proj.BA.missed(reason, (x, w_b, w_a, out_b, out_a))
+    torch.matmul(x, w_b.T, out=out_b)
+    torch.matmul(x, w_a.T, out=out_a)
+
+
+@bf16_linear2.register_fake
+def _(x, w_b, w_a, out_b, out_a):
+    return None
+
+
 # --- gdn_decode ------------------------------------------------------------------------------
 @torch.library.custom_op("netra::gdn_decode", mutates_args=("conv_pool", "state_pool", "out"))
 def gdn_decode(qkv: Tensor, z: Tensor, b: Tensor, a: Tensor, conv_weight: Tensor, A_log: Tensor, dt_bias: Tensor,

@@ -104,8 +104,7 @@ class DecodeRunner:
             dops.fp8_linear(self.ao, *lw["o"], self.mix)
         else:
             dops.fp8_linear(self.x, *lw["qkvz"], self.qkvz)
-            torch.matmul(self.x, lw["b"].T, out=self.bb)
-            torch.matmul(self.x, lw["a"].T, out=self.aa)
+            dops.bf16_linear2(self.x, lw["b"], lw["a"], self.bb, self.aa)
             dops.gdn_decode(self.qkv, self.z, self.bb, self.aa, lw["conv"], lw["A_log"], lw["dt_bias"], lw["gnorm"],
                             self.conv_pool[L], self.state_pool[L], self.slots, c.linear_num_key_heads, eps, self.o)
             dops.fp8_linear(self.o, *lw["out"], self.mix)

@@ -143,6 +143,10 @@ def _public_call(name: str, b: dict):
 
         op = dops.gdn_decode if name == "gdn_decode_b32" else dops.gdn_verify
         return lambda: op(*testbeds._gdn_args(b), 16, e, b["out"])
+    if name == "bf16_gemv_n64_k2048":
+        from ..decode import ops as dops
+
+        return lambda: dops.bf16_linear2(b["x"], b["w_b"], b["w_a"], b["out_b"], b["out_a"])
     if name.startswith("fp8_gemv_"):
         from ..decode import ops as dops
 

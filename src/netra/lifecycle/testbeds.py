@@ -227,13 +227,29 @@ def _proj_peers():
     }
 
 
+def _make_ba(dims, gen, device):
+    """x at the scale the input norm produces; w_b, w_a N(0, 0.02) with a log-normal spread per row."""
+    from ..contracts.proj import BA_K, BA_ROWS
+
+    x = (torch.randn(dims["M"], BA_K, generator=gen) * _channels(gen, BA_K, "cpu")).to(torch.bfloat16).to(device)
+    w = [(torch.randn(BA_ROWS, BA_K, generator=gen) * 0.02 * torch.exp(0.5 * torch.randn(BA_ROWS, 1, generator=gen)))
+         .to(torch.bfloat16).to(device) for _ in range(2)]
+    return {"x": x, "w_b": w[0], "w_a": w[1]}
+
+
 def _proj_testbeds() -> dict:
     from ..contracts.proj import SHAPES
     from ..reference.proj import fp8_linear
 
-    return {sh.name: Testbed(contracts.get(sh.name), _make_fp8_gemv(sh),
+    beds = {sh.name: Testbed(contracts.get(sh.name), _make_fp8_gemv(sh),
                              lambda i: {"out": fp8_linear(i["x"], i["_w_plain"], i["scale"])}, None,
                              _proj_peers(), scalars={}) for sh in SHAPES}
+    beds["bf16_gemv_n64_k2048"] = Testbed(
+        contracts.get("bf16_gemv_n64_k2048"), _make_ba,
+        lambda i: {"out_b": i["x"].double() @ i["w_b"].double().T, "out_a": i["x"].double() @ i["w_a"].double().T},
+        None, {"cublas_bf16_x2": lambda i, s: {"out_b": i["x"] @ i["w_b"].T, "out_a": i["x"] @ i["w_a"].T}},
+        scalars={})
+    return beds
 
 
 # --- gdn -----------------------------------------------------------------------------------
