@@ -8,7 +8,8 @@ Design (256 KB of weights, latency-bound):
   the row's elements j * 256 + 8 t .. + 7 for j = 0..7: eight coalesced 16-byte loads per
   lane, issued first;
 - the M token rows of x (contiguous, M x 4 KB) are staged once per CTA into shared memory
-  by all 128 threads (16-byte loads, all issued before any store), one barrier;
+  by all 128 threads with cp.async (16 bytes each, all in flight at once; staging through
+  registers four loads at a time made M = 16 cost 8 dependent round trips), one barrier;
 - per token: each lane's 64 products summed in (j, element) order in fp32, then shfl.bfly
   16, 8, 4, 2, 1; lane 0 rounds to BF16 and stores. Deterministic. Four tokens per pass,
   their chains interleaved: a single token's dependent chain (64 FMAs and 5 shuffles) made
@@ -87,29 +88,25 @@ def generate() -> str:
     e("// 1. the row's weights: 8 coalesced 16-byte loads per lane, first")
     for j in range(CHUNKS):
         e(f"ld.global.nc.L1::no_allocate.v4.b32 {{%w{4 * j}, %w{4 * j + 1}, %w{4 * j + 2}, %w{4 * j + 3}}}, [%pw+{512 * j}];")
-    e("// 2. x's M rows into shared memory: chunk c = th + 128 i, c < M * 256; four loads, then four stores")
+    e("// 2. x's M rows into shared memory with cp.async (no registers, all in flight at once): chunk")
+    e("// c = th + 128 i, c < M * 256")
     e(f"mul.lo.u32 %n, %M, {BA_K * 2 // 16};")
     e("mov.u32 %xs, xs;")
-    for i0 in range(0, STAGE, 4):
-        for i in range(i0, i0 + 4):
-            k = i - i0
-            e(f"add.u32 %c, %th, {128 * i};")
-            e("setp.lt.u32 %p, %c, %n;")
-            e("mul.wide.u32 %pd, %c, 16;")
-            e("add.u64 %pd, %px, %pd;")
-            e(f"@%p ld.global.nc.v4.b32 {{%v{4 * k}, %v{4 * k + 1}, %v{4 * k + 2}, %v{4 * k + 3}}}, [%pd];")
-        for i in range(i0, i0 + 4):
-            k = i - i0
-            e(f"add.u32 %c, %th, {128 * i};")
-            e("setp.lt.u32 %p, %c, %n;")
-            e("mad.lo.u32 %t0, %c, 16, %xs;")
-            e(f"@%p st.shared.v4.b32 [%t0], {{%v{4 * k}, %v{4 * k + 1}, %v{4 * k + 2}, %v{4 * k + 3}}};")
+    for i in range(STAGE):
+        e(f"add.u32 %c, %th, {128 * i};")
+        e("setp.lt.u32 %p, %c, %n;")
+        e("mul.wide.u32 %pd, %c, 16;")
+        e("add.u64 %pd, %px, %pd;")
+        e("mad.lo.u32 %t0, %c, 16, %xs;")
+        e("@%p cp.async.cg.shared.global [%t0], [%pd], 16;")
+    e("cp.async.commit_group;")
     e("// the weights to f32 while x lands (a BF16 is the top half of an f32)")
     for i in range(4 * CHUNKS):
         e(f"shl.b32 %t0, %w{i}, 16;")
         e(f"mov.b32 %f{2 * i}, %t0;")
         e(f"and.b32 %t0, %w{i}, 0xffff0000;")
         e(f"mov.b32 %f{2 * i + 1}, %t0;")
+    e("cp.async.wait_all;")
     e("bar.sync 0;")
     e(f"// 3. {TPI} tokens per pass, interleaved (independent chains): per token 64 products per lane in order,")
     e("// then the warp's sum; lane 0 stores the tokens below M")
