@@ -8,13 +8,9 @@ Design (256 KB of weights, latency-bound):
   the row's elements j * 256 + 8 t .. + 7 for j = 0..7: eight coalesced 16-byte loads per
   lane, issued first;
 - the M token rows of x (contiguous, M x 4 KB) are staged once per CTA into shared memory
-  by all 128 threads with cp.async (16 bytes each, all in flight at once; staging through
-  registers four loads at a time made M = 16 cost 8 dependent round trips), one barrier;
+  by all 128 threads (16-byte loads, all issued before any store), one barrier;
 - per token: each lane's 64 products summed in (j, element) order in fp32, then shfl.bfly
-  16, 8, 4, 2, 1; lane 0 rounds to BF16 and stores. Deterministic. Four tokens per pass,
-  their chains interleaved: a single token's dependent chain (64 FMAs and 5 shuffles) made
-  M = 16 take 3.9x M = 1 (measured at 1cfa9ed); x rows past M in the last pass are read
-  from (unwritten) shared memory and their results are not stored.
+  16, 8, 4, 2, 1; lane 0 rounds to BF16 and stores. Deterministic.
 
   python3 kernels/sm_90a/proj/gen_bf16_gemv.py      (rewrites bf16_gemv_n64_k2048.ptx)
 """
@@ -33,7 +29,6 @@ WARPS = 4
 CHUNKS = BA_K // 256  # 16-byte chunks per lane per row
 MAXM = max(TOKENS)
 STAGE = MAXM * BA_K * 2 // (16 * 32 * WARPS)  # 16-byte x chunks per thread at M = 16
-TPI = 4  # tokens per pass of the token loop
 
 
 def generate() -> str:
@@ -60,7 +55,7 @@ def generate() -> str:
     e(".reg .pred %p, %pb;")
     e(".reg .b32 %th, %warp, %lane, %row, %orow, %m, %M, %n, %c, %t0, %t1, %xs, %xl;")
     e(f".reg .b32 %w<{4 * CHUNKS}>, %v<16>;")
-    e(f".reg .f32 %f<{8 * CHUNKS}>, %x<2>, %acc<{TPI}>, %tmp<{TPI}>;")
+    e(f".reg .f32 %f<{8 * CHUNKS}>, %x<2>, %acc, %tmp;")
     e(".reg .b16 %h;")
     e(".reg .b64 %px, %pw, %po, %pa, %pd;")
     e("ld.param.u64 %px, [x];")
@@ -88,63 +83,58 @@ def generate() -> str:
     e("// 1. the row's weights: 8 coalesced 16-byte loads per lane, first")
     for j in range(CHUNKS):
         e(f"ld.global.nc.L1::no_allocate.v4.b32 {{%w{4 * j}, %w{4 * j + 1}, %w{4 * j + 2}, %w{4 * j + 3}}}, [%pw+{512 * j}];")
-    e("// 2. x's M rows into shared memory with cp.async (no registers, all in flight at once): chunk")
-    e("// c = th + 128 i, c < M * 256")
+    e("// 2. x's M rows into shared memory: chunk c = th + 128 i, c < M * 256; four loads, then four stores")
     e(f"mul.lo.u32 %n, %M, {BA_K * 2 // 16};")
     e("mov.u32 %xs, xs;")
-    for i in range(STAGE):
-        e(f"add.u32 %c, %th, {128 * i};")
-        e("setp.lt.u32 %p, %c, %n;")
-        e("mul.wide.u32 %pd, %c, 16;")
-        e("add.u64 %pd, %px, %pd;")
-        e("mad.lo.u32 %t0, %c, 16, %xs;")
-        e("@%p cp.async.cg.shared.global [%t0], [%pd], 16;")
-    e("cp.async.commit_group;")
+    for i0 in range(0, STAGE, 4):
+        for i in range(i0, i0 + 4):
+            k = i - i0
+            e(f"add.u32 %c, %th, {128 * i};")
+            e("setp.lt.u32 %p, %c, %n;")
+            e("mul.wide.u32 %pd, %c, 16;")
+            e("add.u64 %pd, %px, %pd;")
+            e(f"@%p ld.global.nc.v4.b32 {{%v{4 * k}, %v{4 * k + 1}, %v{4 * k + 2}, %v{4 * k + 3}}}, [%pd];")
+        for i in range(i0, i0 + 4):
+            k = i - i0
+            e(f"add.u32 %c, %th, {128 * i};")
+            e("setp.lt.u32 %p, %c, %n;")
+            e("mad.lo.u32 %t0, %c, 16, %xs;")
+            e(f"@%p st.shared.v4.b32 [%t0], {{%v{4 * k}, %v{4 * k + 1}, %v{4 * k + 2}, %v{4 * k + 3}}};")
     e("// the weights to f32 while x lands (a BF16 is the top half of an f32)")
     for i in range(4 * CHUNKS):
         e(f"shl.b32 %t0, %w{i}, 16;")
         e(f"mov.b32 %f{2 * i}, %t0;")
         e(f"and.b32 %t0, %w{i}, 0xffff0000;")
         e(f"mov.b32 %f{2 * i + 1}, %t0;")
-    e("cp.async.wait_all;")
     e("bar.sync 0;")
-    e(f"// 3. {TPI} tokens per pass, interleaved (independent chains): per token 64 products per lane in order,")
-    e("// then the warp's sum; lane 0 stores the tokens below M")
+    e("// 3. per token: 64 products per lane in order, then the warp's sum; lane 0 stores")
     e("mad.lo.u32 %xl, %lane, 16, %xs;")
     e("setp.eq.u32 %pb, %lane, 0;")
     e("mul.wide.u32 %pd, %orow, 2;")
     e("add.u64 %po, %po, %pd;")
     e("mov.u32 %m, 0;")
-    e("TOKENS:")
-    for q in range(TPI):
-        e(f"mov.f32 %acc{q}, 0f00000000;")
+    e("TOKEN:")
+    e("mov.f32 %acc, 0f00000000;")
     for j in range(CHUNKS):
-        for q in range(TPI):
-            e(f"ld.shared.v4.b32 {{%v{4 * q}, %v{4 * q + 1}, %v{4 * q + 2}, %v{4 * q + 3}}}, [%xl+{512 * j + 2 * BA_K * q}];")
-        for w4 in range(4):
-            w = 4 * j + w4
-            for q in range(TPI):
-                e(f"shl.b32 %t0, %v{4 * q + w4}, 16;")
-                e("mov.b32 %x0, %t0;")
-                e(f"fma.rn.f32 %acc{q}, %f{2 * w}, %x0, %acc{q};")
-            for q in range(TPI):
-                e(f"and.b32 %t1, %v{4 * q + w4}, 0xffff0000;")
-                e("mov.b32 %x1, %t1;")
-                e(f"fma.rn.f32 %acc{q}, %f{2 * w + 1}, %x1, %acc{q};")
+        e(f"ld.shared.v4.b32 {{%v0, %v1, %v2, %v3}}, [%xl+{512 * j}];")
+        for q in range(4):
+            w = 4 * j + q
+            e(f"shl.b32 %t0, %v{q}, 16;")
+            e("mov.b32 %x0, %t0;")
+            e(f"and.b32 %t1, %v{q}, 0xffff0000;")
+            e("mov.b32 %x1, %t1;")
+            e(f"fma.rn.f32 %acc, %f{2 * w}, %x0, %acc;")
+            e(f"fma.rn.f32 %acc, %f{2 * w + 1}, %x1, %acc;")
     for k in (16, 8, 4, 2, 1):
-        for q in range(TPI):
-            e(f"shfl.sync.bfly.b32 %tmp{q}, %acc{q}, {k}, 31, 0xffffffff;")
-            e(f"add.f32 %acc{q}, %acc{q}, %tmp{q};")
-    for q in range(TPI):
-        e(f"add.u32 %t0, %m, {q};")
-        e("setp.lt.and.u32 %p, %t0, %M, %pb;")
-        e(f"cvt.rn.bf16.f32 %h, %acc{q};")
-        e(f"@%p st.global.b16 [%po+{2 * BA_ROWS * q}], %h;")
-    e(f"add.u64 %po, %po, {2 * BA_ROWS * TPI};  // the next pass's first row of out")
-    e(f"add.u32 %xl, %xl, {2 * BA_K * TPI};")
-    e(f"add.u32 %m, %m, {TPI};")
+        e(f"shfl.sync.bfly.b32 %tmp, %acc, {k}, 31, 0xffffffff;")
+        e("add.f32 %acc, %acc, %tmp;")
+    e("cvt.rn.bf16.f32 %h, %acc;")
+    e("@%pb st.global.b16 [%po], %h;")
+    e(f"add.u64 %po, %po, {2 * BA_ROWS};  // next token's row of out")
+    e(f"add.u32 %xl, %xl, {2 * BA_K};")
+    e("add.u32 %m, %m, 1;")
     e("setp.lt.u32 %p, %m, %M;")
-    e("@%p bra TOKENS;")
+    e("@%p bra TOKEN;")
     e("ret;")
     e("}")
     return "\n".join(L) + "\n"
