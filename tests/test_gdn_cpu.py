@@ -4,9 +4,6 @@ path and both references agree at the model's shapes."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import pytest
 import torch
 
@@ -22,12 +19,7 @@ C = contracts.get("gdn_decode_b32")
 
 
 def _generator():
-    path = paths.ptx_path("sm_90a", "gdn", "gen_gdn_decode").with_suffix(".py")
-    spec = importlib.util.spec_from_file_location("gen_gdn_decode_test", path)
-    m = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = m
-    spec.loader.exec_module(m)
-    return m
+    return paths.generator("gdn", "gen_gdn_decode")
 
 
 def test_generated_ptx_is_current():
@@ -112,12 +104,7 @@ V = contracts.get("gdn_verify_t16")
 
 
 def _verify_generator():
-    path = paths.ptx_path("sm_90a", "gdn", "gen_gdn_verify").with_suffix(".py")
-    spec = importlib.util.spec_from_file_location("gen_gdn_verify_test", path)
-    m = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = m
-    spec.loader.exec_module(m)
-    return m
+    return paths.generator("gdn", "gen_gdn_verify")
 
 
 def test_verify_ptx_is_current():

@@ -17,11 +17,7 @@ from netra.reference.proj import fp8_linear as ref_fp8_linear
 
 
 def _generator():
-    path = paths.ptx_path("sm_90a", "proj", "gen_fp8_gemv").with_suffix(".py")
-    spec = importlib.util.spec_from_file_location("gen_fp8_gemv", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return paths.generator("proj", "gen_fp8_gemv")
 
 
 @pytest.mark.parametrize("sh", SHAPES, ids=lambda s: s.name)
@@ -142,19 +138,12 @@ def test_runner_with_real_projection_shapes_packs_and_matches_the_reference():
 
 
 def test_bf16_gemv_ptx_is_current_and_framework_path_matches():
-    import importlib.util
-    import sys as _sys
-
     from netra import contracts, paths
     from netra.decode import ops as dops
     from netra.lifecycle import testbeds
     from netra.lifecycle.metrics import rel_err
 
-    path = paths.ptx_path("sm_90a", "proj", "gen_bf16_gemv").with_suffix(".py")
-    spec = importlib.util.spec_from_file_location("gen_bf16_gemv_test", path)
-    g = importlib.util.module_from_spec(spec)
-    _sys.modules[spec.name] = g
-    spec.loader.exec_module(g)
+    g = paths.generator("proj", "gen_bf16_gemv")
     c = contracts.get("bf16_gemv_n64_k2048")
     assert g.NAME == c.name
     assert paths.ptx_path("sm_90a", "proj", c.name).read_text() == g.generate(), "run gen_bf16_gemv.py"

@@ -9,7 +9,6 @@
 Writes gdn_variant.json to --out.   python3 experiments/gdn/gdn_variant.py --out "$OUT"
 """
 
-import importlib.util
 import json
 import math
 import os
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from netra import contracts
+from netra import contracts, paths
 from netra.contracts import Contract, Scalar, Tensor
 from netra.decode import ops as dops
 from netra.lifecycle import bench, testbeds
@@ -34,11 +33,7 @@ GENERATORS = {"v1_cluster_barriers": HERE / "gen_gdn_decode.py", "v2_st_async": 
 
 
 def _module(tag: str, path: Path):
-    spec = importlib.util.spec_from_file_location(f"gen_gdn_{tag}", path)
-    m = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = m  # dataclasses look their module up there
-    spec.loader.exec_module(m)
-    return m
+    return paths.load_module(path, f"gen_gdn_{tag}")
 
 
 POOL = 64
@@ -210,9 +205,8 @@ def main():
         for tag, (_, go) in kernels.items():
             row[f"{tag}_us"], _ = bench.graph_time(lambda c: go(*args(sets[c])), copies)
         row["framework_op_us"], _ = bench.graph_time(
-            lambda c: dops.gdn_decode_framework(sets[c]["qkv"], sets[c]["z"], sets[c]["b_in"], sets[c]["a_in"], sets[c]["conv_w"],
-                                      sets[c]["a_log"], sets[c]["dt_bias"], sets[c]["norm_w"], sets[c]["conv_pool"],
-                                      sets[c]["state_pool"], sets[c]["slots"], 16, EPS, sets[c]["out"]), copies, bench.PEER_REPLAYS)
+            lambda c: dops.gdn_decode_framework(*testbeds._gdn_args(sets[c]), 16, EPS, sets[c]["out"]), copies,
+            bench.PEER_REPLAYS)
         row["fla_0_6_0_us"] = None
         if peer is not None:
             fsets = [fla_inputs(s) for s in sets]

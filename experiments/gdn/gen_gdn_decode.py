@@ -26,15 +26,15 @@ Deterministic: every sum has a fixed order.
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-_spec = importlib.util.spec_from_file_location("gen_fp8_gemv", ROOT / "kernels/sm_90a/proj/gen_fp8_gemv.py")
-_gen = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_gen)
+sys.path.insert(0, str(ROOT / "src"))
+from netra import paths  # noqa: E402
+
+_gen = paths.generator("proj", "gen_fp8_gemv")
 Emit = _gen.Emit
 
 NAME = "gdn_decode_b32"

@@ -15,7 +15,6 @@ separate graph launches; two launches on the same slot inside one PDL chain woul
   python3 experiments/gdn/pdl_variant.py --out "$OUT"      (on the H200, PYTHONPATH=src)
 """
 
-import importlib.util
 import json
 import os
 import sys
@@ -30,10 +29,7 @@ from netra.runtime import launch as rt_launch
 from netra.runtime import loader
 
 C = contracts.get("gdn_decode_b32")
-spec = importlib.util.spec_from_file_location("gen_gdn_decode_pdl", paths.ptx_path("sm_90a", "gdn", "gen_gdn_decode").with_suffix(".py"))
-gen = importlib.util.module_from_spec(spec)
-sys.modules[spec.name] = gen
-spec.loader.exec_module(gen)
+gen = paths.generator("gdn", "gen_gdn_decode")
 
 
 def pdl_launcher():

@@ -11,7 +11,6 @@ cluster_variant.json to --out (default: beside this file).
 """
 
 import dataclasses
-import importlib.util
 import json
 import os
 import sys
@@ -19,17 +18,14 @@ from pathlib import Path
 
 import torch
 
-from netra import contracts
+from netra import contracts, paths
 from netra.lifecycle import bench, check, testbeds
 from netra.lifecycle.metrics import rel_err
 from netra.runtime import launch as rt_launch
 from netra.runtime import loader
 
 HERE = Path(__file__).resolve().parent
-_spec = importlib.util.spec_from_file_location("gen_cluster", HERE / "gen_fp8_gemv_cluster.py")
-gen = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = gen  # dataclasses look their module up there
-_spec.loader.exec_module(gen)
+gen = paths.load_module(HERE / "gen_fp8_gemv_cluster.py", "gen_cluster")
 
 
 def correctness(tb, go) -> dict:

@@ -17,7 +17,6 @@ Same math, packed weight layout, scales and reduction precision as the promoted 
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,11 +24,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+from netra import paths  # noqa: E402
 from netra.contracts.proj import SHAPES, Fp8Gemv  # noqa: E402
 
-_spec = importlib.util.spec_from_file_location("gen_fp8_gemv", ROOT / "kernels/sm_90a/proj/gen_fp8_gemv.py")
-_gen = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_gen)
+_gen = paths.generator("proj", "gen_fp8_gemv")
 Emit, G = _gen.Emit, _gen  # the promoted generator's emitters, shared
 
 THREADS = 128  # 4 warps, one strip each

@@ -18,3 +18,23 @@ def ptx_path(arch: str, family: str, name: str) -> Path:
 
 def results_dir(arch: str = "sm_90a") -> Path:
     return RESULTS / arch
+
+
+def load_module(path: Path, name: str | None = None):
+    """Import a Python file that is not in a package (a kernel's generator, an experiment's
+    variant), once per name; it is registered in sys.modules (dataclasses look it up there)."""
+    import importlib.util
+    import sys
+
+    name = name or f"netra_file_{Path(path).stem}"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def generator(family: str, stem: str, arch: str = "sm_90a"):
+    """The generator kernels/<arch>/<family>/<stem>.py, imported."""
+    return load_module(KERNELS / arch / family / f"{stem}.py", f"netra_gen_{stem}")

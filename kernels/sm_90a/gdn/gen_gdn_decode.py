@@ -35,20 +35,16 @@ Deterministic: every sum has a fixed order.
 
 from __future__ import annotations
 
-import importlib.util
 import struct
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "src"))
+from netra import paths  # noqa: E402
 from netra.contracts.gdn import CONV_DIM as CONV, DK, DV, KW, NK, NV  # noqa: E402  (shapes, written once)
 
-_spec = importlib.util.spec_from_file_location("gen_fp8_gemv", HERE.parent / "proj" / "gen_fp8_gemv.py")
-_gen = importlib.util.module_from_spec(_spec)
-sys.modules.setdefault(_spec.name, _gen)
-_spec.loader.exec_module(_gen)
-Emit = _gen.Emit
+Emit = paths.generator("proj", "gen_fp8_gemv").Emit
 
 NAME = "gdn_decode_b32"
 THREADS, CLUSTER, CHUNK = 128, 8, 32
@@ -76,6 +72,38 @@ def _wait(e: Emit, bar: str, label: str) -> None:
     e(f"{label}:")
     e(f"mbarrier.try_wait.parity.shared::cta.b64 %p, [{bar}], 0;")
     e(f"@!%p bra {label};")
+
+
+def cluster_coords(e: Emit, col_note: str = "  // this thread's state column") -> None:
+    """Thread, warp, lane; cluster rank, sequence, key head kh, value head h, column chunk r and column."""
+    e("mov.u32 %th, %tid.x;")
+    e("shr.u32 %warp, %th, 5;")
+    e("and.b32 %lane, %th, 31;")
+    e("mov.u32 %rank, %cluster_ctarank;")
+    e("mov.u32 %cl, %clusterid.x;  // seq * 16 + kh")
+    e("shr.u32 %seq, %cl, 4;")
+    e("and.b32 %kh, %cl, 15;")
+    e("shr.u32 %t0, %rank, 2;")
+    e("mad.lo.u32 %h, %kh, 2, %t0;  // value head")
+    e("and.b32 %r, %rank, 3;  // column chunk")
+    e(f"mad.lo.u32 %col, %r, {CHUNK}, %lane;{col_note}")
+
+
+def conv_channel(e: Emit, notes: bool = True) -> None:
+    """%ch = this thread's conv channel (%pq: q or k, th < 32; %pc: any, th < 64)."""
+    n = (lambda s: "  // " + s) if notes else (lambda s: "")  # noqa: E731
+    e(f"setp.lt.u32 %pq, %th, {2 * QK_PER_RANK};")
+    e(f"setp.lt.u32 %pc, %th, {2 * QK_PER_RANK + CHUNK};")
+    e(f"and.b32 %t0, %th, {QK_PER_RANK - 1};")
+    e(f"mad.lo.u32 %t0, %rank, {QK_PER_RANK}, %t0;")
+    e(f"mad.lo.u32 %t0, %kh, {DK}, %t0;{n('q channel')}")
+    e(f"setp.ge.u32 %p, %th, {QK_PER_RANK};")
+    e(f"@%p add.u32 %t0, %t0, {NK * DK};{n('k channel')}")
+    e(f"sub.u32 %t1, %th, {2 * QK_PER_RANK};")
+    e(f"mad.lo.u32 %t1, %r, {CHUNK}, %t1;")
+    e(f"mad.lo.u32 %t1, %h, {DV}, %t1;")
+    e(f"add.u32 %t1, %t1, {2 * NK * DK};{n('v channel')}")
+    e("selp.b32 %ch, %t0, %t1, %pq;")
 
 
 def block_sum2(e: Emit, a: str, b: str, da: str, db: str) -> None:
@@ -189,17 +217,7 @@ def generate(pdl: bool = False) -> str:
     e("ld.param.u32 %zrow, [z_row];")
     e("ld.param.u32 %npool, [pool_slots];")
     e("ld.param.f32 %eps, [eps];")
-    e("mov.u32 %th, %tid.x;")
-    e("shr.u32 %warp, %th, 5;")
-    e("and.b32 %lane, %th, 31;")
-    e("mov.u32 %rank, %cluster_ctarank;")
-    e("mov.u32 %cl, %clusterid.x;  // seq * 16 + kh")
-    e("shr.u32 %seq, %cl, 4;")
-    e("and.b32 %kh, %cl, 15;")
-    e("shr.u32 %t0, %rank, 2;")
-    e("mad.lo.u32 %h, %kh, 2, %t0;  // value head")
-    e("and.b32 %r, %rank, 3;  // column chunk")
-    e(f"mad.lo.u32 %col, %r, {CHUNK}, %lane;  // this thread's state column")
+    cluster_coords(e)
     e("setp.eq.u32 %p, %th, 0;")
     e("@!%p bra INIT_DONE;")
     e("mbarrier.init.shared::cta.b64 [bar_qk], 1;")
@@ -239,18 +257,7 @@ def generate(pdl: bool = False) -> str:
     e(f"add.u64 %pt, {A['z']}, %pt;")
     act("@%pw ld.global.nc.b16 %zb, [%pt];")
     e("// this thread's conv channel: q (th < 16), k (th < 32), v (th < 64)")
-    e(f"setp.lt.u32 %pq, %th, {2 * QK_PER_RANK};")
-    e(f"setp.lt.u32 %pc, %th, {2 * QK_PER_RANK + CHUNK};")
-    e(f"and.b32 %t0, %th, {QK_PER_RANK - 1};")
-    e(f"mad.lo.u32 %t0, %rank, {QK_PER_RANK}, %t0;")
-    e(f"mad.lo.u32 %t0, %kh, {DK}, %t0;  // q channel")
-    e(f"setp.ge.u32 %p, %th, {QK_PER_RANK};")
-    e(f"@%p add.u32 %t0, %t0, {NK * DK};  // k channel")
-    e(f"sub.u32 %t1, %th, {2 * QK_PER_RANK};")
-    e(f"mad.lo.u32 %t1, %r, {CHUNK}, %t1;")
-    e(f"mad.lo.u32 %t1, %h, {DV}, %t1;")
-    e(f"add.u32 %t1, %t1, {2 * NK * DK};  // v channel")
-    e("selp.b32 %ch, %t0, %t1, %pq;")
+    conv_channel(e)
     e("mad.lo.u32 %t1, %seq, %qrow, %ch;")
     e("mul.wide.u32 %pt, %t1, 2;")
     e(f"add.u64 %pt, {A['qkv']}, %pt;")

@@ -23,16 +23,15 @@ sequence's outputs NaN.
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-_spec = importlib.util.spec_from_file_location("gen_gdn_decode", HERE / "gen_gdn_decode.py")
-d = importlib.util.module_from_spec(_spec)
-sys.modules.setdefault(_spec.name, d)
-_spec.loader.exec_module(d)
-from netra.contracts.gdn import MAX_TOKENS as MAXT  # noqa: E402  (after gen_gdn_decode put src on the path)
+sys.path.insert(0, str(HERE.parents[2] / "src"))
+from netra import paths  # noqa: E402
+from netra.contracts.gdn import MAX_TOKENS as MAXT  # noqa: E402  (shapes, written once)
+
+d = paths.generator("gdn", "gen_gdn_decode")
 
 NAME = "gdn_verify_t16"
 CONV, DK, DV, KW, NK, NV = d.CONV, d.DK, d.DV, d.KW, d.NK, d.NV
@@ -86,17 +85,7 @@ def generate() -> str:
                    ("%np", "pool_slots")):
         e(f"ld.param.u32 {reg}, [{s}];")
     e("ld.param.f32 %eps, [eps];")
-    e("mov.u32 %th, %tid.x;")
-    e("shr.u32 %warp, %th, 5;")
-    e("and.b32 %lane, %th, 31;")
-    e("mov.u32 %rank, %cluster_ctarank;")
-    e("mov.u32 %cl, %clusterid.x;  // seq * 16 + kh")
-    e("shr.u32 %seq, %cl, 4;")
-    e("and.b32 %kh, %cl, 15;")
-    e("shr.u32 %t0, %rank, 2;")
-    e("mad.lo.u32 %h, %kh, 2, %t0;  // value head")
-    e("and.b32 %r, %rank, 3;  // column chunk")
-    e(f"mad.lo.u32 %col, %r, {CHUNK}, %lane;")
+    d.cluster_coords(e, col_note="")
     e("setp.eq.u32 %p, %th, 0;")
     e("@!%p bra INIT_DONE;")
     e("mbarrier.init.shared::cta.b64 [bar_qk], 1;")
@@ -147,18 +136,7 @@ def generate() -> str:
         if t + 1 < MAXT:
             e("add.u32 %t0, %t0, %ztok;")
     e("// the conv channel of this thread: q (th < 16), k (th < 32), v (th < 64), as in the decode kernel")
-    e(f"setp.lt.u32 %pq, %th, {2 * QKR};")
-    e(f"setp.lt.u32 %pc, %th, {2 * QKR + CHUNK};")
-    e(f"and.b32 %t0, %th, {QKR - 1};")
-    e(f"mad.lo.u32 %t0, %rank, {QKR}, %t0;")
-    e(f"mad.lo.u32 %t0, %kh, {DK}, %t0;")
-    e(f"setp.ge.u32 %p, %th, {QKR};")
-    e(f"@%p add.u32 %t0, %t0, {NK * DK};")
-    e(f"sub.u32 %t1, %th, {2 * QKR};")
-    e(f"mad.lo.u32 %t1, %r, {CHUNK}, %t1;")
-    e(f"mad.lo.u32 %t1, %h, {DV}, %t1;")
-    e(f"add.u32 %t1, %t1, {2 * NK * DK};")
-    e("selp.b32 %ch, %t0, %t1, %pq;")
+    d.conv_channel(e, notes=False)
     e("mad.lo.u32 %t0, %seq, %qseq, %ch;")
     for t in range(MAXT):
         e(f"setp.gt.and.u32 %p, %T, {t}, %pc;")
