@@ -221,3 +221,16 @@ def test_netra_decode_without_a_gpu_runs_the_gates_on_a_tiny_model(capsys):
     out = capsys.readouterr()
     text = out.out + out.err
     assert "needs an NVIDIA H200" in text and "depth-limited token gate (4 layers)" in text
+
+
+def test_speed_engines_measure_each_promoted_family_alone():
+    """The decode record's speed A/B: the framework path and all kernels at every batch, and
+    all kernels but one op at the first batch, for each promoted op family, in one run."""
+    import netra.ops
+    from netra.decode import main as dmain
+
+    e = dmain.engines((1, 8, 32))
+    assert e[:2] == [("netra-framework-graph", ("all",), (1, 8, 32)), ("netra-kernels-graph", (), (1, 8, 32))]
+    assert [(n, off, b) for n, off, b in e[2:]] == [(f"netra-kernels-minus-{op}-graph", (op,), (1,)) for op in dmain.ABLATE]
+    for op in dmain.ABLATE:  # every ablated name is an op set_framework knows
+        assert any(k.op == op for k in netra.ops.OPS.values()), op

@@ -114,6 +114,12 @@ def cmd_run(a) -> int:
     return 0 if ok else 1
 
 
+def decode_ablate() -> tuple[str, ...]:
+    from .decode.main import ABLATE
+
+    return ABLATE
+
+
 def cmd_decode(a) -> int:
     """The main job on an H200: the decode runner's gates and speed A/B on the full-size model.
     Without a GPU: assemble every kernel, then run the same gates on a tiny synthetic model on
@@ -132,7 +138,7 @@ def cmd_decode(a) -> int:
     else:
         rc = 0
         rec = decode.run(a.checkpoint, a.layers, tuple(a.batch), a.steps, a.context, a.seed, a.prompts, a.prompt_len,
-                         a.free_steps, a.shadow_len, a.gate_layers or None, log=log)
+                         a.free_steps, a.shadow_len, a.gate_layers or None, log=log, ablate=tuple(a.ablate))
     g = rec["gates"]
     log(json.dumps({k: g[k] for k in (*decode.GATE_KEYS, "top1_checked")}))
     if g.get("depth_limited"):
@@ -210,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--shadow-len", type=int, default=64, help="positions of the layer shadow")
     s.add_argument("--gate-layers", type=int, default=8,
                    help="also run the token gates on the first N layers, where BF16 stays decidable on synthetic weights (0: off)")
+    s.add_argument("--ablate", nargs="*", default=list(decode_ablate()),
+                   help="ops switched off one at a time (all other kernels on) at the first batch, in the same run")
     s.set_defaults(fn=cmd_decode)
     s = sub.add_parser("repack", help="write a real-layout FP8 checkpoint Netra-packed, for fast reloads")
     s.add_argument("src")

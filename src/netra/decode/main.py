@@ -151,10 +151,22 @@ def token_gates(ckpt: ck.Checkpoint, prompts, free_prompt, free_steps: int, devi
     return tf, fd, runner, packed
 
 
+ABLATE = ("fp8_linear", "bf16_linear2", "gdn_decode")  # each promoted op family, switched off alone at batch 1
+
+
+def engines(batches, ablate=ABLATE) -> list[tuple[str, tuple[str, ...], tuple[int, ...]]]:
+    """The runner's speed engines: (name, ops forced to the framework path, batches). The
+    framework path and all kernels at every batch; then, at the first batch, all kernels but
+    one op each, so a kernel family's effect is measured in the same run."""
+    out = [("netra-framework-graph", ("all",), tuple(batches)), ("netra-kernels-graph", (), tuple(batches))]
+    out += [(f"netra-kernels-minus-{op}-graph", (op,), tuple(batches[:1])) for op in ablate]
+    return out
+
+
 def run(checkpoint: str | None = None, layers: int | None = None, batches=(1, 8, 32), steps: int = 64,
         context: int = 1024, seed: int = 0, n_prompts: int = 4, prompt_len: int = 256, free_steps: int = 256,
         shadow_len: int = 64, gate_layers: int | None = 8, device="cuda", write: bool = True, log=print,
-        config: TextConfig | None = None) -> dict:
+        config: TextConfig | None = None, ablate: tuple[str, ...] = ABLATE) -> dict:
     t_start = time.time()
     if checkpoint:
         cfg = TextConfig.from_json(checkpoint)
@@ -203,13 +215,15 @@ def run(checkpoint: str | None = None, layers: int | None = None, batches=(1, 8,
     del runner
 
     # 4. speed A/B, every engine in this run
-    for engine, framework in (("netra-framework-graph", True), ("netra-kernels-graph", False)):
+    for engine, off, engine_batches in engines(batches, ablate):
         if not (is_cuda and batches):
             break
-        nops.set_framework("all", framework)
-        for b in batches:
+        nops.set_framework("all", False)
+        for op in off:
+            nops.set_framework(op, True)
+        for b in engine_batches:
             runner = DecodeRunner(packed, b, context, device=device)
-            ops_us = op_breakdown(runner) if b == batches[0] else None
+            ops_us = op_breakdown(runner) if b == batches[0] and not engine.startswith("netra-kernels-minus") else None
             kernels = kernels_used(runner)
             runner.capture()
             ms = _time_replays(runner, steps)
