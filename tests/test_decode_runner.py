@@ -234,3 +234,27 @@ def test_speed_engines_measure_each_promoted_family_alone():
     assert [(n, off, b) for n, off, b in e[2:]] == [(f"netra-kernels-minus-{op}-graph", (op,), (1,)) for op in dmain.ABLATE]
     for op in dmain.ABLATE:  # every ablated name is an op set_framework knows
         assert any(k.op == op for k in netra.ops.OPS.values()), op
+
+
+def test_decode_ops_skip_the_dispatcher_in_eager_code():
+    """The runner's ops call their bodies directly (the custom op's dispatcher layers cost tens
+    of microseconds per eager call); under named_ops() (and torch.compile) they go through
+    torch.ops.netra.<op>, which the profiler then names."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from netra.decode import ops as dops
+
+    x = torch.randn(2, 64).bfloat16()
+    wb, wa = torch.randn(32, 64).bfloat16(), torch.randn(32, 64).bfloat16()
+    ob, oa = torch.empty(2, 32, dtype=torch.bfloat16), torch.empty(2, 32, dtype=torch.bfloat16)
+
+    def names(ctx):
+        with ctx, profile(activities=[ProfilerActivity.CPU]) as prof:
+            dops.bf16_linear2(x, wb, wa, ob, oa)
+        return {e.key for e in prof.key_averages()}
+
+    import contextlib
+
+    assert "netra::bf16_linear2" not in names(contextlib.nullcontext())
+    assert "netra::bf16_linear2" in names(dops.named_ops())
+    assert torch.equal(ob, x @ wb.T) and torch.equal(oa, x @ wa.T)

@@ -33,6 +33,7 @@ from ..model.config import QWEN36_35B_A3B, TextConfig
 from ..model.packed import pack
 from ..reference.qwen36 import Reference
 from . import gates
+from . import ops as dops
 from .runner import DecodeRunner
 
 LIMIT_MS = 0.84  # batch-1 physical limit per token for 40 layers (design/qwen36.md)
@@ -47,7 +48,7 @@ def op_breakdown(runner: DecodeRunner, steps: int = 4, top: int = 25) -> list[di
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if runner.device.type == "cuda" else [])
     tokens = torch.zeros(runner.B, dtype=torch.long, device=runner.device)
     runner.step(tokens)
-    with profile(activities=acts) as prof:
+    with dops.named_ops(), profile(activities=acts) as prof:
         for _ in range(steps):
             runner.step(tokens)
         if runner.device.type == "cuda":
