@@ -1,4 +1,4 @@
-"""v3 candidate of the fp8_gemv kernels (NOT MEASURED YET; `cluster_variant.py` measures it):
+"""v3 candidate of the fp8_gemv kernels (measured and rejected: README.md; `proj_variant.py cluster` re-runs it):
 split K across the CTAs of a thread-block cluster, so each CTA converts only its K slice of
 x, and many small CTAs keep many weight bytes in flight.
 

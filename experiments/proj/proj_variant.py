@@ -1,0 +1,105 @@
+"""Check and time fp8_gemv candidates beside the promoted kernels, by the bench's own method,
+after a correctness check of their own.
+
+  python3 experiments/proj/proj_variant.py CANDIDATE [CANDIDATE ...] --out "$OUT"   (on the H200, PYTHONPATH=src)
+
+CANDIDATE: `cluster` (gen_fp8_gemv_cluster.py, v3, measured and rejected), `v4a`, `v4b`
+(gen_fp8_gemv_v4.py). For each shape: assemble with the pinned ptxas and flags; check at
+M in (1, 5, 8, 9, 16) against the float64 reference with NaN-poisoned outputs, twice
+(bitwise equal), and against the promoted kernel's output bitwise (v4 keeps its arithmetic);
+then time the candidate and the promoted kernel at M = 1, 8, 16 (CUDA-graph replay, cold
+weights, each against the read floor of its own grid). Writes <candidate>_variant.json to
+--out (default: beside this file).
+"""
+
+import dataclasses
+import json
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+from netra import contracts, paths
+from netra.contracts.proj import SHAPES
+from netra.lifecycle import bench, check, testbeds
+from netra.lifecycle.metrics import rel_err
+from netra.runtime import launch as rt_launch
+from netra.runtime import loader
+
+HERE = Path(__file__).resolve().parent
+
+
+def candidate(name: str):
+    """(generate(shape) -> ptx, geometry(shape) -> (grid, threads)) of a candidate."""
+    if name == "cluster":
+        gen = paths.load_module(HERE / "gen_fp8_gemv_cluster.py", "gen_cluster")
+        return (lambda sh: gen.generate(gen.Tiling(sh))), (lambda sh: (gen.Tiling(sh).grid, gen.THREADS))
+    gen = paths.load_module(HERE / "gen_fp8_gemv_v4.py", "gen_v4")
+    return (lambda sh: gen.generate(sh, name)), (lambda sh: gen.launch_geometry(sh, name))
+
+
+def correctness(tb, go, go_promoted) -> dict:
+    worst, bitwise, same_as_promoted = 0.0, True, True
+    for M in (1, 5, 8, 9, 16):
+        b = check.Bench(tb, {"M": M}, 0)
+        outs = []
+        for launch in (go, go, go_promoted):
+            b.reset()  # NaN poison
+            reason = launch(*tb.args(b.bufs))
+            assert reason is None, reason
+            torch.cuda.synchronize()
+            outs.append(b.bufs["out"].clone())
+        bitwise &= torch.equal(outs[0], outs[1])
+        same_as_promoted &= torch.equal(outs[0], outs[2])
+        worst = max(worst, rel_err(outs[0], tb.reference(b.original_inputs())["out"]))
+    return {"max_rel_err": worst, "tolerance": tb.contract.tolerance, "pass": worst <= tb.contract.tolerance,
+            "deterministic_bitwise": bitwise, "bitwise_equal_to_promoted": same_as_promoted}
+
+
+def run(name: str, out_dir: str, floors) -> dict:
+    generate, geometry = candidate(name)
+    keep, res = [], {}
+    for sh in SHAPES:
+        grid, threads = geometry(sh)
+        base_tb = testbeds.get(sh.name)
+        c2 = dataclasses.replace(contracts.get(sh.name), grid=(str(grid), "1", "1"), threads=threads, dynamic_smem=0)
+        tb2 = dataclasses.replace(base_tb, contract=c2)
+        module, fn = loader.load_text(sh.name, generate(sh))
+        keep.append(module)
+        go2 = rt_launch.make_guard_and_launch(c2, function_handle=int(fn), device=0)
+        k = loader.load(sh.name, 0)
+        go1 = rt_launch.make_guard_and_launch(base_tb.contract, function_handle=k.handle, device=0)
+        entry = {"geometry": {"grid": grid, "threads": threads}}
+        try:
+            entry["correctness"] = correctness(tb2, go2, go1)
+        except Exception as e:  # a candidate that fails is recorded, not fatal
+            entry["correctness"] = {"pass": False, "error": f"{type(e).__name__}: {str(e)[:300]}"}
+        print(name, sh.name, entry["correctness"], flush=True)
+        if entry["correctness"].get("pass"):
+            entry["cases"] = {}
+            for M in (1, 8, 16):
+                cand = bench.bench_case(tb2, {"M": M}, go2, floors, peers=False, log=print)
+                prom = bench.bench_case(base_tb, {"M": M}, go1, floors, peers=False, log=print)
+                entry["cases"][M] = {"candidate_us": cand["median_us"], "candidate_read_floor_us": cand["peers"]["read_floor"],
+                                     "candidate_roofline_fraction": cand["roofline_fraction"],
+                                     "promoted_us": prom["median_us"], "promoted_read_floor_us": prom["peers"]["read_floor"]}
+        res[sh.name] = entry
+        json.dump({"method": bench.METHOD.format(R=bench.REPLAYS), "candidate": name, "shapes": res},
+                  open(os.path.join(out_dir, f"{name}_variant.json"), "w"), indent=1)
+    for n, e in res.items():
+        print(name, n, e["correctness"].get("pass"), {M: (round(c["candidate_us"], 2), round(c["promoted_us"], 2))
+                                                       for M, c in e.get("cases", {}).items()})
+    return res
+
+
+def main():
+    out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
+    names = [a for a in sys.argv[1:] if not a.startswith("--") and a != out_dir] or ["v4a", "v4b"]
+    floors = (rt_launch.raw_launcher(loader.load("empty_kernel", 0)), rt_launch.raw_launcher(loader.load("read_floor", 0)))
+    for name in names:
+        run(name, out_dir, floors)
+
+
+if __name__ == "__main__":
+    main()
