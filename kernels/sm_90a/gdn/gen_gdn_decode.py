@@ -130,8 +130,10 @@ def block_sum2(e: Emit, a: str, b: str, da: str, db: str) -> None:
     e(f"add.f32 {db}, {db}, %f7;")
 
 
-def warp_partials(e: Emit, src: str, dst: str, red: str = "red") -> None:
-    """dst = sum over the 4 warps of src (per lane), added in warp order through shared memory ``red``."""
+def warp_partials(e: Emit, src: str, dst: str, red: str = "red", trailing: bool = True) -> None:
+    """dst = sum over the 4 warps of src (per lane), added in warp order through shared memory
+    ``red``; ``trailing=False`` leaves out the barrier that lets ``red`` be reused at once (the
+    caller alternates buffers instead)."""
     e(f"mov.u32 %t2, {red};")
     e(f"mad.lo.u32 %t0, %warp, {4 * CHUNK}, %t2;")
     e("shl.b32 %t1, %lane, 2;")
@@ -146,7 +148,8 @@ def warp_partials(e: Emit, src: str, dst: str, red: str = "red") -> None:
     e(f"add.f32 {dst}, %f0, %f1;")
     e(f"add.f32 {dst}, {dst}, %f2;")
     e(f"add.f32 {dst}, {dst}, %f3;")
-    e("bar.sync 0;")
+    if trailing:
+        e("bar.sync 0;")
 
 
 def gates(e: Emit, b: str, a: str, beta: str, dec: str) -> None:
