@@ -347,7 +347,7 @@ def generate(fast: bool = False) -> str:
         e("setp.lt.u32 %p, %lane, 4;")
         e(f"@!%p bra SUMSQ_{t};")
         e("mov.u32 %t0, norm_s;")
-        e(f"mad.lo.u32 %t0, %r, 4, %t0;")
+        e("mad.lo.u32 %t0, %r, 4, %t0;")
         e(f"add.u32 %t0, %t0, {16 * t};  // token t, slot r of ...")
         e("and.b32 %t1, %rank, 4;")
         e("add.u32 %t1, %t1, %lane;  // ... rank (rank & 4) + lane")
@@ -383,7 +383,7 @@ def generate(fast: bool = False) -> str:
     d._wait(e, "bar_norm", "WAIT_NORM")
     e("cvt.f32.bf16 %f4, %nwb;")
     e(f"mad.lo.u32 %t0, %h, {DV}, %col;")
-    e(f"mad.lo.u32 %t1, %seq, %T, 0;")
+    e("mad.lo.u32 %t1, %seq, %T, 0;")
     e(f"mad.lo.u32 %t1, %t1, {NV * DV}, %t0;  // out[seq, 0, h * 128 + col]")
     e("mov.u32 %t2, norm_s;")
     for t in range(MAXT):
