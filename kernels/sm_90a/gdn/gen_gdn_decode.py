@@ -250,7 +250,7 @@ def generate(pdl: bool = False) -> str:
     e("ld.global.nc.f32 %alog, [%pcv];")
     e(f"add.u64 %pcv, {A['dt_bias']}, %pt;")
     e("ld.global.nc.f32 %dtb, [%pcv];")
-    e(f"setp.lt.u32 %pw, %th, 32;")
+    e("setp.lt.u32 %pw, %th, 32;")
     e("mul.wide.u32 %pt, %col, 2;")
     e(f"add.u64 %pt, {A['norm_w']}, %pt;")
     e("@%pw ld.global.nc.b16 %nwb, [%pt];")
