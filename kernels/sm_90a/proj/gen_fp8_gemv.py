@@ -178,6 +178,31 @@ def store_partials(e: Emit) -> None:
     e("  st.shared.v2.f32 [%t1+544], {%acc6, %acc7};")
 
 
+def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: str) -> None:
+    """Output o = tid + threads r < 16 M: row o % 16, token o / 16; the W warps' partials at
+    red_base (the line that sets %t0) + 1024 w summed in warp order, BF16 to out[token, 16 s + row]."""
+    e("  shl.b32 %t1, %m, 4;")
+    for r in range(-(-256 // threads)):
+        e(f"  add.u32 %t0, %th, {r * threads};")
+        e("  setp.ge.u32 %p, %t0, %t1;")
+        e(f"  @%p bra {done};")
+        e("  and.b32 %t2, %t0, 15;")
+        e("  shr.u32 %t3, %t0, 4;")
+        e(red_base)
+        e("  mad.lo.u32 %t0, %t2, 64, %t0;")
+        e("  mad.lo.u32 %t0, %t3, 4, %t0;")
+        e("  ld.shared.f32 %f0, [%t0];")
+        for w_ in range(1, W):
+            e(f"  ld.shared.f32 %f1, [%t0+{w_ * 1024}];")
+            e("  add.f32 %f0, %f0, %f1;")
+        e("  cvt.rn.bf16.f32 %q0, %f0;")
+        e(f"  mad.lo.u32 %t0, %t3, {N}, %t2;")
+        e("  mad.lo.u32 %t0, %s, 16, %t0;")
+        e("  mul.wide.u32 %pt64, %t0, 2;")
+        e("  add.u64 %pb, %po, %pt64;")
+        e("  st.global.b16 [%pb], %q0;")
+
+
 def generate(sh: Shape) -> str:
     N, K, S, KB, W, KBW = sh.N, sh.K, sh.S, sh.KB, sh.W, sh.KBW
     assert N % 128 == 0 and K % 128 == 0 and KB % W == 0
@@ -309,28 +334,9 @@ def generate(sh: Shape) -> str:
         e("  mad.lo.u32 %t0, %warp, 1024, %t0;")
         store_partials(e)
         e("  bar.sync 0;")
-        passes = -(-256 // sh.threads)
-        e(f"  // output o = tid + {sh.threads} r < 16 M (r < {passes}): row o % 16, token o / 16; sum over warps in order")
-        e("  shl.b32 %t1, %m, 4;")
-        for r in range(passes):
-            e(f"  add.u32 %t0, %th, {r * sh.threads};")
-            e("  setp.ge.u32 %p, %t0, %t1;")
-            e(f"  @%p bra RED_DONE_{tag};")
-            e("  and.b32 %t2, %t0, 15;")
-            e("  shr.u32 %t3, %t0, 4;")
-            e(f"  mad.lo.u32 %t0, %par, {W * 1024}, %sred;")
-            e("  mad.lo.u32 %t0, %t2, 64, %t0;")
-            e("  mad.lo.u32 %t0, %t3, 4, %t0;")
-            e("  ld.shared.f32 %f0, [%t0];")
-            for w_ in range(1, W):
-                e(f"  ld.shared.f32 %f1, [%t0+{w_ * 1024}];")
-                e("  add.f32 %f0, %f0, %f1;")
-            e("  cvt.rn.bf16.f32 %q0, %f0;")
-            e(f"  mad.lo.u32 %t0, %t3, {N}, %t2;")
-            e("  mad.lo.u32 %t0, %s, 16, %t0;")
-            e("  mul.wide.u32 %pt64, %t0, 2;")
-            e("  add.u64 %pb, %po, %pt64;")
-            e("  st.global.b16 [%pb], %q0;")
+        e(f"  // output o = tid + {sh.threads} r < 16 M (r < {-(-256 // sh.threads)}): row o % 16, token o / 16; "
+          "sum over warps in order")
+        sum_warps_store(e, sh.threads, W, N, f"  mad.lo.u32 %t0, %par, {W * 1024}, %sred;", f"RED_DONE_{tag}")
         e(f"RED_DONE_{tag}:")
         e("  xor.b32 %par, %par, 1;")
 
