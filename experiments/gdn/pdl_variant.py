@@ -20,8 +20,6 @@ import os
 import sys
 
 import torch
-from cuda.bindings import driver as cu
-
 from netra import contracts, paths
 from netra.lifecycle import bench, check, testbeds
 from netra.lifecycle.metrics import rel_err
@@ -32,28 +30,11 @@ C = contracts.get("gdn_decode_b32")
 gen = paths.generator("gdn", "gen_gdn_decode")
 
 
-def pdl_launcher():
-    cfg = cu.CUlaunchConfig()
-    attr = cu.CUlaunchAttribute()
-    attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
-    attr.value.programmaticStreamSerializationAllowed = 1
-    cfg.attrs, cfg.numAttrs = [attr], 1
-
-    def launch(fn, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
-        cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = gx, gy, gz
-        cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = bx, by, bz
-        cfg.sharedMemBytes, cfg.hStream = smem, stream
-        err, = cu.cuLaunchKernelEx(cfg, cu.CUfunction(fn), params, 0)
-        return int(err)
-
-    return launch
-
-
 def main():
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else os.path.dirname(__file__)
     tb = testbeds.get(C.name)
     module, fn = loader.load_text(C.name, gen.generate(pdl=True))
-    go_pdl = rt_launch.make_guard_and_launch(C, function_handle=int(fn), device=0, launch=pdl_launcher())
+    go_pdl = rt_launch.make_guard_and_launch(C, function_handle=int(fn), device=0, launch=rt_launch.pdl_launcher())
     go_pdl_plain = rt_launch.make_guard_and_launch(C, function_handle=int(fn), device=0)
     k = loader.load(C.name, 0)
     go_prom = rt_launch.make_guard_and_launch(C, function_handle=k.handle, device=0)

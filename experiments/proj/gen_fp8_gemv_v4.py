@@ -41,9 +41,13 @@ G = paths.generator("proj", "gen_fp8_gemv")  # the promoted generator's emitters
 Emit = G.Emit
 
 
-VARIANTS = {  # name: (k blocks per warp, at most; .maxnreg or None)
-    "v4a": (1, 64),  # 16 warps, one k block each; 64 registers for two 512-thread CTAs per SM (ptxas spills 32 B)
-    "v4b": (4, None),  # 4 k blocks per warp: 128 threads at K = 2048, no register cap
+VARIANTS = {  # name: (k blocks per warp, at most; .maxnreg or None; programmatic dependent launch)
+    "v4a": (1, 64, False),  # 16 warps, one k block each; 64 registers for two 512-thread CTAs per SM (ptxas spills 32 B)
+    "v4b": (4, None, False),  # 4 k blocks per warp: 128 threads at K = 2048, no register cap
+    # PDL builds: the weight tiles are loaded before griddepcontrol.wait (weights are never
+    # written while kernels run), x after it; the next grid may launch once every CTA started
+    "v4a_pdl": (1, 64, True),
+    "v4b_pdl": (4, None, True),
 }
 
 
@@ -58,6 +62,7 @@ class Geometry:
     KB: int
     KBW: int
     maxnreg: int | None
+    pdl: bool = False
 
     @property
     def W(self) -> int:
@@ -65,8 +70,8 @@ class Geometry:
 
 
 def geometry(sh, variant: str = "v4a") -> Geometry:
-    kbw, maxnreg = VARIANTS[variant]
-    return Geometry(sh.name, sh.N, sh.K, sh.S, sh.KB, min(kbw, sh.KB), maxnreg)
+    kbw, maxnreg, pdl = VARIANTS[variant]
+    return Geometry(sh.name, sh.N, sh.K, sh.S, sh.KB, min(kbw, sh.KB), maxnreg, pdl)
 
 
 def launch_geometry(sh, variant: str = "v4a") -> tuple[int, int]:
@@ -156,6 +161,9 @@ def generate(shape, variant: str = "v4a") -> str:
         for j in range(4):
             r = (q * 4 + j) * 4
             e(f"  ld.global.nc.L1::no_allocate.v4.u32 {{%wa{r}, %wa{r + 1}, %wa{r + 2}, %wa{r + 3}}}, [%pa+{q * 2048 + j * 512}];")
+    if sh.pdl:
+        e("  griddepcontrol.launch_dependents;  // every CTA of this grid has started: the next may launch")
+        e("  griddepcontrol.wait;  // x (and the output, which the previous kernel may still read) from here")
     e("  // 2. per k block and n-tile: this thread's own x fragment values (n-tile 0's in flight with the")
     e("  //    weights; n-tile 1's, when M > 8, after n-tile 0's mma, to keep 2 CTAs of 512 threads per SM)")
     for i in range(8 if KBW > 1 else 0):

@@ -3,8 +3,9 @@ after a correctness check of their own.
 
   python3 experiments/proj/proj_variant.py CANDIDATE [CANDIDATE ...] --out "$OUT"   (on the H200, PYTHONPATH=src)
 
-CANDIDATE: `cluster` (gen_fp8_gemv_cluster.py, v3, measured and rejected), `v4a`, `v4b`
-(gen_fp8_gemv_v4.py). For each shape: assemble with the pinned ptxas and flags; check at
+CANDIDATE: `cluster` (gen_fp8_gemv_cluster.py, v3, measured and rejected), `v4a`, `v4b`,
+`v4a_pdl`, `v4b_pdl` (gen_fp8_gemv_v4.py; the PDL builds are also timed as a chain of
+cuLaunchKernelEx launches with programmatic stream serialization). For each shape: assemble with the pinned ptxas and flags; check at
 M in (1, 5, 8, 9, 16) against the float64 reference with NaN-poisoned outputs, twice
 (bitwise equal), and against the promoted kernel's output bitwise (v4 keeps its arithmetic);
 then time the candidate and the promoted kernel at M = 1, 8, 16 (CUDA-graph replay, cold
@@ -68,11 +69,17 @@ def run(name: str, out_dir: str, floors) -> dict:
         module, fn = loader.load_text(sh.name, generate(sh))
         keep.append(module)
         go2 = rt_launch.make_guard_and_launch(c2, function_handle=int(fn), device=0)
+        pdl = name.endswith("_pdl")
+        if pdl:  # the same function launched by cuLaunchKernelEx with programmatic serialization
+            go3 = rt_launch.make_guard_and_launch(c2, function_handle=int(fn), device=0, launch=rt_launch.pdl_launcher())
         k = loader.load(sh.name, 0)
         go1 = rt_launch.make_guard_and_launch(base_tb.contract, function_handle=k.handle, device=0)
         entry = {"geometry": {"grid": grid, "threads": threads}}
         try:
             entry["correctness"] = correctness(tb2, go2, go1)
+            if pdl:
+                entry["correctness_pdl_launch"] = correctness(tb2, go3, go1)
+                entry["correctness"]["pass"] &= entry["correctness_pdl_launch"]["pass"]
         except Exception as e:  # a candidate that fails is recorded, not fatal
             entry["correctness"] = {"pass": False, "error": f"{type(e).__name__}: {str(e)[:300]}"}
         print(name, sh.name, entry["correctness"], flush=True)
@@ -84,18 +91,22 @@ def run(name: str, out_dir: str, floors) -> dict:
                 entry["cases"][M] = {"candidate_us": cand["median_us"], "candidate_read_floor_us": cand["peers"]["read_floor"],
                                      "candidate_roofline_fraction": cand["roofline_fraction"],
                                      "promoted_us": prom["median_us"], "promoted_read_floor_us": prom["peers"]["read_floor"]}
+                if pdl:  # a chain of PDL launches: each one's weight reads overlap the previous one's tail
+                    cp = bench.bench_case(tb2, {"M": M}, go3, floors, peers=False, log=print)
+                    entry["cases"][M]["candidate_pdl_chain_us"] = cp["median_us"]
+                    entry["cases"][M]["candidate_pdl_chain_roofline_fraction"] = cp["roofline_fraction"]
         res[sh.name] = entry
         json.dump({"method": bench.METHOD.format(R=bench.REPLAYS), "candidate": name, "shapes": res},
                   open(os.path.join(out_dir, f"{name}_variant.json"), "w"), indent=1)
     for n, e in res.items():
-        print(name, n, e["correctness"].get("pass"), {M: (round(c["candidate_us"], 2), round(c["promoted_us"], 2))
+        print(name, n, e["correctness"].get("pass"), {M: tuple(round(c[k], 2) for k in ("candidate_us", "promoted_us", "candidate_pdl_chain_us") if k in c)
                                                        for M, c in e.get("cases", {}).items()})
     return res
 
 
 def main():
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
-    names = [a for a in sys.argv[1:] if not a.startswith("--") and a != out_dir] or ["v4a", "v4b"]
+    names = [a for a in sys.argv[1:] if not a.startswith("--") and a != out_dir] or ["v4a", "v4b", "v4b_pdl", "v4a_pdl"]
     floors = (rt_launch.raw_launcher(loader.load("empty_kernel", 0)), rt_launch.raw_launcher(loader.load("read_floor", 0)))
     for name in names:
         run(name, out_dir, floors)

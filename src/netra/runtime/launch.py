@@ -180,9 +180,33 @@ def make_guard_and_launch(
     return fn
 
 
-def raw_launcher(kernel: "loader.LoadedKernel") -> Callable:
+def pdl_launcher() -> Callable:
+    """A ``launch`` for make_guard_and_launch that launches with programmatic stream
+    serialization (cuLaunchKernelEx): the grid may start before the previous kernel on the
+    stream ends, and must reach ``griddepcontrol.wait`` before it reads anything that kernel
+    writes. Captured into a CUDA graph it becomes a programmatic edge. Only for kernels whose
+    contract says what they read before the wait."""
+    from cuda.bindings import driver as cu
+
+    cfg = cu.CUlaunchConfig()
+    attr = cu.CUlaunchAttribute()
+    attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+    attr.value.programmaticStreamSerializationAllowed = 1
+    cfg.attrs, cfg.numAttrs = [attr], 1
+
+    def launch(fn, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = gx, gy, gz
+        cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = bx, by, bz
+        cfg.sharedMemBytes, cfg.hStream = smem, stream
+        err, = cu.cuLaunchKernelEx(cfg, fn if isinstance(fn, cu.CUfunction) else cu.CUfunction(fn), params, 0)
+        return int(err)
+
+    return launch
+
+
+def raw_launcher(kernel: "loader.LoadedKernel", pdl: bool = False) -> Callable:
     """An unguarded launcher for the runtime's floors, whose geometry the bench chooses:
-    launch(grid, block, *param_values) on the current stream."""
+    launch(grid, block, *param_values) on the current stream (``pdl``: by pdl_launcher)."""
     contract = kernel.contract
     struct_type = loader.arg_struct(contract)
     args = struct_type()
@@ -191,15 +215,18 @@ def raw_launcher(kernel: "loader.LoadedKernel") -> Callable:
     params = (ctypes.c_void_p * max(n, 1))(*[base + getattr(struct_type, p.name).offset for p in contract.params])
     from cuda.bindings import driver as cu
 
-    launch, stream, names = cu.cuLaunchKernel, _current_stream_fn(), [p.name for p in contract.params]
+    stream, names = _current_stream_fn(), [p.name for p in contract.params]
     params_addr = ctypes.addressof(params) if n else 0
-    ok = cu.CUresult.CUDA_SUCCESS
+    if pdl:
+        launch, ok = pdl_launcher(), 0
+    else:
+        launch, ok = (lambda *a: cu.cuLaunchKernel(*a)[0]), cu.CUresult.CUDA_SUCCESS
 
     def go(grid, block, *values):
         for name, v in zip(names, values):
             setattr(args, name, v)
-        err, = launch(kernel.function, grid[0], grid[1], grid[2], block[0], block[1], block[2], 0,
-                      stream(kernel.device), params_addr, 0)
+        err = launch(kernel.function, grid[0], grid[1], grid[2], block[0], block[1], block[2], 0,
+                     stream(kernel.device), params_addr, 0)
         if err != ok:
             raise LaunchError(f"kernel {contract.name}: cuLaunchKernel failed with {error_name(err)}")
 
