@@ -4,7 +4,7 @@ after a correctness check of their own.
   python3 experiments/proj/proj_variant.py CANDIDATE [CANDIDATE ...] --out "$OUT"   (on the H200, PYTHONPATH=src)
 
 CANDIDATE: `cluster` (gen_fp8_gemv_cluster.py, v3, measured and rejected), `v4a`, `v4b`,
-`v4a_pdl`, `v4b_pdl` (gen_fp8_gemv_v4.py; the PDL builds are also timed as a chain of
+`v4a_pdl`, `v4b_pdl` (gen_fp8_gemv_v4.py), `v5`, `v5_pdl` (gen_fp8_gemv_v5.py; the PDL builds are also timed as a chain of
 cuLaunchKernelEx launches with programmatic stream serialization). For each shape: assemble with the pinned ptxas and flags; check at
 M in (1, 5, 8, 9, 16) against the float64 reference with NaN-poisoned outputs, twice
 (bitwise equal), and against the promoted kernel's output bitwise (v4 keeps its arithmetic);
@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 import torch
+from cuda.bindings import driver as cu
 
 from netra import contracts, paths
 from netra.contracts.proj import SHAPES
@@ -27,17 +28,21 @@ from netra.lifecycle import bench, check, testbeds
 from netra.lifecycle.metrics import rel_err
 from netra.runtime import launch as rt_launch
 from netra.runtime import loader
+from netra.runtime.driver import check as check_cu
 
 HERE = Path(__file__).resolve().parent
 
 
 def candidate(name: str):
-    """(generate(shape) -> ptx, geometry(shape) -> (grid, threads)) of a candidate."""
+    """(generate(shape) -> ptx, geometry(shape) -> (grid, threads, dynamic smem)) of a candidate."""
     if name == "cluster":
         gen = paths.load_module(HERE / "gen_fp8_gemv_cluster.py", "gen_cluster")
-        return (lambda sh: gen.generate(gen.Tiling(sh))), (lambda sh: (gen.Tiling(sh).grid, gen.THREADS))
+        return (lambda sh: gen.generate(gen.Tiling(sh))), (lambda sh: (gen.Tiling(sh).grid, gen.THREADS, 0))
+    if name.startswith("v5"):
+        gen = paths.load_module(HERE / "gen_fp8_gemv_v5.py", "gen_v5")
+        return (lambda sh: gen.generate(sh, name)), (lambda sh: gen.launch_geometry(sh, name))
     gen = paths.load_module(HERE / "gen_fp8_gemv_v4.py", "gen_v4")
-    return (lambda sh: gen.generate(sh, name)), (lambda sh: gen.launch_geometry(sh, name))
+    return (lambda sh: gen.generate(sh, name)), (lambda sh: (*gen.launch_geometry(sh, name), 0))
 
 
 def correctness(tb, go, go_promoted) -> dict:
@@ -62,11 +67,14 @@ def run(name: str, out_dir: str, floors) -> dict:
     generate, geometry = candidate(name)
     keep, res = [], {}
     for sh in SHAPES:
-        grid, threads = geometry(sh)
+        grid, threads, smem = geometry(sh)
         base_tb = testbeds.get(sh.name)
-        c2 = dataclasses.replace(contracts.get(sh.name), grid=(str(grid), "1", "1"), threads=threads, dynamic_smem=0)
+        c2 = dataclasses.replace(contracts.get(sh.name), grid=(str(grid), "1", "1"), threads=threads, dynamic_smem=smem)
         tb2 = dataclasses.replace(base_tb, contract=c2)
         module, fn = loader.load_text(sh.name, generate(sh))
+        if smem > 48 * 1024:
+            check_cu(cu.cuFuncSetAttribute(fn, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem),
+                     f"{sh.name}: raise dynamic shared memory")
         keep.append(module)
         go2 = rt_launch.make_guard_and_launch(c2, function_handle=int(fn), device=0)
         pdl = name.endswith("_pdl")
@@ -74,7 +82,7 @@ def run(name: str, out_dir: str, floors) -> dict:
             go3 = rt_launch.make_guard_and_launch(c2, function_handle=int(fn), device=0, launch=rt_launch.pdl_launcher())
         k = loader.load(sh.name, 0)
         go1 = rt_launch.make_guard_and_launch(base_tb.contract, function_handle=k.handle, device=0)
-        entry = {"geometry": {"grid": grid, "threads": threads}}
+        entry = {"geometry": {"grid": grid, "threads": threads, "dynamic_smem": smem}}
         try:
             entry["correctness"] = correctness(tb2, go2, go1)
             if pdl:
@@ -106,7 +114,7 @@ def run(name: str, out_dir: str, floors) -> dict:
 
 def main():
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
-    names = [a for a in sys.argv[1:] if not a.startswith("--") and a != out_dir] or ["v4a", "v4b", "v4b_pdl", "v4a_pdl"]
+    names = [a for a in sys.argv[1:] if not a.startswith("--") and a != out_dir] or ["v5", "v5_pdl"]
     floors = (rt_launch.raw_launcher(loader.load("empty_kernel", 0)), rt_launch.raw_launcher(loader.load("read_floor", 0)))
     for name in names:
         run(name, out_dir, floors)
