@@ -44,8 +44,13 @@ from netra.contracts.proj import SHAPES, SMS  # noqa: E402
 G = paths.generator("proj", "gen_fp8_gemv")  # the promoted generator's emitters, shared
 Emit = G.Emit
 
-VARIANTS = {"v5": False, "v5_pdl": True}  # name: programmatic dependent launch
-RING_BYTES = 160 * 1024  # weight stages per CTA; + 2 reduction buffers of W KB each
+VARIANTS = {  # name: (programmatic dependent launch, a producer warp)
+    "v5": (False, True),  # a producer warp refills each stage when its empty mbarrier completes
+    "v5_pdl": (True, True),
+    "v6": (False, False),  # no producer warp: thread 0 refills a strip's stages after the per-strip barrier
+    "v6_pdl": (True, False),
+}
+SMEM_MAX = 227 * 1024
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,7 @@ class Geometry:
     S: int
     KB: int
     pdl: bool
+    producer_warp: bool
 
     @property
     def W(self) -> int:  # consumer warps = k blocks per chunk
@@ -70,16 +76,21 @@ class Geometry:
         return self.W * 2048
 
     @property
-    def NS(self) -> int:  # stages
-        return min(RING_BYTES // self.SB, 16)
+    def NS(self) -> int:  # stages: what shared memory holds beside the reduction buffers, a multiple of NC
+        room = SMEM_MAX - 2 * self.W * 1024 - 256
+        return min(room // (self.SB + 64) // self.NC * self.NC, 16)
 
     @property
-    def threads(self) -> int:  # consumers + one producer warp
-        return 32 * (self.W + 1)
+    def threads(self) -> int:  # consumers (+ one producer warp)
+        return 32 * (self.W + self.producer_warp)
+
+    @property
+    def scl_off(self) -> int:  # each stage's weight-block scales (W floats, one 16-B-multiple bulk copy)
+        return self.NS * self.SB
 
     @property
     def red_off(self) -> int:
-        return self.NS * self.SB
+        return self.scl_off + self.NS * 64
 
     @property
     def bar_off(self) -> int:
@@ -95,7 +106,7 @@ class Geometry:
 
 
 def geometry(sh, variant: str = "v5") -> Geometry:
-    return Geometry(sh.name, sh.N, sh.K, sh.S, sh.KB, VARIANTS[variant])
+    return Geometry(sh.name, sh.N, sh.K, sh.S, sh.KB, *VARIANTS[variant])
 
 
 def launch_geometry(sh, variant: str = "v5") -> tuple[int, int, int]:
@@ -153,22 +164,74 @@ def _advance(e: Emit) -> None:
     e("  @%p xor.b32 %phase, %phase, 1;")
 
 
-def _ws_load(e: Emit, dst: str, strip: str, h: int, sh: Geometry, pred: str | None = None) -> None:
-    """dst = weight scale (strip / 8, h W + warp)."""
+def _issue(e: Emit, sh: Geometry, strip: str, h: int, stage: str) -> None:
+    """Expect the bytes on full[stage] and bulk-copy chunk h of ``strip`` (its W weight tiles and
+    their W block scales) into stage ``stage``."""
+    e(f"  mad.lo.u32 %bf, {stage}, 8, %bars;")
+    e(f"  mbarrier.arrive.expect_tx.shared::cta.b64 _, [%bf], {sh.SB + 4 * sh.W};")
+    e(f"  mad.lo.u32 %ta, {stage}, {sh.SB}, %sbase;")
+    e(f"  mul.lo.u32 %t0, {strip}, {sh.KB};")
+    e(f"  add.u32 %t0, %t0, {h * sh.W};")
+    e("  mul.wide.u32 %pt64, %t0, 2048;")
+    e("  add.u64 %pa, %pw, %pt64;")
+    e(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%ta], [%pa], {sh.SB}, [%bf], %pol;")
+    e("  // and the chunk's W weight-block scales (s / 8, h W .. h W + W - 1): no dependent global load for the consumers")
     e(f"  shr.u32 %t0, {strip}, 3;")
-    e(f"  mad.lo.u32 %t0, %t0, {sh.KB}, %warp;")
+    e(f"  mul.lo.u32 %t0, %t0, {sh.KB};")
     e(f"  add.u32 %t0, %t0, {h * sh.W};")
     e("  mul.wide.u32 %pt64, %t0, 4;")
-    e("  add.u64 %pb, %ps, %pt64;")
-    e(f"  {'@' + pred + ' ' if pred else ''}ld.global.nc.f32 {dst}, [%pb];")
+    e("  add.u64 %pa, %ps, %pt64;")
+    e(f"  mad.lo.u32 %ta, {stage}, 64, %sbase;")
+    e(f"  add.u32 %ta, %ta, {sh.scl_off};")
+    e(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%ta], [%pa], {4 * sh.W}, [%bf];")
+
+
+def _issue_strips(e: Emit, sh: Geometry, first: str, count: int, stage0: str, label: str) -> None:
+    """Thread 0 (the caller branches the others around): chunks of the CTA's strips first,
+    first + G, ..., (count strips) into stages stage0, stage0 + 1, ... (skipping strips >= S)."""
+    e(f"  mov.u32 %sn, {first};")
+    for i in range(count):
+        e(f"  setp.ge.u32 %p, %sn, {sh.S};")
+        e(f"  @%p bra {label};")
+        for h in range(sh.NC):
+            e(f"  add.u32 %t3, {stage0}, {i * sh.NC + h};")
+            _issue(e, sh, "%sn", h, "%t3")
+        e("  add.u32 %sn, %sn, %nct;")
+    e(f"{label}:")
+
+
+def _producer(e: Emit, sh: Geometry) -> None:
+    """Warp W: lane 0 streams the CTA's chunks into the ring, each stage once its empty
+    mbarrier completed (every consumer thread arrived)."""
+    NS, NC, S = sh.NS, sh.NC, sh.S
+    e("  // producer: lane 0 of warp W streams this CTA's chunks into the ring")
+    if not sh.pdl:
+        e(f"  bar.sync 2, {sh.threads};  // after the consumers issued their x loads: x is not queued behind the stream")
+    e("  setp.ne.u32 %p, %lane, 0;")
+    e("  @%p bra EXIT;")
+    e("P_STRIP:")
+    for h in range(NC):
+        e(f"  // chunk {h}: wait until the consumers released the stage (the first round passes at once)")
+        e("  mad.lo.u32 %be, %stage, 8, %bars;")
+        e(f"  add.u32 %be, %be, {8 * NS};")
+        e("  xor.b32 %t1, %phase, 1;")
+        e(f"P_WAIT{h}:")
+        e("  mbarrier.try_wait.parity.shared::cta.b64 %p, [%be], %t1;")
+        e(f"  @!%p bra P_WAIT{h};")
+        _issue(e, sh, "%s", h, "%stage")
+        _advance(e)
+    e("  add.u32 %s, %s, %nct;")
+    e(f"  setp.lt.u32 %p, %s, {S};")
+    e("  @%p bra P_STRIP;")
+    e("  bra EXIT;")
 
 
 def generate(shape, variant: str = "v5") -> str:
     sh = geometry(shape, variant)
-    N, K, S, KB, W, NC, SB, NS = sh.N, sh.K, sh.S, sh.KB, sh.W, sh.NC, sh.SB, sh.NS
+    N, K, S, W, NC, SB, NS = sh.N, sh.K, sh.S, sh.W, sh.NC, sh.SB, sh.NS
     e = Emit()
     e(f"// {sh.name} ({variant} candidate, experiments/proj/gen_fp8_gemv_v5.py): a persistent weight stream.")
-    e(f"// grid min(S, {SMS}); {W} consumer warps + 1 producer warp; {NS} stages of {SB} B (cp.async.bulk),")
+    e(f"// grid min(S, {SMS}); {W} consumer warps{' + 1 producer warp' if sh.producer_warp else ''}; {NS} stages of {SB} B (cp.async.bulk),")
     e(f"// {NC} chunk(s) per strip; x fragments converted once per CTA; dynamic shared memory {sh.smem} B.")
     G.header(e)
     e()
@@ -179,13 +242,13 @@ def generate(shape, variant: str = "v5") -> str:
     e("{")
     e("  .reg .pred %p, %pm8, %pv, %pz, %pn;")
     e("  .reg .b32 %th, %warp, %lane, %g, %tig, %m, %s, %sn, %nct, %t0, %t1, %t2, %t3, %tok, %kb, %src;")
-    e("  .reg .b32 %sbase, %bars, %stage, %phase, %ns, %buf, %bf, %be, %ta;")
+    e("  .reg .b32 %sbase, %bars, %stage, %st0, %phase, %ns, %buf, %bf, %be, %ta;")
     e("  .reg .b32 %wa<16>, %a<4>;")
     for nt in range(2):
         for h in range(NC):
             e(f"  .reg .b32 %xr{nt}_{h}_<16>, %inv{nt}_{h};")
     for h in range(NC):
-        e(f"  .reg .f32 %ws{h}, %wsn{h};")
+        e(f"  .reg .f32 %ws{h};")
     e("  .reg .b16 %q<8>;")
     e("  .reg .f32 %c<8>, %acc<8>, %f<8>, %xs<4>, %amax, %sc;")
     e("  .reg .b64 %px, %pw, %ps, %po, %pa, %pb, %pt64, %pol;")
@@ -195,68 +258,54 @@ def generate(shape, variant: str = "v5") -> str:
     e("  mov.u32 %sbase, dsm;")
     e(f"  add.u32 %bars, %sbase, {sh.bar_off};  // full[i] at bars + 8 i, empty[i] at bars + 8 (NS + i)")
     e(f"  mov.u32 %ns, {NS};")
+    e("  createpolicy.fractional.L2::evict_first.b64 %pol, 1.0;  // weights are read once per step")
     e("  setp.ne.u32 %p, %th, 0;")
     e("  @%p bra INIT_DONE;")
     for i in range(NS):
         e(f"  mbarrier.init.shared::cta.b64 [%bars+{8 * i}], 1;")
-        e(f"  mbarrier.init.shared::cta.b64 [%bars+{8 * (NS + i)}], {32 * W};")
+        if sh.producer_warp:
+            e(f"  mbarrier.init.shared::cta.b64 [%bars+{8 * (NS + i)}], {32 * W};")
     e("  fence.mbarrier_init.release.cluster;  // visible to the async proxy (the bulk copies)")
+    if not sh.producer_warp and sh.pdl:
+        e("  // the first NS chunks, before griddepcontrol.wait: weights do not depend on the previous kernel")
+        _issue_strips(e, sh, "%s", NS // NC, "0", "PRO_ISSUED")
     e("INIT_DONE:")
     e("  bar.sync 0;")
     if sh.pdl:
         e("  griddepcontrol.launch_dependents;  // every CTA of this grid has started: the next may launch")
     e("  mov.u32 %stage, 0;")
     e("  mov.u32 %phase, 0;")
-    e(f"  setp.lt.u32 %p, %warp, {W};")
-    e("  @%p bra CONSUMER;")
+    if not sh.producer_warp:
+        e("  bra CONSUMER;")
+    else:
+        e(f"  setp.lt.u32 %p, %warp, {W};")
+        e("  @%p bra CONSUMER;")
     # ---------------------------------------------------------------- producer
-    e("  // producer: lane 0 of warp W streams this CTA's chunks into the ring")
-    e("  setp.ne.u32 %p, %lane, 0;")
-    e("  @%p bra EXIT;")
-    e("  createpolicy.fractional.L2::evict_first.b64 %pol, 1.0;  // weights are read once per step")
-    e("P_STRIP:")
-    for h in range(NC):
-        e(f"  // chunk {h}: wait until the consumers released the stage (the first round passes at once)")
-        e("  mad.lo.u32 %be, %stage, 8, %bars;")
-        e(f"  add.u32 %be, %be, {8 * NS};")
-        e("  xor.b32 %t1, %phase, 1;")
-        e(f"P_WAIT{h}:")
-        e("  mbarrier.try_wait.parity.shared::cta.b64 %p, [%be], %t1;")
-        e(f"  @!%p bra P_WAIT{h};")
-        e("  mad.lo.u32 %bf, %stage, 8, %bars;")
-        e(f"  mbarrier.arrive.expect_tx.shared::cta.b64 _, [%bf], {SB};")
-        e(f"  mad.lo.u32 %ta, %stage, {SB}, %sbase;")
-        e(f"  mul.lo.u32 %t0, %s, {KB};")
-        e(f"  add.u32 %t0, %t0, {h * W};")
-        e("  mul.wide.u32 %pt64, %t0, 2048;")
-        e("  add.u64 %pa, %pw, %pt64;")
-        e(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%ta], [%pa], {SB}, [%bf], %pol;")
-        _advance(e)
-    e("  add.u32 %s, %s, %nct;")
-    e(f"  setp.lt.u32 %p, %s, {S};")
-    e("  @%p bra P_STRIP;")
-    e("  bra EXIT;")
+    if sh.producer_warp:
+        _producer(e, sh)
     # ---------------------------------------------------------------- consumers
     e("CONSUMER:")
     if sh.pdl:
         e("  griddepcontrol.wait;  // x, and the output the previous kernel may still read, from here")
     e("  setp.gt.u32 %pm8, %m, 8;  // a second n-tile of 8 tokens")
+    # every x load (both n-tiles; past M predicated off) before any is used, and before the
+    # producer starts the stream; n-tile 1 without a branch (a branch made ptxas spill)
     for h in range(NC):
-        _x_fragments(e, h, 0, W, K)
+        for nt in range(2):
+            _x_fragments(e, h, nt, W, K)
+    if not sh.pdl and sh.producer_warp:
+        e(f"  bar.arrive 2, {sh.threads};  // x loads issued: the producer may start")
+    if not sh.pdl and not sh.producer_warp:
+        e("  // thread 0, after its x loads: the first NS chunks")
+        e("  setp.ne.u32 %p, %th, 0;")
+        e("  @%p bra PRO_ISSUED;")
+        _issue_strips(e, sh, "%s", NS // NC, "0", "PRO_ISSUED")
     for h in range(NC):
-        _ws_load(e, f"%ws{h}", "%s", h, sh)
-    for h in range(NC):
-        _x_convert(e, h, 0)
-        # n-tile 1 without a branch: past M its loads are predicated off, its scale and inverse
-        # are 0 (a branch here made ptxas spill the shuffled scales; this runs once per CTA)
-        _x_fragments(e, h, 1, W, K)
-        _x_convert(e, h, 1)
+        for nt in range(2):
+            _x_convert(e, h, nt)
     e("  mov.u32 %buf, 0;")
     e("C_STRIP:")
-    e("  add.u32 %sn, %s, %nct;  // the next strip's weight scales, one strip ahead")
-    e(f"  setp.lt.u32 %pn, %sn, {S};")
-    for h in range(NC):
-        _ws_load(e, f"%wsn{h}", "%sn", h, sh, "%pn")
+    e("  mov.u32 %st0, %stage;  // this strip's first stage")
     for h in range(NC):
         e(f"  // chunk {h}: wait for its bytes, take this warp's tile, release the stage")
         e("  mad.lo.u32 %bf, %stage, 8, %bars;")
@@ -268,8 +317,12 @@ def generate(shape, variant: str = "v5") -> str:
         e("  mad.lo.u32 %ta, %lane, 16, %ta;")
         for j in range(4):
             e(f"  ld.shared.v4.u32 {{%wa{4 * j}, %wa{4 * j + 1}, %wa{4 * j + 2}, %wa{4 * j + 3}}}, [%ta+{512 * j}];")
-        e(f"  add.u32 %be, %bf, {8 * NS};")
-        e("  mbarrier.arrive.shared::cta.b64 _, [%be];  // release: the loads above are done with the stage")
+        e("  mad.lo.u32 %t0, %stage, 64, %sbase;")
+        e("  mad.lo.u32 %t0, %warp, 4, %t0;")
+        e(f"  ld.shared.f32 %ws{h}, [%t0+{sh.scl_off}];  // weight-block scale (s / 8, h W + warp)")
+        if sh.producer_warp:
+            e(f"  add.u32 %be, %bf, {8 * NS};")
+            e("  mbarrier.arrive.shared::cta.b64 _, [%be];  // release: the loads above are done with the stage")
         for i in range(8):
             e(f"  mov.f32 %c{i}, 0f00000000;")
         for i in range(8):
@@ -304,13 +357,18 @@ def generate(shape, variant: str = "v5") -> str:
     e("  mad.lo.u32 %t0, %warp, 1024, %t0;")
     G.store_partials(e)
     e(f"  bar.sync 1, {32 * W};  // consumers only")
+    if not sh.producer_warp:
+        e("  // every warp is done with this strip's stages: thread 0 refills them with strip s + (NS / NC) G")
+        e("  setp.ne.u32 %p, %th, 0;")
+        e("  @%p bra REFILLED;")
+        e("  fence.proxy.async.shared::cta;  // the generic reads of the stages before the async-proxy writes")
+        e(f"  mad.lo.u32 %t2, %nct, {NS // NC}, %s;")
+        _issue_strips(e, sh, "%t2", 1, "%st0", "REFILLED")
     G.sum_warps_store(e, 32 * W, W, N, f"  mad.lo.u32 %t0, %buf, {W * 1024}, %sbase;\n  add.u32 %t0, %t0, {sh.red_off};",
                       "SUM_DONE")
     e("SUM_DONE:")
     e("  xor.b32 %buf, %buf, 1;")
-    for h in range(NC):
-        e(f"  mov.f32 %ws{h}, %wsn{h};")
-    e("  mov.u32 %s, %sn;")
+    e("  add.u32 %s, %s, %nct;")
     e(f"  setp.lt.u32 %p, %s, {S};")
     e("  @%p bra C_STRIP;")
     e("EXIT:")
