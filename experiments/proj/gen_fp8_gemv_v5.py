@@ -44,11 +44,21 @@ from netra.contracts.proj import SHAPES, SMS  # noqa: E402
 G = paths.generator("proj", "gen_fp8_gemv")  # the promoted generator's emitters, shared
 Emit = G.Emit
 
-VARIANTS = {  # name: (programmatic dependent launch, a producer warp)
-    "v5": (False, True),  # a producer warp refills each stage when its empty mbarrier completes
-    "v5_pdl": (True, True),
-    "v6": (False, False),  # no producer warp: thread 0 refills a strip's stages after the per-strip barrier
-    "v6_pdl": (True, False),
+VARIANTS = {  # name: (programmatic dependent launch, a producer warp, stages (None: what fits), partials [token][row], CTAs per SM)
+    "v5": (False, True, None, False),  # a producer warp refills each stage when its empty mbarrier completes
+    "v5_pdl": (True, True, None, False),
+    "v6": (False, False, None, False),  # no producer warp: thread 0 refills a strip's stages after the per-strip barrier
+    "v6_pdl": (True, False, None, False),
+    # v7: v6 with few stages in flight (so chunks arrive in order, not all together at the end)
+    # and the partials stored [token][row] (the warp-order sum reads them without bank conflicts)
+    "v7n2": (False, False, 2, True),
+    "v7n3": (False, False, 3, True),
+    "v7n4": (False, False, 4, True),
+    "v7n3_pdl": (True, False, 3, True),
+    "v7n6": (False, False, None, True),
+    # two CTAs per SM (grid 2 x 132, 2 stages each): one CTA's per-strip sum and barrier overlap the other's
+    "v7n2x2": (False, False, 2, True, 2),
+    "v7n2x2_pdl": (True, False, 2, True, 2),
 }
 SMEM_MAX = 227 * 1024
 
@@ -62,6 +72,9 @@ class Geometry:
     KB: int
     pdl: bool
     producer_warp: bool
+    stages: int | None = None
+    transposed: bool = False
+    ctas_per_sm: int = 1
 
     @property
     def W(self) -> int:  # consumer warps = k blocks per chunk
@@ -77,8 +90,9 @@ class Geometry:
 
     @property
     def NS(self) -> int:  # stages: what shared memory holds beside the reduction buffers, a multiple of NC
-        room = SMEM_MAX - 2 * self.W * 1024 - 256
-        return min(room // (self.SB + 64) // self.NC * self.NC, 16)
+        room = (228 * 1024 // self.ctas_per_sm - 1024 if self.ctas_per_sm > 1 else SMEM_MAX) - 2 * self.W * 1024 - 256
+        fit = min(room // (self.SB + 64) // self.NC * self.NC, 16)
+        return fit if self.stages is None else min(fit, max(self.NC, self.stages // self.NC * self.NC))
 
     @property
     def threads(self) -> int:  # consumers (+ one producer warp)
@@ -102,7 +116,7 @@ class Geometry:
 
     @property
     def grid(self) -> int:
-        return min(self.S, SMS)
+        return min(self.S, SMS * self.ctas_per_sm)
 
 
 def geometry(sh, variant: str = "v5") -> Geometry:
@@ -200,6 +214,43 @@ def _issue_strips(e: Emit, sh: Geometry, first: str, count: int, stage0: str, la
     e(f"{label}:")
 
 
+def _store_partials_tr(e: Emit) -> None:
+    """The warp's 16 x 16 partials %acc to [token][row] fp32 at %t0 (C fragment: rows g, g + 8;
+    tokens 2 tig, 2 tig + 1, + 8)."""
+    e("  shl.b32 %t1, %tig, 7;")
+    e("  mad.lo.u32 %t1, %g, 4, %t1;")
+    e("  add.u32 %t1, %t1, %t0;")
+    for r in range(8):  # acc r: token 2 tig + (r % 2) + 8 (r // 4), row g + 8 ((r // 2) % 2)
+        off = (r % 2) * 64 + ((r // 2) % 2) * 32 + (r // 4) * 512
+        e(f"  st.shared.f32 [%t1+{off}], %acc{r};")
+
+
+def _sum_warps_store_tr(e: Emit, threads: int, W: int, N: int, red_base: str, done: str) -> None:
+    """As the promoted sum_warps_store (output o = tid + threads r < 16 M: row o % 16, token
+    o / 16; warps summed in order), reading [token][row] partials: consecutive threads,
+    consecutive words."""
+    e("  shl.b32 %t1, %m, 4;")
+    for r in range(-(-256 // threads)):
+        e(f"  add.u32 %t0, %th, {r * threads};")
+        e("  setp.ge.u32 %p, %t0, %t1;")
+        e(f"  @%p bra {done};")
+        e("  and.b32 %t2, %t0, 15;")
+        e("  shr.u32 %t3, %t0, 4;")
+        e("  mov.u32 %tok, %t0;")
+        e(red_base)
+        e("  mad.lo.u32 %t0, %tok, 4, %t0;")
+        e("  ld.shared.f32 %f0, [%t0];")
+        for w_ in range(1, W):
+            e(f"  ld.shared.f32 %f1, [%t0+{w_ * 1024}];")
+            e("  add.f32 %f0, %f0, %f1;")
+        e("  cvt.rn.bf16.f32 %q0, %f0;")
+        e(f"  mad.lo.u32 %t0, %t3, {N}, %t2;")
+        e("  mad.lo.u32 %t0, %s, 16, %t0;")
+        e("  mul.wide.u32 %pt64, %t0, 2;")
+        e("  add.u64 %pb, %po, %pt64;")
+        e("  st.global.b16 [%pb], %q0;")
+
+
 def _producer(e: Emit, sh: Geometry) -> None:
     """Warp W: lane 0 streams the CTA's chunks into the ring, each stage once its empty
     mbarrier completed (every consumer thread arrived)."""
@@ -231,7 +282,7 @@ def generate(shape, variant: str = "v5") -> str:
     N, K, S, W, NC, SB, NS = sh.N, sh.K, sh.S, sh.W, sh.NC, sh.SB, sh.NS
     e = Emit()
     e(f"// {sh.name} ({variant} candidate, experiments/proj/gen_fp8_gemv_v5.py): a persistent weight stream.")
-    e(f"// grid min(S, {SMS}); {W} consumer warps{' + 1 producer warp' if sh.producer_warp else ''}; {NS} stages of {SB} B (cp.async.bulk),")
+    e(f"// grid min(S, {SMS * sh.ctas_per_sm}); {W} consumer warps{' + 1 producer warp' if sh.producer_warp else ''}; {NS} stages of {SB} B (cp.async.bulk),")
     e(f"// {NC} chunk(s) per strip; x fragments converted once per CTA; dynamic shared memory {sh.smem} B.")
     G.header(e)
     e()
@@ -355,7 +406,10 @@ def generate(shape, variant: str = "v5") -> str:
     e(f"  mad.lo.u32 %t0, %buf, {W * 1024}, %sbase;")
     e(f"  add.u32 %t0, %t0, {sh.red_off};")
     e("  mad.lo.u32 %t0, %warp, 1024, %t0;")
-    G.store_partials(e)
+    if sh.transposed:
+        _store_partials_tr(e)
+    else:
+        G.store_partials(e)
     e(f"  bar.sync 1, {32 * W};  // consumers only")
     if not sh.producer_warp:
         e("  // every warp is done with this strip's stages: thread 0 refills them with strip s + (NS / NC) G")
@@ -364,8 +418,11 @@ def generate(shape, variant: str = "v5") -> str:
         e("  fence.proxy.async.shared::cta;  // the generic reads of the stages before the async-proxy writes")
         e(f"  mad.lo.u32 %t2, %nct, {NS // NC}, %s;")
         _issue_strips(e, sh, "%t2", 1, "%st0", "REFILLED")
-    G.sum_warps_store(e, 32 * W, W, N, f"  mad.lo.u32 %t0, %buf, {W * 1024}, %sbase;\n  add.u32 %t0, %t0, {sh.red_off};",
-                      "SUM_DONE")
+    red = f"  mad.lo.u32 %t0, %buf, {W * 1024}, %sbase;\n  add.u32 %t0, %t0, {sh.red_off};"
+    if sh.transposed:
+        _sum_warps_store_tr(e, 32 * W, W, N, red, "SUM_DONE")
+    else:
+        G.sum_warps_store(e, 32 * W, W, N, red, "SUM_DONE")
     e("SUM_DONE:")
     e("  xor.b32 %buf, %buf, 1;")
     e("  add.u32 %s, %s, %nct;")

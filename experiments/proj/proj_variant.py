@@ -38,7 +38,7 @@ def candidate(name: str):
     if name == "cluster":
         gen = paths.load_module(HERE / "gen_fp8_gemv_cluster.py", "gen_cluster")
         return (lambda sh: gen.generate(gen.Tiling(sh))), (lambda sh: (gen.Tiling(sh).grid, gen.THREADS, 0))
-    if name.startswith(("v5", "v6")):
+    if name.startswith(("v5", "v6", "v7")):
         gen = paths.load_module(HERE / "gen_fp8_gemv_v5.py", "gen_v5")
         return (lambda sh: gen.generate(sh, name)), (lambda sh: gen.launch_geometry(sh, name))
     gen = paths.load_module(HERE / "gen_fp8_gemv_v4.py", "gen_v4")
@@ -114,7 +114,7 @@ def run(name: str, out_dir: str, floors) -> dict:
 
 def main():
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
-    names = [a for a in sys.argv[1:] if not a.startswith("--") and a != out_dir] or ["v6", "v6_pdl", "v5", "v5_pdl"]
+    names = [a for a in sys.argv[1:] if not a.startswith("--") and a != out_dir] or ["v7n2x2", "v7n3", "v7n2", "v7n4", "v7n6", "v7n2x2_pdl", "v7n3_pdl"]
     floors = (rt_launch.raw_launcher(loader.load("empty_kernel", 0)), rt_launch.raw_launcher(loader.load("read_floor", 0)))
     for name in names:
         run(name, out_dir, floors)
