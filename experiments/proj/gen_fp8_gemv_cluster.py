@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from netra import paths  # noqa: E402
 from netra.contracts.proj import SHAPES, Fp8Gemv  # noqa: E402
 
-_gen = paths.generator("proj", "gen_fp8_gemv")
+_gen = paths.load_module(HERE / "gen_fp8_gemv_v2.py", "gen_fp8_gemv_v2")
 Emit, G = _gen.Emit, _gen  # the promoted generator's emitters, shared
 
 THREADS = 128  # 4 warps, one strip each

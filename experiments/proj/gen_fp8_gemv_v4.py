@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from netra import paths  # noqa: E402
 from netra.contracts.proj import SHAPES  # noqa: E402
 
-G = paths.generator("proj", "gen_fp8_gemv")  # the promoted generator's emitters, shared
+G = paths.load_module(HERE / "gen_fp8_gemv_v2.py", "gen_fp8_gemv_v2")  # v2 emitters (the [row][token] reduction)
 Emit = G.Emit
 
 

@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from netra import paths  # noqa: E402
 from netra.contracts.proj import SHAPES, SMS  # noqa: E402
 
-G = paths.generator("proj", "gen_fp8_gemv")  # the promoted generator's emitters, shared
+G = paths.load_module(HERE / "gen_fp8_gemv_v2.py", "gen_fp8_gemv_v2")  # v2 emitters (the [row][token] reduction)
 Emit = G.Emit
 
 VARIANTS = {  # name: (programmatic dependent launch, a producer warp, stages (None: what fits), partials [token][row], CTAs per SM)

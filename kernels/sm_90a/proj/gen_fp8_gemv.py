@@ -3,24 +3,34 @@ M in 1..16 (decode batch or verification tokens), FP8 E4M3 weights with 128x128 
 scales, BF16 activations and output, fp32 accumulation. Writes one .ptx per shape beside
 this file; `python kernels/sm_90a/proj/gen_fp8_gemv.py` regenerates them and a CPU test
 checks that the committed files are current. The generator only unrolls and names
-registers; every instruction below is chosen by hand.
+registers; every instruction below is chosen by hand. Shapes and tiling:
+netra.contracts.proj (written once).
 
-Design (a memory-bound skinny GEMM, "swap AB" on the tensor cores):
-- mma.sync m16n8k16 f16 -> f32 with A = 16 weight rows x 16 k and B = 16 k x 8 tokens.
-  E4M3 converts exactly to f16 (cvt.rn.f16x2.e4m3x2, two weights per instruction).
-- BF16 activations are not all representable in f16, so each CTA first converts x once to
-  f16 in the B-fragment order in shared memory, each (token, 128-k block) scaled by a power
-  of two that puts its largest |x| in [2^14, 2^15): exact except for values 28+ binades
-  below that maximum. The inverse scale and the weight block's scale are applied to each
-  k block's fp32 partial sum.
+Design (v3, a persistent weight stream; v1, v2 and the candidates measured on the way are in
+experiments/proj/README.md):
+- mma.sync m16n8k16 f16 -> f32 with A = 16 weight rows x 16 k and B = 16 k x 8 tokens
+  ("swap AB"). E4M3 converts exactly to f16 (cvt.rn.f16x2.e4m3x2, two weights per instruction).
 - Weights are repacked once at load (netra.ops.proj.pack_weight): tile (strip s of 16 rows,
-  k block b) is 2048 contiguous bytes; lane t's 64 bytes are its A fragments for the 8
-  k16 steps, stored as 4 chunks of 512 B (chunk j: steps 2j and 2j+1, lane t at 16 t), so a
-  warp reads each tile with four fully coalesced 16-byte loads per lane.
-- CTA: W = min(16, K / 128) warps, warp w owns k blocks [w KBW, (w + 1) KBW). The CTA walks
-  strips s = blockIdx.x, += gridDim.x; the next strip's weights are loaded while the
-  current one is multiplied. Per strip, the warps' 16 x 16 partials are summed in warp
-  order through shared memory (two buffers, one barrier per strip): deterministic.
+  k block b) is 2048 contiguous bytes; lane t's 64 bytes are its A fragments for the 8 k16
+  steps, as 4 chunks of 512 B (chunk j: steps 2j and 2j+1, lane t at 16 t). A strip's W
+  tiles in k order are one contiguous "chunk" of W x 2 KB.
+- grid = min(S, 132), one CTA per SM, W = min(16, K / 128) warps; CTA c takes strips c,
+  c + G, ... Thread 0 streams the CTA's chunks with cp.async.bulk (L2 evict-first) into a
+  ring of NS stages, each with the chunk's W weight-block scales and one mbarrier (expect_tx);
+  it refills a strip's stages right after the per-strip barrier. Few stages (3) keep the
+  chunks arriving in order, so each strip's mma overlaps the next strip's bytes.
+- Warp w owns k block h W + w of chunk h. Each thread loads exactly the x values of its own
+  B fragments (token 8 nt + g, k = 16 i + 2 tig, +1, +8, +9) once per CTA; the (token, k block)
+  amax is the max over the mma group's 4 threads (shfl.bfly), and x goes to f16 scaled by a
+  power of two that puts the amax in [2^14, 2^15) (exact but for values 28+ binades below it;
+  BF16 values can exceed f16's range, so unscaled would be wrong). The fragments stay in
+  registers for every strip. The inverse x scale and the weight block's scale multiply each
+  k block's fp32 partial.
+- Per strip: the warps' 16 x 16 partials go [token][row] to one of two reduction buffers,
+  one barrier, the warp-order sum, BF16 out. Deterministic.
+- Programmatic dependent launch: the first NS chunks are requested before
+  `griddepcontrol.wait` (weights never change while kernels run); x is read and out written
+  after it. Launched plainly (the op's default) the two instructions are no-ops.
 """
 
 from __future__ import annotations
@@ -111,76 +121,99 @@ def x_scale_bits(e: Emit) -> None:
     e("  selp.b32 %t3, 0, %t3, %pz;")
 
 
-def fragment_store(e: Emit) -> None:
-    """Fragment entry %t0: x[k0, k0 + 1] and x[k0 + 8, k0 + 9] at [%pa] (when %pv) times %sc,
-    as two f16x2, to shared memory at %sxf + 8 %t0."""
-    e("  mov.b32 %xw0, 0;")
-    e("  mov.b32 %xw1, 0;")
-    e("  @%pv ld.global.nc.u32 %xw0, [%pa];")
-    e("  @%pv ld.global.nc.u32 %xw1, [%pa+16];")
-    for w_ in range(2):
-        bf16x2_to_f32(e, f"%xw{w_}")
+def x_fragments(e: Emit, h: int, nt: int, W: int, K: int) -> None:
+    """This thread's x words of k block h W + warp, token 8 nt + g, into %xr{nt}_{h}_0..15
+    (0 for a token >= M: the loads are predicated off)."""
+    X = f"%xr{nt}_{h}_"
+    e(f"  // x of k block {h} * {W} + warp, n-tile {nt}: token {8 * nt} + g")
+    e(f"  add.u32 %tok, %g, {8 * nt};")
+    e("  setp.lt.u32 %pv, %tok, %m;")
+    e("  min.u32 %tok, %tok, 15;")
+    e(f"  add.u32 %kb, %warp, {h * W};")
+    e(f"  mul.lo.u32 %t0, %tok, {K};")
+    e("  mad.lo.u32 %t0, %kb, 128, %t0;")
+    e("  shl.b32 %t1, %tig, 1;")
+    e("  add.u32 %t0, %t0, %t1;  // k0 of step 0")
+    e("  mul.wide.u32 %pt64, %t0, 2;")
+    e("  add.u64 %pa, %px, %pt64;")
+    for i in range(8):
+        for hh in range(2):
+            e(f"  mov.b32 {X}{2 * i + hh}, 0;")
+            e(f"  @%pv ld.global.nc.u32 {X}{2 * i + hh}, [%pa+{32 * i + 16 * hh}];")
+
+
+def x_convert(e: Emit, h: int, nt: int) -> None:
+    """amax over the mma group's 4 threads (they hold the 128 values of token 8 nt + g in this
+    k block), the power-of-two scale, f16 fragments in place; the inverse scale to %inv{nt}_{h}."""
+    X = f"%xr{nt}_{h}_"
+    e(f"  // amax of (token, k block) over the group's 4 threads; scale; f16 fragments (chunk {h}, n-tile {nt})")
+    e("  mov.f32 %amax, 0f00000000;")
+    for r in range(16):
+        amax_update(e, f"{X}{r}")
+    for d in (1, 2):
+        e(f"  shfl.sync.bfly.b32 %f2, %amax, {d}, 31, 0xffffffff;")
+        e("  max.f32 %amax, %amax, %f2;")
+    x_scale_bits(e)
+    e("  mov.b32 %sc, %t2;")
+    e(f"  mov.b32 %inv{nt}_{h}, %t3;")
+    for r in range(16):
+        bf16x2_to_f32(e, f"{X}{r}")
         e("  mul.f32 %f0, %f0, %sc;")
         e("  mul.f32 %f1, %f1, %sc;")
-        e(f"  cvt.rn.f16x2.f32 %h{w_}, %f1, %f0;  // upper half k0 + 1, lower k0")
-    e("  shl.b32 %t1, %t0, 3;")
-    e("  add.u32 %t1, %sxf, %t1;")
-    e("  st.shared.v2.b32 [%t1], {%h0, %h1};")
+        e(f"  cvt.rn.f16x2.f32 {X}{r}, %f1, %f0;")
 
 
-def mma_steps(e: Emit, regs: str, q: int, off0: int) -> None:
-    """The 8 k16 steps of weight tile q (registers regs), B fragments at %sb + off0 + 512 i."""
-    for i in range(8):
-        j, half = i // 2, i % 2
-        base = (q * 4 + j) * 4 + 2 * half
-        e(f"  mov.b32 {{%q0, %q1}}, {regs}{base};")
-        e(f"  mov.b32 {{%q2, %q3}}, {regs}{base + 1};")
-        for r in range(4):
-            e(f"  cvt.rn.f16x2.e4m3x2 %a{r}, %q{r};")
-        e(f"  ld.shared.v2.b32 {{%b0, %b1}}, [%sb+{off0 + i * 512}];")
-        e("  mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%c0, %c1, %c2, %c3}, {%a0, %a1, %a2, %a3}, "
-          "{%b0, %b1}, {%c0, %c1, %c2, %c3};")
-        e(f"  @%pm8 ld.shared.v2.b32 {{%b2, %b3}}, [%sb+{off0 + i * 512 + 256}];")
-        e("  @%pm8 mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%c4, %c5, %c6, %c7}, {%a0, %a1, %a2, %a3}, "
-          "{%b2, %b3}, {%c4, %c5, %c6, %c7};")
-
-
-def scale_accumulate(e: Emit, strip: str, KB: int, xi_kb: int, xi_kb_op: str) -> None:
-    """%acc += %c x weight scale (strip / 8, %kb) x each token's inverse x scale, read from
-    %sxi + 4 (token xi_kb + xi_kb_op)."""
-    e("  // scale: weight block (s / 8, kb) times each token's inverse x scale")
+def issue(e: Emit, sh: Shape, strip: str, h: int, stage: str) -> None:
+    """Expect the bytes on full[stage] and bulk-copy chunk h of ``strip`` (its W weight tiles
+    and their W block scales) into stage ``stage``."""
+    e(f"  mad.lo.u32 %bf, {stage}, 8, %bars;")
+    e(f"  mbarrier.arrive.expect_tx.shared::cta.b64 _, [%bf], {sh.SB + 4 * sh.W};")
+    e(f"  mad.lo.u32 %ta, {stage}, {sh.SB}, %sbase;")
+    e(f"  mul.lo.u32 %t0, {strip}, {sh.KB};")
+    e(f"  add.u32 %t0, %t0, {h * sh.W};")
+    e("  mul.wide.u32 %pt64, %t0, 2048;")
+    e("  add.u64 %pa, %pw, %pt64;")
+    e(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%ta], [%pa], {sh.SB}, [%bf], %pol;")
+    e("  // the chunk's W weight-block scales (s / 8, h W .. h W + W - 1), 16-byte aligned and contiguous")
     e(f"  shr.u32 %t0, {strip}, 3;")
-    e(f"  mad.lo.u32 %t0, %t0, {KB}, %kb;")
+    e(f"  mul.lo.u32 %t0, %t0, {sh.KB};")
+    e(f"  add.u32 %t0, %t0, {h * sh.W};")
     e("  mul.wide.u32 %pt64, %t0, 4;")
-    e("  add.u64 %pb, %ps, %pt64;")
-    e("  ld.global.nc.f32 %ws, [%pb];")
-    e("  shl.b32 %t0, %tig, 1;")
-    e(f"  mad.lo.u32 %t0, %t0, {xi_kb}, {xi_kb_op};  // token 2 tig")
-    e("  shl.b32 %t0, %t0, 2;")
-    e("  add.u32 %t0, %sxi, %t0;")
-    e("  ld.shared.f32 %xi0, [%t0];")
-    e(f"  ld.shared.f32 %xi1, [%t0+{xi_kb * 4}];")
-    e(f"  ld.shared.f32 %xi2, [%t0+{xi_kb * 4 * 8}];")
-    e(f"  ld.shared.f32 %xi3, [%t0+{xi_kb * 4 * 9}];")
-    for r in range(4):
-        e(f"  mul.f32 %xi{r}, %xi{r}, %ws;")
-    for r in range(8):
-        e(f"  fma.rn.f32 %acc{r}, %c{r}, %xi{(r // 4) * 2 + (r % 2)}, %acc{r};")
+    e("  add.u64 %pa, %ps, %pt64;")
+    e(f"  mad.lo.u32 %ta, {stage}, 64, %sbase;")
+    e(f"  add.u32 %ta, %ta, {sh.scl_off};")
+    e(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%ta], [%pa], {4 * sh.W}, [%bf];")
+
+
+def issue_strips(e: Emit, sh: Shape, first: str, count: int, stage0: str, label: str) -> None:
+    """(Thread 0; the caller branches the others around.) The chunks of the CTA's strips first,
+    first + G, ... (count strips, none >= S) into stages stage0, stage0 + 1, ..."""
+    e(f"  mov.u32 %sn, {first};")
+    for i in range(count):
+        e(f"  setp.ge.u32 %p, %sn, {sh.S};")
+        e(f"  @%p bra {label};")
+        for h in range(sh.NC):
+            e(f"  add.u32 %t3, {stage0}, {i * sh.NC + h};")
+            issue(e, sh, "%sn", h, "%t3")
+        e("  add.u32 %sn, %sn, %nct;")
+    e(f"{label}:")
 
 
 def store_partials(e: Emit) -> None:
-    """The warp's 16 x 16 partials %acc to [row][token] fp32 at %t0 (rows g and g + 8)."""
-    e("  mad.lo.u32 %t1, %g, 64, %t0;")
-    e("  mad.lo.u32 %t1, %tig, 8, %t1;")
-    e("  st.shared.v2.f32 [%t1], {%acc0, %acc1};")
-    e("  st.shared.v2.f32 [%t1+512], {%acc2, %acc3};")
-    e("  st.shared.v2.f32 [%t1+32], {%acc4, %acc5};")
-    e("  st.shared.v2.f32 [%t1+544], {%acc6, %acc7};")
+    """The warp's 16 x 16 partials %acc to [token][row] fp32 at %t0 (C fragment: rows g, g + 8;
+    tokens 2 tig, 2 tig + 1, + 8)."""
+    e("  shl.b32 %t1, %tig, 7;")
+    e("  mad.lo.u32 %t1, %g, 4, %t1;")
+    e("  add.u32 %t1, %t1, %t0;")
+    for r in range(8):  # acc r: token 2 tig + (r % 2) + 8 (r // 4), row g + 8 ((r // 2) % 2)
+        off = (r % 2) * 64 + ((r // 2) % 2) * 32 + (r // 4) * 512
+        e(f"  st.shared.f32 [%t1+{off}], %acc{r};")
 
 
 def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: str) -> None:
-    """Output o = tid + threads r < 16 M: row o % 16, token o / 16; the W warps' partials at
-    red_base (the line that sets %t0) + 1024 w summed in warp order, BF16 to out[token, 16 s + row]."""
+    """Output o = tid + threads r < 16 M: row o % 16, token o / 16; the W warps' [token][row]
+    partials at red_base (the lines that set %t0) + 1024 w summed in warp order (consecutive
+    threads read consecutive words), BF16 to out[token, 16 s + row]."""
     e("  shl.b32 %t1, %m, 4;")
     for r in range(-(-256 // threads)):
         e(f"  add.u32 %t0, %th, {r * threads};")
@@ -188,9 +221,9 @@ def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: 
         e(f"  @%p bra {done};")
         e("  and.b32 %t2, %t0, 15;")
         e("  shr.u32 %t3, %t0, 4;")
+        e("  mov.u32 %tok, %t0;")
         e(red_base)
-        e("  mad.lo.u32 %t0, %t2, 64, %t0;")
-        e("  mad.lo.u32 %t0, %t3, 4, %t0;")
+        e("  mad.lo.u32 %t0, %tok, 4, %t0;")
         e("  ld.shared.f32 %f0, [%t0];")
         for w_ in range(1, W):
             e(f"  ld.shared.f32 %f1, [%t0+{w_ * 1024}];")
@@ -204,163 +237,129 @@ def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: 
 
 
 def generate(sh: Shape) -> str:
-    N, K, S, KB, W, KBW = sh.N, sh.K, sh.S, sh.KB, sh.W, sh.KBW
-    assert N % 128 == 0 and K % 128 == 0 and KB % W == 0
-    nwreg = KBW * 16  # weight registers per set: KBW tiles x 4 chunks x 4 words
+    N, K, S, W, NC, SB, NS = sh.N, sh.K, sh.S, sh.W, sh.NC, sh.SB, sh.NS
+    assert N % 128 == 0 and K % 128 == 0 and sh.KB % W == 0 and NS % NC == 0 and W <= 16
     e = Emit()
     e(f"// {sh.name}: out[M, {N}] = x[M, {K}] @ dequant(W)^T, M in 1..16; FP8 E4M3 weights with 128x128")
     e("// block scales, BF16 x and out, fp32 accumulation. Generated by gen_fp8_gemv.py (its docstring")
     e("// explains the design); regenerate, do not edit.")
-    e(f"// CTA: {W} warps ({sh.threads} threads), each warp {KBW} k block(s) of 128; grid {sh.grid} CTAs walking {S} strips")
-    e("// of 16 rows. Shared memory: x as f16 B fragments, per-(token, k block) power-of-two scales, two")
-    e("// reduction buffers. Reduction order: each k block's mma partial (k in mma order) scaled, then the")
-    e("// warps' partials added in warp order. Deterministic.")
+    e(f"// grid {sh.grid} persistent CTAs over {S} strips of 16 rows; {W} warps; thread 0 streams {NC} chunk(s) of {SB} B")
+    e(f"// per strip into {NS} shared-memory stages (cp.async.bulk + mbarrier); x converted to f16 once per CTA.")
+    e("// Reduction order: each k block's mma partial (k in mma order) scaled; the warp's k blocks in k order;")
+    e("// the warps' partials added in warp order. Deterministic.")
     header(e)
     e()
-    e(".extern .shared .align 16 .b8 smem[];")
+    e(".extern .shared .align 128 .b8 dsm[];")
     e()
     entry(e, sh.name)
     e(f".reqntid {sh.threads}")
-    e(f".maxnreg {sh.max_registers}")
     e("{")
-    e("  .reg .pred %p, %pm8, %pnext, %pt, %pz, %pv;")
-    e("  .reg .b32 %th, %warp, %lane, %g, %tig, %m, %s, %snext, %G, %t0, %t1, %t2, %t3, %tok, %kb, %par;")
-    e(f"  .reg .b32 %wa<{nwreg}>, %wb<{nwreg}>;")
-    e("  .reg .b32 %a<4>, %b<4>, %xw<4>, %h<4>;")
+    e("  .reg .pred %p, %pm8, %pv, %pz;")
+    e("  .reg .b32 %th, %warp, %lane, %g, %tig, %m, %s, %sn, %nct, %t0, %t1, %t2, %t3, %tok, %kb, %src;")
+    e("  .reg .b32 %sbase, %bars, %stage, %st0, %phase, %buf, %bf, %ta;")
+    e("  .reg .b32 %wa<16>, %a<4>;")
+    for nt in range(2):
+        for h in range(NC):
+            e(f"  .reg .b32 %xr{nt}_{h}_<16>, %inv{nt}_{h};")
+    e(f"  .reg .f32 %ws<{NC}>;")
     e("  .reg .b16 %q<8>;")
-    e("  .reg .f32 %c<8>, %acc<8>, %f<8>, %ws, %xi<4>, %amax, %sc;")
-    e("  .reg .b64 %px, %pw, %ps, %po, %pa, %pb, %pt64, %pwarp;")
-    e("  .reg .b32 %sxf, %sxs, %sxi, %sred, %sa, %sb;")
-    e()
+    e("  .reg .f32 %c<8>, %acc<8>, %f<8>, %xs<4>, %amax, %sc;")
+    e("  .reg .b64 %px, %pw, %ps, %po, %pa, %pb, %pt64, %pol;")
     load_params(e)
-    e("  mov.u32 %s, %ctaid.x;")
-    e("  mov.u32 %G, %nctaid.x;")
+    e("  mov.u32 %s, %ctaid.x;  // this CTA's first strip; then += gridDim.x")
+    e("  mov.u32 %nct, %nctaid.x;")
+    e("  mov.u32 %sbase, dsm;")
+    e(f"  add.u32 %bars, %sbase, {sh.bar_off};  // full[i] at bars + 8 i")
+    e("  createpolicy.fractional.L2::evict_first.b64 %pol, 1.0;  // weights are read once per step")
+    e("  setp.ne.u32 %p, %th, 0;")
+    e("  @%p bra INIT_DONE;")
+    for i in range(NS):
+        e(f"  mbarrier.init.shared::cta.b64 [%bars+{8 * i}], 1;")
+    e("  fence.mbarrier_init.release.cluster;  // visible to the async proxy (the bulk copies)")
+    e("  // the first NS chunks, before griddepcontrol.wait: weights do not depend on the previous kernel")
+    issue_strips(e, sh, "%s", NS // NC, "0", "INIT_DONE")
+    e("  bar.sync 0;")
+    e("  griddepcontrol.launch_dependents;  // every CTA of this grid has started: the next grid may launch")
+    e("  griddepcontrol.wait;  // x, and the output the previous kernel may still read, from here")
+    e("  mov.u32 %stage, 0;")
+    e("  mov.u32 %phase, 0;")
     e("  setp.gt.u32 %pm8, %m, 8;  // a second n-tile of 8 tokens")
-    e("  mov.u32 %sxf, smem;")
-    e(f"  add.u32 %sxs, %sxf, {sh.xs_off};")
-    e(f"  add.u32 %sxi, %sxf, {sh.xi_off};")
-    e(f"  add.u32 %sred, %sxf, {sh.red_off};")
-    e("  // this warp's first tile: w + (s * KB + warp * KBW) * 2048 + lane * 16")
-    e(f"  mul.lo.u32 %t0, %warp, {KBW * 2048};")
-    e("  mad.lo.u32 %t0, %lane, 16, %t0;")
-    e("  cvt.u64.u32 %pwarp, %t0;")
-    e("  add.u64 %pwarp, %pw, %pwarp;")
-
-    def load_strip(regs: str, s_reg: str):
-        e(f"  mul.wide.u32 %pt64, {s_reg}, {KB * 2048};")
-        e("  add.u64 %pa, %pwarp, %pt64;")
-        for q in range(KBW):
-            for j in range(4):
-                r = (q * 4 + j) * 4
-                e(f"  ld.global.nc.L1::no_allocate.v4.u32 {{{regs}{r}, {regs}{r + 1}, {regs}{r + 2}, {regs}{r + 3}}}, "
-                  f"[%pa+{q * 2048 + j * 512}];")
-
-    e("  // the first strip's weights are in flight while x is prepared")
-    load_strip("%wa", "%s")
-    e()
-    e("  // 1. per (token, k block): amax of x -> scale 2^e with amax * 2^e in [2^14, 2^15) and its inverse")
-    e(f"  setp.ge.u32 %p, %th, {16 * KB};")
-    e("  @%p bra X_SCALES_DONE;")
-    e(f"  div.u32 %tok, %th, {KB};")
-    e(f"  rem.u32 %kb, %th, {KB};")
-    e("  mov.f32 %amax, 0f00000000;")
-    e("  setp.ge.u32 %p, %tok, %m;")
-    e("  @%p bra X_AMAX_DONE;")
-    e(f"  mul.lo.u32 %t0, %tok, {K};")
-    e("  mad.lo.u32 %t0, %kb, 128, %t0;")
-    e("  mul.wide.u32 %pt64, %t0, 2;")
-    e("  add.u64 %pa, %px, %pt64;")
-    for i in range(16):
-        e(f"  ld.global.nc.v4.u32 {{%xw0, %xw1, %xw2, %xw3}}, [%pa+{16 * i}];")
-        for r in range(4):
-            amax_update(e, f"%xw{r}")
-    e("X_AMAX_DONE:")
-    x_scale_bits(e)
-    e(f"  mad.lo.u32 %t0, %tok, {KB}, %kb;")
-    e("  shl.b32 %t0, %t0, 2;")
-    e("  add.u32 %t1, %sxs, %t0;")
-    e("  st.shared.b32 [%t1], %t2;")
-    e("  add.u32 %t1, %sxi, %t0;")
-    e("  st.shared.b32 [%t1], %t3;")
-    e("X_SCALES_DONE:")
-    e("  bar.sync 0;")
-    e()
-    per_thread = K // 16 * 64 // sh.threads
-    e(f"  // 2. x -> f16 B fragments: entry id = tid + r * {sh.threads} (r < {per_thread}): lane id % 32, n-tile")
-    e("  //    (id / 32) % 2, k step id / 64; b0b1 = x[tok][k0, k0 + 1], b2b3 = x[tok][k0 + 8, k0 + 9], k0 = 16 step + 2 tig")
-    for r in range(per_thread):  # branch-free, so the loads of every entry can be in flight at once
-        e(f"  add.u32 %t0, %th, {r * sh.threads};")
-        e("  and.b32 %t1, %t0, 31;")
-        e("  shr.u32 %t2, %t1, 2;  // g of the entry")
-        e("  shr.u32 %t3, %t0, 5;")
-        e("  and.b32 %t3, %t3, 1;  // n-tile")
-        e("  mad.lo.u32 %tok, %t3, 8, %t2;")
-        e("  setp.lt.u32 %pv, %tok, %m;")
-        e("  min.u32 %tok, %tok, 15;")
-        e("  shr.u32 %t3, %t0, 6;  // k step")
-        e("  and.b32 %t2, %t1, 3;  // tig")
-        e("  shl.b32 %t2, %t2, 1;")
-        e("  mad.lo.u32 %t2, %t3, 16, %t2;  // k0")
-        e("  shr.u32 %kb, %t3, 3;")
-        e(f"  mad.lo.u32 %t1, %tok, {KB}, %kb;")
-        e("  shl.b32 %t1, %t1, 2;")
-        e("  add.u32 %t1, %sxs, %t1;")
-        e("  ld.shared.f32 %sc, [%t1];  // 0 for a token >= M")
-        e(f"  mad.lo.u32 %t2, %tok, {K}, %t2;")
-        e("  mul.wide.u32 %pt64, %t2, 2;")
-        e("  add.u64 %pa, %px, %pt64;")
-        fragment_store(e)
-    e("  bar.sync 0;")
-    e()
-    e("  mov.u32 %par, 0;")
-    e("  // c fragment tokens: c0, c2 -> 2 tig, c1, c3 -> 2 tig + 1 (n-tile 1: + 8); rows g, g + 8")
-
-    def compute_and_reduce(regs: str, tag: str):
+    e("  // every x load (both n-tiles; past M predicated off) before any is used; n-tile 1 without a")
+    e("  // branch (a branch made ptxas spill; this runs once per CTA)")
+    for h in range(NC):
+        for nt in range(2):
+            x_fragments(e, h, nt, W, K)
+    for h in range(NC):
+        for nt in range(2):
+            x_convert(e, h, nt)
+    e("  mov.u32 %buf, 0;")
+    e("STRIP:")
+    e("  mov.u32 %st0, %stage;  // this strip's first stage")
+    for h in range(NC):
+        e(f"  // chunk {h}: wait for its bytes, take this warp's tile and scale")
+        e("  mad.lo.u32 %bf, %stage, 8, %bars;")
+        e(f"WAIT{h}:")
+        e("  mbarrier.try_wait.parity.shared::cta.b64 %p, [%bf], %phase;")
+        e(f"  @!%p bra WAIT{h};")
+        e(f"  mad.lo.u32 %ta, %stage, {SB}, %sbase;")
+        e("  mad.lo.u32 %ta, %warp, 2048, %ta;")
+        e("  mad.lo.u32 %ta, %lane, 16, %ta;")
+        for j in range(4):
+            e(f"  ld.shared.v4.u32 {{%wa{4 * j}, %wa{4 * j + 1}, %wa{4 * j + 2}, %wa{4 * j + 3}}}, [%ta+{512 * j}];")
+        e("  mad.lo.u32 %t0, %stage, 64, %sbase;")
+        e("  mad.lo.u32 %t0, %warp, 4, %t0;")
+        e(f"  ld.shared.f32 %ws{h}, [%t0+{sh.scl_off}];  // weight-block scale (s / 8, h W + warp)")
         for i in range(8):
-            e(f"  mov.f32 %acc{i}, 0f00000000;")
-        for q in range(KBW):
-            kb_expr = f"warp * {KBW} + {q}"
-            for i in range(8):
-                e(f"  mov.f32 %c{i}, 0f00000000;")
-            e(f"  // k block {kb_expr}")
-            e(f"  mad.lo.u32 %kb, %warp, {KBW}, {q};")
-            e("  shl.b32 %t0, %kb, 12;  // 8 steps x 512 B of fragments per k block")
-            e("  mad.lo.u32 %t0, %lane, 8, %t0;")
-            e("  add.u32 %sb, %sxf, %t0;")
-            mma_steps(e, regs, q, 0)
-            scale_accumulate(e, "%s", KB, KB, "%kb")
-        e("  // partials to red[par][warp][row][token]; row g (c0, c1, c4, c5), g + 8 (c2, c3, c6, c7)")
-        e(f"  mad.lo.u32 %t0, %par, {W * 1024}, %sred;")
-        e("  mad.lo.u32 %t0, %warp, 1024, %t0;")
-        store_partials(e)
-        e("  bar.sync 0;")
-        e(f"  // output o = tid + {sh.threads} r < 16 M (r < {-(-256 // sh.threads)}): row o % 16, token o / 16; "
-          "sum over warps in order")
-        sum_warps_store(e, sh.threads, W, N, f"  mad.lo.u32 %t0, %par, {W * 1024}, %sred;", f"RED_DONE_{tag}")
-        e(f"RED_DONE_{tag}:")
-        e("  xor.b32 %par, %par, 1;")
-
-    e("STRIP_LOOP:")
-    e("  add.u32 %snext, %s, %G;")
-    e(f"  setp.lt.u32 %pnext, %snext, {S};")
-    if S > sh.grid:
-        e("  @!%pnext bra COMPUTE_A;")
-        load_strip("%wb", "%snext")
-    e("COMPUTE_A:")
-    compute_and_reduce("%wa", "A")
-    e("  @!%pnext bra DONE;")
-    e("  mov.u32 %s, %snext;")
-    if S > sh.grid:
-        e("  add.u32 %snext, %s, %G;")
-        e(f"  setp.lt.u32 %pnext, %snext, {S};")
-        e("  @!%pnext bra COMPUTE_B;")
-        load_strip("%wa", "%snext")
-        e("COMPUTE_B:")
-        compute_and_reduce("%wb", "B")
-        e("  @!%pnext bra DONE;")
-        e("  mov.u32 %s, %snext;")
-        e("  bra STRIP_LOOP;")
-    e("DONE:")
+            e(f"  mov.f32 %c{i}, 0f00000000;")
+        for i in range(8):
+            j, half = i // 2, i % 2
+            base = j * 4 + 2 * half
+            e(f"  mov.b32 {{%q0, %q1}}, %wa{base};")
+            e(f"  mov.b32 {{%q2, %q3}}, %wa{base + 1};")
+            for r in range(4):
+                e(f"  cvt.rn.f16x2.e4m3x2 %a{r}, %q{r};")
+            e("  mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%c0, %c1, %c2, %c3}, {%a0, %a1, %a2, %a3}, "
+              f"{{%xr0_{h}_{2 * i}, %xr0_{h}_{2 * i + 1}}}, {{%c0, %c1, %c2, %c3}};")
+            e("  @%pm8 mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%c4, %c5, %c6, %c7}, {%a0, %a1, %a2, %a3}, "
+              f"{{%xr1_{h}_{2 * i}, %xr1_{h}_{2 * i + 1}}}, {{%c4, %c5, %c6, %c7}};")
+        e("  // scale: weight block times the inverse x scales of tokens 2 tig, 2 tig + 1 (+ 8), from lanes")
+        e("  // 8 tig and 8 tig + 4 (shuffled here, not kept: fewer live registers across the loop)")
+        e("  shl.b32 %src, %tig, 3;")
+        e("  add.u32 %t2, %src, 4;")
+        for nt in range(2):
+            e(f"  shfl.sync.idx.b32 %t0, %inv{nt}_{h}, %src, 31, 0xffffffff;")
+            e(f"  shfl.sync.idx.b32 %t1, %inv{nt}_{h}, %t2, 31, 0xffffffff;")
+            e(f"  mov.b32 %xs{2 * nt}, %t0;")
+            e(f"  mov.b32 %xs{2 * nt + 1}, %t1;")
+        for r in range(4):
+            e(f"  mul.f32 %xs{r}, %xs{r}, %ws{h};")
+        for r in range(8):
+            add = "0f00000000" if h == 0 else f"%acc{r}"
+            e(f"  fma.rn.f32 %acc{r}, %c{r}, %xs{(r // 4) * 2 + (r % 2)}, {add};")
+        e("  add.u32 %stage, %stage, 1;  // the next stage; the phase parity flips when the ring wraps")
+        e(f"  setp.eq.u32 %p, %stage, {NS};")
+        e("  @%p mov.u32 %stage, 0;")
+        e("  @%p xor.b32 %phase, %phase, 1;")
+    e("  // the warps' partials to red[buf][warp][token][row]; one barrier")
+    e(f"  mad.lo.u32 %t0, %buf, {W * 1024}, %sbase;")
+    e(f"  add.u32 %t0, %t0, {sh.red_off};")
+    e("  mad.lo.u32 %t0, %warp, 1024, %t0;")
+    store_partials(e)
+    e("  bar.sync 0;")
+    e("  // every warp is done with this strip's stages: thread 0 refills them with strip s + (NS / NC) G")
+    e("  setp.ne.u32 %p, %th, 0;")
+    e("  @%p bra REFILLED;")
+    e("  fence.proxy.async.shared::cta;  // the generic reads of the stages before the async-proxy writes")
+    e(f"  mad.lo.u32 %t2, %nct, {NS // NC}, %s;")
+    issue_strips(e, sh, "%t2", 1, "%st0", "REFILLED")
+    e("  // the warp-order sum, BF16 out")
+    red = f"  mad.lo.u32 %t0, %buf, {W * 1024}, %sbase;\n  add.u32 %t0, %t0, {sh.red_off};"
+    sum_warps_store(e, sh.threads, W, N, red, "SUM_DONE")
+    e("SUM_DONE:")
+    e("  xor.b32 %buf, %buf, 1;  // two buffers: the next strip's partials never overwrite ones still being summed")
+    e("  add.u32 %s, %s, %nct;")
+    e(f"  setp.lt.u32 %p, %s, {S};")
+    e("  @%p bra STRIP;")
     e("  ret;")
     e("}")
     return e.text()
@@ -369,7 +368,7 @@ def generate(sh: Shape) -> str:
 def main(argv=None) -> int:
     for sh in SHAPES:
         (HERE / f"{sh.name}.ptx").write_text(generate(sh))
-        print(f"wrote {sh.name}.ptx ({sh.threads} threads, grid {sh.grid}, {sh.smem} B dynamic smem)")
+        print(f"wrote {sh.name}.ptx ({sh.threads} threads, grid {sh.grid}, {sh.NS} stages, {sh.smem} B dynamic smem)")
     return 0
 
 

@@ -86,6 +86,10 @@ class Contract:
     peers: tuple[str, ...] = ()
     bench: bool = True  # measured by `netra bench` (floors and smoke kernels are not)
     cases_override: tuple[dict, ...] | None = None  # check/bench cases when dims are too many
+    # non-empty: the kernel uses griddepcontrol and this says what it reads before the wait;
+    # launched with programmatic stream serialization it may then start during the previous
+    # kernel (the bench also times it that way, as a chain)
+    pdl: str = ""
 
     def __post_init__(self):
         names = [p.name for p in self.params]

@@ -68,7 +68,7 @@ def graph_time(launch_i, copies: int, replays: int = REPLAYS) -> tuple[float, li
     return statistics.median(times), times
 
 
-def bench_case(tb: testbeds.Testbed, dims: dict, go, floors, peers: bool = True, log=print) -> dict:
+def bench_case(tb: testbeds.Testbed, dims: dict, go, floors, peers: bool = True, log=print, go_pdl=None) -> dict:
     c = tb.contract
     nread, nwrite = c.nbytes(dims)
     copies = max(2, math.ceil(ROTATE_BYTES / (nread + nwrite)))
@@ -87,6 +87,9 @@ def bench_case(tb: testbeds.Testbed, dims: dict, go, floors, peers: bool = True,
             raise AssertionError(f"{c.name}: guard refused {dims}: {reason}")
 
     t_netra, samples = graph_time(netra, copies)
+    t_pdl = None
+    if go_pdl is not None:  # the same kernel, every launch with programmatic serialization: a chain
+        t_pdl, _ = graph_time(lambda i: go_pdl(*args[i]), copies)
     grid, block = c.grid_for(dims), (c.threads, 1, 1)
     empty, reader = floors
     t_empty, _ = graph_time(lambda i: empty(grid, block), copies)
@@ -123,8 +126,12 @@ def bench_case(tb: testbeds.Testbed, dims: dict, go, floors, peers: bool = True,
         "fastest_peer": min(real_peers, key=real_peers.get) if real_peers else None,
         "speedup_vs_fastest_peer": (min(real_peers.values()) / t_netra) if real_peers else None,
     }
+    if t_pdl is not None:
+        case["pdl_chain_us"] = t_pdl
+        case["pdl_chain_roofline_fraction"] = (nread + nwrite) / READ_ROOFLINE / (t_pdl * 1e-6)
     log(f"  {c.name} {dims}: {t_netra:.2f} us ({case['read_floor_ratio']:.2f}x read floor {t_read:.2f}, "
-        f"empty {t_empty:.2f}); " + ", ".join(f"{k} {v:.2f}" for k, v in real_peers.items()))
+        f"empty {t_empty:.2f}{'' if t_pdl is None else f'; as a PDL chain {t_pdl:.2f}'}); "
+        + ", ".join(f"{k} {v:.2f}" for k, v in real_peers.items()))
     return case
 
 
@@ -234,10 +241,12 @@ def run(names: list[str] | None, peers: bool = True, log=print, quick: bool = Fa
             continue
         kernel = loader.load(c.name, 0)
         go = rt_launch.make_guard_and_launch(c, function_handle=kernel.handle, device=0)
+        go_pdl = (rt_launch.make_guard_and_launch(c, function_handle=kernel.handle, device=0, launch=rt_launch.pdl_launcher())
+                  if c.pdl else None)
         shapes = c.cases()
         if quick:  # the smallest and largest shape only; not a complete record
             shapes = [shapes[0], shapes[-1]]
-        cases = [bench_case(tb, dims, go, (empty, reader), peers=peers, log=log) for dims in shapes]
+        cases = [bench_case(tb, dims, go, (empty, reader), peers=peers, log=log, go_pdl=go_pdl) for dims in shapes]
         records.update(c.name, "cases", cases, env)
         hd = host_dispatch(c.name) if c.op else None
         bars = _bars(cases, hd)
