@@ -4,7 +4,8 @@ after a correctness check of their own.
   python3 experiments/proj/proj_variant.py CANDIDATE [CANDIDATE ...] --out "$OUT"   (on the H200, PYTHONPATH=src)
 
 CANDIDATE: `cluster` (gen_fp8_gemv_cluster.py, v3, measured and rejected), `v4a`, `v4b`,
-`v4a_pdl`, `v4b_pdl` (gen_fp8_gemv_v4.py), `v5`, `v5_pdl`, `v6`, `v6_pdl` (gen_fp8_gemv_v5.py; the PDL builds are also timed as a chain of
+`v4a_pdl`, `v4b_pdl` (gen_fp8_gemv_v4.py), `v3x` (the promoted generator, x staged in
+shared memory by bulk copies), `v5`, `v5_pdl`, `v6`, `v6_pdl` (gen_fp8_gemv_v5.py; the PDL builds are also timed as a chain of
 cuLaunchKernelEx launches with programmatic stream serialization). For each shape: assemble with the pinned ptxas and flags; check at
 M in (1, 5, 8, 9, 16) against the float64 reference with NaN-poisoned outputs, twice
 (bitwise equal), and against the promoted kernel's output bitwise (v4 keeps its arithmetic);
@@ -38,6 +39,9 @@ def candidate(name: str):
     if name == "cluster":
         gen = paths.load_module(HERE / "gen_fp8_gemv_cluster.py", "gen_cluster")
         return (lambda sh: gen.generate(gen.Tiling(sh))), (lambda sh: (gen.Tiling(sh).grid, gen.THREADS, 0))
+    if name == "v3x":  # the promoted generator with x staged by bulk copies
+        gen = paths.generator("proj", "gen_fp8_gemv")
+        return (lambda sh: gen.generate(sh, stage_x=True)), (lambda sh: (sh.grid, sh.threads, gen.x_stage_layout(sh)[2] + 8))
     if name.startswith(("v5", "v6", "v7")):
         gen = paths.load_module(HERE / "gen_fp8_gemv_v5.py", "gen_v5")
         return (lambda sh: gen.generate(sh, name)), (lambda sh: gen.launch_geometry(sh, name))
@@ -114,7 +118,7 @@ def run(name: str, out_dir: str, floors) -> dict:
 
 def main():
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
-    names = [a for a in sys.argv[1:] if not a.startswith("--") and a != out_dir] or ["v7n2x2", "v7n3", "v7n2", "v7n4", "v7n6", "v7n2x2_pdl", "v7n3_pdl"]
+    names = [a for a in sys.argv[1:] if not a.startswith("--") and a != out_dir] or ["v3x"]
     floors = (rt_launch.raw_launcher(loader.load("empty_kernel", 0)), rt_launch.raw_launcher(loader.load("read_floor", 0)))
     for name in names:
         run(name, out_dir, floors)

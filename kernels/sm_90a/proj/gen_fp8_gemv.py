@@ -163,6 +163,31 @@ def x_convert(e: Emit, h: int, nt: int) -> None:
         e(f"  cvt.rn.f16x2.f32 {X}{r}, %f1, %f0;")
 
 
+def x_stage_layout(sh: Shape) -> tuple[int, int, int]:
+    """(offset of the staged x rows, their stride, the x mbarrier's offset) after the
+    contract's shared memory: 16 rows of 2 K bytes padded by 16 so the fragment reads of a
+    warp (8 tokens x 4 threads) fall in 32 different banks."""
+    stride = 2 * sh.K + 16
+    off = (sh.smem + 127) // 128 * 128
+    return off, stride, off + 16 * stride
+
+
+def x_staged_fragments(e: Emit, h: int, nt: int, W: int, K: int, stride: int) -> None:
+    """As x_fragments, from the x rows staged in shared memory at %sx (0 for a token >= M)."""
+    X = f"%xr{nt}_{h}_"
+    e(f"  // x of k block {h} * {W} + warp, n-tile {nt}: token {8 * nt} + g, from shared memory")
+    e(f"  add.u32 %tok, %g, {8 * nt};")
+    e("  setp.lt.u32 %pv, %tok, %m;")
+    e(f"  mad.lo.u32 %t0, %tok, {stride}, %sx;")
+    e(f"  add.u32 %kb, %warp, {h * W};")
+    e("  mad.lo.u32 %t0, %kb, 256, %t0;")
+    e("  mad.lo.u32 %t0, %tig, 4, %t0;")
+    for i in range(8):
+        for hh in range(2):
+            e(f"  mov.b32 {X}{2 * i + hh}, 0;")
+            e(f"  @%pv ld.shared.u32 {X}{2 * i + hh}, [%t0+{32 * i + 16 * hh}];")
+
+
 def issue(e: Emit, sh: Shape, strip: str, h: int, stage: str) -> None:
     """Expect the bytes on full[stage] and bulk-copy chunk h of ``strip`` (its W weight tiles
     and their W block scales) into stage ``stage``."""
@@ -236,8 +261,12 @@ def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: 
         e("  st.global.b16 [%pb], %q0;")
 
 
-def generate(sh: Shape) -> str:
+def generate(sh: Shape, stage_x: bool = False) -> str:
+    """The PTX. ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x): x comes into
+    shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
+    the dynamic shared memory grows to x_stage_layout(sh)[2] + 8."""
     N, K, S, W, NC, SB, NS = sh.N, sh.K, sh.S, sh.W, sh.NC, sh.SB, sh.NS
+    x_off, x_stride, x_bar = x_stage_layout(sh)
     assert N % 128 == 0 and K % 128 == 0 and sh.KB % W == 0 and NS % NC == 0 and W <= 16
     e = Emit()
     e(f"// {sh.name}: out[M, {N}] = x[M, {K}] @ dequant(W)^T, M in 1..16; FP8 E4M3 weights with 128x128")
@@ -257,6 +286,8 @@ def generate(sh: Shape) -> str:
     e("  .reg .pred %p, %pm8, %pv, %pz;")
     e("  .reg .b32 %th, %warp, %lane, %g, %tig, %m, %s, %sn, %nct, %t0, %t1, %t2, %t3, %tok, %kb, %src;")
     e("  .reg .b32 %sbase, %bars, %stage, %st0, %phase, %buf, %bf, %ta;")
+    if stage_x:
+        e("  .reg .b32 %sx, %xb;")
     e("  .reg .b32 %wa<16>, %a<4>;")
     for nt in range(2):
         for h in range(NC):
@@ -275,6 +306,8 @@ def generate(sh: Shape) -> str:
     e("  @%p bra INIT_DONE;")
     for i in range(NS):
         e(f"  mbarrier.init.shared::cta.b64 [%bars+{8 * i}], 1;")
+    if stage_x:
+        e(f"  mbarrier.init.shared::cta.b64 [%sbase+{x_bar}], 1;  // x rows")
     e("  fence.mbarrier_init.release.cluster;  // visible to the async proxy (the bulk copies)")
     e("  // the first NS chunks, before griddepcontrol.wait: weights do not depend on the previous kernel")
     issue_strips(e, sh, "%s", NS // NC, "0", "INIT_DONE")
@@ -284,11 +317,33 @@ def generate(sh: Shape) -> str:
     e("  mov.u32 %stage, 0;")
     e("  mov.u32 %phase, 0;")
     e("  setp.gt.u32 %pm8, %m, 8;  // a second n-tile of 8 tokens")
-    e("  // every x load (both n-tiles; past M predicated off) before any is used; n-tile 1 without a")
-    e("  // branch (a branch made ptxas spill; this runs once per CTA)")
+    if stage_x:
+        e("  // thread 0: the M rows of x by bulk copies into padded shared rows; everyone waits for them")
+        e(f"  add.u32 %sx, %sbase, {x_off};")
+        e(f"  add.u32 %xb, %sbase, {x_bar};")
+        e("  setp.ne.u32 %p, %th, 0;")
+        e("  @%p bra X_ISSUED;")
+        e(f"  mul.lo.u32 %t0, %m, {2 * K};")
+        e("  mbarrier.arrive.expect_tx.shared::cta.b64 _, [%xb], %t0;")
+        for t in range(16):
+            e(f"  setp.le.u32 %p, %m, {t};")
+            e("  @%p bra X_ISSUED;")
+            e(f"  add.u64 %pa, %px, {t * 2 * K};")
+            e(f"  add.u32 %ta, %sx, {t * x_stride};")
+            e(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%ta], [%pa], {2 * K}, [%xb];")
+        e("X_ISSUED:")
+        e("X_WAIT:")
+        e("  mbarrier.try_wait.parity.shared::cta.b64 %p, [%xb], 0;")
+        e("  @!%p bra X_WAIT;")
+    else:
+        e("  // every x load (both n-tiles; past M predicated off) before any is used; n-tile 1 without a")
+        e("  // branch (a branch made ptxas spill; this runs once per CTA)")
     for h in range(NC):
         for nt in range(2):
-            x_fragments(e, h, nt, W, K)
+            if stage_x:
+                x_staged_fragments(e, h, nt, W, K, x_stride)
+            else:
+                x_fragments(e, h, nt, W, K)
     for h in range(NC):
         for nt in range(2):
             x_convert(e, h, nt)
