@@ -42,6 +42,7 @@ from netra import paths  # noqa: E402
 from netra.contracts.proj import SHAPES, SMS  # noqa: E402
 
 G = paths.load_module(HERE / "gen_fp8_gemv_v2.py", "gen_fp8_gemv_v2")  # v2 emitters (the [row][token] reduction)
+P = paths.generator("proj", "gen_fp8_gemv")  # the promoted v3 (from v7n3): x, bulk-copy and [token][row] emitters
 Emit = G.Emit
 
 VARIANTS = {  # name: (programmatic dependent launch, a producer warp, stages (None: what fits), partials [token][row], CTAs per SM)
@@ -129,126 +130,12 @@ def launch_geometry(sh, variant: str = "v5") -> tuple[int, int, int]:
     return g.grid, g.threads, g.smem
 
 
-def _x_fragments(e: Emit, h: int, nt: int, W: int, K: int) -> None:
-    """x words of k block h W + warp, token 8 nt + g, into %xr{nt}_{h}_0..15 (0 past M)."""
-    X = f"%xr{nt}_{h}_"
-    e(f"  // x of k block {h} * {W} + warp, n-tile {nt}: token {8 * nt} + g")
-    e(f"  add.u32 %tok, %g, {8 * nt};")
-    e("  setp.lt.u32 %pv, %tok, %m;")
-    e("  min.u32 %tok, %tok, 15;")
-    e(f"  add.u32 %kb, %warp, {h * W};")
-    e(f"  mul.lo.u32 %t0, %tok, {K};")
-    e("  mad.lo.u32 %t0, %kb, 128, %t0;")
-    e("  shl.b32 %t1, %tig, 1;")
-    e("  add.u32 %t0, %t0, %t1;  // k0 of step 0")
-    e("  mul.wide.u32 %pt64, %t0, 2;")
-    e("  add.u64 %pa, %px, %pt64;")
-    for i in range(8):
-        for hh in range(2):
-            e(f"  mov.b32 {X}{2 * i + hh}, 0;")
-            e(f"  @%pv ld.global.nc.u32 {X}{2 * i + hh}, [%pa+{32 * i + 16 * hh}];")
-
-
-def _x_convert(e: Emit, h: int, nt: int) -> None:
-    """amax over the group's 4 threads, the power-of-two scale, f16 fragments in place; the
-    inverse scale to %inv{nt}_{h} (the promoted kernel's arithmetic)."""
-    X = f"%xr{nt}_{h}_"
-    e(f"  // amax of (token, k block) over the group's 4 threads; scale; f16 fragments (chunk {h}, n-tile {nt})")
-    e("  mov.f32 %amax, 0f00000000;")
-    for r in range(16):
-        G.amax_update(e, f"{X}{r}")
-    for d in (1, 2):
-        e(f"  shfl.sync.bfly.b32 %f2, %amax, {d}, 31, 0xffffffff;")
-        e("  max.f32 %amax, %amax, %f2;")
-    G.x_scale_bits(e)
-    e("  mov.b32 %sc, %t2;")
-    e(f"  mov.b32 %inv{nt}_{h}, %t3;")
-    for r in range(16):
-        G.bf16x2_to_f32(e, f"{X}{r}")
-        e("  mul.f32 %f0, %f0, %sc;")
-        e("  mul.f32 %f1, %f1, %sc;")
-        e(f"  cvt.rn.f16x2.f32 {X}{r}, %f1, %f0;")
-
-
 def _advance(e: Emit) -> None:
     """Next stage of the ring; the phase parity flips when it wraps."""
     e("  add.u32 %stage, %stage, 1;")
     e("  setp.eq.u32 %p, %stage, %ns;")
     e("  @%p mov.u32 %stage, 0;")
     e("  @%p xor.b32 %phase, %phase, 1;")
-
-
-def _issue(e: Emit, sh: Geometry, strip: str, h: int, stage: str) -> None:
-    """Expect the bytes on full[stage] and bulk-copy chunk h of ``strip`` (its W weight tiles and
-    their W block scales) into stage ``stage``."""
-    e(f"  mad.lo.u32 %bf, {stage}, 8, %bars;")
-    e(f"  mbarrier.arrive.expect_tx.shared::cta.b64 _, [%bf], {sh.SB + 4 * sh.W};")
-    e(f"  mad.lo.u32 %ta, {stage}, {sh.SB}, %sbase;")
-    e(f"  mul.lo.u32 %t0, {strip}, {sh.KB};")
-    e(f"  add.u32 %t0, %t0, {h * sh.W};")
-    e("  mul.wide.u32 %pt64, %t0, 2048;")
-    e("  add.u64 %pa, %pw, %pt64;")
-    e(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%ta], [%pa], {sh.SB}, [%bf], %pol;")
-    e("  // and the chunk's W weight-block scales (s / 8, h W .. h W + W - 1): no dependent global load for the consumers")
-    e(f"  shr.u32 %t0, {strip}, 3;")
-    e(f"  mul.lo.u32 %t0, %t0, {sh.KB};")
-    e(f"  add.u32 %t0, %t0, {h * sh.W};")
-    e("  mul.wide.u32 %pt64, %t0, 4;")
-    e("  add.u64 %pa, %ps, %pt64;")
-    e(f"  mad.lo.u32 %ta, {stage}, 64, %sbase;")
-    e(f"  add.u32 %ta, %ta, {sh.scl_off};")
-    e(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%ta], [%pa], {4 * sh.W}, [%bf];")
-
-
-def _issue_strips(e: Emit, sh: Geometry, first: str, count: int, stage0: str, label: str) -> None:
-    """Thread 0 (the caller branches the others around): chunks of the CTA's strips first,
-    first + G, ..., (count strips) into stages stage0, stage0 + 1, ... (skipping strips >= S)."""
-    e(f"  mov.u32 %sn, {first};")
-    for i in range(count):
-        e(f"  setp.ge.u32 %p, %sn, {sh.S};")
-        e(f"  @%p bra {label};")
-        for h in range(sh.NC):
-            e(f"  add.u32 %t3, {stage0}, {i * sh.NC + h};")
-            _issue(e, sh, "%sn", h, "%t3")
-        e("  add.u32 %sn, %sn, %nct;")
-    e(f"{label}:")
-
-
-def _store_partials_tr(e: Emit) -> None:
-    """The warp's 16 x 16 partials %acc to [token][row] fp32 at %t0 (C fragment: rows g, g + 8;
-    tokens 2 tig, 2 tig + 1, + 8)."""
-    e("  shl.b32 %t1, %tig, 7;")
-    e("  mad.lo.u32 %t1, %g, 4, %t1;")
-    e("  add.u32 %t1, %t1, %t0;")
-    for r in range(8):  # acc r: token 2 tig + (r % 2) + 8 (r // 4), row g + 8 ((r // 2) % 2)
-        off = (r % 2) * 64 + ((r // 2) % 2) * 32 + (r // 4) * 512
-        e(f"  st.shared.f32 [%t1+{off}], %acc{r};")
-
-
-def _sum_warps_store_tr(e: Emit, threads: int, W: int, N: int, red_base: str, done: str) -> None:
-    """As the promoted sum_warps_store (output o = tid + threads r < 16 M: row o % 16, token
-    o / 16; warps summed in order), reading [token][row] partials: consecutive threads,
-    consecutive words."""
-    e("  shl.b32 %t1, %m, 4;")
-    for r in range(-(-256 // threads)):
-        e(f"  add.u32 %t0, %th, {r * threads};")
-        e("  setp.ge.u32 %p, %t0, %t1;")
-        e(f"  @%p bra {done};")
-        e("  and.b32 %t2, %t0, 15;")
-        e("  shr.u32 %t3, %t0, 4;")
-        e("  mov.u32 %tok, %t0;")
-        e(red_base)
-        e("  mad.lo.u32 %t0, %tok, 4, %t0;")
-        e("  ld.shared.f32 %f0, [%t0];")
-        for w_ in range(1, W):
-            e(f"  ld.shared.f32 %f1, [%t0+{w_ * 1024}];")
-            e("  add.f32 %f0, %f0, %f1;")
-        e("  cvt.rn.bf16.f32 %q0, %f0;")
-        e(f"  mad.lo.u32 %t0, %t3, {N}, %t2;")
-        e("  mad.lo.u32 %t0, %s, 16, %t0;")
-        e("  mul.wide.u32 %pt64, %t0, 2;")
-        e("  add.u64 %pb, %po, %pt64;")
-        e("  st.global.b16 [%pb], %q0;")
 
 
 def _producer(e: Emit, sh: Geometry) -> None:
@@ -269,7 +156,7 @@ def _producer(e: Emit, sh: Geometry) -> None:
         e(f"P_WAIT{h}:")
         e("  mbarrier.try_wait.parity.shared::cta.b64 %p, [%be], %t1;")
         e(f"  @!%p bra P_WAIT{h};")
-        _issue(e, sh, "%s", h, "%stage")
+        P.issue(e, sh, "%s", h, "%stage")
         _advance(e)
     e("  add.u32 %s, %s, %nct;")
     e(f"  setp.lt.u32 %p, %s, {S};")
@@ -319,7 +206,7 @@ def generate(shape, variant: str = "v5") -> str:
     e("  fence.mbarrier_init.release.cluster;  // visible to the async proxy (the bulk copies)")
     if not sh.producer_warp and sh.pdl:
         e("  // the first NS chunks, before griddepcontrol.wait: weights do not depend on the previous kernel")
-        _issue_strips(e, sh, "%s", NS // NC, "0", "PRO_ISSUED")
+        P.issue_strips(e, sh, "%s", NS // NC, "0", "PRO_ISSUED")
     e("INIT_DONE:")
     e("  bar.sync 0;")
     if sh.pdl:
@@ -343,17 +230,17 @@ def generate(shape, variant: str = "v5") -> str:
     # producer starts the stream; n-tile 1 without a branch (a branch made ptxas spill)
     for h in range(NC):
         for nt in range(2):
-            _x_fragments(e, h, nt, W, K)
+            P.x_fragments(e, h, nt, W, K)
     if not sh.pdl and sh.producer_warp:
         e(f"  bar.arrive 2, {sh.threads};  // x loads issued: the producer may start")
     if not sh.pdl and not sh.producer_warp:
         e("  // thread 0, after its x loads: the first NS chunks")
         e("  setp.ne.u32 %p, %th, 0;")
         e("  @%p bra PRO_ISSUED;")
-        _issue_strips(e, sh, "%s", NS // NC, "0", "PRO_ISSUED")
+        P.issue_strips(e, sh, "%s", NS // NC, "0", "PRO_ISSUED")
     for h in range(NC):
         for nt in range(2):
-            _x_convert(e, h, nt)
+            P.x_convert(e, h, nt)
     e("  mov.u32 %buf, 0;")
     e("C_STRIP:")
     e("  mov.u32 %st0, %stage;  // this strip's first stage")
@@ -407,7 +294,7 @@ def generate(shape, variant: str = "v5") -> str:
     e(f"  add.u32 %t0, %t0, {sh.red_off};")
     e("  mad.lo.u32 %t0, %warp, 1024, %t0;")
     if sh.transposed:
-        _store_partials_tr(e)
+        P.store_partials(e)
     else:
         G.store_partials(e)
     e(f"  bar.sync 1, {32 * W};  // consumers only")
@@ -417,10 +304,10 @@ def generate(shape, variant: str = "v5") -> str:
         e("  @%p bra REFILLED;")
         e("  fence.proxy.async.shared::cta;  // the generic reads of the stages before the async-proxy writes")
         e(f"  mad.lo.u32 %t2, %nct, {NS // NC}, %s;")
-        _issue_strips(e, sh, "%t2", 1, "%st0", "REFILLED")
+        P.issue_strips(e, sh, "%t2", 1, "%st0", "REFILLED")
     red = f"  mad.lo.u32 %t0, %buf, {W * 1024}, %sbase;\n  add.u32 %t0, %t0, {sh.red_off};"
     if sh.transposed:
-        _sum_warps_store_tr(e, 32 * W, W, N, red, "SUM_DONE")
+        P.sum_warps_store(e, 32 * W, W, N, red, "SUM_DONE")
     else:
         G.sum_warps_store(e, 32 * W, W, N, red, "SUM_DONE")
     e("SUM_DONE:")
