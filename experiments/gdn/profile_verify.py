@@ -21,7 +21,7 @@ def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     B, T = (int(args[0]), int(args[1])) if len(args) == 2 else (1, 16)
     if "--fast" in sys.argv:
-        module, fn = loader.load_text(C.name, paths.generator("gdn", "gen_gdn_verify").generate(fast=True))
+        module, fn = loader.load_text(C.name, paths.generator("gdn", "gen_gdn_verify").generate(fast=True, loop=False))
         handle = int(fn)
     else:
         handle = loader.load(C.name, 0).handle

@@ -100,7 +100,7 @@ GDN_VERIFY_T16 = Contract(
     f"+ {CONV_DIM * KW * 2 + NV * 8 + DV * 2}",
     bytes_written=f"B * T * ({STATE_BYTES} + {CONV_DIM * (KW - 1) * 2} + {VALUE_DIM * 2})",
     max_registers=128,
-    max_static_smem=20480,
+    max_static_smem=22528,
     op="gdn_verify",
     reference="netra.reference.gdn.verify_steps (float64: decode_step per token); transformers' functions per token",
     peers=("framework_op",),
