@@ -156,3 +156,20 @@ def test_verify_framework_path_is_decode_steps_and_rolls_back_by_slot():
         assert torch.equal(o, out[:, t])
         assert torch.equal(pool[j["slot_in"]], i["state_pool"][i["slots_out"][:, t]])
         assert torch.equal(conv[j["slot_in"]], i["conv_pool"][i["slots_out"][:, t]])
+
+
+@pytest.mark.parametrize("kw", [dict(loop=False), dict(fast=True, loop=False), dict(rpw=16, loop=False),
+                                dict(split=4, loop=False)], ids=lambda k: ",".join(f"{a}={b}" for a, b in k.items()))
+def test_verify_candidates_assemble(kw):
+    """The verification generator's measured candidates (experiments/gdn/README.md) stay buildable."""
+    import tempfile
+    from pathlib import Path
+
+    from netra.runtime import build, toolchain
+
+    g = paths.generator("gdn", "gen_gdn_verify")
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "gdn_verify_t16.ptx"
+        path.write_text(g.generate(**kw))
+        res = build.resource_usage(toolchain.ptxas(), path)
+    assert res["spill_stores"] == res["spill_loads"] == 0 and res["registers"] <= 128, res
