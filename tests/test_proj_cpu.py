@@ -2,7 +2,6 @@
 the documented mma fragment order and round-trips, and netra::fp8_linear takes the framework
 path (with the same answer for packed and plain weights) wherever the kernel cannot run."""
 
-import importlib.util
 
 import pytest
 import torch
