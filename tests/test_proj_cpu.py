@@ -180,3 +180,43 @@ def test_stage_x_candidate_assembles(sh):
     g = _generator()
     _assembles_without_spills(sh.name, g.generate(sh, stage_x=True))
     assert g.x_stage_layout(sh)[2] + 8 <= 227 * 1024
+
+
+def test_set_pdl_rebinds_only_pdl_kernels_with_the_pdl_launcher(monkeypatch):
+    """netra.ops.set_pdl: the kernels whose contract allows it are rebound with the
+    programmatic-serialization launcher, the others keep the plain launch; set_pdl(False)
+    undoes it. (Driver calls faked: no GPU here.)"""
+    from types import SimpleNamespace
+
+    from netra.ops import _dispatch
+    from netra.runtime import gpu, launch, loader
+
+    made = {}
+    monkeypatch.setattr(gpu, "unavailable_reason", lambda device=None: None)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(loader, "load", lambda name, device: SimpleNamespace(handle=1))
+    monkeypatch.setattr(launch, "pdl_launcher", lambda: "PDL")
+
+    def fake_make(contract, *, function_handle, device, launch=None, **kw):
+        made[contract.name] = launch
+        return lambda *a: None
+
+    monkeypatch.setattr(launch, "make_guard_and_launch", fake_make)
+    saved = {n: (k._launch, k.go, k.launches_bound, k.kernel) for n, k in ops.OPS.items()}
+    try:
+        for k in ops.OPS.values():
+            k._launch = None
+        ops.set_pdl(True)
+        ops.prepare()
+        pdl_names = {k.contract.name for k in ops.OPS.values() if k.contract.pdl}
+        assert pdl_names == {sh.name for sh in SHAPES}
+        assert all((made[n] == "PDL") == (n in pdl_names) for n in made) and pdl_names <= set(made)
+        made.clear()
+        ops.set_pdl(False)
+        ops.prepare()
+        assert set(made) == pdl_names and all(v is None for v in made.values())  # only they were rebound
+    finally:
+        _dispatch._PDL = False
+        for n, (lch, go, bound, kern) in saved.items():
+            k = ops.OPS[n]
+            k._launch, k.go, k.launches_bound, k.kernel = lch, go, bound, kern

@@ -138,7 +138,8 @@ def cmd_decode(a) -> int:
     else:
         rc = 0
         rec = decode.run(a.checkpoint, a.layers, tuple(a.batch), a.steps, a.context, a.seed, a.prompts, a.prompt_len,
-                         a.free_steps, a.shadow_len, a.gate_layers or None, log=log, ablate=tuple(a.ablate))
+                         a.free_steps, a.shadow_len, a.gate_layers or None, log=log, ablate=tuple(a.ablate),
+                         pdl=not a.no_pdl)
     g = rec["gates"]
     log(json.dumps({k: g[k] for k in (*decode.GATE_KEYS, "top1_checked")}))
     if g.get("depth_limited"):
@@ -218,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="also run the token gates on the first N layers, where BF16 stays decidable on synthetic weights (0: off)")
     s.add_argument("--ablate", nargs="*", default=list(decode_ablate()),
                    help="ops switched off one at a time (all other kernels on) at the first batch, in the same run")
+    s.add_argument("--no-pdl", action="store_true",
+                   help="skip the engine that launches the PDL-capable kernels with programmatic serialization")
     s.set_defaults(fn=cmd_decode)
     s = sub.add_parser("repack", help="write a real-layout FP8 checkpoint Netra-packed, for fast reloads")
     s.add_argument("src")

@@ -167,7 +167,7 @@ def engines(batches, ablate=ABLATE) -> list[tuple[str, tuple[str, ...], tuple[in
 def run(checkpoint: str | None = None, layers: int | None = None, batches=(1, 8, 32), steps: int = 64,
         context: int = 1024, seed: int = 0, n_prompts: int = 4, prompt_len: int = 256, free_steps: int = 256,
         shadow_len: int = 64, gate_layers: int | None = 8, device="cuda", write: bool = True, log=print,
-        config: TextConfig | None = None, ablate: tuple[str, ...] = ABLATE) -> dict:
+        config: TextConfig | None = None, ablate: tuple[str, ...] = ABLATE, pdl: bool = True) -> dict:
     t_start = time.time()
     if checkpoint:
         cfg = TextConfig.from_json(checkpoint)
@@ -236,6 +236,11 @@ def run(checkpoint: str | None = None, layers: int | None = None, batches=(1, 8,
             del runner
             torch.cuda.empty_cache()
     nops.set_framework("all", False)
+    pdl_check = None
+    if pdl and is_cuda and batches:
+        pdl_run, pdl_check = _pdl_engine(packed, batches[0], context, cfg, steps, device, log)
+        if pdl_run is not None:
+            runs.append(pdl_run)
 
     manifest_kernels = {}
     if any(r["kernels"] for r in runs) or used:
@@ -261,6 +266,7 @@ def run(checkpoint: str | None = None, layers: int | None = None, batches=(1, 8,
                                f"on the same weights; layer shadow: transformers layers in "
                                f"{shadow['reference_dtype']}"},
         "runs": runs,
+        "pdl": pdl_check,
         "gates": {
             "layer_shadow_pass": shadow["pass"],
             "teacher_forced_top1": tf["top1_agreement_non_tie"],
@@ -287,6 +293,47 @@ def run(checkpoint: str | None = None, layers: int | None = None, batches=(1, 8,
         log(f"wrote {path}")
     rec["gates"]["teacher_forced"]["positions"] = positions["full"]
     return rec
+
+
+def _pdl_engine(packed, b: int, context: int, cfg, steps: int, device, log) -> tuple[dict | None, dict]:
+    """All kernels, those whose contract allows it (``Contract.pdl``: they read only weights
+    before ``griddepcontrol.wait``) launched with programmatic stream serialization, so each
+    may start while the kernel before it finishes. Checked first: 8 teacher-forced graph steps
+    give bitwise the logits of the same runner launched plainly (same kernels, same order).
+    Returns (the run record or None, the check); a failure is recorded, not raised."""
+    tokens = torch.randint(0, cfg.vocab_size, (8, b), generator=torch.Generator().manual_seed(3)).to(device)
+
+    def logits_of(runner):
+        runner.capture()
+        return [runner.step(t).clone() for t in tokens]
+
+    check = {"method": "8 teacher-forced CUDA-graph steps from an empty cache, logits compared bitwise with the "
+                       "plainly launched runner"}
+    try:
+        plain = DecodeRunner(packed, b, context, device=device)
+        ref = logits_of(plain)
+        del plain
+        nops.set_pdl(True)
+        runner = DecodeRunner(packed, b, context, device=device)
+        kernels = kernels_used(runner)  # eager, before capture (a replay calls no Python)
+        got = logits_of(runner)
+        check["bitwise_equal_to_plain"] = all(torch.equal(x, y) for x, y in zip(ref, got))
+        check["pdl_kernels"] = sorted(k.contract.name for k in nops.OPS.values() if k.contract.pdl and k.launches_bound)
+        if not check["bitwise_equal_to_plain"]:
+            log("netra-kernels-pdl-graph: logits differ from the plain launches; not timed")
+            return None, check
+        ms = _time_replays(runner, steps)
+        log(f"netra-kernels-pdl-graph batch {b}: {ms:.2f} ms per step, {b * 1000 / ms:.1f} tokens/s")
+        return _run_record("netra-kernels-pdl-graph", b, cfg, context, ms, kernels,
+                           f"CUDA-graph replay of one decode step, CUDA events, median of {steps} steps; the kernels "
+                           f"with Contract.pdl launched with programmatic stream serialization"), check
+    except Exception as e:  # recorded, not fatal: the main job's other results stand
+        check["error"] = f"{type(e).__name__}: {str(e)[:300]}"
+        log(f"netra-kernels-pdl-graph failed: {check['error']}")
+        return None, check
+    finally:
+        nops.set_pdl(False)
+        torch.cuda.empty_cache()
 
 
 def _run_record(engine, batch, cfg, context, ms, kernels, method) -> dict:

@@ -23,6 +23,7 @@ log = logging.getLogger("netra")
 
 _SWITCH = {s.strip() for s in os.environ.get("NETRA_FRAMEWORK", "").split(",") if s.strip()}
 OPS: dict[str, "KernelOp"] = {}
+_PDL = False  # set_pdl: launch the kernels whose contract allows it with programmatic serialization
 
 
 def _no_kernel(reason: str) -> Callable:
@@ -63,7 +64,9 @@ class KernelOp:
         device = torch.cuda.current_device() if device is None else device
 
         self.kernel = loader.load(self.contract.name, device)
-        self._launch = launch.make_guard_and_launch(self.contract, function_handle=self.kernel.handle, device=device)
+        pdl = launch.pdl_launcher() if (_PDL and self.contract.pdl) else None
+        self._launch = launch.make_guard_and_launch(self.contract, function_handle=self.kernel.handle, device=device,
+                                                    launch=pdl)
         self.launches_bound = True
         return self._launch
 
@@ -125,6 +128,23 @@ def set_framework(op: str, on: bool = True) -> None:
         raise KeyError(f"set_framework: no op or kernel named {op!r}; known: {', '.join(sorted(OPS))}")
     for k in targets:
         k.go = k._switched_off if on else (k._launch or k._bind_then_go)
+
+
+def set_pdl(on: bool = True) -> None:
+    """Launch every kernel whose contract says what it reads before ``griddepcontrol.wait``
+    (``Contract.pdl``) with programmatic stream serialization (cuLaunchKernelEx), so it may
+    start while the kernel before it on the stream finishes; or stop. Their guards are rebuilt
+    at the next bind (``prepare()``, before CUDA-graph capture). Only for callers that know
+    what the kernels read early is not being written by the kernel before (the decode runner:
+    weights)."""
+    global _PDL
+    _PDL = on
+    for k in OPS.values():
+        if k.contract.pdl and k._launch is not None:
+            k._launch = None
+            k.launches_bound = False
+            if k.go is not k._switched_off:
+                k.go = k._bind_then_go
 
 
 def stats() -> dict[str, dict]:
