@@ -333,7 +333,10 @@ def _pdl_engine(packed, b: int, context: int, cfg, steps: int, device, log) -> t
         return None, check
     finally:
         nops.set_pdl(False)
-        torch.cuda.empty_cache()
+        try:
+            torch.cuda.empty_cache()
+        except Exception:  # a CUDA error above must not cost the record of everything else
+            pass
 
 
 def _run_record(engine, batch, cfg, context, ms, kernels, method) -> dict:
