@@ -130,10 +130,11 @@ def block_sum2(e: Emit, a: str, b: str, da: str, db: str) -> None:
     e(f"add.f32 {db}, {db}, %f7;")
 
 
-def warp_partials(e: Emit, src: str, dst: str, red: str = "red", trailing: bool = True) -> None:
-    """dst = sum over the 4 warps of src (per lane), added in warp order through shared memory
+def warp_partials(e: Emit, src: str, dst: str, red: str = "red", trailing: bool = True, nw: int = 4) -> None:
+    """dst = sum over the nw warps of src (per lane), added in warp order through shared memory
     ``red``; ``trailing=False`` leaves out the barrier that lets ``red`` be reused at once (the
-    caller alternates buffers instead)."""
+    caller alternates buffers instead). Uses %f0 .. %f{nw - 1}."""
+    assert 2 <= nw <= 8
     e(f"mov.u32 %t2, {red};")
     e(f"mad.lo.u32 %t0, %warp, {4 * CHUNK}, %t2;")
     e("shl.b32 %t1, %lane, 2;")
@@ -142,12 +143,11 @@ def warp_partials(e: Emit, src: str, dst: str, red: str = "red", trailing: bool 
     e("bar.sync 0;")
     e("add.u32 %t0, %t2, %t1;")
     e("ld.shared.f32 %f0, [%t0];")
-    e(f"ld.shared.f32 %f1, [%t0+{4 * CHUNK}];")
-    e(f"ld.shared.f32 %f2, [%t0+{8 * CHUNK}];")
-    e(f"ld.shared.f32 %f3, [%t0+{12 * CHUNK}];")
+    for w in range(1, nw):
+        e(f"ld.shared.f32 %f{w}, [%t0+{4 * CHUNK * w}];")
     e(f"add.f32 {dst}, %f0, %f1;")
-    e(f"add.f32 {dst}, {dst}, %f2;")
-    e(f"add.f32 {dst}, {dst}, %f3;")
+    for w in range(2, nw):
+        e(f"add.f32 {dst}, {dst}, %f{w};")
     if trailing:
         e("bar.sync 0;")
 

@@ -44,89 +44,91 @@ STATE_SLOT = NV * DK * DV * 4  # bytes of one slot of the state pool
 CONV_SLOT = CONV * (KW - 1) * 2
 
 
-def _warp_partials(e, src: str, dst: str, nw: int, red: str = "red", trailing: bool = True) -> None:
-    """d.warp_partials for nw warps (the decode kernel's own for 4)."""
-    if nw == 4:
-        d.warp_partials(e, src, dst, red=red, trailing=trailing)
-        return
-    e(f"mov.u32 %t2, {red};")
-    e(f"mad.lo.u32 %t0, %warp, {4 * CHUNK}, %t2;")
-    e("shl.b32 %t1, %lane, 2;")
-    e("add.u32 %t0, %t0, %t1;")
-    e(f"st.shared.f32 [%t0], {src};")
-    e("bar.sync 0;")
-    e("add.u32 %t0, %t2, %t1;")
-    e("ld.shared.f32 %f0, [%t0];")
-    for w in range(1, nw):
-        e(f"ld.shared.f32 %f1, [%t0+{4 * CHUNK * w}];")
-        e(f"add.f32 {'%f0' if w < nw - 1 else dst}, %f0, %f1;")
-    if trailing:
-        e("bar.sync 0;")
+def _token_step(e, t: int | None, nw: int = 4, rpw: int = 32, split: int = 1, fast: bool = False) -> None:
+    """Step 4 for one token: token ``t`` of the unrolled build (offsets immediate), or, with
+    t None, the body of the runtime loop over %tt (offsets from %tt; %sr and %sq advanced by the
+    caller; warp 0 keeps each token's o in ot_s for step 5 instead of a register per token).
+    The arithmetic and its order are the same either way."""
+    loop = t is None
 
+    def token(base: str, stride: int) -> str:
+        """The address of the token's element: base + stride x token."""
+        if loop:
+            e(f"mad.lo.u32 {base}, %tt, {stride}, {base};")
+            return f"[{base}]"
+        return f"[{base}+{stride * t}]"
 
-def _token_loop(e) -> None:
-    """Step 4 as a runtime loop over the tokens (``loop``): per token the unrolled build's
-    instructions in the same order, with the token's shared-memory offsets in registers; warp 0
-    keeps each token's o in ot_s for step 5 instead of a register per token."""
-    e("mov.u32 %tt, 0;")
-    e("TOKEN_LOOP:")
-    e("setp.ge.u32 %pt, %tt, %T;")
-    e("@%pt bra TOKENS_DONE;")
+    kt, qt = ("%sr", "%sq") if loop else (f"%sr+{4 * 2 * DK * t}", f"%sq+{4 * 2 * DK * t}")
     e("mov.u32 %t0, gate_s;")
-    e("mad.lo.u32 %t0, %tt, 8, %t0;")
-    e("ld.shared.v2.f32 {%beta, %dec}, [%t0];")
-    e("mov.f32 %kv, 0f00000000;")
-    for i in range(CHUNK):
+    e(f"ld.shared.v2.f32 {{%beta, %dec}}, {token('%t0', 8)};")
+    kv = (lambda i: "%kv") if split == 1 else (lambda i: f"%kvp{i % split}")
+    for j in range(split):
+        e(f"mov.f32 {kv(j)}, 0f00000000;")
+    for i in range(rpw):
         e(f"mul.f32 %s{i}, %s{i}, %dec;")
-        e(f"ld.shared.f32 %f0, [%sr+{4 * i}];")
-        e(f"fma.rn.f32 %kv, %s{i}, %f0, %kv;")
-    d.warp_partials(e, "%kv", "%kv")
+        e(f"ld.shared.f32 %f0, [{kt}+{4 * i}];")
+        e(f"fma.rn.f32 {kv(i)}, %s{i}, %f0, {kv(i)};")
+    if split > 1:
+        e("add.f32 %kv, %kvp0, %kvp1;")
+        for j in range(2, split):
+            e(f"add.f32 %kv, %kv, %kvp{j};")
+    d.warp_partials(e, "%kv", "%kv", trailing=not fast, nw=nw)
     e("mov.u32 %t0, v_s;")
     e("shl.b32 %t1, %lane, 2;")
     e("add.u32 %t0, %t0, %t1;")
-    e(f"mad.lo.u32 %t0, %tt, {4 * CHUNK}, %t0;")
-    e("ld.shared.f32 %v, [%t0];")
+    e(f"ld.shared.f32 %v, {token('%t0', 4 * CHUNK)};")
     e("sub.f32 %dl, %v, %kv;")
     e("mul.f32 %dl, %dl, %beta;")
-    e("mov.f32 %o, 0f00000000;")
-    for i in range(CHUNK):
-        e(f"ld.shared.f32 %f0, [%sr+{4 * i}];")
+    oo = (lambda i: "%o") if split == 1 else (lambda i: f"%op{i % split}")
+    for j in range(split):
+        e(f"mov.f32 {oo(j)}, 0f00000000;")
+    for i in range(rpw):
+        e(f"ld.shared.f32 %f0, [{kt}+{4 * i}];")
         e(f"fma.rn.f32 %s{i}, %f0, %dl, %s{i};")
-        e(f"ld.shared.f32 %f1, [%sq+{4 * i}];")
-        e(f"fma.rn.f32 %o, %s{i}, %f1, %o;")
+        e(f"ld.shared.f32 %f1, [{qt}+{4 * i}];")
+        e(f"fma.rn.f32 {oo(i)}, %s{i}, %f1, {oo(i)};")
+    if split > 1:
+        e("add.f32 %o, %op0, %op1;")
+        for j in range(2, split):
+            e(f"add.f32 %o, %o, %op{j};")
     e("mov.u32 %t0, slot_s;")
-    e("mad.lo.u32 %t0, %tt, 8, %t0;")
-    e("ld.shared.u64 %pa, [%t0];")
+    e(f"ld.shared.u64 %pa, {token('%t0', 8)};")
     e(f"mad.lo.u64 %pa, %pa, {STATE_SLOT}, %poff;")
-    for i in range(CHUNK):
+    for i in range(rpw):
         e(f"st.global.f32 [%pa+{i * DV * 4}], %s{i};")
-    d.warp_partials(e, "%o", "%o")
-    e("@!%pw bra SUMSQ;")
-    e("mov.u32 %t0, ot_s;")
-    e(f"mad.lo.u32 %t0, %tt, {4 * CHUNK}, %t0;")
-    e("mad.lo.u32 %t0, %lane, 4, %t0;")
-    e("st.shared.f32 [%t0], %o;  // token tt's o of this column, for step 5")
+    if fast:
+        d.warp_partials(e, "%o", "%o", red="red2", trailing=False, nw=nw)
+        e(f"mov.f32 %ot{t}, %o;")
+        return
+    d.warp_partials(e, "%o", "%o", nw=nw)
+    done = "SUMSQ" if loop else f"SUMSQ_{t}"
+    e(f"@!%pw bra {done};")
+    if loop:
+        e("mov.u32 %t0, ot_s;")
+        e(f"mad.lo.u32 %t0, %tt, {4 * CHUNK}, %t0;")
+        e("mad.lo.u32 %t0, %lane, 4, %t0;")
+        e("st.shared.f32 [%t0], %o;  // token tt's o of this column, for step 5")
+    else:
+        e(f"mov.f32 %ot{t}, %o;")
     e("mul.f32 %f10, %o, %o;")
     for k in (16, 8, 4, 2, 1):
         e(f"shfl.sync.bfly.b32 %f11, %f10, {k}, 31, 0xffffffff;")
         e("add.f32 %f10, %f10, %f11;")
     e("setp.lt.u32 %p, %lane, 4;")
-    e("@!%p bra SUMSQ;")
+    e(f"@!%p bra {done};")
     e("mov.u32 %t0, norm_s;")
     e("mad.lo.u32 %t0, %r, 4, %t0;")
-    e("mad.lo.u32 %t0, %tt, 16, %t0;  // token tt, slot r of ...")
+    if loop:
+        e("mad.lo.u32 %t0, %tt, 16, %t0;  // token tt, slot r of ...")
+    else:
+        e(f"add.u32 %t0, %t0, {16 * t};  // token t, slot r of ...")
     e("and.b32 %t1, %rank, 4;")
     e("add.u32 %t1, %t1, %lane;  // ... rank (rank & 4) + lane")
     e("mapa.shared::cluster.u32 %t2, %t0, %t1;")
     e("mov.u32 %t0, bar_norm;")
     e("mapa.shared::cluster.u32 %t4, %t0, %t1;")
     e("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%t2], %f10, [%t4];")
-    e("SUMSQ:")
-    e(f"add.u32 %sr, %sr, {4 * 2 * DK};")
-    e(f"add.u32 %sq, %sq, {4 * 2 * DK};")
-    e("add.u32 %tt, %tt, 1;")
-    e("bra.uni TOKEN_LOOP;")
-    e("TOKENS_DONE:")
+    e(f"{done}:")
 
 
 def generate(fast: bool = False, rpw: int = 32, split: int = 1, loop: bool = True) -> str:
@@ -413,75 +415,22 @@ def generate(fast: bool = False, rpw: int = 32, split: int = 1, loop: bool = Tru
     e("add.u32 %sr, %sr, %t0;  // token 0's k of the warp's rows")
     e("add.u32 %sq, %sq, %t0;  // token 0's q of the warp's rows")
     if loop:
-        _token_loop(e)
-    if not loop:
+        e("mov.u32 %tt, 0;")
+        e("TOKEN_LOOP:")
+        e("setp.ge.u32 %pt, %tt, %T;")
+        e("@%pt bra TOKENS_DONE;")
+        _token_step(e, None)
+        e(f"add.u32 %sr, %sr, {4 * 2 * DK};")
+        e(f"add.u32 %sq, %sq, {4 * 2 * DK};")
+        e("add.u32 %tt, %tt, 1;")
+        e("bra.uni TOKEN_LOOP;")
+    else:
         for t in range(MAXT):
-            kt, qt = f"%sr+{4 * 2 * DK * t}", f"%sq+{4 * 2 * DK * t}"
             e(f"// token {t}")
             e(f"setp.le.u32 %pt, %T, {t};")
             e("@%pt bra TOKENS_DONE;")
-            e("mov.u32 %t0, gate_s;")
-            e(f"ld.shared.v2.f32 {{%beta, %dec}}, [%t0+{8 * t}];")
-            kv = (lambda i: "%kv") if split == 1 else (lambda i: f"%kvp{i % split}")
-            for j in range(split):
-                e(f"mov.f32 {kv(j)}, 0f00000000;")
-            for i in range(rpw):
-                e(f"mul.f32 %s{i}, %s{i}, %dec;")
-                e(f"ld.shared.f32 %f0, [{kt}+{4 * i}];")
-                e(f"fma.rn.f32 {kv(i)}, %s{i}, %f0, {kv(i)};")
-            if split > 1:
-                e("add.f32 %kv, %kvp0, %kvp1;")
-                for j in range(2, split):
-                    e(f"add.f32 %kv, %kv, %kvp{j};")
-            _warp_partials(e, "%kv", "%kv", NW, trailing=not fast)
-            e("mov.u32 %t0, v_s;")
-            e("shl.b32 %t1, %lane, 2;")
-            e("add.u32 %t0, %t0, %t1;")
-            e(f"ld.shared.f32 %v, [%t0+{4 * CHUNK * t}];")
-            e("sub.f32 %dl, %v, %kv;")
-            e("mul.f32 %dl, %dl, %beta;")
-            oo = (lambda i: "%o") if split == 1 else (lambda i: f"%op{i % split}")
-            for j in range(split):
-                e(f"mov.f32 {oo(j)}, 0f00000000;")
-            for i in range(rpw):
-                e(f"ld.shared.f32 %f0, [{kt}+{4 * i}];")
-                e(f"fma.rn.f32 %s{i}, %f0, %dl, %s{i};")
-                e(f"ld.shared.f32 %f1, [{qt}+{4 * i}];")
-                e(f"fma.rn.f32 {oo(i)}, %s{i}, %f1, {oo(i)};")
-            if split > 1:
-                e("add.f32 %o, %op0, %op1;")
-                for j in range(2, split):
-                    e(f"add.f32 %o, %o, %op{j};")
-            e("mov.u32 %t0, slot_s;")
-            e(f"ld.shared.u64 %pa, [%t0+{8 * t}];")
-            e(f"mad.lo.u64 %pa, %pa, {STATE_SLOT}, %poff;")
-            for i in range(rpw):
-                e(f"st.global.f32 [%pa+{i * DV * 4}], %s{i};")
-            if fast:
-                _warp_partials(e, "%o", "%o", NW, red="red2", trailing=False)
-                e(f"mov.f32 %ot{t}, %o;")
-                continue
-            _warp_partials(e, "%o", "%o", NW)
-            e(f"@!%pw bra SUMSQ_{t};")
-            e(f"mov.f32 %ot{t}, %o;")
-            e("mul.f32 %f10, %o, %o;")
-            for k in (16, 8, 4, 2, 1):
-                e(f"shfl.sync.bfly.b32 %f11, %f10, {k}, 31, 0xffffffff;")
-                e("add.f32 %f10, %f10, %f11;")
-            e("setp.lt.u32 %p, %lane, 4;")
-            e(f"@!%p bra SUMSQ_{t};")
-            e("mov.u32 %t0, norm_s;")
-            e("mad.lo.u32 %t0, %r, 4, %t0;")
-            e(f"add.u32 %t0, %t0, {16 * t};  // token t, slot r of ...")
-            e("and.b32 %t1, %rank, 4;")
-            e("add.u32 %t1, %t1, %lane;  // ... rank (rank & 4) + lane")
-            e("mapa.shared::cluster.u32 %t2, %t0, %t1;")
-            e("mov.u32 %t0, bar_norm;")
-            e("mapa.shared::cluster.u32 %t4, %t0, %t1;")
-            e("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%t2], %f10, [%t4];")
-            e(f"SUMSQ_{t}:")
-    if not loop:
-        e("TOKENS_DONE:")
+            _token_step(e, t, NW, rpw, split, fast)
+    e("TOKENS_DONE:")
     if fast:
         e("// warp 0: the sums of o^2 of all T tokens, interleaved, then the pushes of those below T")
         e("@!%pw bra OUT_DONE;")
