@@ -193,12 +193,16 @@ def pdl_launcher() -> Callable:
     attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
     attr.value.programmaticStreamSerializationAllowed = 1
     cfg.attrs, cfg.numAttrs = [attr], 1
+    functions: dict = {}  # handle -> CUfunction, made once (not per launch)
 
     def launch(fn, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        f = functions.get(fn) if isinstance(fn, int) else fn
+        if f is None:
+            f = functions[fn] = cu.CUfunction(fn)
         cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = gx, gy, gz
         cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = bx, by, bz
         cfg.sharedMemBytes, cfg.hStream = smem, stream
-        err, = cu.cuLaunchKernelEx(cfg, fn if isinstance(fn, cu.CUfunction) else cu.CUfunction(fn), params, 0)
+        err, = cu.cuLaunchKernelEx(cfg, f, params, 0)
         return int(err)
 
     return launch
