@@ -34,7 +34,28 @@ from netra.runtime import loader
 C = contracts.get("gdn_verify_t16")
 BUILDS = {"fast": dict(fast=True, loop=False), "w8": dict(rpw=16, loop=False), "s4": dict(split=4, loop=False),
           "w8s2": dict(rpw=16, split=2, loop=False), "w8s4": dict(rpw=16, split=4, loop=False),
-          "unrolled": dict(loop=False)}  # unrolled: the build promoted before the token loop (a0fc824)
+          "unrolled": dict(loop=False),  # unrolled: the build promoted before the token loop (a0fc824)
+          "store_last": dict(diag="store_last")}
+# Diagnostics: the promoted PTX edited to test one hypothesis; timed even though they fail the check.
+# store_last: the state slice is stored after the last token only (the per-token rollback states
+# are not written). Is the per-token time the 32 state stores per thread per token?
+
+
+def store_last(ptx: str) -> str:
+    a, b = ptx.index("TOKEN_LOOP:"), ptx.index("TOKENS_DONE:")
+    body = ptx[a:b]
+    n = body.count("  st.global.f32 [%pa+")
+    assert n == 32, f"expected the token loop's 32 state stores, found {n}"
+    body = body.replace("  st.global.f32 [%pa+", "  @%plast st.global.f32 [%pa+")
+    head = "  @%pt bra TOKENS_DONE;\n"
+    assert body.count(head) == 1
+    body = body.replace(head, head + "  add.u32 %tl, %tt, 1;\n  setp.eq.u32 %plast, %tl, %T;\n")
+    decl = "  .reg .pred %p, %pc, %pq, %pw, %pg, %pt, %pbad;\n"
+    assert ptx.count(decl) == 1
+    return (ptx[:a] + body + ptx[b:]).replace(decl, decl + "  .reg .pred %plast;\n  .reg .b32 %tl;\n")
+
+
+DIAG = {"store_last": store_last}
 
 
 def main():
@@ -45,9 +66,11 @@ def main():
     go_prom = rt_launch.make_guard_and_launch(C, function_handle=loader.load(C.name, 0).handle, device=0)
     keep, gos = [], {}
     for name in names:
-        kw = BUILDS[name]
+        kw = dict(BUILDS[name])
+        diag = kw.pop("diag", None)
         c2 = dataclasses.replace(C, threads=32 * (128 // kw.get("rpw", 32)))
-        module, fn = loader.load_text(C.name, gen.generate(**kw))
+        text = gen.generate(**kw)
+        module, fn = loader.load_text(C.name, DIAG[diag](text) if diag else text)
         keep.append(module)
         gos[name] = (dataclasses.replace(tb, contract=c2), rt_launch.make_guard_and_launch(c2, function_handle=int(fn), device=0))
     res = {"builds": {n: BUILDS[n] for n in names}, "correctness": {}, "timing": {}}
@@ -79,11 +102,12 @@ def main():
         key = f"B{case['B']}_T{case['T']}"
         row = {"promoted": bench.bench_case(tb, case, go_prom, floors, peers=False, log=print)["median_us"]}
         for name, (tb2, go) in gos.items():
-            if all(res["correctness"][k][name]["pass"] for k in res["correctness"]):
+            if BUILDS[name].get("diag") or all(res["correctness"][k][name]["pass"] for k in res["correctness"]):
                 row[name] = bench.bench_case(tb2, case, go, floors, peers=False, log=print)["median_us"]
         res["timing"][key] = row
         print(key, {k: round(v, 2) for k, v in row.items()}, flush=True)
-    out = "verify_variant.json" if names == ["fast"] else "verify_variants.json"
+    out = ("verify_variant.json" if names == ["fast"] else "verify_diag.json" if all(BUILDS[n].get("diag") for n in names)
+           else "verify_variants.json")
     json.dump({"method": bench.METHOD.format(R=bench.REPLAYS), **res}, open(os.path.join(out_dir, out), "w"), indent=1)
     del keep
 
