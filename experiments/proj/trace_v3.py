@@ -171,7 +171,7 @@ def run_case(name: str, fn, M: int) -> dict:
     row = {"copies": copies}
     # the traced build computes exactly what the promoted kernel computes
     outs[0]["out"].fill_(float("nan"))
-    assert go(ins[0]["x"], ins[0]["w"], ins[0]["scale"], outs[0]["out"], M) is None
+    assert go(*tb.args({**ins[0], **outs[0]})) is None
     ref = outs[0]["out"].clone()
     outs[0]["out"].fill_(float("nan"))
     ptrs = [(i["x"].data_ptr(), i["w"].data_ptr(), i["scale"].data_ptr(), o["out"].data_ptr(), M, trace[k].data_ptr())
