@@ -16,7 +16,7 @@ last CTA end and the next launch's first CTA start, the spread of CTA starts, th
 of the first chunk, the spacing of the chunks, and the tail after the last chunk; clock64
 is turned into ns with each SM's own rate over the whole replay.
 
-  python3 experiments/proj/trace_v3.py --out "$OUT"     (on the H200, PYTHONPATH=src)
+  python3 experiments/proj/trace_v3.py [--build v3c] --out "$OUT"     (on the H200, PYTHONPATH=src)
 """
 
 import ctypes
@@ -37,6 +37,7 @@ from netra.runtime import loader
 from netra.runtime.driver import check as check_cu
 
 SLOTS = 32
+BUILDS = {"promoted": {}, "v3c": {"x_rows": True}, "v3d": {"x_rows": True, "skip_nt1": True}}  # --build NAME: a candidate of the generator instead
 NAMES = ("fp8_gemv_n12288_k2048", "fp8_gemv_n4096_k2048", "fp8_gemv_n2048_k4096", "fp8_gemv_n2048_k512")
 
 
@@ -50,10 +51,11 @@ def stamp(kind: str, slot: str) -> str:
     return f"  mov.u64 %trc, {src};\n  @%ptr st.global.u64 [%trp+{slot}], %trc;\n"
 
 
-def trace_text(sh) -> str:
+def trace_text(sh, build: str = "promoted") -> str:
     gen = paths.generator("proj", "gen_fp8_gemv")
-    src = gen.generate(sh)
-    assert src == paths.ptx_path("sm_90a", "proj", sh.name).read_text(), f"{sh.name}: generator and committed PTX differ"
+    src = gen.generate(sh, **BUILDS[build])
+    if build == "promoted":
+        assert src == paths.ptx_path("sm_90a", "proj", sh.name).read_text(), f"{sh.name}: generator and committed PTX differ"
     edits = [
         ("  .param .u32 M\n)", "  .param .u32 M,\n  .param .u64 trace\n)"),
         ("  .reg .b64 %px, %pw, %ps, %po, %pa, %pb, %pt64, %pol;\n",
@@ -200,22 +202,24 @@ def run_case(name: str, fn, M: int) -> dict:
 
 def main():
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else os.path.dirname(__file__)
+    build = sys.argv[sys.argv.index("--build") + 1] if "--build" in sys.argv else "promoted"
     fns, keep = {}, []
     for name in NAMES:
         sh = next(s for s in SHAPES if s.name == name)
-        module, fn = loader.load_text(name, trace_text(sh))
+        module, fn = loader.load_text(name, trace_text(sh, build))
         keep.append(module)
         check_cu(cu.cuFuncSetAttribute(fn, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                        sh.smem), "max dynamic smem")
         fns[name] = fn
-    res = {"method": bench.METHOD.format(R=bench.REPLAYS) + "; stamps by thread 0 of each CTA, last replay",
+    res = {"method": bench.METHOD.format(R=bench.REPLAYS) + "; stamps by thread 0 of each CTA, last replay", "build": build,
            "slots": __doc__.split("Launched")[0].split("CTA):")[1].strip(), "shapes": {}}
     for name in NAMES:
         res["shapes"][name] = {}
         for M in (1, 16):
             res["shapes"][name][f"M{M}"] = run_case(name, fns[name], M)
             torch.cuda.empty_cache()
-        json.dump(res, open(os.path.join(out_dir, "trace_v3.json"), "w"), indent=1)
+        json.dump(res, open(os.path.join(out_dir, "trace_v3.json" if build == "promoted" else f"trace_{build}.json"), "w"),
+                  indent=1)
     del keep
 
 

@@ -142,6 +142,58 @@ def x_fragments(e: Emit, h: int, nt: int, W: int, K: int) -> None:
             e(f"  @%pv ld.global.nc.u32 {X}{2 * i + hh}, [%pa+{32 * i + 16 * hh}];")
 
 
+def x_rows_load(e: Emit, h: int, nt: int, W: int, K: int) -> None:
+    """Coalesced: the warp's 8 tokens x 128 k of k block h W + warp, n-tile nt, as 4 16-byte
+    loads per lane into %xr{nt}_{h}_0..15 (load j: tokens 8 nt + 2 j + lane / 16, k 8 (lane % 16)
+    .. + 7; 0 for a token >= M). Each load instruction reads 4 whole 128-byte lines; the fragment
+    layout's own loads (x_fragments) touch 8 lines each, half of every sector."""
+    X = f"%xr{nt}_{h}_"
+    e(f"  // x rows of k block {h} * {W} + warp, n-tile {nt}, coalesced")
+    e(f"  add.u32 %kb, %warp, {h * W};")
+    e("  shr.u32 %t1, %lane, 4;")
+    e("  and.b32 %t2, %lane, 15;")
+    for j in range(4):
+        e(f"  add.u32 %tok, %t1, {8 * nt + 2 * j};")
+        e("  setp.lt.u32 %pv, %tok, %m;")
+        e(f"  mul.lo.u32 %t0, %tok, {K};")
+        e("  mad.lo.u32 %t0, %kb, 128, %t0;")
+        e("  mad.lo.u32 %t0, %t2, 8, %t0;")
+        e("  mul.wide.u32 %pt64, %t0, 2;")
+        e("  add.u64 %pa, %px, %pt64;")
+        regs = ", ".join(f"{X}{4 * j + c}" for c in range(4))
+        for c in range(4):
+            e(f"  mov.b32 {X}{4 * j + c}, 0;")
+        e(f"  @%pv ld.global.nc.v4.u32 {{{regs}}}, [%pa];")
+
+
+def x_rows_to_fragments(e: Emit, h: int, nt: int) -> None:
+    """Through the warp's 2 KB of shared memory at %xst: the rows of x_rows_load (token row g
+    at 256 g, its 16-byte chunk m at (m ^ g) 16: conflict-free both ways) back into the mma
+    B-fragment layout in the same registers (register 2 i + hh = token g, k 16 i + 8 hh + 2 tig)."""
+    X = f"%xr{nt}_{h}_"
+    e(f"  // n-tile {nt}, chunk {h}: rows to shared memory, fragments back")
+    e("  shr.u32 %t1, %lane, 4;")
+    e("  and.b32 %t2, %lane, 15;")
+    for j in range(4):
+        e(f"  add.u32 %t3, %t1, {2 * j};  // token row in the n-tile")
+        e("  xor.b32 %t0, %t2, %t3;")
+        e("  shl.b32 %t0, %t0, 4;")
+        e("  mad.lo.u32 %t0, %t3, 256, %t0;")
+        e("  add.u32 %t0, %t0, %xst;")
+        regs = ", ".join(f"{X}{4 * j + c}" for c in range(4))
+        e(f"  st.shared.v4.u32 [%t0], {{{regs}}};")
+    e("  bar.warp.sync 0xffffffff;")
+    e("  shl.b32 %t1, %g, 8;")
+    e("  mad.lo.u32 %t1, %tig, 4, %t1;")
+    e("  add.u32 %t1, %t1, %xst;")
+    for r in range(16):
+        e(f"  xor.b32 %t0, %g, {r};")
+        e("  shl.b32 %t0, %t0, 4;")
+        e("  add.u32 %t0, %t0, %t1;")
+        e(f"  ld.shared.u32 {X}{r}, [%t0];")
+    e("  bar.warp.sync 0xffffffff;  // the next rows may overwrite the region")
+
+
 def x_convert(e: Emit, h: int, nt: int) -> None:
     """amax over the mma group's 4 threads (they hold the 128 values of token 8 nt + g in this
     k block), the power-of-two scale, f16 fragments in place; the inverse scale to %inv{nt}_{h}."""
@@ -261,12 +313,19 @@ def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: 
         e("  st.global.b16 [%pb], %q0;")
 
 
-def generate(sh: Shape, stage_x: bool = False) -> str:
+def generate(sh: Shape, stage_x: bool = False, x_rows: bool = False, skip_nt1: bool = False) -> str:
     """The PTX. ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x): x comes into
     shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
-    the dynamic shared memory grows to x_stage_layout(sh)[2] + 8."""
+    the dynamic shared memory grows to x_stage_layout(sh)[2] + 8. ``x_rows`` (candidate v3c):
+    x by coalesced 16-byte loads, turned into fragments through each warp's 2 KB of the
+    reduction buffers (free until the first strip; one barrier after the prologue). ``skip_nt1``
+    (with x_rows, candidate v3d): at M <= 8 the second n-tile's x is neither staged nor
+    converted (its mma are predicated off; its inverse scales are 0); K = 4096 (two chunks per
+    strip) keeps it, ptxas spills there with the branch."""
+    assert x_rows or not skip_nt1
     N, K, S, W, NC, SB, NS = sh.N, sh.K, sh.S, sh.W, sh.NC, sh.SB, sh.NS
     x_off, x_stride, x_bar = x_stage_layout(sh)
+    skip_nt1 = skip_nt1 and NC == 1
     assert N % 128 == 0 and K % 128 == 0 and sh.KB % W == 0 and NS % NC == 0 and W <= 16
     e = Emit()
     e(f"// {sh.name}: out[M, {N}] = x[M, {K}] @ dequant(W)^T, M in 1..16; FP8 E4M3 weights with 128x128")
@@ -288,6 +347,8 @@ def generate(sh: Shape, stage_x: bool = False) -> str:
     e("  .reg .b32 %sbase, %bars, %stage, %st0, %phase, %buf, %bf, %ta;")
     if stage_x:
         e("  .reg .b32 %sx, %xb;")
+    if x_rows:
+        e("  .reg .b32 %xst;")
     e("  .reg .b32 %wa<16>, %a<4>;")
     for nt in range(2):
         for h in range(NC):
@@ -342,11 +403,34 @@ def generate(sh: Shape, stage_x: bool = False) -> str:
         for nt in range(2):
             if stage_x:
                 x_staged_fragments(e, h, nt, W, K, x_stride)
+            elif x_rows:
+                x_rows_load(e, h, nt, W, K)
             else:
                 x_fragments(e, h, nt, W, K)
-    for h in range(NC):
-        for nt in range(2):
-            x_convert(e, h, nt)
+    if x_rows:
+        e("  mad.lo.u32 %xst, %warp, 2048, %sbase;  // the warp's 2 KB of the reduction buffers")
+        e(f"  add.u32 %xst, %xst, {sh.red_off};")
+    if skip_nt1:
+        for h in range(NC):
+            x_rows_to_fragments(e, h, 0)
+            x_convert(e, h, 0)
+        for h in range(NC):
+            e(f"  mov.b32 %inv1_{h}, 0;")
+        e("  @!%pm8 bra NT1_DONE;  // M <= 8: no second n-tile")
+        for h in range(NC):
+            x_rows_to_fragments(e, h, 1)
+            x_convert(e, h, 1)
+        e("NT1_DONE:")
+    else:
+        if x_rows:
+            for h in range(NC):
+                for nt in range(2):
+                    x_rows_to_fragments(e, h, nt)
+        for h in range(NC):
+            for nt in range(2):
+                x_convert(e, h, nt)
+    if x_rows:
+        e("  bar.sync 0;  // every warp is done with its x region before any strip's partials land there")
     e("  mov.u32 %buf, 0;")
     e("STRIP:")
     e("  mov.u32 %st0, %stage;  // this strip's first stage")
