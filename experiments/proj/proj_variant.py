@@ -6,7 +6,8 @@ after a correctness check of their own.
 CANDIDATE: `cluster` (gen_fp8_gemv_cluster.py, v3, measured and rejected), `v4a`, `v4b`,
 `v4a_pdl`, `v4b_pdl` (gen_fp8_gemv_v4.py), `v3x` (the promoted generator, x staged in
 shared memory by bulk copies), `v3c` (x by coalesced 16-byte loads through shared memory), `v3d`
-(v3c without the second n-tile's x work at M <= 8), `v5`, `v5_pdl`, `v6`, `v6_pdl` (gen_fp8_gemv_v5.py; the PDL builds are also timed as a chain of
+(v3c without the second n-tile's x work at M <= 8), `v3e` (v3d with the amax of x by packed integer
+max), `v3f` (v3e with one strip requested before griddepcontrol.wait, the rest after the x loads), `v5`, `v5_pdl`, `v6`, `v6_pdl` (gen_fp8_gemv_v5.py; the PDL builds are also timed as a chain of
 cuLaunchKernelEx launches with programmatic stream serialization). For each shape: assemble with the pinned ptxas and flags; check at
 M in (1, 5, 8, 9, 16) against the float64 reference with NaN-poisoned outputs, twice
 (bitwise equal), and against the promoted kernel's output bitwise (v4 keeps its arithmetic);
@@ -33,6 +34,10 @@ from netra.runtime import loader
 from netra.runtime.driver import check as check_cu
 
 HERE = Path(__file__).resolve().parent
+# candidates of the promoted generator (gen_fp8_gemv.generate's options)
+V3_BUILDS = {"v3c": dict(x_rows=True), "v3d": dict(x_rows=True, skip_nt1=True),
+             "v3e": dict(x_rows=True, skip_nt1=True, packed_amax=True),
+             "v3f": dict(x_rows=True, skip_nt1=True, packed_amax=True, pre_strips=1)}
 
 
 def candidate(name: str):
@@ -43,9 +48,9 @@ def candidate(name: str):
     if name == "v3x":  # the promoted generator with x staged by bulk copies
         gen = paths.generator("proj", "gen_fp8_gemv")
         return (lambda sh: gen.generate(sh, stage_x=True)), (lambda sh: (sh.grid, sh.threads, gen.x_stage_layout(sh)[2] + 8))
-    if name in ("v3c", "v3d"):  # x by coalesced 16-byte loads through shared memory (v3d: no n-tile 1 at M <= 8)
+    if name in V3_BUILDS:  # x by coalesced 16-byte loads through shared memory, and more (V3_BUILDS)
         gen = paths.generator("proj", "gen_fp8_gemv")
-        return (lambda sh: gen.generate(sh, x_rows=True, skip_nt1=name == "v3d")), (lambda sh: (sh.grid, sh.threads, sh.smem))
+        return (lambda sh: gen.generate(sh, **V3_BUILDS[name])), (lambda sh: (sh.grid, sh.threads, sh.smem))
     if name.startswith(("v5", "v6", "v7")):
         gen = paths.load_module(HERE / "gen_fp8_gemv_v5.py", "gen_v5")
         return (lambda sh: gen.generate(sh, name)), (lambda sh: gen.launch_geometry(sh, name))
