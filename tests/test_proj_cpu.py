@@ -178,7 +178,7 @@ def test_stage_x_candidate_assembles(sh):
     """The generator's kept candidate (x staged by bulk copies, measured and rejected) stays
     buildable, and its shared memory fits."""
     g = _generator()
-    _assembles_without_spills(sh.name, g.generate(sh, stage_x=True))
+    _assembles_without_spills(sh.name, g.generate(sh, stage_x=True, **g.V3))
     assert g.x_stage_layout(sh)[2] + 8 <= 227 * 1024
 
 

@@ -35,9 +35,10 @@ from netra.runtime.driver import check as check_cu
 
 HERE = Path(__file__).resolve().parent
 # candidates of the promoted generator (gen_fp8_gemv.generate's options)
-V3_BUILDS = {"v3c": dict(x_rows=True), "v3d": dict(x_rows=True, skip_nt1=True),
-             "v3e": dict(x_rows=True, skip_nt1=True, packed_amax=True),
-             "v3f": dict(x_rows=True, skip_nt1=True, packed_amax=True, pre_strips=1)}
+V3 = dict(skip_nt1=False, packed_amax=False, pre_strips=None, early_trigger=True)
+V3_BUILDS = {"v3": dict(V3, x_rows=False), "v3c": dict(V3, x_rows=True), "v3d": dict(V3, skip_nt1=True),
+             "v3e": dict(V3, skip_nt1=True, packed_amax=True),
+             "v3f": dict(V3, skip_nt1=True, packed_amax=True, pre_strips=1)}  # v3f + late trigger: promoted
 
 
 def candidate(name: str):
@@ -47,7 +48,7 @@ def candidate(name: str):
         return (lambda sh: gen.generate(gen.Tiling(sh))), (lambda sh: (gen.Tiling(sh).grid, gen.THREADS, 0))
     if name == "v3x":  # the promoted generator with x staged by bulk copies
         gen = paths.generator("proj", "gen_fp8_gemv")
-        return (lambda sh: gen.generate(sh, stage_x=True)), (lambda sh: (sh.grid, sh.threads, gen.x_stage_layout(sh)[2] + 8))
+        return (lambda sh: gen.generate(sh, stage_x=True, **gen.V3)), (lambda sh: (sh.grid, sh.threads, gen.x_stage_layout(sh)[2] + 8))
     if name in V3_BUILDS:  # x by coalesced 16-byte loads through shared memory, and more (V3_BUILDS)
         gen = paths.generator("proj", "gen_fp8_gemv")
         return (lambda sh: gen.generate(sh, **V3_BUILDS[name])), (lambda sh: (sh.grid, sh.threads, sh.smem))

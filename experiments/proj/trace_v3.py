@@ -16,7 +16,7 @@ last CTA end and the next launch's first CTA start, the spread of CTA starts, th
 of the first chunk, the spacing of the chunks, and the tail after the last chunk; clock64
 is turned into ns with each SM's own rate over the whole replay.
 
-  python3 experiments/proj/trace_v3.py [--build v3c|v3d|v3e|v3f] --out "$OUT"     (on the H200, PYTHONPATH=src)
+  python3 experiments/proj/trace_v3.py [--build v3|v3c|v3d|v3e|v3f] --out "$OUT"     (on the H200, PYTHONPATH=src)
 """
 
 import ctypes
@@ -37,9 +37,9 @@ from netra.runtime import loader
 from netra.runtime.driver import check as check_cu
 
 SLOTS = 32
-BUILDS = {"promoted": {}, "v3c": {"x_rows": True}, "v3d": {"x_rows": True, "skip_nt1": True},
-          "v3e": {"x_rows": True, "skip_nt1": True, "packed_amax": True},
-          "v3f": {"x_rows": True, "skip_nt1": True, "packed_amax": True, "pre_strips": 1}}  # --build NAME: a candidate of the generator instead
+_V3 = dict(skip_nt1=False, packed_amax=False, pre_strips=None, early_trigger=True)
+BUILDS = {"promoted": {}, "v3": dict(_V3, x_rows=False), "v3c": dict(_V3), "v3d": dict(_V3, skip_nt1=True),
+          "v3e": dict(_V3, skip_nt1=True, packed_amax=True), "v3f": dict(_V3, skip_nt1=True, packed_amax=True, pre_strips=1)}  # --build NAME: a candidate of the generator instead
 NAMES = ("fp8_gemv_n12288_k2048", "fp8_gemv_n4096_k2048", "fp8_gemv_n2048_k4096", "fp8_gemv_n2048_k512")
 
 

@@ -6,8 +6,8 @@ checks that the committed files are current. The generator only unrolls and name
 registers; every instruction below is chosen by hand. Shapes and tiling:
 netra.contracts.proj (written once).
 
-Design (v3, a persistent weight stream; v1, v2 and the candidates measured on the way are in
-experiments/proj/README.md):
+Design (v3f: v3, a persistent weight stream, with a faster x prologue; v1, v2 and the
+candidates measured on the way are in experiments/proj/README.md):
 - mma.sync m16n8k16 f16 -> f32 with A = 16 weight rows x 16 k and B = 16 k x 8 tokens
   ("swap AB"). E4M3 converts exactly to f16 (cvt.rn.f16x2.e4m3x2, two weights per instruction).
 - Weights are repacked once at load (netra.ops.proj.pack_weight): tile (strip s of 16 rows,
@@ -19,18 +19,25 @@ experiments/proj/README.md):
   ring of NS stages, each with the chunk's W weight-block scales and one mbarrier (expect_tx);
   it refills a strip's stages right after the per-strip barrier. Few stages (3) keep the
   chunks arriving in order, so each strip's mma overlaps the next strip's bytes.
-- Warp w owns k block h W + w of chunk h. Each thread loads exactly the x values of its own
-  B fragments (token 8 nt + g, k = 16 i + 2 tig, +1, +8, +9) once per CTA; the (token, k block)
-  amax is the max over the mma group's 4 threads (shfl.bfly), and x goes to f16 scaled by a
-  power of two that puts the amax in [2^14, 2^15) (exact but for values 28+ binades below it;
-  BF16 values can exceed f16's range, so unscaled would be wrong). The fragments stay in
-  registers for every strip. The inverse x scale and the weight block's scale multiply each
-  k block's fp32 partial.
+- Warp w owns k block h W + w of chunk h. Once per CTA each warp reads its 8 tokens x 128 k
+  of x per n-tile with coalesced 16-byte loads (4 whole lines per instruction) and turns them
+  into its B fragments (token 8 nt + g, k = 16 i + 2 tig, +1, +8, +9) through 2 KB of shared
+  memory (the reduction buffers, free until the first strip). The (token, k block) amax is
+  the max over the mma group's 4 threads (integer max of packed BF16 magnitudes, then
+  shfl.bfly), and x goes to f16 scaled by a power of two that puts the amax in [2^14, 2^15)
+  (exact but for values 28+ binades below it; BF16 values can exceed f16's range, so
+  unscaled would be wrong). At M <= 8 the second n-tile is skipped (K = 2048 and 512). The
+  fragments stay in registers for every strip. The inverse x scale and the weight block's
+  scale multiply each k block's fp32 partial. (trace_v3.py measured the old prologue, 32
+  four-byte loads per thread each touching 8 lines, as the critical path: 2.4 us at M = 1,
+  6.1 us at M = 16, while the ring of chunks waited full.)
 - Per strip: the warps' 16 x 16 partials go [token][row] to one of two reduction buffers,
   one barrier, the warp-order sum, BF16 out. Deterministic.
-- Programmatic dependent launch: the first NS chunks are requested before
-  `griddepcontrol.wait` (weights never change while kernels run); x is read and out written
-  after it. Launched plainly (the op's default) the two instructions are no-ops.
+- The first strip's chunks are requested before `griddepcontrol.wait` (weights never change
+  while kernels run), the other stages' right after the x loads, so x does not queue behind
+  them; x is read and out written after the wait; `griddepcontrol.launch_dependents` follows
+  the wait (one dependent grid at a time). Launched plainly (the op's default) the two
+  instructions are no-ops.
 """
 
 from __future__ import annotations
@@ -332,20 +339,26 @@ def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: 
         e("  st.global.b16 [%pb], %q0;")
 
 
-def generate(sh: Shape, stage_x: bool = False, x_rows: bool = False, skip_nt1: bool = False, packed_amax: bool = False,
-             pre_strips: int | None = None) -> str:
-    """The PTX. ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x): x comes into
+V3 = dict(x_rows=False, skip_nt1=False, packed_amax=False, pre_strips=None, early_trigger=True)  # the build promoted at cb9faad
+
+
+def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bool = True, packed_amax: bool = True,
+             pre_strips: int | None = 1, early_trigger: bool = False) -> str:
+    """The PTX. The defaults are the promoted build (v3f); ``generate(sh, **V3)`` is v3 as promoted
+    at cb9faad (bitwise the same outputs). ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x, on v3): x comes into
     shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
-    the dynamic shared memory grows to x_stage_layout(sh)[2] + 8. ``x_rows`` (candidate v3c):
+    the dynamic shared memory grows to x_stage_layout(sh)[2] + 8. ``x_rows`` (v3c):
     x by coalesced 16-byte loads, turned into fragments through each warp's 2 KB of the
     reduction buffers (free until the first strip; one barrier after the prologue). ``skip_nt1``
-    (with x_rows, candidate v3d): at M <= 8 the second n-tile's x is neither staged nor
+    (with x_rows, v3d): at M <= 8 the second n-tile's x is neither staged nor
     converted (its mma are predicated off; its inverse scales are 0); K = 4096 (two chunks per
-    strip) keeps it, ptxas spills there with the branch. ``packed_amax`` (candidate v3e): the
-    amax of x by integer max over packed BF16 (the same scales). ``pre_strips`` (candidate
-    v3f): only this many strips' chunks are requested before griddepcontrol.wait, the rest
-    right after the x loads, so x does not queue behind all of the first chunks (default:
-    every stage before the wait)."""
+    strip) keeps it, ptxas spills there with the branch. ``packed_amax`` (v3e): the
+    amax of x by integer max over packed BF16 (the same scales). ``pre_strips`` (v3f): only
+    this many strips' chunks are requested before griddepcontrol.wait, the rest right after the
+    x loads, so x does not queue behind all of the first chunks (None: every stage before the
+    wait). ``early_trigger`` (v3): griddepcontrol.launch_dependents before the wait instead of
+    after it; with small CTAs (K = 512) a PDL chain then cascades, many later grids resident
+    at once, each prefetching (experiments/proj/README.md, trace_v3)."""
     assert x_rows or not skip_nt1
     N, K, S, W, NC, SB, NS = sh.N, sh.K, sh.S, sh.W, sh.NC, sh.SB, sh.NS
     x_off, x_stride, x_bar = x_stage_layout(sh)
@@ -396,11 +409,15 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = False, skip_nt1: b
     if stage_x:
         e(f"  mbarrier.init.shared::cta.b64 [%sbase+{x_bar}], 1;  // x rows")
     e("  fence.mbarrier_init.release.cluster;  // visible to the async proxy (the bulk copies)")
-    e("  // the first NS chunks, before griddepcontrol.wait: weights do not depend on the previous kernel")
+    e("  // the first " + ("NS chunks" if pre == NS // NC else "strip's chunks")
+      + ", before griddepcontrol.wait: weights do not depend on the previous kernel")
     issue_strips(e, sh, "%s", pre, "0", "INIT_DONE")
     e("  bar.sync 0;")
-    e("  griddepcontrol.launch_dependents;  // every CTA of this grid has started: the next grid may launch")
+    if early_trigger:
+        e("  griddepcontrol.launch_dependents;  // every CTA of this grid has started: the next grid may launch")
     e("  griddepcontrol.wait;  // x, and the output the previous kernel may still read, from here")
+    if not early_trigger:
+        e("  griddepcontrol.launch_dependents;  // after the wait: one dependent grid at a time, not a cascade")
     e("  mov.u32 %stage, 0;")
     e("  mov.u32 %phase, 0;")
     e("  setp.gt.u32 %pm8, %m, 8;  // a second n-tile of 8 tokens")

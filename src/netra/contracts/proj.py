@@ -126,7 +126,7 @@ def _contract(s: Fp8Gemv) -> Contract:
         quantization="W8A16: weights FP8 E4M3, 128x128 block scales (fp32); x BF16 converted in-kernel to f16 with a "
                      "power-of-two scale per (token, 128-k block)",
         op="fp8_linear",
-        pdl="w and scale (the first NS chunks): weights are never written while kernels run",
+        pdl="w and scale (the first strip's chunks): weights are never written while kernels run",
         reference="netra.reference.proj.fp8_linear (float64 on the exactly dequantized weights)",
         peers=("cublas_bf16", "scaled_mm_1x128", "dequant_matmul"),
     )
