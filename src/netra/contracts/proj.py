@@ -134,6 +134,9 @@ def _contract(s: Fp8Gemv) -> Contract:
 
 # GDN in_proj_b and in_proj_a: BF16 [32, 2048] each, computed together (64 rows, one launch)
 BA_ROWS, BA_K = 32, 2048
+BA_RANKS, BA_WARPS = 4, 4  # a cluster of 4 CTAs per 16-row strip splits k; 4 warps per CTA
+BA_ROWB = 2 * BA_K // BA_RANKS + 16  # a weight or x row of a rank's k range in shared memory, padded
+BA_SMEM = 2 * 16 * BA_ROWB + BA_RANKS * BA_WARPS * 1024 + 16  # 16 weight rows, 16 x rows, partial slots, 2 mbarriers
 
 BF16_GEMV_N64_K2048 = Contract(
     name="bf16_gemv_n64_k2048",
@@ -148,16 +151,17 @@ BF16_GEMV_N64_K2048 = Contract(
         Scalar("M", "u32", value="M"),
     ),
     dims={"M": TOKENS},
-    grid=(str(2 * BA_ROWS // 4), "1", "1"),
-    threads=128,
-    reduction_order="per (token, row): each lane's 64 products in (chunk, element) order in fp32, then shfl.bfly "
-                    "16, 8, 4, 2, 1",
+    grid=(str(2 * BA_ROWS // 16 * BA_RANKS), "1", "1"),
+    threads=32 * BA_WARPS,
+    reduction_order="per 16-row strip, clusters of 4 CTAs (k split in 4): per warp, mma.sync m16n8k16 (bf16 -> fp32) "
+                    "over its 8 k16 steps in k order; the 16 warp partials of the cluster added in (rank, warp) order "
+                    "(k order) by rank 0",
     tolerance=BF16_OUT,
     deterministic=True,
     bytes_read=f"{2 * BA_ROWS * BA_K * 2} + M * {2 * BA_K}",
     bytes_written=f"M * {2 * 2 * BA_ROWS}",
     max_registers=128,
-    dynamic_smem=max(TOKENS) * BA_K * 2,
+    dynamic_smem=BA_SMEM,
     op="bf16_linear2",
     reference="x @ w^T in float64 for each of the two weights",
     peers=("cublas_bf16_x2",),
