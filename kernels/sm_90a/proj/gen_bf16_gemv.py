@@ -47,7 +47,9 @@ assert KR == 8 * 16 * WARPS, "each warp takes 8 k16 steps"
 assert SMEM == BA_SMEM, "the contract's shared memory and this layout disagree"
 
 
-def generate() -> str:
+def generate(tma: bool = False) -> str:
+    """The PTX. ``tma`` (measured, not promoted): the rows come by 16 + M bulk copies issued by
+    thread 0 onto an mbarrier instead of 16-byte loads by every thread (0.4 us slower at M = 1)."""
     L: list[str] = []
 
     def e(s: str = ""):
@@ -71,7 +73,7 @@ def generate() -> str:
     e("{")
     e(".reg .pred %p, %pb, %pm8, %p0;")
     e(".reg .b32 %th, %warp, %lane, %rank, %strip, %M, %s, %bcp, %bred, %sa, %sb, %t<6>, %g, %tig, %r, %tok, %row;")
-    e(".reg .b32 %a<4>, %b<4>;")
+    e(".reg .b32 %a<4>, %b<4>, %w<32>, %v<32>;")
     e(".reg .f32 %c<8>, %acc, %f0;")
     e(".reg .b16 %h;")
     e(".reg .b64 %px, %pw, %po, %pa, %pd;")
@@ -92,50 +94,15 @@ def generate() -> str:
     e(f"add.u32 %bcp, %s, {BAR_OFF};")
     e(f"add.u32 %bred, %s, {BAR_OFF + 8};")
     e("setp.gt.u32 %pm8, %M, 8;  // a second n-tile of 8 tokens")
-    e("// 1. thread 0: mbarriers, then the strip's 16 weight rows and the M x rows of this rank's k range")
-    e("setp.ne.u32 %p, %th, 0;")
-    e("@%p bra ISSUED;")
-    e("mbarrier.init.shared::cta.b64 [%bcp], 1;")
-    e("mbarrier.init.shared::cta.b64 [%bred], 1;")
-    e("setp.eq.u32 %p0, %rank, 0;")
-    e(f"@%p0 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%bred], {RANKS * WARPS * 1024};  // rank 0: every warp's partial")
-    e("fence.mbarrier_init.release.cluster;  // visible to the async proxy and to the other ranks")
-    e("add.u32 %t0, %M, 16;")
-    e(f"mul.lo.u32 %t0, %t0, {2 * KR};")
-    e("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%bcp], %t0;")
-    e("and.b32 %t1, %strip, 1;")
-    e(f"mul.lo.u32 %t1, %t1, {16 * 2 * BA_K};  // the strip's first row")
-    e(f"mad.lo.u32 %t1, %rank, {2 * KR}, %t1;")
-    e("cvt.u64.u32 %pd, %t1;")
-    e("add.u64 %pa, %pw, %pd;")
-    for r in range(16):
-        e(f"cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%s+{W_OFF + r * ROWB}], [%pa+{r * 2 * BA_K}], "
-          f"{2 * KR}, [%bcp];")
-    e(f"mul.lo.u32 %t1, %rank, {2 * KR};")
-    e("cvt.u64.u32 %pd, %t1;")
-    e("add.u64 %pa, %px, %pd;")
-    for t in range(MAXM):
-        e(f"setp.le.u32 %p, %M, {t};")
-        e("@%p bra ISSUED;")
-        e(f"cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%s+{X_OFF + t * ROWB}], [%pa+{t * 2 * BA_K}], "
-          f"{2 * KR}, [%bcp];")
-    e("ISSUED:")
-    e("barrier.cluster.arrive.relaxed.aligned;  // started, mbarriers initialized: waited on before the first st.async")
-    e("// 2. x rows M..15 to zero (the mma reads 8 or 16 token rows; disjoint from the bulk copies' rows)")
-    chunks = KR * 2 // 16  # 16-byte chunks per row
-    for i in range(MAXM * chunks // (32 * WARPS)):
-        e(f"add.u32 %t0, %th, {32 * WARPS * i};")
-        e(f"shr.u32 %t1, %t0, {chunks.bit_length() - 1};  // row")
-        e("setp.ge.u32 %p, %t1, %M;")
-        e(f"and.b32 %t2, %t0, {chunks - 1};")
-        e(f"mad.lo.u32 %t3, %t1, {ROWB}, %s;")
-        e("mad.lo.u32 %t3, %t2, 16, %t3;")
-        e(f"@%p st.shared.v4.b32 [%t3+{X_OFF}], {{0, 0, 0, 0}};")
-    e("bar.sync 0;")
-    e("// 3. wait for the rows; warp w: k16 steps 8 w .. 8 w + 7 of this rank's range")
-    e("CP_WAIT:")
-    e("mbarrier.try_wait.parity.shared::cta.b64 %p, [%bcp], 0;")
-    e("@!%p bra CP_WAIT;")
+    if tma:
+        _rows_by_bulk_copies(e)
+    else:
+        _rows_by_loads(e)
+    e("// 3. warp w: k16 steps 8 w .. 8 w + 7 of this rank's range")
+    if tma:
+        e("CP_WAIT:")
+        e("mbarrier.try_wait.parity.shared::cta.b64 %p, [%bcp], 0;")
+        e("@!%p bra CP_WAIT;")
     e("// ldmatrix row addresses: lane l gives row (l >> 3 & 1) 8 + l % 8, k + (l >> 4) 8 of A; token (l >> 4) 8 + l % 8,")
     e("// k + (l >> 3 & 1) 8 of B")
     e("and.b32 %t0, %lane, 7;")
@@ -212,6 +179,100 @@ def generate() -> str:
     e("ret;")
     e("}")
     return "\n".join(L) + "\n"
+
+
+def _init_barriers(e) -> None:
+    """Thread 0 (the caller branches the others to ISSUED): the mbarriers; rank 0's expects every warp's partial."""
+    e("mbarrier.init.shared::cta.b64 [%bcp], 1;")
+    e("mbarrier.init.shared::cta.b64 [%bred], 1;")
+    e("setp.eq.u32 %p0, %rank, 0;")
+    e(f"@%p0 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%bred], {RANKS * WARPS * 1024};  // rank 0: every warp's partial")
+    e("fence.mbarrier_init.release.cluster;  // visible to the async proxy and to the other ranks")
+
+
+def _rows_by_loads(e) -> None:
+    """Every thread: 16-byte loads of the strip's weight rows and the x rows of this rank's k
+    range (chunk c = th + 128 i: row c / 64, 0 for an x row >= M), all issued before any
+    store into the padded shared rows; one barrier."""
+    chunks = KR * 2 // 16  # 16-byte chunks per row
+    per = 16 * chunks // (32 * WARPS)
+    e("// 1. thread 0: mbarriers; every thread: the rows by 16-byte loads, all in flight at once")
+    e("setp.ne.u32 %p, %th, 0;")
+    e("@%p bra ISSUED;")
+    _init_barriers(e)
+    e("ISSUED:")
+    e("barrier.cluster.arrive.relaxed.aligned;  // started, mbarriers initialized: waited on before the first st.async")
+    e("and.b32 %t1, %strip, 1;")
+    e(f"mul.lo.u32 %t1, %t1, {16 * 2 * BA_K};  // the strip's first row")
+    e(f"mad.lo.u32 %t1, %rank, {2 * KR}, %t1;")
+    e("and.b32 %t2, %th, 63;")
+    e("mad.lo.u32 %t1, %t2, 16, %t1;")
+    e("shr.u32 %t3, %th, 6;  // the thread's first row")
+    e(f"mad.lo.u32 %t1, %t3, {2 * BA_K}, %t1;")
+    e("cvt.u64.u32 %pd, %t1;")
+    e("add.u64 %pa, %pw, %pd;")
+    rows_per = 32 * WARPS // chunks
+    for i in range(per):
+        e(f"ld.global.nc.L1::no_allocate.v4.b32 {{%w{4 * i}, %w{4 * i + 1}, %w{4 * i + 2}, %w{4 * i + 3}}}, "
+          f"[%pa+{i * rows_per * 2 * BA_K}];")
+    e(f"mul.lo.u32 %t1, %rank, {2 * KR};")
+    e("mad.lo.u32 %t1, %t2, 16, %t1;")
+    e(f"mad.lo.u32 %t1, %t3, {2 * BA_K}, %t1;")
+    e("cvt.u64.u32 %pd, %t1;")
+    e("add.u64 %pa, %px, %pd;")
+    for i in range(per):
+        for q in range(4):
+            e(f"mov.b32 %v{4 * i + q}, 0;")
+        e(f"add.u32 %t4, %t3, {i * rows_per};")
+        e("setp.lt.u32 %p, %t4, %M;")
+        e(f"@%p ld.global.nc.v4.b32 {{%v{4 * i}, %v{4 * i + 1}, %v{4 * i + 2}, %v{4 * i + 3}}}, [%pa+{i * rows_per * 2 * BA_K}];")
+    e(f"mad.lo.u32 %t0, %t3, {ROWB}, %s;")
+    e("mad.lo.u32 %t0, %t2, 16, %t0;")
+    for i in range(per):
+        e(f"st.shared.v4.b32 [%t0+{W_OFF + i * rows_per * ROWB}], {{%w{4 * i}, %w{4 * i + 1}, %w{4 * i + 2}, %w{4 * i + 3}}};")
+    for i in range(per):
+        e(f"st.shared.v4.b32 [%t0+{X_OFF + i * rows_per * ROWB}], {{%v{4 * i}, %v{4 * i + 1}, %v{4 * i + 2}, %v{4 * i + 3}}};")
+    e("bar.sync 0;")
+
+
+def _rows_by_bulk_copies(e) -> None:
+    """Thread 0: 16 + M bulk copies of 1 KB onto one mbarrier; the others zero x rows M..15."""
+    e("// 1. thread 0: mbarriers, then the strip's 16 weight rows and the M x rows of this rank's k range")
+    e("setp.ne.u32 %p, %th, 0;")
+    e("@%p bra ISSUED;")
+    _init_barriers(e)
+    e("add.u32 %t0, %M, 16;")
+    e(f"mul.lo.u32 %t0, %t0, {2 * KR};")
+    e("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%bcp], %t0;")
+    e("and.b32 %t1, %strip, 1;")
+    e(f"mul.lo.u32 %t1, %t1, {16 * 2 * BA_K};  // the strip's first row")
+    e(f"mad.lo.u32 %t1, %rank, {2 * KR}, %t1;")
+    e("cvt.u64.u32 %pd, %t1;")
+    e("add.u64 %pa, %pw, %pd;")
+    for r in range(16):
+        e(f"cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%s+{W_OFF + r * ROWB}], [%pa+{r * 2 * BA_K}], "
+          f"{2 * KR}, [%bcp];")
+    e(f"mul.lo.u32 %t1, %rank, {2 * KR};")
+    e("cvt.u64.u32 %pd, %t1;")
+    e("add.u64 %pa, %px, %pd;")
+    for t in range(MAXM):
+        e(f"setp.le.u32 %p, %M, {t};")
+        e("@%p bra ISSUED;")
+        e(f"cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%s+{X_OFF + t * ROWB}], [%pa+{t * 2 * BA_K}], "
+          f"{2 * KR}, [%bcp];")
+    e("ISSUED:")
+    e("barrier.cluster.arrive.relaxed.aligned;  // started, mbarriers initialized: waited on before the first st.async")
+    e("// 2. x rows M..15 to zero (the mma reads 8 or 16 token rows; disjoint from the bulk copies' rows)")
+    chunks = KR * 2 // 16  # 16-byte chunks per row
+    for i in range(MAXM * chunks // (32 * WARPS)):
+        e(f"add.u32 %t0, %th, {32 * WARPS * i};")
+        e(f"shr.u32 %t1, %t0, {chunks.bit_length() - 1};  // row")
+        e("setp.ge.u32 %p, %t1, %M;")
+        e(f"and.b32 %t2, %t0, {chunks - 1};")
+        e(f"mad.lo.u32 %t3, %t1, {ROWB}, %s;")
+        e("mad.lo.u32 %t3, %t2, 16, %t3;")
+        e(f"@%p st.shared.v4.b32 [%t3+{X_OFF}], {{0, 0, 0, 0}};")
+    e("bar.sync 0;")
 
 
 def main() -> int:
