@@ -182,6 +182,27 @@ def test_stage_x_candidate_assembles(sh):
     assert g.x_stage_layout(sh)[2] + 8 <= 227 * 1024
 
 
+@pytest.mark.parametrize("sh", SHAPES, ids=lambda s: s.name)
+def test_v3_candidates_assemble_and_v3_is_reproduced(sh):
+    """The options of the promoted generator stay buildable; V3 reproduces the build promoted
+    at cb9faad (the records of experiments/proj/README.md), which the default replaced."""
+    g = _generator()
+    for kw in (g.V3, dict(g.V3, x_rows=True), dict(g.V3, x_rows=True, skip_nt1=True, packed_amax=True)):
+        _assembles_without_spills(sh.name, g.generate(sh, **kw))
+    assert "griddepcontrol.launch_dependents;  // every CTA" in g.generate(sh, **g.V3)
+
+
+def test_bf16_gemv_row_builds_assemble_and_differ_only_in_the_row_fill():
+    from netra import paths
+
+    g = paths.generator("proj", "gen_bf16_gemv")
+    for rows in g.ROWS:
+        _assembles_without_spills(g.NAME, g.generate(rows))
+    assert "cp.async.cg.shared.global" in g.generate("cp_async") and "cp.async.bulk" in g.generate("bulk")
+    with pytest.raises(AssertionError, match="rows: expected one of"):
+        g.generate("tma")
+
+
 def test_set_pdl_rebinds_only_pdl_kernels_with_the_pdl_launcher(monkeypatch):
     """netra.ops.set_pdl: the kernels whose contract allows it are rebound with the
     programmatic-serialization launcher, the others keep the plain launch; set_pdl(False)

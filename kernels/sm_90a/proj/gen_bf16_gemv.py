@@ -47,9 +47,19 @@ assert KR == 8 * 16 * WARPS, "each warp takes 8 k16 steps"
 assert SMEM == BA_SMEM, "the contract's shared memory and this layout disagree"
 
 
-def generate(tma: bool = False) -> str:
-    """The PTX. ``tma`` (measured, not promoted): the rows come by 16 + M bulk copies issued by
-    thread 0 onto an mbarrier instead of 16-byte loads by every thread (0.4 us slower at M = 1)."""
+ROWS = ("loads", "bulk", "cp_async")
+
+
+def generate(rows: str = "loads") -> str:
+    """The PTX. ``rows``: how the weight and x rows reach shared memory. "loads" (promoted at
+    e42af1d): 16-byte loads of every thread, then stores; ptxas interleaves each store right
+    after its load, so only ~4 loads are in flight before the first store waits a DRAM round
+    trip (SASS), which made it 0.6 us slower than "bulk" at M = 1. "bulk" (measured at
+    58c88f0): 16 + M bulk copies from thread 0 onto an mbarrier. "cp_async" (not yet
+    measured): every thread's 16 LDGSTS, all in flight, x rows >= M zero-filled by a source
+    size of 0. The same shared rows, so the same outputs bitwise."""
+    assert rows in ROWS, f"rows: expected one of {ROWS}, got {rows!r}"
+    tma = rows == "bulk"
     L: list[str] = []
 
     def e(s: str = ""):
@@ -73,7 +83,7 @@ def generate(tma: bool = False) -> str:
     e("{")
     e(".reg .pred %p, %pb, %pm8, %p0;")
     e(".reg .b32 %th, %warp, %lane, %rank, %strip, %M, %s, %bcp, %bred, %sa, %sb, %t<6>, %g, %tig, %r, %tok, %row;")
-    e(".reg .b32 %a<4>, %b<4>, %w<32>, %v<32>;")
+    e(".reg .b32 %a<4>, %b<4>;" if rows != "loads" else ".reg .b32 %a<4>, %b<4>, %w<32>, %v<32>;")
     e(".reg .f32 %c<8>, %acc, %f0;")
     e(".reg .b16 %h;")
     e(".reg .b64 %px, %pw, %po, %pa, %pd;")
@@ -97,8 +107,9 @@ def generate(tma: bool = False) -> str:
     if tma:
         _rows_by_bulk_copies(e)
     else:
-        _rows_by_loads(e)
-    e("// 3. warp w: k16 steps 8 w .. 8 w + 7 of this rank's range")
+        _rows_by_loads(e, cp_async=rows == "cp_async")
+    e("// 3. wait for the rows; warp w: k16 steps 8 w .. 8 w + 7 of this rank's range" if tma
+      else "// 3. warp w: k16 steps 8 w .. 8 w + 7 of this rank's range")
     if tma:
         e("CP_WAIT:")
         e("mbarrier.try_wait.parity.shared::cta.b64 %p, [%bcp], 0;")
@@ -190,10 +201,12 @@ def _init_barriers(e) -> None:
     e("fence.mbarrier_init.release.cluster;  // visible to the async proxy and to the other ranks")
 
 
-def _rows_by_loads(e) -> None:
+def _rows_by_loads(e, cp_async: bool = False) -> None:
     """Every thread: 16-byte loads of the strip's weight rows and the x rows of this rank's k
-    range (chunk c = th + 128 i: row c / 64, 0 for an x row >= M), all issued before any
-    store into the padded shared rows; one barrier."""
+    range (chunk c = th + 128 i: row c / 64, 0 for an x row >= M), issued before any store
+    into the padded shared rows (in program order: ptxas moves the stores up); one barrier.
+    ``cp_async``: the same chunks by cp.async.cg (global -> shared, no registers), one
+    wait_all."""
     chunks = KR * 2 // 16  # 16-byte chunks per row
     per = 16 * chunks // (32 * WARPS)
     e("// 1. thread 0: mbarriers; every thread: the rows by 16-byte loads, all in flight at once")
@@ -212,6 +225,25 @@ def _rows_by_loads(e) -> None:
     e("cvt.u64.u32 %pd, %t1;")
     e("add.u64 %pa, %pw, %pd;")
     rows_per = 32 * WARPS // chunks
+    if cp_async:
+        e(f"mad.lo.u32 %t0, %t3, {ROWB}, %s;")
+        e("mad.lo.u32 %t0, %t2, 16, %t0;")
+        for i in range(per):
+            e(f"cp.async.cg.shared.global [%t0+{W_OFF + i * rows_per * ROWB}], [%pa+{i * rows_per * 2 * BA_K}], 16;")
+        e(f"mul.lo.u32 %t1, %rank, {2 * KR};")
+        e("mad.lo.u32 %t1, %t2, 16, %t1;")
+        e(f"mad.lo.u32 %t1, %t3, {2 * BA_K}, %t1;")
+        e("cvt.u64.u32 %pd, %t1;")
+        e("add.u64 %pa, %px, %pd;")
+        for i in range(per):
+            e(f"add.u32 %t4, %t3, {i * rows_per};")
+            e("setp.lt.u32 %p, %t4, %M;")
+            e("selp.b32 %t5, 16, 0, %p;  // a row >= M: nothing read, 16 zero bytes written")
+            e(f"@%p cp.async.cg.shared.global [%t0+{X_OFF + i * rows_per * ROWB}], [%pa+{i * rows_per * 2 * BA_K}], 16, %t5;")
+            e(f"@!%p cp.async.cg.shared.global [%t0+{X_OFF + i * rows_per * ROWB}], [%px], 16, %t5;  // x's row 0: in bounds")
+        e("cp.async.wait_all;")
+        e("bar.sync 0;")
+        return
     for i in range(per):
         e(f"ld.global.nc.L1::no_allocate.v4.b32 {{%w{4 * i}, %w{4 * i + 1}, %w{4 * i + 2}, %w{4 * i + 3}}}, "
           f"[%pa+{i * rows_per * 2 * BA_K}];")
