@@ -225,16 +225,20 @@ def _rows_by_loads(e, cp_async: bool = False) -> None:
     e("cvt.u64.u32 %pd, %t1;")
     e("add.u64 %pa, %pw, %pd;")
     rows_per = 32 * WARPS // chunks
-    if cp_async:
-        e(f"mad.lo.u32 %t0, %t3, {ROWB}, %s;")
-        e("mad.lo.u32 %t0, %t2, 16, %t0;")
-        for i in range(per):
-            e(f"cp.async.cg.shared.global [%t0+{W_OFF + i * rows_per * ROWB}], [%pa+{i * rows_per * 2 * BA_K}], 16;")
+
+    def x_base() -> None:  # %pa = the thread's first chunk of x (row th / 64 of this rank's k range)
         e(f"mul.lo.u32 %t1, %rank, {2 * KR};")
         e("mad.lo.u32 %t1, %t2, 16, %t1;")
         e(f"mad.lo.u32 %t1, %t3, {2 * BA_K}, %t1;")
         e("cvt.u64.u32 %pd, %t1;")
         e("add.u64 %pa, %px, %pd;")
+
+    if cp_async:
+        e(f"mad.lo.u32 %t0, %t3, {ROWB}, %s;")
+        e("mad.lo.u32 %t0, %t2, 16, %t0;")
+        for i in range(per):
+            e(f"cp.async.cg.shared.global [%t0+{W_OFF + i * rows_per * ROWB}], [%pa+{i * rows_per * 2 * BA_K}], 16;")
+        x_base()
         for i in range(per):
             e(f"add.u32 %t4, %t3, {i * rows_per};")
             e("setp.lt.u32 %p, %t4, %M;")
@@ -247,11 +251,7 @@ def _rows_by_loads(e, cp_async: bool = False) -> None:
     for i in range(per):
         e(f"ld.global.nc.L1::no_allocate.v4.b32 {{%w{4 * i}, %w{4 * i + 1}, %w{4 * i + 2}, %w{4 * i + 3}}}, "
           f"[%pa+{i * rows_per * 2 * BA_K}];")
-    e(f"mul.lo.u32 %t1, %rank, {2 * KR};")
-    e("mad.lo.u32 %t1, %t2, 16, %t1;")
-    e(f"mad.lo.u32 %t1, %t3, {2 * BA_K}, %t1;")
-    e("cvt.u64.u32 %pd, %t1;")
-    e("add.u64 %pa, %px, %pd;")
+    x_base()
     for i in range(per):
         for q in range(4):
             e(f"mov.b32 %v{4 * i + q}, 0;")
