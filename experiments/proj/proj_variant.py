@@ -7,7 +7,10 @@ CANDIDATE: `cluster` (gen_fp8_gemv_cluster.py, v3, measured and rejected), `v4a`
 `v4a_pdl`, `v4b_pdl` (gen_fp8_gemv_v4.py), `v3x` (the promoted generator, x staged in
 shared memory by bulk copies), `v3c` (x by coalesced 16-byte loads through shared memory), `v3d`
 (v3c without the second n-tile's x work at M <= 8), `v3e` (v3d with the amax of x by packed integer
-max), `v3f` (v3e with one strip requested before griddepcontrol.wait, the rest after the x loads), `v5`, `v5_pdl`, `v6`, `v6_pdl` (gen_fp8_gemv_v5.py; the PDL builds are also timed as a chain of
+max), `v3f` (v3e with one strip requested before griddepcontrol.wait, the rest after the x loads),
+`v3g` (the promoted v3f with everything after the wait emitted twice, for M <= 8 without the
+second n-tile and for M > 8; prediction: 2048 x 4096 at M = 1 from 6.6 to ~5.4 us, its x
+prologue halved without the spill a branch costs; other shapes and M = 16 unchanged), `v5`, `v5_pdl`, `v6`, `v6_pdl` (gen_fp8_gemv_v5.py; the PDL builds are also timed as a chain of
 cuLaunchKernelEx launches with programmatic stream serialization). For each shape: assemble with the pinned ptxas and flags; check at
 M in (1, 5, 8, 9, 16) against the float64 reference with NaN-poisoned outputs, twice
 (bitwise equal), and against the promoted kernel's output bitwise (v4 keeps its arithmetic);
@@ -38,7 +41,8 @@ HERE = Path(__file__).resolve().parent
 V3 = dict(skip_nt1=False, packed_amax=False, pre_strips=None, early_trigger=True)
 V3_BUILDS = {"v3": dict(V3, x_rows=False), "v3c": dict(V3, x_rows=True), "v3d": dict(V3, skip_nt1=True),
              "v3e": dict(V3, skip_nt1=True, packed_amax=True),
-             "v3f": dict(V3, skip_nt1=True, packed_amax=True, pre_strips=1)}  # v3f + late trigger: promoted
+             "v3f": dict(V3, skip_nt1=True, packed_amax=True, pre_strips=1),  # v3f + late trigger: promoted at db6fda2
+             "v3g": dict(split_m8=True)}  # the promoted build with the body twice (M <= 8, M > 8)
 
 
 def candidate(name: str):

@@ -16,7 +16,7 @@ last CTA end and the next launch's first CTA start, the spread of CTA starts, th
 of the first chunk, the spacing of the chunks, and the tail after the last chunk; clock64
 is turned into ns with each SM's own rate over the whole replay.
 
-  python3 experiments/proj/trace_v3.py [--build v3|v3c|v3d|v3e|v3f] --out "$OUT"     (on the H200, PYTHONPATH=src)
+  python3 experiments/proj/trace_v3.py [--build v3|v3c|v3d|v3e|v3f|v3g] --out "$OUT"     (on the H200, PYTHONPATH=src)
 """
 
 import ctypes
@@ -39,7 +39,8 @@ from netra.runtime.driver import check as check_cu
 SLOTS = 32
 _V3 = dict(skip_nt1=False, packed_amax=False, pre_strips=None, early_trigger=True)
 BUILDS = {"promoted": {}, "v3": dict(_V3, x_rows=False), "v3c": dict(_V3), "v3d": dict(_V3, skip_nt1=True),
-          "v3e": dict(_V3, skip_nt1=True, packed_amax=True), "v3f": dict(_V3, skip_nt1=True, packed_amax=True, pre_strips=1)}  # --build NAME: a candidate of the generator instead
+          "v3e": dict(_V3, skip_nt1=True, packed_amax=True), "v3f": dict(_V3, skip_nt1=True, packed_amax=True, pre_strips=1),
+          "v3g": dict(split_m8=True)}  # --build NAME: a candidate of the generator instead
 NAMES = ("fp8_gemv_n12288_k2048", "fp8_gemv_n4096_k2048", "fp8_gemv_n2048_k4096", "fp8_gemv_n2048_k512")
 
 
@@ -58,36 +59,39 @@ def trace_text(sh, build: str = "promoted") -> str:
     src = gen.generate(sh, **BUILDS[build])
     if build == "promoted":
         assert src == paths.ptx_path("sm_90a", "proj", sh.name).read_text(), f"{sh.name}: generator and committed PTX differ"
+    once, body = 1, 2 if BUILDS[build].get("split_m8") else 1  # split_m8: the strip loop twice (labels _M8)
+    # (anchor lines, lines inserted before, lines inserted after, expected matches); the anchors stay
     edits = [
-        ("  .param .u32 M\n)", "  .param .u32 M,\n  .param .u64 trace\n)"),
-        ("  .reg .b64 %px, %pw, %ps, %po, %pa, %pb, %pt64, %pol;\n",
-         "  .reg .b64 %px, %pw, %ps, %po, %pa, %pb, %pt64, %pol;\n  .reg .b64 %trp, %trc, %tra;\n"
-         "  .reg .b32 %trn, %tro;\n  .reg .pred %ptr;\n"),
-        ("  and.b32 %tig, %lane, 3;\n",
-         "  and.b32 %tig, %lane, 3;\n  ld.param.u64 %trp, [trace];\n  cvta.to.global.u64 %trp, %trp;\n"
+        ("  .reg .b64 %px, %pw, %ps, %po, %pa, %pb, %pt64, %pol;", "",
+         "  .reg .b64 %trp, %trc, %tra;\n  .reg .b32 %trn, %tro;\n  .reg .pred %ptr;", once),
+        ("  and.b32 %tig, %lane, 3;", "",
+         "  ld.param.u64 %trp, [trace];\n  cvta.to.global.u64 %trp, %trp;\n"
          f"  mov.u32 %tro, %ctaid.x;\n  mul.wide.u32 %trc, %tro, {8 * SLOTS};\n  add.u64 %trp, %trp, %trc;\n"
          "  setp.eq.u32 %ptr, %th, 0;\n" + stamp("gt", "0") + stamp("clk", "16")
-         + "  mov.u32 %tro, %smid;\n  cvt.u64.u32 %trc, %tro;\n  @%ptr st.global.u64 [%trp+48], %trc;\n"),
-        ("  griddepcontrol.wait;  // x, and the output the previous kernel may still read, from here\n",
-         "  griddepcontrol.wait;  // x, and the output the previous kernel may still read, from here\n" + stamp("clk", "24")),
-        ("  mov.u32 %buf, 0;\nSTRIP:\n", stamp("clk", "32") + "  mov.u32 %trn, 0;\n  mov.u32 %buf, 0;\nSTRIP:\n"),
-        ("  @!%p bra WAIT0;\n", "  @!%p bra WAIT0;\n  min.u32 %tro, %trn, 11;\n  mad.lo.u32 %tro, %tro, 16, 64;\n"
-         + stamp("clk", "%tro")),
-        ("  bar.sync 0;\n  // every warp is done with this strip's stages: thread 0 refills them with strip s + (NS / NC) G",
-         "  bar.sync 0;\n  min.u32 %tro, %trn, 11;\n  mad.lo.u32 %tro, %tro, 16, 72;\n" + stamp("clk", "%tro")
-         + "  // every warp is done with this strip's stages: thread 0 refills them with strip s + (NS / NC) G"),
-        ("  xor.b32 %buf, %buf, 1;", "  add.u32 %trn, %trn, 1;\n  xor.b32 %buf, %buf, 1;"),
-        ("  ret;\n}", stamp("gt", "8") + stamp("clk", "40") + "  ret;\n}"),
+         + "  mov.u32 %tro, %smid;\n  cvt.u64.u32 %trc, %tro;\n  @%ptr st.global.u64 [%trp+48], %trc;", once),
+        ("  griddepcontrol.wait;", "", stamp("clk", "24"), once),
+        ("  mov.u32 %buf, 0;\nSTRIP:", stamp("clk", "32") + "  mov.u32 %trn, 0;", "", body),
+        ("  @!%p bra WAIT0;", "", "  min.u32 %tro, %trn, 11;\n  mad.lo.u32 %tro, %tro, 16, 64;\n" + stamp("clk", "%tro"), body),
+        ("  bar.sync 0;\n  // every warp is done with this strip's stages", "",
+         "  min.u32 %tro, %trn, 11;\n  mad.lo.u32 %tro, %tro, 16, 72;\n" + stamp("clk", "%tro"), body),
+        ("  xor.b32 %buf, %buf, 1;", "  add.u32 %trn, %trn, 1;", "", body),
+        ("  ret;", stamp("gt", "8") + stamp("clk", "40"), "", body),
     ]
+    src = src.replace("  .param .u32 M\n  )", "  .param .u32 M,\n    .param .u64 trace\n  )")
+    assert "[trace]" not in src and ".param .u64 trace" in src, f"{sh.name}: the entry's parameter list changed"
     lines = src.splitlines()
-    for old, new in edits:  # matched line by line, indentation and comments ignored
-        key = lambda x: x.split("//")[0].strip()  # noqa: E731
-        o = [key(x) for x in old.strip("\n").splitlines()]
-        hits = [i for i in range(len(lines)) if [key(x) for x in lines[i:i + len(o)]] == o]
-        assert len(hits) == 1, f"{sh.name}: expected one {old!r} in the promoted PTX, found {len(hits)}"
-        i = hits[0]
-        lines[i:i + len(o)] = [x if x.endswith(":") or x.startswith(("}", ")")) else "    " + x.strip()
-                               for x in new.strip("\n").splitlines()]
+
+    def key(x: str) -> str:  # matched line by line: indentation, comments and the _M8 label suffix ignored
+        return x.split("//")[0].strip().replace("_M8", "")
+
+    for anchor, before, after, count in edits:
+        a = [key(x) for x in anchor.splitlines()]
+        hits = [i for i in range(len(lines)) if [key(x) for x in lines[i:i + len(a)]] == a]
+        assert len(hits) == count, f"{sh.name}: expected {count} of {anchor!r} in the PTX, found {len(hits)}"
+        for i in reversed(hits):  # the anchor's first line gets `before` above it, its first line `after` below it
+            ins_b = ["    " + x.strip() for x in before.strip("\n").splitlines()] if before else []
+            ins_a = ["    " + x.strip() for x in after.strip("\n").splitlines()] if after else []
+            lines[i:i + 1] = ins_b + [lines[i]] + ins_a
     return "\n".join(lines) + "\n"
 
 

@@ -302,13 +302,13 @@ def issue_strips(e: Emit, sh: Shape, first: str, count: int, stage0: str, label:
     e(f"{label}:")
 
 
-def store_partials(e: Emit) -> None:
+def store_partials(e: Emit, nts: tuple = (0, 1)) -> None:
     """The warp's 16 x 16 partials %acc to [token][row] fp32 at %t0 (C fragment: rows g, g + 8;
-    tokens 2 tig, 2 tig + 1, + 8)."""
+    tokens 2 tig, 2 tig + 1, + 8); only the n-tiles in ``nts``."""
     e("  shl.b32 %t1, %tig, 7;")
     e("  mad.lo.u32 %t1, %g, 4, %t1;")
     e("  add.u32 %t1, %t1, %t0;")
-    for r in range(8):  # acc r: token 2 tig + (r % 2) + 8 (r // 4), row g + 8 ((r // 2) % 2)
+    for r in [r for r in range(8) if r // 4 in nts]:  # acc r: token 2 tig + (r % 2) + 8 (r // 4), row g + 8 ((r // 2) % 2)
         off = (r % 2) * 64 + ((r // 2) % 2) * 32 + (r // 4) * 512
         e(f"  st.shared.f32 [%t1+{off}], %acc{r};")
 
@@ -343,7 +343,7 @@ V3 = dict(x_rows=False, skip_nt1=False, packed_amax=False, pre_strips=None, earl
 
 
 def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bool = True, packed_amax: bool = True,
-             pre_strips: int | None = 1, early_trigger: bool = False) -> str:
+             pre_strips: int | None = 1, early_trigger: bool = False, split_m8: bool = False) -> str:
     """The PTX. The defaults are the promoted build (v3f); ``generate(sh, **V3)`` is v3 as promoted
     at cb9faad (bitwise the same outputs). ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x, on v3): x comes into
     shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
@@ -358,11 +358,14 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     x loads, so x does not queue behind all of the first chunks (None: every stage before the
     wait). ``early_trigger`` (v3): griddepcontrol.launch_dependents before the wait instead of
     after it; with small CTAs (K = 512) a PDL chain then cascades, many later grids resident
-    at once, each prefetching (experiments/proj/README.md, trace_v3)."""
+    at once, each prefetching (experiments/proj/README.md, trace_v3). ``split_m8`` (candidate
+    v3g): everything after the wait twice, for M <= 8 without the second n-tile's registers and
+    work and for M > 8 without predicates, so K = 4096 can skip that n-tile's x prologue
+    without the spill a branch inside one copy costs."""
     assert x_rows or not skip_nt1
     N, K, S, W, NC, SB, NS = sh.N, sh.K, sh.S, sh.W, sh.NC, sh.SB, sh.NS
     x_off, x_stride, x_bar = x_stage_layout(sh)
-    skip_nt1 = skip_nt1 and NC == 1
+    skip_nt1 = skip_nt1 and NC == 1 and not split_m8
     pre = NS // NC if pre_strips is None else min(pre_strips, NS // NC)
     assert x_rows or pre == NS // NC
     assert N % 128 == 0 and K % 128 == 0 and sh.KB % W == 0 and NS % NC == 0 and W <= 16
@@ -421,6 +424,28 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     e("  mov.u32 %stage, 0;")
     e("  mov.u32 %phase, 0;")
     e("  setp.gt.u32 %pm8, %m, 8;  // a second n-tile of 8 tokens")
+    o = dict(stage_x=stage_x, x_rows=x_rows, skip_nt1=skip_nt1, packed_amax=packed_amax, pre=pre)
+    if split_m8:
+        e("  @%pm8 bra BODY_M16;  // M <= 8 and M > 8: two copies of the rest, each with only its own n-tiles")
+        _body(e, sh, (0,), "_M8", **o)
+        e("BODY_M16:")
+        _body(e, sh, (0, 1), "", **o)
+    else:
+        _body(e, sh, None, "", **o)
+    e("}")
+    return e.text()
+
+
+def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool, x_rows: bool, skip_nt1: bool,
+          packed_amax: bool, pre: int) -> None:
+    """Everything after griddepcontrol.wait, to ret: the x prologue and the strip loop. ``nts``:
+    the n-tiles this copy computes ((0,) for M <= 8, (0, 1) for M > 8: no predicate on the
+    second n-tile), or None for one copy for every M (the second n-tile's mma predicated on
+    %pm8). ``sfx`` makes its labels unique."""
+    N, K, S, W, NC, SB, NS = sh.N, sh.K, sh.S, sh.W, sh.NC, sh.SB, sh.NS
+    x_off, x_stride, x_bar = x_stage_layout(sh)
+    tiles = (0, 1) if nts is None else nts
+    assert nts is None or not (stage_x or skip_nt1)
     if stage_x:
         e("  // thread 0: the M rows of x by bulk copies into padded shared rows; everyone waits for them")
         e(f"  add.u32 %sx, %sbase, {x_off};")
@@ -443,7 +468,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         e("  // every x load (both n-tiles; past M predicated off) before any is used; n-tile 1 without a")
         e("  // branch (a branch made ptxas spill; this runs once per CTA)")
     for h in range(NC):
-        for nt in range(2):
+        for nt in tiles:
             if stage_x:
                 x_staged_fragments(e, h, nt, W, K, x_stride)
             elif x_rows:
@@ -453,9 +478,9 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     if pre < NS // NC:
         e("  // thread 0: the remaining first chunks, now that x is requested")
         e("  setp.ne.u32 %p, %th, 0;")
-        e("  @%p bra REST_ISSUED;")
+        e(f"  @%p bra REST_ISSUED{sfx};")
         e(f"  mad.lo.u32 %t2, %nct, {pre}, %s;")
-        issue_strips(e, sh, "%t2", NS // NC - pre, str(pre * NC), "REST_ISSUED")
+        issue_strips(e, sh, "%t2", NS // NC - pre, str(pre * NC), "REST_ISSUED" + sfx)
     if x_rows:
         e("  mad.lo.u32 %xst, %warp, 2048, %sbase;  // the warp's 2 KB of the reduction buffers")
         e(f"  add.u32 %xst, %xst, {sh.red_off};")
@@ -473,22 +498,22 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     else:
         if x_rows:
             for h in range(NC):
-                for nt in range(2):
+                for nt in tiles:
                     x_rows_to_fragments(e, h, nt)
         for h in range(NC):
-            for nt in range(2):
+            for nt in tiles:
                 x_convert(e, h, nt, packed_amax)
     if x_rows:
         e("  bar.sync 0;  // every warp is done with its x region before any strip's partials land there")
     e("  mov.u32 %buf, 0;")
-    e("STRIP:")
+    e(f"STRIP{sfx}:")
     e("  mov.u32 %st0, %stage;  // this strip's first stage")
     for h in range(NC):
         e(f"  // chunk {h}: wait for its bytes, take this warp's tile and scale")
         e("  mad.lo.u32 %bf, %stage, 8, %bars;")
-        e(f"WAIT{h}:")
+        e(f"WAIT{h}{sfx}:")
         e("  mbarrier.try_wait.parity.shared::cta.b64 %p, [%bf], %phase;")
-        e(f"  @!%p bra WAIT{h};")
+        e(f"  @!%p bra WAIT{h}{sfx};")
         e(f"  mad.lo.u32 %ta, %stage, {SB}, %sbase;")
         e("  mad.lo.u32 %ta, %warp, 2048, %ta;")
         e("  mad.lo.u32 %ta, %lane, 16, %ta;")
@@ -508,20 +533,21 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
                 e(f"  cvt.rn.f16x2.e4m3x2 %a{r}, %q{r};")
             e("  mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%c0, %c1, %c2, %c3}, {%a0, %a1, %a2, %a3}, "
               f"{{%xr0_{h}_{2 * i}, %xr0_{h}_{2 * i + 1}}}, {{%c0, %c1, %c2, %c3}};")
-            e("  @%pm8 mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%c4, %c5, %c6, %c7}, {%a0, %a1, %a2, %a3}, "
-              f"{{%xr1_{h}_{2 * i}, %xr1_{h}_{2 * i + 1}}}, {{%c4, %c5, %c6, %c7}};")
+            if 1 in tiles:
+                e(("  @%pm8 " if nts is None else "  ") + "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%c4, %c5, %c6, %c7}, "
+                  f"{{%a0, %a1, %a2, %a3}}, {{%xr1_{h}_{2 * i}, %xr1_{h}_{2 * i + 1}}}, {{%c4, %c5, %c6, %c7}};")
         e("  // scale: weight block times the inverse x scales of tokens 2 tig, 2 tig + 1 (+ 8), from lanes")
         e("  // 8 tig and 8 tig + 4 (shuffled here, not kept: fewer live registers across the loop)")
         e("  shl.b32 %src, %tig, 3;")
         e("  add.u32 %t2, %src, 4;")
-        for nt in range(2):
+        for nt in tiles:
             e(f"  shfl.sync.idx.b32 %t0, %inv{nt}_{h}, %src, 31, 0xffffffff;")
             e(f"  shfl.sync.idx.b32 %t1, %inv{nt}_{h}, %t2, 31, 0xffffffff;")
             e(f"  mov.b32 %xs{2 * nt}, %t0;")
             e(f"  mov.b32 %xs{2 * nt + 1}, %t1;")
-        for r in range(4):
+        for r in range(2 * len(tiles)):
             e(f"  mul.f32 %xs{r}, %xs{r}, %ws{h};")
-        for r in range(8):
+        for r in [r for r in range(8) if r // 4 in tiles]:
             add = "0f00000000" if h == 0 else f"%acc{r}"
             e(f"  fma.rn.f32 %acc{r}, %c{r}, %xs{(r // 4) * 2 + (r % 2)}, {add};")
         e("  add.u32 %stage, %stage, 1;  // the next stage; the phase parity flips when the ring wraps")
@@ -532,25 +558,23 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     e(f"  mad.lo.u32 %t0, %buf, {W * 1024}, %sbase;")
     e(f"  add.u32 %t0, %t0, {sh.red_off};")
     e("  mad.lo.u32 %t0, %warp, 1024, %t0;")
-    store_partials(e)
+    store_partials(e, tiles)
     e("  bar.sync 0;")
     e("  // every warp is done with this strip's stages: thread 0 refills them with strip s + (NS / NC) G")
     e("  setp.ne.u32 %p, %th, 0;")
-    e("  @%p bra REFILLED;")
+    e(f"  @%p bra REFILLED{sfx};")
     e("  fence.proxy.async.shared::cta;  // the generic reads of the stages before the async-proxy writes")
     e(f"  mad.lo.u32 %t2, %nct, {NS // NC}, %s;")
-    issue_strips(e, sh, "%t2", 1, "%st0", "REFILLED")
+    issue_strips(e, sh, "%t2", 1, "%st0", "REFILLED" + sfx)
     e("  // the warp-order sum, BF16 out")
     red = f"  mad.lo.u32 %t0, %buf, {W * 1024}, %sbase;\n  add.u32 %t0, %t0, {sh.red_off};"
-    sum_warps_store(e, sh.threads, W, N, red, "SUM_DONE")
-    e("SUM_DONE:")
+    sum_warps_store(e, sh.threads, W, N, red, "SUM_DONE" + sfx)
+    e(f"SUM_DONE{sfx}:")
     e("  xor.b32 %buf, %buf, 1;  // two buffers: the next strip's partials never overwrite ones still being summed")
     e("  add.u32 %s, %s, %nct;")
     e(f"  setp.lt.u32 %p, %s, {S};")
-    e("  @%p bra STRIP;")
+    e(f"  @%p bra STRIP{sfx};")
     e("  ret;")
-    e("}")
-    return e.text()
 
 
 def main(argv=None) -> int:
