@@ -363,6 +363,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     work and for M > 8 without predicates, so K = 4096 can skip that n-tile's x prologue
     without the spill a branch inside one copy costs."""
     assert x_rows or not skip_nt1
+    assert not (stage_x and x_rows), "stage_x is a variant of v3's x prologue: pass **V3 with it"
     N, K, S, W, NC, SB, NS = sh.N, sh.K, sh.S, sh.W, sh.NC, sh.SB, sh.NS
     x_off, x_stride, x_bar = x_stage_layout(sh)
     skip_nt1 = skip_nt1 and NC == 1 and not split_m8
