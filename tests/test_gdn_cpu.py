@@ -159,7 +159,8 @@ def test_verify_framework_path_is_decode_steps_and_rolls_back_by_slot():
 
 
 @pytest.mark.parametrize("kw", [dict(loop=False), dict(fast=True, loop=False), dict(rpw=16, loop=False),
-                                dict(split=4, loop=False)], ids=lambda k: ",".join(f"{a}={b}" for a, b in k.items()))
+                                dict(split=4, loop=False), dict(group=2), dict(group=4), dict(group=8)],
+                         ids=lambda k: ",".join(f"{a}={b}" for a, b in k.items()))
 def test_verify_candidates_assemble(kw):
     """The verification generator's measured candidates (experiments/gdn/README.md) stay buildable."""
     import tempfile

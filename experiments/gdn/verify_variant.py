@@ -1,6 +1,6 @@
 """Candidate builds of gdn_verify_t16 beside the promoted one, checked and timed the bench's way
 at the contract's cases. Writes verify_variants.json to --out (`fast` alone: verify_variant.json,
-measured at 1e73224).
+measured at 1e73224; diagnostics alone: verify_diag.json). Default: the candidates not yet measured.
 
 - `fast` (gen_gdn_verify.generate(fast=True)): the per-token reductions alternate shared
   buffers and warp 0's sums of o^2 leave the token loop; same arithmetic, so bitwise the
@@ -11,9 +11,16 @@ measured at 1e73224).
   the summation order (not bitwise the promoted kernel; checked against float64, and run
   twice for determinism).
 
-Prediction (ncu: the kernel is one long dependent chain per warp, 4 warps per SM, 9% issue):
+Prediction for w8/s4 (ncu: the kernel is one long dependent chain per warp, 4 warps per SM, 9% issue):
 w8 ~1.5x faster per token, s4 ~1.2x, w8s4 ~1.7x; T = 16 at B = 1 from ~23 us to ~14-16 us,
-near the 3x-T = 1 bar (~15 us).
+near the 3x-T = 1 bar (~15 us). Measured: all slower (verify_variants.json, c138a12).
+
+- `g2`, `g4`, `g8` (group=): the conv, q/k-norm and gated-norm steps branch on T once per group
+  of tokens instead of once per token (stores of tokens >= T predicated off) and the norm steps
+  emit a group's tokens interleaved; the same arithmetic, so bitwise the promoted kernel.
+  Prediction (ncu of the loop build: 42% of T = 16's samples outside the token loop, per-token
+  serial chains between branches): T = 16 at B = 1 from ~24 to ~21-22 us, T = 1 within 0.2 us,
+  B = 32 T = 4 possibly slower (102 registers: 4 CTAs per SM instead of 5). Not yet run.
 
   python3 experiments/gdn/verify_variant.py [NAME ...] --out "$OUT"      (on the H200, PYTHONPATH=src)
 """
@@ -35,7 +42,8 @@ C = contracts.get("gdn_verify_t16")
 BUILDS = {"fast": dict(fast=True, loop=False), "w8": dict(rpw=16, loop=False), "s4": dict(split=4, loop=False),
           "w8s2": dict(rpw=16, split=2, loop=False), "w8s4": dict(rpw=16, split=4, loop=False),
           "unrolled": dict(loop=False),  # unrolled: the build promoted before the token loop (a0fc824)
-          "store_last": dict(diag="store_last")}
+          "store_last": dict(diag="store_last"),
+          "g2": dict(group=2), "g4": dict(group=4), "g8": dict(group=8)}  # branch on T once per group of tokens
 # Diagnostics: the promoted PTX edited to test one hypothesis; timed even though they fail the check.
 # store_last: the state slice is stored after the last token only (the per-token rollback states
 # are not written). Is the per-token time the 32 state stores per thread per token?
@@ -60,7 +68,7 @@ DIAG = {"store_last": store_last}
 
 def main():
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else os.path.dirname(__file__)
-    names = [a for a in sys.argv[1:] if not a.startswith("--") and a != out_dir] or ["unrolled"]
+    names = [a for a in sys.argv[1:] if not a.startswith("--") and a != out_dir] or ["g2", "g4", "g8"]  # ready to measure
     tb = testbeds.get(C.name)
     gen = paths.generator("gdn", "gen_gdn_verify")
     go_prom = rt_launch.make_guard_and_launch(C, function_handle=loader.load(C.name, 0).handle, device=0)

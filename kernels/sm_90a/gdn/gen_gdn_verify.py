@@ -131,7 +131,72 @@ def _token_step(e, t: int | None, nw: int = 4, rpw: int = 32, split: int = 1, fa
     e(f"{done}:")
 
 
-def generate(fast: bool = False, rpw: int = 32, split: int = 1, loop: bool = True) -> str:
+def _norm_sums_grouped(e, G: int) -> None:
+    """Step 3's warp sums of q^2 and k^2, G tokens at a time with their instructions interleaved
+    (each token's arithmetic exactly as the per-token emission orders it); one branch on T per
+    group. Tokens >= T of the last group read and write unused slots (qk_s, wsum have MAXT)."""
+    for t0 in range(0, MAXT, G):
+        e(f"setp.le.u32 %pt, %T, {t0};")
+        e("@%pt bra NORM_SUMS_DONE;")
+        for j in range(G):
+            t = t0 + j
+            e(f"ld.shared.f32 %gq{j}, [%t3+{4 * 2 * DK * t}];")
+            e(f"ld.shared.f32 %gk{j}, [%t3+{4 * (2 * DK * t + DK)}];")
+        for j in range(G):
+            e(f"mul.f32 %ga{j}, %gq{j}, %gq{j};")
+            e(f"mul.f32 %gb{j}, %gk{j}, %gk{j};")
+        for k in (16, 8, 4, 2, 1):
+            for j in range(G):
+                e(f"shfl.sync.bfly.b32 %gc{j}, %ga{j}, {k}, 31, 0xffffffff;")
+                e(f"shfl.sync.bfly.b32 %gd{j}, %gb{j}, {k}, 31, 0xffffffff;")
+            for j in range(G):
+                e(f"add.f32 %ga{j}, %ga{j}, %gc{j};")
+                e(f"add.f32 %gb{j}, %gb{j}, %gd{j};")
+        for j in range(G):
+            e(f"@%p st.shared.v2.f32 [%t4+{32 * (t0 + j)}], {{%ga{j}, %gb{j}}};")
+
+
+def _norm_apply_grouped(e, G: int) -> None:
+    """Step 3's normalization, G tokens at a time, interleaved as _norm_sums_grouped."""
+    for t0 in range(0, MAXT, G):
+        e(f"setp.le.u32 %pt, %T, {t0};")
+        e("@%pt bra NORMED;")
+        for j in range(G):
+            t, v = t0 + j, 8 * j
+            e(f"ld.shared.v4.f32 {{%gv{v}, %gv{v + 1}, %gv{v + 2}, %gv{v + 3}}}, [%t4+{32 * t}];")
+            e(f"ld.shared.v4.f32 {{%gv{v + 4}, %gv{v + 5}, %gv{v + 6}, %gv{v + 7}}}, [%t4+{32 * t + 16}];")
+            e(f"ld.shared.f32 %gq{j}, [%t3+{4 * 2 * DK * t}];")
+            e(f"ld.shared.f32 %gk{j}, [%t3+{4 * (2 * DK * t + DK)}];")
+        for j in range(G):
+            v = 8 * j
+            e(f"add.f32 %ga{j}, %gv{v}, %gv{v + 2};")
+            e(f"add.f32 %gb{j}, %gv{v + 1}, %gv{v + 3};")
+        for j in range(G):
+            v = 8 * j
+            e(f"add.f32 %ga{j}, %ga{j}, %gv{v + 4};")
+            e(f"add.f32 %gb{j}, %gb{j}, %gv{v + 5};")
+        for j in range(G):
+            v = 8 * j
+            e(f"add.f32 %ga{j}, %ga{j}, %gv{v + 6};")
+            e(f"add.f32 %gb{j}, %gb{j}, %gv{v + 7};")
+        for j in range(G):
+            e(f"add.f32 %ga{j}, %ga{j}, {f32(1e-6)};")
+            e(f"add.f32 %gb{j}, %gb{j}, {f32(1e-6)};")
+        for j in range(G):
+            e(f"rsqrt.approx.ftz.f32 %ga{j}, %ga{j};")
+            e(f"rsqrt.approx.ftz.f32 %gb{j}, %gb{j};")
+        for j in range(G):
+            e(f"mul.f32 %gq{j}, %gq{j}, %ga{j};")
+            e(f"mul.f32 %gk{j}, %gk{j}, %gb{j};")
+        for j in range(G):
+            e(f"mul.f32 %gq{j}, %gq{j}, {f32(DK ** -0.5)};")
+        for j in range(G):
+            t = t0 + j
+            e(f"st.shared.f32 [%t3+{4 * 2 * DK * t}], %gq{j};")
+            e(f"st.shared.f32 [%t3+{4 * (2 * DK * t + DK)}], %gk{j};")
+
+
+def generate(fast: bool = False, rpw: int = 32, split: int = 1, loop: bool = True, group: int = 1) -> str:
     """The PTX. ``fast`` (experiments/gdn/verify_variant.py, not promoted): the two per-token
     reductions alternate shared buffers (one barrier each instead of two), and warp 0's sums of
     o^2 and their pushes leave the token loop for one interleaved pass after it. The same
@@ -143,7 +208,15 @@ def generate(fast: bool = False, rpw: int = 32, split: int = 1, loop: bool = Tru
     ``loop=False``). ``loop`` (the promoted build): the token loop of step 4 as a runtime loop;
     unrolled (``loop=False``, promoted until this change) the kernel is ~7100 SASS instructions,
     113 KB, streamed through the instruction cache once per CTA (ncu's largest stall reason was
-    no_instruction, 42%). The same arithmetic in the same order: bitwise the unrolled build."""
+    no_instruction, 42%). The same arithmetic in the same order: bitwise the unrolled build.
+    ``group`` (candidates g2, g4, g8; 1 is the promoted build): the per-token work of the conv
+    (step 2), the q/k norms (step 3) and the gated norm (step 5) branches on T once per
+    ``group`` tokens instead of once per token, the stores of tokens >= T predicated off, so
+    ptxas can interleave a group's independent tokens (ncu: 42% of T = 16's samples are in
+    these steps, each token's work a serial chain between branches). The same arithmetic:
+    bitwise the promoted build; T not a multiple of ``group`` computes (and discards) up to
+    ``group`` - 1 tokens more."""
+    assert group in (1, 2, 4, 8, 16) and (group == 1 or (loop and not fast)), "group is built on the promoted build"
     NW = DK // rpw  # warps
     assert NW * rpw == DK and rpw % split == 0
     assert not loop or (rpw == 32 and split == 1 and not fast), "loop is built on the promoted arithmetic only"
@@ -171,6 +244,9 @@ def generate(fast: bool = False, rpw: int = 32, split: int = 1, loop: bool = Tru
         e(f".reg .f32 %kvp<{split}>, %op<{split}>;")
     if loop:
         e(".reg .b32 %tt;")
+    if group > 1:
+        e(".reg .pred %pk, %pnq, %pkv, %pkq;  // token t < T; not a q/k thread; both combined")
+        e(f".reg .f32 %gq<{group}>, %gk<{group}>, %ga<{group}>, %gb<{group}>, %gc<{group}>, %gd<{group}>, %gv<{8 * group}>;")
     e(".reg .b32 %th, %warp, %lane, %rank, %cl, %seq, %kh, %h, %r, %col, %ch, %t<5>, %wlo, %whi, %sq, %sr, %T, %np;")
     e(".reg .b32 %qseq, %qtok, %zseq, %ztok;")
     e(f".reg .b16 %u<4>, %bb, %ab, %nwb, %xb<{MAXT}>, %zb<{MAXT}>;")
@@ -315,9 +391,15 @@ def generate(fast: bool = False, rpw: int = 32, split: int = 1, loop: bool = Tru
     e("mad.lo.u32 %t3, %t3, 4, %t1;  // this v channel's place in token 0's v")
     e("mul.wide.u32 %pb, %ch, 6;")
     e(f"add.u64 %pb, {A['conv_pool']}, %pb;")
+    if group > 1:
+        e("not.pred %pnq, %pq;")
     for t in range(MAXT):
-        e(f"setp.le.u32 %p, %T, {t};")
-        e("@%p bra CONV_DONE;")
+        if t % group == 0:
+            e(f"setp.le.u32 %p, %T, {t};")
+            e("@%p bra CONV_DONE;")
+        if group > 1:
+            e(f"setp.gt.u32 %pk, %T, {t};")
+        st = "@%pk " if group > 1 else ""
         e("cvt.f32.bf16 %f4, %u1;")
         e("cvt.f32.bf16 %f5, %u2;")
         e("cvt.f32.bf16 %f6, %u3;")
@@ -329,22 +411,28 @@ def generate(fast: bool = False, rpw: int = 32, split: int = 1, loop: bool = Tru
         e("mov.u32 %t0, slot_s;")
         e(f"ld.shared.u64 %pa, [%t0+{8 * t}];")
         e(f"mad.lo.u64 %pa, %pa, {CONV_SLOT}, %pb;")
-        e("st.global.b16 [%pa], %u2;")
-        e("st.global.b16 [%pa+2], %u3;")
-        e(f"st.global.b16 [%pa+4], %xb{t};")
+        e(f"{st}st.global.b16 [%pa], %u2;")
+        e(f"{st}st.global.b16 [%pa+2], %u3;")
+        e(f"{st}st.global.b16 [%pa+4], %xb{t};")
         e("mov.b16 %u1, %u2;")
         e("mov.b16 %u2, %u3;")
         e(f"mov.b16 %u3, %xb{t};")
         d._silu_bf16(e, "%x", "%x")
-        e(f"@!%pq st.shared.f32 [%t3+{4 * CHUNK * t}], %x;")
-        e(f"@!%pq bra PUSHED_{t};")
+        if group > 1:  # no branch: the v store and the pushes predicated on the token and the thread's role
+            e("and.pred %pkv, %pnq, %pk;")
+            e("and.pred %pkq, %pq, %pk;")
+            e(f"@%pkv st.shared.f32 [%t3+{4 * CHUNK * t}], %x;")
+        else:
+            e(f"@!%pq st.shared.f32 [%t3+{4 * CHUNK * t}], %x;")
+            e(f"@!%pq bra PUSHED_{t};")
         e(f"add.u32 %t1, %t2, {4 * 2 * DK * t};")
         e("mov.u32 %t0, bar_qk;")
         for j in range(CLUSTER):
             e(f"mapa.shared::cluster.u32 %t4, %t1, {j};")
             e(f"mapa.shared::cluster.u32 %sr, %t0, {j};")
-            e("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%t4], %x, [%sr];")
-        e(f"PUSHED_{t}:")
+            e(("@%pkq " if group > 1 else "") + "st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%t4], %x, [%sr];")
+        if group == 1:
+            e(f"PUSHED_{t}:")
     e("CONV_DONE:")
     e("// beta and exp(g) of token th - 64")
     e("@!%pg bra GATES_DONE;")
@@ -366,7 +454,9 @@ def generate(fast: bool = False, rpw: int = 32, split: int = 1, loop: bool = Tru
     if NW != 4:
         e(f"setp.ge.u32 %pn, %th, {DK};  // warps past the 128 q/k elements: only the barriers")
         e("@%pn bra NORM_SUMS_DONE;")
-    for t in range(MAXT):
+    if group > 1:
+        _norm_sums_grouped(e, group)
+    for t in range(MAXT if group == 1 else 0):
         e(f"setp.le.u32 %pt, %T, {t};")
         e("@%pt bra NORM_SUMS_DONE;")
         e(f"ld.shared.f32 %q, [%t3+{4 * 2 * DK * t}];")
@@ -384,7 +474,9 @@ def generate(fast: bool = False, rpw: int = 32, split: int = 1, loop: bool = Tru
     e("mov.u32 %t4, wsum;")
     if NW != 4:
         e("@%pn bra NORMED;")
-    for t in range(MAXT):
+    if group > 1:
+        _norm_apply_grouped(e, group)
+    for t in range(MAXT if group == 1 else 0):
         e(f"setp.le.u32 %pt, %T, {t};")
         e("@%pt bra NORMED;")
         e(f"ld.shared.v4.f32 {{%f0, %f1, %f2, %f3}}, [%t4+{32 * t}];")
@@ -461,8 +553,11 @@ def generate(fast: bool = False, rpw: int = 32, split: int = 1, loop: bool = Tru
     e(f"mad.lo.u32 %t1, %t1, {NV * DV}, %t0;  // out[seq, 0, h * 128 + col]")
     e("mov.u32 %t2, norm_s;")
     for t in range(MAXT):
-        e(f"setp.le.u32 %pt, %T, {t};")
-        e("@%pt bra OUT_DONE;")
+        if t % group == 0:
+            e(f"setp.le.u32 %pt, %T, {t};")
+            e("@%pt bra OUT_DONE;")
+        if group > 1:
+            e(f"setp.gt.u32 %pk, %T, {t};")
         e(f"ld.shared.v4.f32 {{%f0, %f1, %f2, %f3}}, [%t2+{16 * t}];")
         e("add.f32 %ss, %f0, %f1;")
         e("add.f32 %ss, %ss, %f2;")
@@ -486,7 +581,7 @@ def generate(fast: bool = False, rpw: int = 32, split: int = 1, loop: bool = Tru
         e("cvt.rn.bf16.f32 %u0, %o;")
         e("mul.wide.u32 %pa, %t1, 2;")
         e(f"add.u64 %pa, {A['out']}, %pa;")
-        e("st.global.b16 [%pa], %u0;")
+        e(("@%pk " if group > 1 else "") + "st.global.b16 [%pa], %u0;")
         e(f"add.u32 %t1, %t1, {NV * DV};")
     e("OUT_DONE:")
     e("ret;")
