@@ -131,69 +131,76 @@ def _token_step(e, t: int | None, nw: int = 4, rpw: int = 32, split: int = 1, fa
     e(f"{done}:")
 
 
-def _norm_sums_grouped(e, G: int) -> None:
-    """Step 3's warp sums of q^2 and k^2, G tokens at a time with their instructions interleaved
-    (each token's arithmetic exactly as the per-token emission orders it); one branch on T per
-    group. Tokens >= T of the last group read and write unused slots (qk_s, wsum have MAXT)."""
+def _norm_regs(G: int, j: int) -> dict:
+    """Token j's registers in step 3: the promoted build's names for a group of 1, else per token."""
+    if G == 1:
+        return dict(q="%q", k="%k", a="%f10", b="%f11", c="%f8", d="%f9", qn="%qn", kn="%kn",
+                    v=[f"%f{i}" for i in range(8)])
+    return dict(q=f"%gq{j}", k=f"%gk{j}", a=f"%ga{j}", b=f"%gb{j}", c=f"%gc{j}", d=f"%gd{j}", qn=f"%ga{j}",
+                kn=f"%gb{j}", v=[f"%gv{8 * j + i}" for i in range(8)])
+
+
+def _norm_sums(e, G: int) -> None:
+    """Step 3's warp sums of q^2 and k^2, G tokens at a time: one branch on T per group, each
+    phase emitted for the group's tokens in turn (G = 1: token by token, the promoted build).
+    Tokens >= T of the last group read and write unused slots (qk_s and wsum hold MAXT)."""
     for t0 in range(0, MAXT, G):
+        R = [_norm_regs(G, j) for j in range(G)]
         e(f"setp.le.u32 %pt, %T, {t0};")
         e("@%pt bra NORM_SUMS_DONE;")
-        for j in range(G):
-            t = t0 + j
-            e(f"ld.shared.f32 %gq{j}, [%t3+{4 * 2 * DK * t}];")
-            e(f"ld.shared.f32 %gk{j}, [%t3+{4 * (2 * DK * t + DK)}];")
-        for j in range(G):
-            e(f"mul.f32 %ga{j}, %gq{j}, %gq{j};")
-            e(f"mul.f32 %gb{j}, %gk{j}, %gk{j};")
+        for j, r in enumerate(R):
+            e(f"ld.shared.f32 {r['q']}, [%t3+{4 * 2 * DK * (t0 + j)}];")
+            e(f"ld.shared.f32 {r['k']}, [%t3+{4 * (2 * DK * (t0 + j) + DK)}];")
+        for r in R:
+            e(f"mul.f32 {r['a']}, {r['q']}, {r['q']};")
+            e(f"mul.f32 {r['b']}, {r['k']}, {r['k']};")
         for k in (16, 8, 4, 2, 1):
-            for j in range(G):
-                e(f"shfl.sync.bfly.b32 %gc{j}, %ga{j}, {k}, 31, 0xffffffff;")
-                e(f"shfl.sync.bfly.b32 %gd{j}, %gb{j}, {k}, 31, 0xffffffff;")
-            for j in range(G):
-                e(f"add.f32 %ga{j}, %ga{j}, %gc{j};")
-                e(f"add.f32 %gb{j}, %gb{j}, %gd{j};")
-        for j in range(G):
-            e(f"@%p st.shared.v2.f32 [%t4+{32 * (t0 + j)}], {{%ga{j}, %gb{j}}};")
+            for r in R:
+                e(f"shfl.sync.bfly.b32 {r['c']}, {r['a']}, {k}, 31, 0xffffffff;")
+                e(f"shfl.sync.bfly.b32 {r['d']}, {r['b']}, {k}, 31, 0xffffffff;")
+            for r in R:
+                e(f"add.f32 {r['a']}, {r['a']}, {r['c']};")
+                e(f"add.f32 {r['b']}, {r['b']}, {r['d']};")
+        for j, r in enumerate(R):
+            e(f"@%p st.shared.v2.f32 [%t4+{32 * (t0 + j)}], {{{r['a']}, {r['b']}}};")
 
 
-def _norm_apply_grouped(e, G: int) -> None:
-    """Step 3's normalization, G tokens at a time, interleaved as _norm_sums_grouped."""
+def _norm_apply(e, G: int) -> None:
+    """Step 3's normalization, G tokens at a time, phase by phase as _norm_sums."""
     for t0 in range(0, MAXT, G):
+        R = [_norm_regs(G, j) for j in range(G)]
         e(f"setp.le.u32 %pt, %T, {t0};")
         e("@%pt bra NORMED;")
-        for j in range(G):
-            t, v = t0 + j, 8 * j
-            e(f"ld.shared.v4.f32 {{%gv{v}, %gv{v + 1}, %gv{v + 2}, %gv{v + 3}}}, [%t4+{32 * t}];")
-            e(f"ld.shared.v4.f32 {{%gv{v + 4}, %gv{v + 5}, %gv{v + 6}, %gv{v + 7}}}, [%t4+{32 * t + 16}];")
-            e(f"ld.shared.f32 %gq{j}, [%t3+{4 * 2 * DK * t}];")
-            e(f"ld.shared.f32 %gk{j}, [%t3+{4 * (2 * DK * t + DK)}];")
-        for j in range(G):
-            v = 8 * j
-            e(f"add.f32 %ga{j}, %gv{v}, %gv{v + 2};")
-            e(f"add.f32 %gb{j}, %gv{v + 1}, %gv{v + 3};")
-        for j in range(G):
-            v = 8 * j
-            e(f"add.f32 %ga{j}, %ga{j}, %gv{v + 4};")
-            e(f"add.f32 %gb{j}, %gb{j}, %gv{v + 5};")
-        for j in range(G):
-            v = 8 * j
-            e(f"add.f32 %ga{j}, %ga{j}, %gv{v + 6};")
-            e(f"add.f32 %gb{j}, %gb{j}, %gv{v + 7};")
-        for j in range(G):
-            e(f"add.f32 %ga{j}, %ga{j}, {f32(1e-6)};")
-            e(f"add.f32 %gb{j}, %gb{j}, {f32(1e-6)};")
-        for j in range(G):
-            e(f"rsqrt.approx.ftz.f32 %ga{j}, %ga{j};")
-            e(f"rsqrt.approx.ftz.f32 %gb{j}, %gb{j};")
-        for j in range(G):
-            e(f"mul.f32 %gq{j}, %gq{j}, %ga{j};")
-            e(f"mul.f32 %gk{j}, %gk{j}, %gb{j};")
-        for j in range(G):
-            e(f"mul.f32 %gq{j}, %gq{j}, {f32(DK ** -0.5)};")
-        for j in range(G):
-            t = t0 + j
-            e(f"st.shared.f32 [%t3+{4 * 2 * DK * t}], %gq{j};")
-            e(f"st.shared.f32 [%t3+{4 * (2 * DK * t + DK)}], %gk{j};")
+        for j, r in enumerate(R):
+            v = r["v"]
+            e(f"ld.shared.v4.f32 {{{v[0]}, {v[1]}, {v[2]}, {v[3]}}}, [%t4+{32 * (t0 + j)}];")
+            e(f"ld.shared.v4.f32 {{{v[4]}, {v[5]}, {v[6]}, {v[7]}}}, [%t4+{32 * (t0 + j) + 16}];")
+        for n, first in (("qn", 0), ("kn", 1)):  # the 4 warps' sums in warp order
+            for r in R:
+                e(f"add.f32 {r[n]}, {r['v'][first]}, {r['v'][first + 2]};")
+            for i in (4, 6):
+                for r in R:
+                    e(f"add.f32 {r[n]}, {r[n]}, {r['v'][first + i]};")
+        for j, r in enumerate(R):
+            e(f"ld.shared.f32 {r['q']}, [%t3+{4 * 2 * DK * (t0 + j)}];")
+            e(f"ld.shared.f32 {r['k']}, [%t3+{4 * (2 * DK * (t0 + j) + DK)}];")
+        for r in R:
+            e(f"add.f32 {r['qn']}, {r['qn']}, {f32(1e-6)};")
+        for r in R:
+            e(f"rsqrt.approx.ftz.f32 {r['qn']}, {r['qn']};")
+        for r in R:
+            e(f"mul.f32 {r['q']}, {r['q']}, {r['qn']};")
+        for r in R:
+            e(f"mul.f32 {r['q']}, {r['q']}, {f32(DK ** -0.5)};")
+        for r in R:
+            e(f"add.f32 {r['kn']}, {r['kn']}, {f32(1e-6)};")
+        for r in R:
+            e(f"rsqrt.approx.ftz.f32 {r['kn']}, {r['kn']};")
+        for r in R:
+            e(f"mul.f32 {r['k']}, {r['k']}, {r['kn']};")
+        for j, r in enumerate(R):
+            e(f"st.shared.f32 [%t3+{4 * 2 * DK * (t0 + j)}], {r['q']};")
+            e(f"st.shared.f32 [%t3+{4 * (2 * DK * (t0 + j) + DK)}], {r['k']};")
 
 
 def generate(fast: bool = False, rpw: int = 32, split: int = 1, loop: bool = True, group: int = 1) -> str:
@@ -454,50 +461,13 @@ def generate(fast: bool = False, rpw: int = 32, split: int = 1, loop: bool = Tru
     if NW != 4:
         e(f"setp.ge.u32 %pn, %th, {DK};  // warps past the 128 q/k elements: only the barriers")
         e("@%pn bra NORM_SUMS_DONE;")
-    if group > 1:
-        _norm_sums_grouped(e, group)
-    for t in range(MAXT if group == 1 else 0):
-        e(f"setp.le.u32 %pt, %T, {t};")
-        e("@%pt bra NORM_SUMS_DONE;")
-        e(f"ld.shared.f32 %q, [%t3+{4 * 2 * DK * t}];")
-        e(f"ld.shared.f32 %k, [%t3+{4 * (2 * DK * t + DK)}];")
-        e("mul.f32 %f10, %q, %q;")
-        e("mul.f32 %f11, %k, %k;")
-        for k in (16, 8, 4, 2, 1):
-            e(f"shfl.sync.bfly.b32 %f8, %f10, {k}, 31, 0xffffffff;")
-            e(f"shfl.sync.bfly.b32 %f9, %f11, {k}, 31, 0xffffffff;")
-            e("add.f32 %f10, %f10, %f8;")
-            e("add.f32 %f11, %f11, %f9;")
-        e(f"@%p st.shared.v2.f32 [%t4+{32 * t}], {{%f10, %f11}};")
+    _norm_sums(e, group)
     e("NORM_SUMS_DONE:")
     e("bar.sync 0;")
     e("mov.u32 %t4, wsum;")
     if NW != 4:
         e("@%pn bra NORMED;")
-    if group > 1:
-        _norm_apply_grouped(e, group)
-    for t in range(MAXT if group == 1 else 0):
-        e(f"setp.le.u32 %pt, %T, {t};")
-        e("@%pt bra NORMED;")
-        e(f"ld.shared.v4.f32 {{%f0, %f1, %f2, %f3}}, [%t4+{32 * t}];")
-        e(f"ld.shared.v4.f32 {{%f4, %f5, %f6, %f7}}, [%t4+{32 * t + 16}];")
-        e("add.f32 %qn, %f0, %f2;")
-        e("add.f32 %qn, %qn, %f4;")
-        e("add.f32 %qn, %qn, %f6;")
-        e("add.f32 %kn, %f1, %f3;")
-        e("add.f32 %kn, %kn, %f5;")
-        e("add.f32 %kn, %kn, %f7;")
-        e(f"ld.shared.f32 %q, [%t3+{4 * 2 * DK * t}];")
-        e(f"ld.shared.f32 %k, [%t3+{4 * (2 * DK * t + DK)}];")
-        e(f"add.f32 %qn, %qn, {f32(1e-6)};")
-        e("rsqrt.approx.ftz.f32 %qn, %qn;")
-        e("mul.f32 %q, %q, %qn;")
-        e(f"mul.f32 %q, %q, {f32(DK ** -0.5)};")
-        e(f"add.f32 %kn, %kn, {f32(1e-6)};")
-        e("rsqrt.approx.ftz.f32 %kn, %kn;")
-        e("mul.f32 %k, %k, %kn;")
-        e(f"st.shared.f32 [%t3+{4 * 2 * DK * t}], %q;")
-        e(f"st.shared.f32 [%t3+{4 * (2 * DK * t + DK)}], %k;")
+    _norm_apply(e, group)
     e("NORMED:")
     e("bar.sync 0;")
 
