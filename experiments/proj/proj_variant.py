@@ -38,10 +38,10 @@ from netra.runtime.driver import check as check_cu
 
 HERE = Path(__file__).resolve().parent
 # candidates of the promoted generator (gen_fp8_gemv.generate's options)
-V3 = dict(skip_nt1=False, packed_amax=False, pre_strips=None, early_trigger=True)
-V3_BUILDS = {"v3": dict(V3, x_rows=False), "v3c": dict(V3, x_rows=True), "v3d": dict(V3, skip_nt1=True),
-             "v3e": dict(V3, skip_nt1=True, packed_amax=True),
-             "v3f": dict(V3, skip_nt1=True, packed_amax=True, pre_strips=1),  # v3f + late trigger: promoted at db6fda2
+_V3 = paths.generator("proj", "gen_fp8_gemv").V3  # the build promoted at cb9faad; the steps from it to v3f
+V3_BUILDS = {"v3": _V3, "v3c": dict(_V3, x_rows=True), "v3d": dict(_V3, x_rows=True, skip_nt1=True),
+             "v3e": dict(_V3, x_rows=True, skip_nt1=True, packed_amax=True),
+             "v3f": dict(_V3, x_rows=True, skip_nt1=True, packed_amax=True, pre_strips=1),  # + late trigger: promoted at db6fda2
              "v3g": dict(split_m8=True)}  # the promoted build with the body twice (M <= 8, M > 8)
 
 

@@ -25,6 +25,7 @@ import math
 import os
 import statistics
 import sys
+from pathlib import Path
 
 import torch
 from cuda.bindings import driver as cu
@@ -37,10 +38,8 @@ from netra.runtime import loader
 from netra.runtime.driver import check as check_cu
 
 SLOTS = 32
-_V3 = dict(skip_nt1=False, packed_amax=False, pre_strips=None, early_trigger=True)
-BUILDS = {"promoted": {}, "v3": dict(_V3, x_rows=False), "v3c": dict(_V3), "v3d": dict(_V3, skip_nt1=True),
-          "v3e": dict(_V3, skip_nt1=True, packed_amax=True), "v3f": dict(_V3, skip_nt1=True, packed_amax=True, pre_strips=1),
-          "v3g": dict(split_m8=True)}  # --build NAME: a candidate of the generator instead
+# --build NAME: a candidate of the generator instead (proj_variant.py's list)
+BUILDS = {"promoted": {}, **paths.load_module(Path(__file__).resolve().parent / "proj_variant.py", "proj_variant").V3_BUILDS}
 NAMES = ("fp8_gemv_n12288_k2048", "fp8_gemv_n4096_k2048", "fp8_gemv_n2048_k4096", "fp8_gemv_n2048_k512")
 
 
