@@ -187,7 +187,7 @@ def test_v3_candidates_assemble_and_v3_is_reproduced(sh):
     """The options of the promoted generator stay buildable; V3 reproduces the build promoted
     at cb9faad (the records of experiments/proj/README.md), which the default replaced."""
     g = _generator()
-    for kw in (g.V3, dict(g.V3, x_rows=True), dict(g.V3, x_rows=True, skip_nt1=True, packed_amax=True), dict(split_m8=True)):
+    for kw in (g.V3, dict(g.V3, x_rows=True), dict(g.V3, x_rows=True, skip_nt1=True, packed_amax=True), dict(split_m8=False)):
         _assembles_without_spills(sh.name, g.generate(sh, **kw))
     assert "griddepcontrol.launch_dependents;  // every CTA" in g.generate(sh, **g.V3)
 

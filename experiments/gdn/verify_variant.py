@@ -1,6 +1,6 @@
 """Candidate builds of gdn_verify_t16 beside the promoted one, checked and timed the bench's way
 at the contract's cases. Writes verify_variants.json to --out (`fast` alone: verify_variant.json,
-measured at 1e73224; diagnostics alone: verify_diag.json). Default: the candidates not yet measured.
+measured at 1e73224; diagnostics alone: verify_diag.json). Default: g2 g4 g8 (the last measured).
 
 - `fast` (gen_gdn_verify.generate(fast=True)): the per-token reductions alternate shared
   buffers and warp 0's sums of o^2 leave the token loop; same arithmetic, so bitwise the
@@ -20,7 +20,9 @@ near the 3x-T = 1 bar (~15 us). Measured: all slower (verify_variants.json, c138
   emit a group's tokens interleaved; the same arithmetic, so bitwise the promoted kernel.
   Prediction (ncu of the loop build: 42% of T = 16's samples outside the token loop, per-token
   serial chains between branches): T = 16 at B = 1 from ~24 to ~21-22 us, T = 1 within 0.2 us,
-  B = 32 T = 4 possibly slower (102 registers: 4 CTAs per SM instead of 5). Not yet run.
+  B = 32 T = 4 possibly slower (102 registers: 4 CTAs per SM instead of 5). Measured at
+  69e8a73 (kept as verify_groups.json): T = 16 at B = 1 at best 0.4 us faster (g8), every other
+  case slower; rejected.
 
   python3 experiments/gdn/verify_variant.py [NAME ...] --out "$OUT"      (on the H200, PYTHONPATH=src)
 """
@@ -68,7 +70,7 @@ DIAG = {"store_last": store_last}
 
 def main():
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else os.path.dirname(__file__)
-    names = [a for a in sys.argv[1:] if not a.startswith("--") and a != out_dir] or ["g2", "g4", "g8"]  # ready to measure
+    names = [a for a in sys.argv[1:] if not a.startswith("--") and a != out_dir] or ["g2", "g4", "g8"]  # measured at 69e8a73
     tb = testbeds.get(C.name)
     gen = paths.generator("gdn", "gen_gdn_verify")
     go_prom = rt_launch.make_guard_and_launch(C, function_handle=loader.load(C.name, 0).handle, device=0)

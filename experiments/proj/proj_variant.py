@@ -42,7 +42,7 @@ _V3 = paths.generator("proj", "gen_fp8_gemv").V3  # the build promoted at cb9faa
 V3_BUILDS = {"v3": _V3, "v3c": dict(_V3, x_rows=True), "v3d": dict(_V3, x_rows=True, skip_nt1=True),
              "v3e": dict(_V3, x_rows=True, skip_nt1=True, packed_amax=True),
              "v3f": dict(_V3, x_rows=True, skip_nt1=True, packed_amax=True, pre_strips=1),  # + late trigger: promoted at db6fda2
-             "v3g": dict(split_m8=True)}  # the promoted build with the body twice (M <= 8, M > 8)
+             "v3g": dict(split_m8=True)}  # v3f with the body twice (M <= 8, M > 8): the promoted build since v3g_variant.json
 
 
 def candidate(name: str):
@@ -132,7 +132,7 @@ def run(name: str, out_dir: str, floors) -> dict:
 
 def main():
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
-    names = [a for a in sys.argv[1:] if not a.startswith("--") and a != out_dir] or ["v3g"]  # the one ready to measure
+    names = [a for a in sys.argv[1:] if not a.startswith("--") and a != out_dir] or ["v3g"]  # the promoted build, measured
     floors = (rt_launch.raw_launcher(loader.load("empty_kernel", 0)), rt_launch.raw_launcher(loader.load("read_floor", 0)))
     for name in names:
         run(name, out_dir, floors)

@@ -50,14 +50,14 @@ assert SMEM == BA_SMEM, "the contract's shared memory and this layout disagree"
 ROWS = ("loads", "bulk", "cp_async")
 
 
-def generate(rows: str = "loads") -> str:
+def generate(rows: str = "bulk") -> str:
     """The PTX. ``rows``: how the weight and x rows reach shared memory. "loads" (promoted at
     e42af1d): 16-byte loads of every thread, then stores; ptxas interleaves each store right
     after its load, so only ~4 loads are in flight before the first store waits a DRAM round
-    trip (SASS), which made it 0.6 us slower than "bulk" at M = 1. "bulk" (measured at
-    58c88f0): 16 + M bulk copies from thread 0 onto an mbarrier. "cp_async" (not yet
-    measured): every thread's 16 LDGSTS, all in flight, x rows >= M zero-filled by a source
-    size of 0. The same shared rows, so the same outputs bitwise."""
+    trip (SASS), which made it 0.6 us slower than "bulk" at M = 1. "bulk" (promoted; measured at
+    58c88f0 and in experiments/proj/bf16_variant.json): 16 + M bulk copies from thread 0 onto an
+    mbarrier. "cp_async" (measured beside it, slower at M = 1: 2.68 against 2.35 us): every
+    thread's 16 LDGSTS, all in flight, x rows >= M zero-filled by a source size of 0. The same shared rows, so the same outputs bitwise."""
     assert rows in ROWS, f"rows: expected one of {ROWS}, got {rows!r}"
     tma = rows == "bulk"
     L: list[str] = []

@@ -339,12 +339,12 @@ def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: 
         e("  st.global.b16 [%pb], %q0;")
 
 
-V3 = dict(x_rows=False, skip_nt1=False, packed_amax=False, pre_strips=None, early_trigger=True)  # the build promoted at cb9faad
+V3 = dict(x_rows=False, skip_nt1=False, packed_amax=False, pre_strips=None, early_trigger=True, split_m8=False)  # promoted at cb9faad
 
 
 def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bool = True, packed_amax: bool = True,
-             pre_strips: int | None = 1, early_trigger: bool = False, split_m8: bool = False) -> str:
-    """The PTX. The defaults are the promoted build (v3f); ``generate(sh, **V3)`` is v3 as promoted
+             pre_strips: int | None = 1, early_trigger: bool = False, split_m8: bool = True) -> str:
+    """The PTX. The defaults are the promoted build (v3g); ``generate(sh, **V3)`` is v3 as promoted
     at cb9faad (bitwise the same outputs). ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x, on v3): x comes into
     shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
     the dynamic shared memory grows to x_stage_layout(sh)[2] + 8. ``x_rows`` (v3c):
@@ -358,8 +358,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     x loads, so x does not queue behind all of the first chunks (None: every stage before the
     wait). ``early_trigger`` (v3): griddepcontrol.launch_dependents before the wait instead of
     after it; with small CTAs (K = 512) a PDL chain then cascades, many later grids resident
-    at once, each prefetching (experiments/proj/README.md, trace_v3). ``split_m8`` (candidate
-    v3g): everything after the wait twice, for M <= 8 without the second n-tile's registers and
+    at once, each prefetching (experiments/proj/README.md, trace_v3). ``split_m8`` (v3g,
+    promoted after experiments/proj/v3g_variant.json): everything after the wait twice, for M <= 8 without the second n-tile's registers and
     work and for M > 8 without predicates, so K = 4096 can skip that n-tile's x prologue
     without the spill a branch inside one copy costs."""
     assert x_rows or not skip_nt1
