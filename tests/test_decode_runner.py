@@ -231,7 +231,11 @@ def test_speed_engines_measure_each_promoted_family_alone():
 
     e = dmain.engines((1, 8, 32))
     assert e[:2] == [("netra-framework-graph", ("all",), (1, 8, 32)), ("netra-kernels-graph", (), (1, 8, 32))]
-    assert [(n, off, b) for n, off, b in e[2:]] == [(f"netra-kernels-minus-{op}-graph", (op,), (1,)) for op in dmain.ABLATE]
+    assert [(n, off, b) for n, off, b in e[2:]] == [(f"netra-kernels-minus-{op}-graph", dmain.ABLATE_OPS.get(op, (op,)), (1,))
+                                                   for op in dmain.ABLATE]
+    from netra import contracts
+    assert set(dmain.ABLATE_OPS["fp8_linear"]) == {c.op for c in contracts.all_contracts()
+                                                   if (c.op or "").startswith("fp8_linear")}
     for op in dmain.ABLATE:  # every ablated name is an op set_framework knows
         assert any(k.op == op for k in netra.ops.OPS.values()), op
 

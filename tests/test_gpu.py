@@ -190,6 +190,38 @@ def test_fp8_linear_op_runs_the_projection_kernels(M):
     assert metrics.rel_err(out, ref_linear(big, q, s)) < 1e-2
 
 
+@pytest.mark.parametrize("M", [1, 5, 8, 9, 16])
+def test_fused_projections_are_bitwise_the_unfused_kernels(M):
+    """fp8_linear_norm's kernels give bitwise rmsnorm_h2048 then the plain kernel (x_out too),
+    and fp8_linear_add's gives bitwise the plain kernel then the BF16 add, at M across both
+    bodies (M <= 8, M > 8); each launch took the fused kernel (no miss)."""
+    from netra.contracts.proj import FUSED
+    from netra.decode import ops as dops
+    from netra.lifecycle import testbeds
+
+    ops.reset_stats()
+    for sh in FUSED:
+        i = testbeds.get(sh.name).make({"M": M}, torch.Generator().manual_seed(100 + M), "cuda")
+        if sh.fuse == "norm":
+            out = torch.full((M, sh.N), float("nan"), dtype=torch.bfloat16, device="cuda")
+            x = torch.full((M, sh.K), float("nan"), dtype=torch.bfloat16, device="cuda")
+            dops.fp8_linear_norm(i["h"], i["norm_w"], EPS, i["w"], i["scale"], out, x)
+            x_ref = ops.rmsnorm(i["h"], i["norm_w"], EPS)
+            out_ref = torch.empty_like(out)
+            dops.fp8_linear(x_ref, i["w"], i["scale"], out_ref)
+            torch.cuda.synchronize()
+            assert torch.equal(x, x_ref), sh.name
+            assert torch.equal(out, out_ref), sh.name
+        else:
+            h0 = i["h"].clone()
+            dops.fp8_linear_add(i["x"], i["w"], i["scale"], i["h"])
+            y = torch.empty_like(h0)
+            dops.fp8_linear(i["x"], i["w"], i["scale"], y)
+            torch.cuda.synchronize()
+            assert torch.equal(i["h"], h0 + y), sh.name
+        assert _misses(sh.name) == 0, ops.stats()[sh.name]
+
+
 @pytest.mark.parametrize("B", [1, 7, 32])
 def test_gdn_decode_op_runs_the_kernel_and_matches_the_framework_path(B):
     """netra::gdn_decode in the runner's layout (qkv and z views of one qkvz row, int64

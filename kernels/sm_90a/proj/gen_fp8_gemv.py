@@ -47,7 +47,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "src"))
-from netra.contracts.proj import SHAPES, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
+from netra.contracts.proj import FUSED, SHAPES, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
 
 
 class Emit:
@@ -75,28 +75,42 @@ def header(e: Emit) -> None:
     e(".address_size 64")
 
 
-def entry(e: Emit, name: str) -> None:
-    """The .entry line and the parameters every fp8_gemv kernel takes."""
+def entry(e: Emit, name: str, fuse: str = "") -> None:
+    """The .entry line and the parameters (netra.contracts.proj, in its order): x (h with the
+    norm prologue), w, scale, out (h, in place, with the residual epilogue), M; the norm
+    prologue adds norm_w, x_out, eps."""
     e(f".visible .entry {name}(")
-    e("  .param .u64 x,")
+    e("  .param .u64 x," if fuse != "norm" else "  .param .u64 h,")
     e("  .param .u64 w,")
     e("  .param .u64 scale,")
-    e("  .param .u64 out,")
-    e("  .param .u32 M")
+    e("  .param .u64 out," if fuse != "res" else "  .param .u64 h,")
+    if fuse == "norm":
+        e("  .param .u32 M,")
+        e("  .param .u64 norm_w,")
+        e("  .param .u64 x_out,")
+        e("  .param .f32 eps")
+    else:
+        e("  .param .u32 M")
     e(")")
 
 
-def load_params(e: Emit) -> None:
+def load_params(e: Emit, fuse: str = "") -> None:
     """Parameters to global addresses and M; thread, warp, lane and the mma group ids g, tig."""
-    e("  ld.param.u64 %px, [x];")
+    e("  ld.param.u64 %px, [x];" if fuse != "norm" else "  ld.param.u64 %px, [h];")
     e("  ld.param.u64 %pw, [w];")
     e("  ld.param.u64 %ps, [scale];")
-    e("  ld.param.u64 %po, [out];")
+    e("  ld.param.u64 %po, [out];" if fuse != "res" else "  ld.param.u64 %po, [h];")
     e("  ld.param.u32 %m, [M];")
     e("  cvta.to.global.u64 %px, %px;")
     e("  cvta.to.global.u64 %pw, %pw;")
     e("  cvta.to.global.u64 %ps, %ps;")
     e("  cvta.to.global.u64 %po, %po;")
+    if fuse == "norm":
+        e("  ld.param.u64 %pn, [norm_w];")
+        e("  ld.param.u64 %pxo, [x_out];")
+        e("  ld.param.f32 %eps, [eps];")
+        e("  cvta.to.global.u64 %pn, %pn;")
+        e("  cvta.to.global.u64 %pxo, %pxo;")
     e("  mov.u32 %th, %tid.x;")
     e("  shr.u32 %warp, %th, 5;")
     e("  and.b32 %lane, %th, 31;")
@@ -313,10 +327,11 @@ def store_partials(e: Emit, nts: tuple = (0, 1)) -> None:
         e(f"  st.shared.f32 [%t1+{off}], %acc{r};")
 
 
-def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: str) -> None:
+def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: str, res: bool = False) -> None:
     """Output o = tid + threads r < 16 M: row o % 16, token o / 16; the W warps' [token][row]
     partials at red_base (the lines that set %t0) + 1024 w summed in warp order (consecutive
-    threads read consecutive words), BF16 to out[token, 16 s + row]."""
+    threads read consecutive words), BF16 to out[token, 16 s + row]. ``res``: out is the
+    residual h, and the BF16 product is added to it (fp32 add, BF16 round: the model's two ops)."""
     e("  shl.b32 %t1, %m, 4;")
     for r in range(-(-256 // threads)):
         e(f"  add.u32 %t0, %th, {r * threads};")
@@ -336,7 +351,116 @@ def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: 
         e("  mad.lo.u32 %t0, %s, 16, %t0;")
         e("  mul.wide.u32 %pt64, %t0, 2;")
         e("  add.u64 %pb, %po, %pt64;")
+        if res:
+            e("  ld.global.b16 %q1, [%pb];  // h: read and written by this thread only")
+            e("  cvt.f32.bf16 %f1, %q1;")
+            e("  cvt.f32.bf16 %f0, %q0;")
+            e("  add.rn.f32 %f0, %f1, %f0;")
+            e("  cvt.rn.bf16.f32 %q0, %f0;")
         e("  st.global.b16 [%pb], %q0;")
+
+
+def unpack8(e: Emit, X: str, base: int) -> None:
+    """%f0..%f7 = the 8 BF16 of %{X}base..base+3 as f32, in channel order."""
+    for c in range(4):
+        e(f"  shl.b32 %t1, {X}{base + c}, 16;")
+        e(f"  mov.b32 %f{2 * c}, %t1;")
+        e(f"  and.b32 %t1, {X}{base + c}, 0xffff0000;")
+        e(f"  mov.b32 %f{2 * c + 1}, %t1;")
+
+
+def norm_load(e: Emit, sh: Shape) -> None:
+    """The thread's 8 norm weights: channels 128 warp + 8 (lane % 16), the x_rows_load columns."""
+    e("  // the norm weights of the thread's 8 channels (the same for every token it holds)")
+    e("  and.b32 %t2, %lane, 15;")
+    e("  shl.b32 %t0, %warp, 7;")
+    e("  mad.lo.u32 %t0, %t2, 8, %t0;")
+    e("  mul.wide.u32 %pt64, %t0, 2;")
+    e("  add.u64 %pa, %pn, %pt64;")
+    e("  ld.global.nc.v4.u32 {%nw0, %nw1, %nw2, %nw3}, [%pa];")
+
+
+def norm_prologue(e: Emit, sh: Shape, tiles: tuple, sfx: str) -> None:
+    """x = rmsnorm(h) in place in the x_rows_load registers, bitwise as rmsnorm_h2048: its
+    thread t (channels 8 t .. 8 t + 7) is here warp t / 16, lane t % 16 (+ 16 for the odd token
+    rows), so each thread's 8-channel sum of squares is the same; those go to shared memory
+    [token][t]; warp w then reduces token w exactly as rmsnorm_h2048 does (lane i takes
+    t = 32 v + i, shfl.bfly 16, 8, 4, 2, 1, the 8 sums in order) and leaves its rsqrt; every
+    thread scales its words. CTA 0 writes x to x_out for the other readers of the normed input."""
+    X = "%xr{nt}_0_"
+    e("  // norm 1: each thread's sums of squares of its 8 channels per token row, to ss[token][t]")
+    e(f"  add.u32 %nb, %sbase, {sh.norm_off};")
+    e("  shr.u32 %t1, %lane, 4;")
+    e("  and.b32 %t2, %lane, 15;")
+    e("  shl.b32 %t3, %warp, 4;")
+    e("  add.u32 %t3, %t3, %t2;  // t = 16 warp + lane % 16")
+    e("  mad.lo.u32 %t3, %t1, 256, %t3;  // + 256 for the odd token rows of a load")
+    e("  mad.lo.u32 %t3, %t3, 4, %nb;")
+    for nt in tiles:
+        for j in range(4):
+            unpack8(e, X.format(nt=nt), 4 * j)
+            e("  mul.rn.f32 %c0, %f0, %f0;")
+            for c in range(1, 8):
+                e(f"  fma.rn.f32 %c0, %f{c}, %f{c}, %c0;")
+            e(f"  st.shared.f32 [%t3+{(8 * nt + 2 * j) * 1024}], %c0;  // token {8 * nt + 2 * j} + lane / 16")
+    e("  bar.sync 0;")
+    e(f"  // norm 2: warp w < {8 * len(tiles)} reduces token w as rmsnorm_h2048 does; lane 0 leaves its rsqrt")
+    e(f"  setp.ge.u32 %p, %warp, {8 * len(tiles)};")
+    e(f"  @%p bra NORM_R{sfx};")
+    e("  mad.lo.u32 %t0, %warp, 1024, %nb;")
+    e("  mad.lo.u32 %t0, %lane, 4, %t0;")
+    for v in range(8):
+        e(f"  ld.shared.f32 %f{v}, [%t0+{128 * v}];  // t = 32 {v} + lane")
+    for v in range(8):
+        for d in (16, 8, 4, 2, 1):
+            e(f"  shfl.sync.bfly.b32 %c0, %f{v}, {d}, 31, 0xffffffff;")
+            e(f"  add.rn.f32 %f{v}, %f{v}, %c0;")
+    e("  add.rn.f32 %c1, %f0, %f1;")
+    for v in range(2, 8):
+        e(f"  add.rn.f32 %c1, %c1, %f{v};")
+    e("  fma.rn.f32 %c1, %c1, 0f3A000000, %eps;  // mean = sum / 2048 (exact), + eps")
+    e("  rsqrt.approx.f32 %c1, %c1;")
+    e("  setp.eq.u32 %p, %lane, 0;")
+    e("  mad.lo.u32 %t0, %warp, 4, %nb;")
+    e(f"  @%p st.shared.f32 [%t0+{16 * 256 * 4}], %c1;")
+    e(f"NORM_R{sfx}:")
+    e("  bar.sync 0;")
+    e("  // norm 3: x = bf16((h * rsqrt) * (1 + w)), in place; CTA 0 also stores it to x_out")
+    for c in range(4):
+        e(f"  shl.b32 %t1, %nw{c}, 16;")
+        e(f"  mov.b32 %nr{2 * c}, %t1;")
+        e(f"  and.b32 %t1, %nw{c}, 0xffff0000;")
+        e(f"  mov.b32 %nr{2 * c + 1}, %t1;")
+    for c in range(8):
+        e(f"  add.rn.f32 %nr{c}, %nr{c}, 0f3F800000;")
+    e("  mov.u32 %t0, %ctaid.x;")
+    e("  setp.eq.u32 %pc0, %t0, 0;")
+    e("  shr.u32 %t1, %lane, 4;")
+    e("  and.b32 %t2, %lane, 15;")
+    e("  shl.b32 %t3, %t1, 2;")
+    e(f"  add.u32 %t3, %t3, {16 * 256 * 4};")
+    e("  add.u32 %t3, %t3, %nb;  // rsqrt of token lane / 16")
+    for nt in tiles:
+        Xn = X.format(nt=nt)
+        for j in range(4):
+            e(f"  ld.shared.f32 %c1, [%t3+{(8 * nt + 2 * j) * 4}];")
+            unpack8(e, Xn, 4 * j)
+            for c in range(8):
+                e(f"  mul.rn.f32 %f{c}, %f{c}, %c1;")
+            for c in range(8):
+                e(f"  mul.rn.f32 %f{c}, %f{c}, %nr{c};")
+            for c in range(4):
+                e(f"  cvt.rn.bf16x2.f32 {Xn}{4 * j + c}, %f{2 * c + 1}, %f{2 * c};")
+            e(f"  add.u32 %tok, %t1, {8 * nt + 2 * j};")
+            e("  setp.lt.u32 %pv, %tok, %m;")
+            e("  and.pred %pv, %pv, %pc0;")
+            e(f"  mul.lo.u32 %t0, %tok, {sh.K};")
+            e("  mad.lo.u32 %t0, %warp, 128, %t0;")
+            e("  mad.lo.u32 %t0, %t2, 8, %t0;")
+            e("  mul.wide.u32 %pt64, %t0, 2;")
+            e("  add.u64 %pa, %pxo, %pt64;")
+            regs = ", ".join(f"{Xn}{4 * j + c}" for c in range(4))
+            e(f"  @%pv st.global.v4.b32 [%pa], {{{regs}}};")
 
 
 V3 = dict(x_rows=False, skip_nt1=False, packed_amax=False, pre_strips=None, early_trigger=True, split_m8=False)  # promoted at cb9faad
@@ -364,6 +488,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     without the spill a branch inside one copy costs."""
     assert x_rows or not skip_nt1
     assert not (stage_x and x_rows), "stage_x is a variant of v3's x prologue: pass **V3 with it"
+    assert sh.fuse in ("", "norm", "res") and (sh.fuse != "norm" or (x_rows and sh.NC == 1))
     N, K, S, W, NC, SB, NS = sh.N, sh.K, sh.S, sh.W, sh.NC, sh.SB, sh.NS
     x_off, x_stride, x_bar = x_stage_layout(sh)
     skip_nt1 = skip_nt1 and NC == 1 and not split_m8
@@ -382,7 +507,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     e()
     e(".extern .shared .align 128 .b8 dsm[];")
     e()
-    entry(e, sh.name)
+    entry(e, sh.name, sh.fuse)
     e(f".reqntid {sh.threads}")
     e("{")
     e("  .reg .pred %p, %pm8, %pv, %pz;")
@@ -400,7 +525,12 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     e("  .reg .b16 %q<8>;")
     e("  .reg .f32 %c<8>, %acc<8>, %f<8>, %xs<4>, %amax, %sc;")
     e("  .reg .b64 %px, %pw, %ps, %po, %pa, %pb, %pt64, %pol;")
-    load_params(e)
+    if sh.fuse == "norm":
+        e("  .reg .pred %pc0;")
+        e("  .reg .b32 %nw<4>, %nb;")
+        e("  .reg .f32 %nr<8>, %eps;")
+        e("  .reg .b64 %pn, %pxo;")
+    load_params(e, sh.fuse)
     e("  mov.u32 %s, %ctaid.x;  // this CTA's first strip; then += gridDim.x")
     e("  mov.u32 %nct, %nctaid.x;")
     e("  mov.u32 %sbase, dsm;")
@@ -476,12 +606,16 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool, x_rows
                 x_rows_load(e, h, nt, W, K)
             else:
                 x_fragments(e, h, nt, W, K)
+    if sh.fuse == "norm":
+        norm_load(e, sh)
     if pre < NS // NC:
         e("  // thread 0: the remaining first chunks, now that x is requested")
         e("  setp.ne.u32 %p, %th, 0;")
         e(f"  @%p bra REST_ISSUED{sfx};")
         e(f"  mad.lo.u32 %t2, %nct, {pre}, %s;")
         issue_strips(e, sh, "%t2", NS // NC - pre, str(pre * NC), "REST_ISSUED" + sfx)
+    if sh.fuse == "norm":
+        norm_prologue(e, sh, tiles, sfx)
     if x_rows:
         e("  mad.lo.u32 %xst, %warp, 2048, %sbase;  // the warp's 2 KB of the reduction buffers")
         e(f"  add.u32 %xst, %xst, {sh.red_off};")
@@ -569,7 +703,7 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool, x_rows
     issue_strips(e, sh, "%t2", 1, "%st0", "REFILLED" + sfx)
     e("  // the warp-order sum, BF16 out")
     red = f"  mad.lo.u32 %t0, %buf, {W * 1024}, %sbase;\n  add.u32 %t0, %t0, {sh.red_off};"
-    sum_warps_store(e, sh.threads, W, N, red, "SUM_DONE" + sfx)
+    sum_warps_store(e, sh.threads, W, N, red, "SUM_DONE" + sfx, res=sh.fuse == "res")
     e(f"SUM_DONE{sfx}:")
     e("  xor.b32 %buf, %buf, 1;  // two buffers: the next strip's partials never overwrite ones still being summed")
     e("  add.u32 %s, %s, %nct;")
@@ -579,7 +713,7 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool, x_rows
 
 
 def main(argv=None) -> int:
-    for sh in SHAPES:
+    for sh in SHAPES + FUSED:
         (HERE / f"{sh.name}.ptx").write_text(generate(sh))
         print(f"wrote {sh.name}.ptx ({sh.threads} threads, grid {sh.grid}, {sh.NS} stages, {sh.smem} B dynamic smem)")
     return 0

@@ -21,10 +21,11 @@ class Fp8Gemv:
     N: int
     K: int
     use: str
+    fuse: str = ""  # "": plain; "norm": the input RMSNorm as a prologue; "res": the residual add as an epilogue
 
     @property
     def name(self) -> str:
-        return f"fp8_gemv_n{self.N}_k{self.K}"
+        return f"fp8_gemv_n{self.N}_k{self.K}" + (f"_{self.fuse}" if self.fuse else "")
 
     @property
     def S(self) -> int:  # 16-row strips (the mma's M side)
@@ -75,9 +76,14 @@ class Fp8Gemv:
     def bar_off(self) -> int:
         return self.red_off + 2 * self.W * 1024
 
+    # fuse == "norm": then the per-thread sums of squares [16 tokens][256] and the 16 rsqrt
+    @property
+    def norm_off(self) -> int:
+        return (self.bar_off + 8 * self.NS + 15) // 16 * 16
+
     @property
     def smem(self) -> int:
-        return self.bar_off + 8 * self.NS
+        return self.norm_off + 16 * 256 * 4 + 64 if self.fuse == "norm" else self.bar_off + 8 * self.NS
 
 
 SHAPES = (
@@ -90,14 +96,27 @@ SHAPES = (
     Fp8Gemv(2048, 512, "shared expert down"),
 )
 BY_NK = {(s.N, s.K): s for s in SHAPES}
+NORM_K = 2048  # the hidden size: the input RMSNorm's width
+# the fused kernels: the input norm into the projections that read it (GDN in_proj_qkv | z,
+# attention q | k | v), the residual add into the ones whose output goes to it (out_proj, o_proj)
+FUSED = (
+    Fp8Gemv(12288, 2048, "input_layernorm, then GDN in_proj_qkv | in_proj_z", "norm"),
+    Fp8Gemv(9216, 2048, "input_layernorm, then attention q | k | v", "norm"),
+    Fp8Gemv(2048, 4096, "GDN out_proj or attention o_proj, added to the residual", "res"),
+)
 
 # Against float64 on the same (exactly dequantized) weights and BF16 x: the kernel's only
 # roundings are fp32 accumulation (~K * 2^-24) and the BF16 output (2^-9 relative to the
 # element); x goes to f16 exactly (power-of-two scaled per 128-k block).
 BF16_OUT = 4.5e-3
+BF16_TWICE = 9e-3  # the residual epilogue rounds twice (the product, then the sum), as the model does
 
 
 def _contract(s: Fp8Gemv) -> Contract:
+    if s.fuse == "norm":
+        return _contract_norm(s)
+    if s.fuse == "res":
+        return _contract_res(s)
     return Contract(
         name=s.name,
         family="proj",
@@ -129,6 +148,64 @@ def _contract(s: Fp8Gemv) -> Contract:
         pdl="w and scale (the first strip's chunks): weights are never written while kernels run",
         reference="netra.reference.proj.fp8_linear (float64 on the exactly dequantized weights)",
         peers=("cublas_bf16", "scaled_mm_1x128", "dequant_matmul"),
+    )
+
+
+def _common(s: Fp8Gemv) -> dict:
+    plain = _contract(Fp8Gemv(s.N, s.K, s.use))
+    return dict(family="proj", dims={"M": TOKENS}, grid=plain.grid, threads=s.threads, deterministic=True,
+                max_registers=s.max_registers, dynamic_smem=s.smem, quantization=plain.quantization,
+                pdl=plain.pdl, peers=("netra_unfused", "cublas_bf16"))
+
+
+def _contract_norm(s: Fp8Gemv) -> Contract:
+    assert s.K == NORM_K and s.NC == 1 and s.W == 16
+    return Contract(
+        name=s.name,
+        summary=f"x = rmsnorm(h) (zero-centred, as rmsnorm_h2048, bitwise), then out[M, {s.N}] = x @ dequant(W)^T "
+                f"({s.use}); x is also written (x_out) for the other readers of the normed input",
+        params=(
+            Tensor("h", "bf16", ("M", s.K), "in", doc="the residual stream"),
+            Tensor("w", "fp8e4m3", (s.S, s.KB, 2048), "in", doc="packed by netra.ops.proj.pack_weight"),
+            Tensor("scale", "f32", (s.N // 128, s.KB), "in", align=4),
+            Tensor("out", "bf16", ("M", s.N), "out"),
+            Scalar("M", "u32", value="M"),
+            Tensor("norm_w", "bf16", (s.K,), "in", doc="the RMSNorm's weight (the model's, applied as 1 + w)"),
+            Tensor("x_out", "bf16", ("M", s.K), "out", doc="rmsnorm(h), written by CTA 0"),
+            Scalar("eps", "f32"),
+        ),
+        reduction_order="the norm: as rmsnorm_h2048 (8-channel sums in channel order, shfl.bfly 16, 8, 4, 2, 1 over "
+                        "each 256 channels, the 8 sums in order), computed by every CTA; the projection: as "
+                        f"{Fp8Gemv(s.N, s.K, s.use).name} on the BF16 x",
+        tolerance=BF16_OUT,
+        bytes_read=f"{s.N * s.K} + {s.N // 128 * s.KB * 4} + M * {2 * s.K} + {2 * s.K}",
+        bytes_written=f"M * {2 * s.N} + M * {2 * s.K}",
+        op="fp8_linear_norm",
+        reference="x_out: netra.reference.norm.rmsnorm (float64); out: netra.reference.proj.fp8_linear (float64) of "
+                  "the BF16-rounded float64 norm (the model hands the projection a BF16 x)",
+        **_common(s),
+    )
+
+
+def _contract_res(s: Fp8Gemv) -> Contract:
+    return Contract(
+        name=s.name,
+        summary=f"h[M, {s.N}] = bf16(h + bf16(x[M, {s.K}] @ dequant(W)^T)) in place ({s.use})",
+        params=(
+            Tensor("x", "bf16", ("M", s.K), "in"),
+            Tensor("w", "fp8e4m3", (s.S, s.KB, 2048), "in", doc="packed by netra.ops.proj.pack_weight"),
+            Tensor("scale", "f32", (s.N // 128, s.KB), "in", align=4),
+            Tensor("h", "bf16", ("M", s.N), "inout", doc="the residual stream, updated in place"),
+            Scalar("M", "u32", value="M"),
+        ),
+        reduction_order=f"as {Fp8Gemv(s.N, s.K, s.use).name}; the BF16 product then added to h in fp32 and rounded "
+                        "(as the model's two BF16 ops)",
+        tolerance=BF16_TWICE,
+        bytes_read=f"{s.N * s.K} + {s.N // 128 * s.KB * 4} + M * {2 * s.K} + M * {2 * s.N}",
+        bytes_written=f"M * {2 * s.N}",
+        op="fp8_linear_add",
+        reference="h + netra.reference.proj.fp8_linear, float64",
+        **_common(s),
     )
 
 
@@ -167,4 +244,4 @@ BF16_GEMV_N64_K2048 = Contract(
     peers=("cublas_bf16_x2",),
 )
 
-CONTRACTS = tuple(_contract(s) for s in SHAPES) + (BF16_GEMV_N64_K2048,)
+CONTRACTS = tuple(_contract(s) for s in SHAPES + FUSED) + (BF16_GEMV_N64_K2048,)

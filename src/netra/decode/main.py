@@ -152,7 +152,10 @@ def token_gates(ckpt: ck.Checkpoint, prompts, free_prompt, free_steps: int, devi
     return tf, fd, runner, packed
 
 
-ABLATE = ("fp8_linear", "bf16_linear2", "gdn_decode")  # each promoted op family, switched off alone at batch 1
+ABLATE = ("fp8_linear", "fp8_linear_norm", "bf16_linear2", "gdn_decode")  # switched off alone at batch 1
+# an ablation's ops: FP8 projections off means the fused ones too; fp8_linear_norm alone off is
+# the unfused path (rmsnorm_h2048, then the plain FP8 kernel), so that row measures the fusion
+ABLATE_OPS = {"fp8_linear": ("fp8_linear", "fp8_linear_norm", "fp8_linear_add")}
 
 
 def engines(batches, ablate=ABLATE) -> list[tuple[str, tuple[str, ...], tuple[int, ...]]]:
@@ -160,7 +163,7 @@ def engines(batches, ablate=ABLATE) -> list[tuple[str, tuple[str, ...], tuple[in
     framework path and all kernels at every batch; then, at the first batch, all kernels but
     one op each, so a kernel family's effect is measured in the same run."""
     out = [("netra-framework-graph", ("all",), tuple(batches)), ("netra-kernels-graph", (), tuple(batches))]
-    out += [(f"netra-kernels-minus-{op}-graph", (op,), tuple(batches[:1])) for op in ablate]
+    out += [(f"netra-kernels-minus-{op}-graph", ABLATE_OPS.get(op, (op,)), tuple(batches[:1])) for op in ablate]
     return out
 
 

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..ops import gdn, proj
+from ..ops.norm import rmsnorm
 
 
 _DISPATCHER = [False]  # True inside named_ops(): every call goes through the custom op
@@ -94,6 +95,50 @@ def fp8_linear(x: Tensor, weight: Tensor, scale: Tensor, out: Tensor) -> None:
 
 @fp8_linear.register_fake
 def _(x, weight, scale, out):
+    return None
+
+
+# --- fp8_linear_norm and fp8_linear_add: the fused prologue and epilogue ---------------------
+@decode_op("fp8_linear_norm", mutates_args=("out", "x_out"))
+def fp8_linear_norm(h: Tensor, norm_weight: Tensor, eps: float, weight: Tensor, scale: Tensor, out: Tensor,
+                    x_out: Tensor) -> None:
+    """x_out = rmsnorm(h) (zero-centred, BF16), then out = x_out @ dequant(weight, scale)^T:
+    the input norm as the projection's prologue. Kernels fp8_gemv_n12288_k2048_norm and
+    fp8_gemv_n9216_k2048_norm (packed weights, M = 1..16; bitwise rmsnorm_h2048 then the
+    plain kernel); otherwise the norm op, then fp8_linear."""
+    k = proj.kernel_for(weight, proj.NORM_KERNELS)
+    if k is not None:
+        reason = k.go(h, weight, scale, out, norm_weight, x_out, eps)
+        if reason is None:
+            return
+        k.missed(reason, (h, weight, scale, out, norm_weight, x_out, eps))
+    rmsnorm(h, norm_weight, eps, out=x_out)
+    linear(x_out, weight, scale, out)
+
+
+@fp8_linear_norm.register_fake
+def _(h, norm_weight, eps, weight, scale, out, x_out):
+    return None
+
+
+@decode_op("fp8_linear_add", mutates_args=("h",))
+def fp8_linear_add(x: Tensor, weight: Tensor, scale: Tensor, h: Tensor) -> None:
+    """h += x @ dequant(weight, scale)^T in place, the product rounded to BF16 first (the
+    model's two ops): the residual add as the projection's epilogue. Kernel
+    fp8_gemv_n2048_k4096_res (packed weight, M = 1..16); otherwise fp8_linear, then the add."""
+    k = proj.kernel_for(weight, proj.RES_KERNELS)
+    if k is not None:
+        reason = k.go(x, weight, scale, h)
+        if reason is None:
+            return
+        k.missed(reason, (x, weight, scale, h))
+    y = torch.empty(h.shape, dtype=h.dtype, device=h.device)
+    linear(x, weight, scale, y)
+    h.add_(y)
+
+
+@fp8_linear_add.register_fake
+def _(x, weight, scale, h):
     return None
 
 
@@ -265,15 +310,16 @@ def _(q, k, v, gate, cos, sin, k_pages, v_pages, block_table, positions, out):
 
 
 # --- moe -------------------------------------------------------------------------------------
-@decode_op("moe_decode", mutates_args=("out",))
+@decode_op("moe_decode", mutates_args=("out", "residual"))
 def moe_decode(x: Tensor, router: Tensor, w13: Tensor, s13: Tensor, w2: Tensor, s2: Tensor,
                shared_w13: Tensor, shared_s13: Tensor, shared_w2: Tensor, shared_s2: Tensor,
-               shared_gate: Tensor, top_k: int, out: Tensor) -> None:
+               shared_gate: Tensor, top_k: int, out: Tensor, residual: Tensor | None = None) -> None:
     """The MoE block for B tokens: router softmax (fp32) over E experts, top-k renormalized;
     each expert down(silu(gate) * up) with gate|up stacked in w13 [E, 2I, H] fp8 and down
     in w2 [E, H, I] fp8 (128x128 block scales s13, s2); plus the shared expert (the same
     with [2Is, H] and [H, Is], either packed for the projection kernels) scaled by
-    sigmoid(shared_gate [1, H] . x)."""
+    sigmoid(shared_gate [1, H] . x). ``residual`` (optional): also ``residual += out`` (BF16),
+    so the next layer's input norm can be a projection's prologue (fp8_linear_norm)."""
     B, H = x.shape
     probs = torch.softmax((x @ router.T).float(), -1)
     top, idx = torch.topk(probs, top_k, -1)
@@ -291,11 +337,14 @@ def moe_decode(x: Tensor, router: Tensor, w13: Tensor, s13: Tensor, w2: Tensor, 
     sg, su = sgu.chunk(2, -1)
     shared = torch.empty(B, H, dtype=x.dtype, device=x.device)
     linear((F.silu(sg) * su).contiguous(), shared_w2, shared_s2, shared)
-    out.copy_(routed + torch.sigmoid(x @ shared_gate.T) * shared)
+    torch.add(routed, torch.sigmoid(x @ shared_gate.T) * shared, out=out)
+    if residual is not None:
+        residual.add_(out)
 
 
 @moe_decode.register_fake
-def _(x, router, w13, s13, w2, s2, shared_w13, shared_s13, shared_w2, shared_s2, shared_gate, top_k, out):
+def _(x, router, w13, s13, w2, s2, shared_w13, shared_s13, shared_w2, shared_s2, shared_gate, top_k, out,
+      residual=None):
     return None
 
 

@@ -94,7 +94,7 @@ class DecodeRunner:
         c, B, eps = self.cfg, self.B, self.cfg.rms_norm_eps
         if c.is_full(L):
             nh, nkv, hd = c.num_attention_heads, c.num_key_value_heads, c.head_dim
-            dops.fp8_linear(self.x, *lw["qkv_attn"], self.qkv_attn)
+            dops.fp8_linear_norm(self.h, lw["in_norm"], eps, *lw["qkv_attn"], self.qkv_attn, self.x)
             qg = self.qg.view(B, nh, 2 * hd)
             nops.qk_rmsnorm(qg[:, :, :hd], self.kb.view(B, nkv, hd), lw["q_norm"], lw["k_norm"], eps,
                             out_q=self.qn, out_k=self.kn)
@@ -103,7 +103,7 @@ class DecodeRunner:
                                   self.positions, self.ao)
             dops.fp8_linear(self.ao, *lw["o"], self.mix)
         else:
-            dops.fp8_linear(self.x, *lw["qkvz"], self.qkvz)
+            dops.fp8_linear_norm(self.h, lw["in_norm"], eps, *lw["qkvz"], self.qkvz, self.x)
             dops.bf16_linear2(self.x, lw["b"], lw["a"], self.bb, self.aa)
             dops.gdn_decode(self.qkv, self.z, self.bb, self.aa, lw["conv"], lw["A_log"], lw["dt_bias"], lw["gnorm"],
                             self.conv_pool[L], self.state_pool[L], self.slots, c.linear_num_key_heads, eps, self.o)
@@ -115,18 +115,14 @@ class DecodeRunner:
         c, eps = self.cfg, self.cfg.rms_norm_eps
         torch.index_select(self.embed, 0, self.tokens, out=self.h)
         for L, lw in enumerate(self.layers):
-            if L == 0:
-                nops.rmsnorm(self.h, lw["in_norm"], eps, out=self.x)
-            else:
-                nops.add_rmsnorm(self.moe, self.h, lw["in_norm"], eps, out=self.x)
+            self._mixer(L, lw)  # its first projection computes x = input_layernorm(h) as a prologue
             self._record(L, "h_in", self.h, "x", self.x)
-            self._mixer(L, lw)
             nops.add_rmsnorm(self.mix, self.h, lw["post_norm"], eps, out=self.x)
             self._record(L, "mix", self.mix, "h_mid", self.h, "x2", self.x)
             dops.moe_decode(self.x, lw["router"], lw["w13"], lw["s13"], lw["w2"], lw["s2"], *lw["sw13"],
-                            *lw["sw2"], lw["sgate"], c.num_experts_per_tok, self.moe)
+                            *lw["sw2"], lw["sgate"], c.num_experts_per_tok, self.moe, self.h)  # h += moe
             self._record(L, "moe", self.moe)
-        nops.add_rmsnorm(self.moe, self.h, self.final_norm, eps, out=self.x)
+        nops.rmsnorm(self.h, self.final_norm, eps, out=self.x)
         dops.lm_head_argmax(self.x, self.lm_head, self.logits, self.next_tokens)
         self.positions.add_(1)
 

@@ -237,13 +237,75 @@ def _make_ba(dims, gen, device):
     return {"x": x, "w_b": w[0], "w_a": w[1]}
 
 
+def _make_fp8_norm(shape):
+    """h at the residual stream's scale, the norm weight as the norm family's, W as the plain kernel's."""
+    plain = _make_fp8_gemv(shape)
+
+    def make(dims, gen, device):
+        i = plain(dims, gen, device)
+        h = i.pop("x")
+        return {**i, "h": (h.float() * 8).to(torch.bfloat16), "norm_w": _norm_weight(gen, shape.K, device)}
+
+    return make
+
+
+def _make_fp8_res(shape):
+    plain = _make_fp8_gemv(shape)
+
+    def make(dims, gen, device):
+        i = plain(dims, gen, device)
+        h = (torch.randn(dims["M"], shape.N, generator=gen) * _channels(gen, shape.N, "cpu")).to(torch.bfloat16)
+        return {**i, "h": h.to(device)}
+
+    return make
+
+
+def _norm_ref(i):
+    from ..reference.norm import rmsnorm
+    from ..reference.proj import fp8_linear
+
+    x = rmsnorm(i["h"], i["norm_w"], EPS)
+    return {"x_out": x, "out": fp8_linear(x.to(torch.bfloat16), i["_w_plain"], i["scale"])}
+
+
+def _norm_unfused_peer(i, s):
+    """The same work unfused: rmsnorm_h2048, then the plain kernel (what the runner ran before)."""
+    from ..decode.ops import linear
+    from ..ops.norm import rmsnorm
+
+    x = rmsnorm(i["h"], i["norm_w"], s["eps"])
+    out = torch.empty(x.shape[0], i["w"].shape[0] * 16, dtype=x.dtype, device=x.device)
+    linear(x, i["w"], i["scale"], out)
+    return {"x_out": x, "out": out}
+
+
+def _res_unfused_peer(i, s):
+    """fp8_gemv_n2048_k4096, then the BF16 add in PyTorch (out of place: the bench replays it)."""
+    from ..decode.ops import linear
+
+    y = torch.empty_like(i["h"])
+    linear(i["x"], i["w"], i["scale"], y)
+    return {"h": i["h"] + y}
+
+
 def _proj_testbeds() -> dict:
-    from ..contracts.proj import SHAPES
+    from ..contracts.proj import FUSED, SHAPES
     from ..reference.proj import fp8_linear
 
     beds = {sh.name: Testbed(contracts.get(sh.name), _make_fp8_gemv(sh),
                              lambda i: {"out": fp8_linear(i["x"], i["_w_plain"], i["scale"])}, None,
                              _proj_peers(), scalars={}) for sh in SHAPES}
+    for sh in FUSED:
+        if sh.fuse == "norm":
+            beds[sh.name] = Testbed(contracts.get(sh.name), _make_fp8_norm(sh), _norm_ref, None, {
+                "netra_unfused": _norm_unfused_peer,
+                "cublas_bf16": lambda i, s: {"out": _zc(i["h"], i["norm_w"], s["eps"]) @ i["_w_bf16"].T}})
+        else:
+            beds[sh.name] = Testbed(contracts.get(sh.name), _make_fp8_res(sh),
+                                    lambda i: {"h": i["h"].double() + fp8_linear(i["x"], i["_w_plain"], i["scale"])},
+                                    None, {"netra_unfused": _res_unfused_peer,
+                                           "cublas_bf16": lambda i, s: {"h": i["h"] + i["x"] @ i["_w_bf16"].T}},
+                                    scalars={})
     beds["bf16_gemv_n64_k2048"] = Testbed(
         contracts.get("bf16_gemv_n64_k2048"), _make_ba,
         lambda i: {"out_b": i["x"].double() @ i["w_b"].double().T, "out_a": i["x"].double() @ i["w_a"].double().T},

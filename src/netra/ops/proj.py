@@ -13,10 +13,13 @@ import functools
 import torch
 from torch import Tensor
 
-from ..contracts.proj import SHAPES
+from ..contracts.proj import FUSED, SHAPES
 from ._dispatch import KernelOp
 
 KERNELS = {(s.S, s.KB): KernelOp("fp8_linear", s.name, key=s.name) for s in SHAPES}
+# the fused kernels (input norm prologue, residual epilogue), by the packed weight's (S, KB)
+NORM_KERNELS = {(s.S, s.KB): KernelOp("fp8_linear_norm", s.name, key=s.name) for s in FUSED if s.fuse == "norm"}
+RES_KERNELS = {(s.S, s.KB): KernelOp("fp8_linear_add", s.name, key=s.name) for s in FUSED if s.fuse == "res"}
 BA = KernelOp("bf16_linear2", "bf16_gemv_n64_k2048")  # GDN in_proj_b | in_proj_a, one launch
 
 
@@ -52,5 +55,5 @@ def unpack_weight(p: Tensor) -> Tensor:
     return tiles.view(S, KB, 16, 128).permute(0, 2, 1, 3).reshape(S * 16, KB * 128).view(p.dtype)
 
 
-def kernel_for(weight: Tensor) -> KernelOp | None:
-    return KERNELS.get(tuple(weight.shape[:2])) if weight.dim() == 3 else None
+def kernel_for(weight: Tensor, kernels: dict = KERNELS) -> KernelOp | None:
+    return kernels.get(tuple(weight.shape[:2])) if weight.dim() == 3 else None
