@@ -194,7 +194,8 @@ def test_fp8_linear_op_runs_the_projection_kernels(M):
 def test_fused_projections_are_bitwise_the_unfused_kernels(M):
     """fp8_linear_norm's kernels give bitwise rmsnorm_h2048 then the plain kernel (x_out too),
     and fp8_linear_add's gives bitwise the plain kernel then the BF16 add, at M across both
-    bodies (M <= 8, M > 8); each launch took the fused kernel (no miss)."""
+    bodies (M <= 8, M > 8); each launch took the fused kernel (no miss), except the norm
+    kernels at M > 8, outside their contract, where the op runs the two kernels."""
     from netra.contracts.proj import FUSED
     from netra.decode import ops as dops
     from netra.lifecycle import testbeds
@@ -219,7 +220,10 @@ def test_fused_projections_are_bitwise_the_unfused_kernels(M):
             dops.fp8_linear(i["x"], i["w"], i["scale"], y)
             torch.cuda.synchronize()
             assert torch.equal(i["h"], h0 + y), sh.name
-        assert _misses(sh.name) == 0, ops.stats()[sh.name]
+        if sh.fuse == "norm" and M > 8:
+            assert "M outside the contract" in str(ops.stats()[sh.name]["misses"])
+        else:
+            assert _misses(sh.name) == 0, ops.stats()[sh.name]
 
 
 @pytest.mark.parametrize("B", [1, 7, 32])

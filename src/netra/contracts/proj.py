@@ -151,9 +151,16 @@ def _contract(s: Fp8Gemv) -> Contract:
     )
 
 
+# The norm prologue is serial work before the first mma (all x loads, two block barriers, the
+# normalization) that grows with the token rows: measured at 3c2942e (experiments/proj/README.md,
+# fused kernels), 12288 x 2048 fused against rmsnorm_h2048 + the plain kernel: M = 1 8.62 / 9.44 us,
+# M = 8 9.48 / 9.73, M = 16 11.50 / 10.78. So M <= 8; beyond, the op runs the two kernels.
+NORM_TOKENS = tuple(range(1, 9))
+
+
 def _common(s: Fp8Gemv) -> dict:
     plain = _contract(Fp8Gemv(s.N, s.K, s.use))
-    return dict(family="proj", dims={"M": TOKENS}, grid=plain.grid, threads=s.threads, deterministic=True,
+    return dict(family="proj", dims={"M": NORM_TOKENS if s.fuse == "norm" else TOKENS}, grid=plain.grid, threads=s.threads, deterministic=True,
                 max_registers=s.max_registers, dynamic_smem=s.smem, quantization=plain.quantization,
                 pdl=plain.pdl, peers=("netra_unfused", "cublas_bf16"))
 
