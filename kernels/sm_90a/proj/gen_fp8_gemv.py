@@ -6,8 +6,9 @@ checks that the committed files are current. The generator only unrolls and name
 registers; every instruction below is chosen by hand. Shapes and tiling:
 netra.contracts.proj (written once).
 
-Design (v3f: v3, a persistent weight stream, with a faster x prologue; v1, v2 and the
-candidates measured on the way are in experiments/proj/README.md):
+Design (v3g: v3, a persistent weight stream, with a faster x prologue and the body emitted
+once for M <= 8 and once for M > 8; v1, v2 and the candidates measured on the way are in
+experiments/proj/README.md):
 - mma.sync m16n8k16 f16 -> f32 with A = 16 weight rows x 16 k and B = 16 k x 8 tokens
   ("swap AB"). E4M3 converts exactly to f16 (cvt.rn.f16x2.e4m3x2, two weights per instruction).
 - Weights are repacked once at load (netra.ops.proj.pack_weight): tile (strip s of 16 rows,
@@ -38,6 +39,9 @@ candidates measured on the way are in experiments/proj/README.md):
   them; x is read and out written after the wait; `griddepcontrol.launch_dependents` follows
   the wait (one dependent grid at a time). Launched plainly (the op's default) the two
   instructions are no-ops.
+- Fused variants (netra.contracts.proj.FUSED): "norm" takes h and the norm weight and makes x =
+  rmsnorm(h) in the x registers before the fragments (norm_prologue: bitwise rmsnorm_h2048; CTA 0
+  writes x out), M <= 8 only; "res" adds the BF16 product to h in place in the final store.
 """
 
 from __future__ import annotations
