@@ -193,6 +193,7 @@ def test_fp8_linear_op_runs_the_projection_kernels(M):
 @pytest.mark.parametrize("M", [1, 5, 8, 9, 16])
 def test_fused_projections_are_bitwise_the_unfused_kernels(M):
     """fp8_linear_norm's kernels give bitwise rmsnorm_h2048 then the plain kernel (x_out too),
+    fp8_linear_gate's bitwise the plain kernel (and the gate within tolerance of float64),
     and fp8_linear_add's gives bitwise the plain kernel then the BF16 add, at M across both
     bodies (M <= 8, M > 8); each launch took the fused kernel (no miss), except the norm
     kernels at M > 8, outside their contract, where the op runs the two kernels."""
@@ -213,6 +214,16 @@ def test_fused_projections_are_bitwise_the_unfused_kernels(M):
             torch.cuda.synchronize()
             assert torch.equal(x, x_ref), sh.name
             assert torch.equal(out, out_ref), sh.name
+        elif sh.fuse == "gate":
+            out = torch.full((M, sh.N), float("nan"), dtype=torch.bfloat16, device="cuda")
+            g = torch.full((M, 1), float("nan"), dtype=torch.bfloat16, device="cuda")
+            dops.fp8_linear_gate(i["x"], i["w"], i["scale"], i["gate_w"], out, g)
+            out_ref = torch.empty_like(out)
+            dops.fp8_linear(i["x"], i["w"], i["scale"], out_ref)
+            torch.cuda.synchronize()
+            assert torch.equal(out, out_ref), sh.name
+            want = i["x"].double() @ i["gate_w"].double().T
+            assert metrics.rel_err(g, want) <= contracts.get(sh.name).tolerance, sh.name
         else:
             h0 = i["h"].clone()
             dops.fp8_linear_add(i["x"], i["w"], i["scale"], i["h"])

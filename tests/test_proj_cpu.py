@@ -273,3 +273,19 @@ def test_fused_ops_fall_back_to_the_unfused_ops():
         y = torch.empty_like(h0)
         dops.fp8_linear(xo, w, s, y)
         assert torch.equal(hh, h0 + y) and not torch.equal(hh, h0)
+
+
+def test_gate_op_falls_back_to_the_plain_op_and_a_matmul():
+    from netra.decode import ops as dops
+
+    g = torch.Generator().manual_seed(4)
+    q, s = ck.quantize(torch.randn(1024, 2048, generator=g) * 0.02)
+    x = torch.randn(3, 2048, generator=g).to(torch.bfloat16)
+    gw = (torch.randn(1, 2048, generator=g) * 0.02).to(torch.bfloat16)
+    out, gate = torch.empty(3, 1024, dtype=torch.bfloat16), torch.empty(3, 1, dtype=torch.bfloat16)
+    dops.fp8_linear_gate(x, proj.pack_weight(q), s, gw, out, gate)
+    ref = torch.empty_like(out)
+    dops.fp8_linear(x, proj.pack_weight(q), s, ref)
+    assert torch.equal(out, ref) and torch.equal(gate, x @ gw.T)
+    c = contracts.get("fp8_gemv_n1024_k2048_gate")
+    assert c.grid_for({"M": 1})[0] == contracts.get("fp8_gemv_n1024_k2048").grid_for({"M": 1})[0] + 1

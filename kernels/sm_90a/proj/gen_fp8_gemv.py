@@ -82,13 +82,17 @@ def header(e: Emit) -> None:
 def entry(e: Emit, name: str, fuse: str = "") -> None:
     """The .entry line and the parameters (netra.contracts.proj, in its order): x (h with the
     norm prologue), w, scale, out (h, in place, with the residual epilogue), M; the norm
-    prologue adds norm_w, x_out, eps."""
+    prologue adds norm_w, x_out, eps; the gate CTA gate_w, gate_out."""
     e(f".visible .entry {name}(")
     e("  .param .u64 x," if fuse != "norm" else "  .param .u64 h,")
     e("  .param .u64 w,")
     e("  .param .u64 scale,")
     e("  .param .u64 out," if fuse != "res" else "  .param .u64 h,")
-    if fuse == "norm":
+    if fuse == "gate":
+        e("  .param .u32 M,")
+        e("  .param .u64 gate_w,")
+        e("  .param .u64 gate_out")
+    elif fuse == "norm":
         e("  .param .u32 M,")
         e("  .param .u64 norm_w,")
         e("  .param .u64 x_out,")
@@ -109,6 +113,11 @@ def load_params(e: Emit, fuse: str = "") -> None:
     e("  cvta.to.global.u64 %pw, %pw;")
     e("  cvta.to.global.u64 %ps, %ps;")
     e("  cvta.to.global.u64 %po, %po;")
+    if fuse == "gate":
+        e("  ld.param.u64 %pg, [gate_w];")
+        e("  ld.param.u64 %pgo, [gate_out];")
+        e("  cvta.to.global.u64 %pg, %pg;")
+        e("  cvta.to.global.u64 %pgo, %pgo;")
     if fuse == "norm":
         e("  ld.param.u64 %pn, [norm_w];")
         e("  ld.param.u64 %pxo, [x_out];")
@@ -492,7 +501,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     without the spill a branch inside one copy costs."""
     assert x_rows or not skip_nt1
     assert not (stage_x and x_rows), "stage_x is a variant of v3's x prologue: pass **V3 with it"
-    assert sh.fuse in ("", "norm", "res") and (sh.fuse != "norm" or (x_rows and sh.NC == 1))
+    assert sh.fuse in ("", "norm", "res", "gate") and (sh.fuse != "norm" or (x_rows and sh.NC == 1))
     N, K, S, W, NC, SB, NS = sh.N, sh.K, sh.S, sh.W, sh.NC, sh.SB, sh.NS
     x_off, x_stride, x_bar = x_stage_layout(sh)
     skip_nt1 = skip_nt1 and NC == 1 and not split_m8
@@ -507,6 +516,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     e(f"// per strip into {NS} shared-memory stages (cp.async.bulk + mbarrier); x converted to f16 once per CTA.")
     e("// Reduction order: each k block's mma partial (k in mma order) scaled; the warp's k blocks in k order;")
     e("// the warps' partials added in warp order. Deterministic.")
+    if sh.fuse == "gate":
+        e(f"// Plus one more CTA (ctaid {sh.grid}): gate_out = x @ gate_w^T, the BF16 shared_expert_gate (gate_cta).")
     header(e)
     e()
     e(".extern .shared .align 128 .b8 dsm[];")
@@ -534,9 +545,15 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         e("  .reg .b32 %nw<4>, %nb;")
         e("  .reg .f32 %nr<8>, %eps;")
         e("  .reg .b64 %pn, %pxo;")
+    if sh.fuse == "gate":
+        e("  .reg .b64 %pg, %pgo;")
     load_params(e, sh.fuse)
     e("  mov.u32 %s, %ctaid.x;  // this CTA's first strip; then += gridDim.x")
     e("  mov.u32 %nct, %nctaid.x;")
+    if sh.fuse == "gate":
+        e("  sub.u32 %nct, %nct, 1;  // the last CTA is the gate's; the others stream the weights")
+        e("  setp.eq.u32 %p, %s, %nct;")
+        e("  @%p bra GATE;")
     e("  mov.u32 %sbase, dsm;")
     e(f"  add.u32 %bars, %sbase, {sh.bar_off};  // full[i] at bars + 8 i")
     e("  createpolicy.fractional.L2::evict_first.b64 %pol, 1.0;  // weights are read once per step")
@@ -569,8 +586,70 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         _body(e, sh, (0, 1), "", **o)
     else:
         _body(e, sh, None, "", **o)
+    if sh.fuse == "gate":
+        gate_cta(e, sh)
     e("}")
     return e.text()
+
+
+def gate_cta(e: Emit, sh: Shape) -> None:
+    """The extra CTA of the "gate" variant: gate_out[m] = bf16(x[m] . gate_w), the MoE's BF16
+    shared_expert_gate (1 x K), M <= 16. Thread t takes k = 4 t .. 4 t + 3 (8-byte loads, a
+    warp reads 256 contiguous bytes), a 4-term fma chain in k order per token, shfl.bfly 16, 8,
+    4, 2, 1, then thread m < M adds the warps' sums in warp order. Deterministic."""
+    assert sh.K == 4 * sh.threads, "one 8-byte load of x per token per thread"
+    acc = [f"%c{i}" for i in range(8)] + [f"%acc{i}" for i in range(8)]
+    X = [f"%xr0_0_{i}" for i in range(16)] + [f"%xr1_0_{i}" for i in range(16)]
+    e("GATE:")
+    e("  griddepcontrol.wait;  // x is the previous kernel's output")
+    e("  griddepcontrol.launch_dependents;")
+    e("  mul.wide.u32 %pt64, %th, 8;")
+    e("  add.u64 %pa, %pg, %pt64;")
+    e("  ld.global.nc.v2.u32 {%t2, %t3}, [%pa];  // gate_w[4 t .. 4 t + 3]")
+    e("  add.u64 %pb, %px, %pt64;")
+    for m in range(16):
+        e(f"  setp.lt.u32 %pv, %m, {m + 1};  // token {m} >= M: zeros")
+        e(f"  mov.b32 {X[2 * m]}, 0;")
+        e(f"  mov.b32 {X[2 * m + 1]}, 0;")
+        e(f"  @!%pv ld.global.nc.v2.u32 {{{X[2 * m]}, {X[2 * m + 1]}}}, [%pb+{m * 2 * sh.K}];")
+    e("  shl.b32 %t0, %t2, 16;")
+    e("  mov.b32 %xs0, %t0;")
+    e("  and.b32 %t0, %t2, 0xffff0000;")
+    e("  mov.b32 %xs1, %t0;")
+    e("  shl.b32 %t0, %t3, 16;")
+    e("  mov.b32 %xs2, %t0;")
+    e("  and.b32 %t0, %t3, 0xffff0000;")
+    e("  mov.b32 %xs3, %t0;")
+    for m in range(16):
+        bf16x2_to_f32(e, X[2 * m])
+        e(f"  mul.rn.f32 {acc[m]}, %f0, %xs0;")
+        e(f"  fma.rn.f32 {acc[m]}, %f1, %xs1, {acc[m]};")
+        bf16x2_to_f32(e, X[2 * m + 1])
+        e(f"  fma.rn.f32 {acc[m]}, %f0, %xs2, {acc[m]};")
+        e(f"  fma.rn.f32 {acc[m]}, %f1, %xs3, {acc[m]};")
+    for m in range(16):
+        for d in (16, 8, 4, 2, 1):
+            e(f"  shfl.sync.bfly.b32 %f2, {acc[m]}, {d}, 31, 0xffffffff;")
+            e(f"  add.rn.f32 {acc[m]}, {acc[m]}, %f2;")
+    e("  // lane 0 of each warp: its 16 token sums to shared [warp][token]")
+    e("  setp.eq.u32 %p, %lane, 0;")
+    e("  mad.lo.u32 %t0, %warp, 64, %sbase;")
+    for m in range(16):
+        e(f"  @%p st.shared.f32 [%t0+{4 * m}], {acc[m]};")
+    e("  bar.sync 0;")
+    e("  setp.ge.u32 %p, %th, %m;")
+    e("  @%p bra GATE_DONE;")
+    e("  mad.lo.u32 %t0, %th, 4, %sbase;  // token th: the warps' sums in warp order")
+    e("  ld.shared.f32 %f0, [%t0];")
+    for w_ in range(1, sh.W):
+        e(f"  ld.shared.f32 %f1, [%t0+{64 * w_}];")
+        e("  add.rn.f32 %f0, %f0, %f1;")
+    e("  cvt.rn.bf16.f32 %q0, %f0;")
+    e("  mul.wide.u32 %pt64, %th, 2;")
+    e("  add.u64 %pa, %pgo, %pt64;")
+    e("  st.global.b16 [%pa], %q0;")
+    e("GATE_DONE:")
+    e("  ret;")
 
 
 def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool, x_rows: bool, skip_nt1: bool,

@@ -103,6 +103,7 @@ FUSED = (
     Fp8Gemv(12288, 2048, "input_layernorm, then GDN in_proj_qkv | in_proj_z", "norm"),
     Fp8Gemv(9216, 2048, "input_layernorm, then attention q | k | v", "norm"),
     Fp8Gemv(2048, 4096, "GDN out_proj or attention o_proj, added to the residual", "res"),
+    Fp8Gemv(1024, 2048, "shared expert gate | up, and the BF16 shared_expert_gate by one more CTA", "gate"),
 )
 
 # Against float64 on the same (exactly dequantized) weights and BF16 x: the kernel's only
@@ -117,6 +118,8 @@ def _contract(s: Fp8Gemv) -> Contract:
         return _contract_norm(s)
     if s.fuse == "res":
         return _contract_res(s)
+    if s.fuse == "gate":
+        return _contract_gate(s)
     return Contract(
         name=s.name,
         family="proj",
@@ -213,6 +216,32 @@ def _contract_res(s: Fp8Gemv) -> Contract:
         op="fp8_linear_add",
         reference="h + netra.reference.proj.fp8_linear, float64",
         **_common(s),
+    )
+
+
+def _contract_gate(s: Fp8Gemv) -> Contract:
+    plain = Fp8Gemv(s.N, s.K, s.use).name
+    return Contract(
+        name=s.name,
+        summary=f"out[M, {s.N}] = x[M, {s.K}] @ dequant(W)^T as {plain}, and gate_out[M, 1] = x @ gate_w^T (BF16 "
+                f"shared_expert_gate) by one more CTA ({s.use})",
+        params=(
+            Tensor("x", "bf16", ("M", s.K), "in"),
+            Tensor("w", "fp8e4m3", (s.S, s.KB, 2048), "in", doc="packed by netra.ops.proj.pack_weight"),
+            Tensor("scale", "f32", (s.N // 128, s.KB), "in", align=4),
+            Tensor("out", "bf16", ("M", s.N), "out"),
+            Scalar("M", "u32", value="M"),
+            Tensor("gate_w", "bf16", (1, s.K), "in", doc="shared_expert_gate.weight"),
+            Tensor("gate_out", "bf16", ("M", 1), "out", align=4, doc="the gate's logit (the model applies sigmoid)"),
+        ),
+        reduction_order=f"out: as {plain}; gate_out: per thread 4 k in order, shfl.bfly 16, 8, 4, 2, 1, the 16 warps "
+                        "in order",
+        tolerance=BF16_OUT,
+        bytes_read=f"{s.N * s.K} + {s.N // 128 * s.KB * 4} + M * {2 * s.K} + {2 * s.K}",
+        bytes_written=f"M * {2 * s.N} + M * 2",
+        op="fp8_linear_gate",
+        reference="netra.reference.proj.fp8_linear and x @ gate_w^T, float64",
+        **dict(_common(s), grid=(str(s.grid + 1), "1", "1")),
     )
 
 

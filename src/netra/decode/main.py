@@ -155,7 +155,7 @@ def token_gates(ckpt: ck.Checkpoint, prompts, free_prompt, free_steps: int, devi
 ABLATE = ("fp8_linear", "fp8_linear_norm", "bf16_linear2", "gdn_decode")  # switched off alone at batch 1
 # an ablation's ops: FP8 projections off means the fused ones too; fp8_linear_norm alone off is
 # the unfused path (rmsnorm_h2048, then the plain FP8 kernel), so that row measures the fusion
-ABLATE_OPS = {"fp8_linear": ("fp8_linear", "fp8_linear_norm", "fp8_linear_add")}
+ABLATE_OPS = {"fp8_linear": ("fp8_linear", "fp8_linear_norm", "fp8_linear_add", "fp8_linear_gate")}
 
 
 def engines(batches, ablate=ABLATE) -> list[tuple[str, tuple[str, ...], tuple[int, ...]]]:

@@ -142,6 +142,26 @@ def _(x, weight, scale, h):
     return None
 
 
+@decode_op("fp8_linear_gate", mutates_args=("out", "gate_out"))
+def fp8_linear_gate(x: Tensor, weight: Tensor, scale: Tensor, gate_w: Tensor, out: Tensor, gate_out: Tensor) -> None:
+    """out = x @ dequant(weight, scale)^T and gate_out [M, 1] = x @ gate_w^T (BF16 [1, K]) in one
+    launch: the shared expert's gate | up and its BF16 shared_expert_gate. Kernel
+    fp8_gemv_n1024_k2048_gate (packed weight, M = 1..16); otherwise fp8_linear and a matmul."""
+    k = proj.kernel_for(weight, proj.GATE_KERNELS)
+    if k is not None:
+        reason = k.go(x, weight, scale, out, gate_w, gate_out)
+        if reason is None:
+            return
+        k.missed(reason, (x, weight, scale, out, gate_w, gate_out))
+    linear(x, weight, scale, out)
+    torch.matmul(x, gate_w.T, out=gate_out)
+
+
+@fp8_linear_gate.register_fake
+def _(x, weight, scale, gate_w, out, gate_out):
+    return None
+
+
 # --- bf16_linear2 ----------------------------------------------------------------------------
 @decode_op("bf16_linear2", mutates_args=("out_b", "out_a"))
 def bf16_linear2(x: Tensor, w_b: Tensor, w_a: Tensor, out_b: Tensor, out_a: Tensor) -> None:

@@ -158,6 +158,10 @@ def _public_call(name: str, b: dict):
         from ..decode import ops as dops
 
         return lambda: dops.fp8_linear_norm(b["h"], b["norm_w"], e, b["w"], b["scale"], b["out"], b["x_out"])
+    if name.startswith("fp8_gemv_") and name.endswith("_gate"):
+        from ..decode import ops as dops
+
+        return lambda: dops.fp8_linear_gate(b["x"], b["w"], b["scale"], b["gate_w"], b["out"], b["gate_out"])
     if name.startswith("fp8_gemv_") and name.endswith("_res"):
         from ..decode import ops as dops
 

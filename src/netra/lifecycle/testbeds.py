@@ -260,6 +260,32 @@ def _make_fp8_res(shape):
     return make
 
 
+def _make_fp8_gate(shape):
+    """As the plain kernel's, and a shared_expert_gate row N(0, 0.02)."""
+    plain = _make_fp8_gemv(shape)
+
+    def make(dims, gen, device):
+        i = plain(dims, gen, device)
+        return {**i, "gate_w": (torch.randn(1, shape.K, generator=gen) * 0.02).to(torch.bfloat16).to(device)}
+
+    return make
+
+
+def _gate_ref(i):
+    from ..reference.proj import fp8_linear
+
+    return {"out": fp8_linear(i["x"], i["_w_plain"], i["scale"]), "gate_out": i["x"].double() @ i["gate_w"].double().T}
+
+
+def _gate_unfused_peer(i, s):
+    """What the MoE op runs today: the plain kernel, then the gate as a cuBLAS GEMV."""
+    from ..decode.ops import linear
+
+    out = torch.empty(i["x"].shape[0], i["w"].shape[0] * 16, dtype=i["x"].dtype, device=i["x"].device)
+    linear(i["x"], i["w"], i["scale"], out)
+    return {"out": out, "gate_out": i["x"] @ i["gate_w"].T}
+
+
 def _norm_ref(i):
     from ..reference.norm import rmsnorm
     from ..reference.proj import fp8_linear
@@ -300,6 +326,11 @@ def _proj_testbeds() -> dict:
             beds[sh.name] = Testbed(contracts.get(sh.name), _make_fp8_norm(sh), _norm_ref, None, {
                 "netra_unfused": _norm_unfused_peer,
                 "cublas_bf16": lambda i, s: {"out": _zc(i["h"], i["norm_w"], s["eps"]) @ i["_w_bf16"].T}})
+        elif sh.fuse == "gate":
+            beds[sh.name] = Testbed(contracts.get(sh.name), _make_fp8_gate(sh), _gate_ref, None, {
+                "netra_unfused": _gate_unfused_peer,
+                "cublas_bf16": lambda i, s: {"out": i["x"] @ i["_w_bf16"].T, "gate_out": i["x"] @ i["gate_w"].T}},
+                scalars={})
         else:
             beds[sh.name] = Testbed(contracts.get(sh.name), _make_fp8_res(sh),
                                     lambda i: {"h": i["h"].double() + fp8_linear(i["x"], i["_w_plain"], i["scale"])},

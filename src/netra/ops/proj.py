@@ -20,6 +20,7 @@ KERNELS = {(s.S, s.KB): KernelOp("fp8_linear", s.name, key=s.name) for s in SHAP
 # the fused kernels (input norm prologue, residual epilogue), by the packed weight's (S, KB)
 NORM_KERNELS = {(s.S, s.KB): KernelOp("fp8_linear_norm", s.name, key=s.name) for s in FUSED if s.fuse == "norm"}
 RES_KERNELS = {(s.S, s.KB): KernelOp("fp8_linear_add", s.name, key=s.name) for s in FUSED if s.fuse == "res"}
+GATE_KERNELS = {(s.S, s.KB): KernelOp("fp8_linear_gate", s.name, key=s.name) for s in FUSED if s.fuse == "gate"}
 BA = KernelOp("bf16_linear2", "bf16_gemv_n64_k2048")  # GDN in_proj_b | in_proj_a, one launch
 
 
