@@ -550,11 +550,11 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     load_params(e, sh.fuse)
     e("  mov.u32 %s, %ctaid.x;  // this CTA's first strip; then += gridDim.x")
     e("  mov.u32 %nct, %nctaid.x;")
+    e("  mov.u32 %sbase, dsm;")
     if sh.fuse == "gate":
         e("  sub.u32 %nct, %nct, 1;  // the last CTA is the gate's; the others stream the weights")
         e("  setp.eq.u32 %p, %s, %nct;")
         e("  @%p bra GATE;")
-    e("  mov.u32 %sbase, dsm;")
     e(f"  add.u32 %bars, %sbase, {sh.bar_off};  // full[i] at bars + 8 i")
     e("  createpolicy.fractional.L2::evict_first.b64 %pol, 1.0;  // weights are read once per step")
     e("  setp.ne.u32 %p, %th, 0;")
