@@ -373,6 +373,13 @@ def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: 
         e("  st.global.b16 [%pb], %q0;")
 
 
+def bfly_sum(e: Emit, reg: str, tmp: str) -> None:
+    """reg = the warp's sum of reg, by shfl.bfly 16, 8, 4, 2, 1 (every lane gets the same bits)."""
+    for d in (16, 8, 4, 2, 1):
+        e(f"  shfl.sync.bfly.b32 {tmp}, {reg}, {d}, 31, 0xffffffff;")
+        e(f"  add.rn.f32 {reg}, {reg}, {tmp};")
+
+
 def unpack8(e: Emit, X: str, base: int) -> None:
     """%f0..%f7 = the 8 BF16 of %{X}base..base+3 as f32, in channel order."""
     for c in range(4):
@@ -425,9 +432,7 @@ def norm_prologue(e: Emit, sh: Shape, tiles: tuple, sfx: str) -> None:
     for v in range(8):
         e(f"  ld.shared.f32 %f{v}, [%t0+{128 * v}];  // t = 32 {v} + lane")
     for v in range(8):
-        for d in (16, 8, 4, 2, 1):
-            e(f"  shfl.sync.bfly.b32 %c0, %f{v}, {d}, 31, 0xffffffff;")
-            e(f"  add.rn.f32 %f{v}, %f{v}, %c0;")
+        bfly_sum(e, f"%f{v}", "%c0")
     e("  add.rn.f32 %c1, %f0, %f1;")
     for v in range(2, 8):
         e(f"  add.rn.f32 %c1, %c1, %f{v};")
@@ -628,9 +633,7 @@ def gate_cta(e: Emit, sh: Shape) -> None:
         e(f"  fma.rn.f32 {acc[m]}, %f0, %xs2, {acc[m]};")
         e(f"  fma.rn.f32 {acc[m]}, %f1, %xs3, {acc[m]};")
     for m in range(16):
-        for d in (16, 8, 4, 2, 1):
-            e(f"  shfl.sync.bfly.b32 %f2, {acc[m]}, {d}, 31, 0xffffffff;")
-            e(f"  add.rn.f32 {acc[m]}, {acc[m]}, %f2;")
+        bfly_sum(e, acc[m], "%f2")
     e("  // lane 0 of each warp: its 16 token sums to shared [warp][token]")
     e("  setp.eq.u32 %p, %lane, 0;")
     e("  mad.lo.u32 %t0, %warp, 64, %sbase;")
