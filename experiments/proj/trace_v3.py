@@ -20,6 +20,7 @@ is turned into ns with each SM's own rate over the whole replay.
 """
 
 import ctypes
+import inspect
 import json
 import math
 import os
@@ -58,7 +59,8 @@ def trace_text(sh, build: str = "promoted") -> str:
     src = gen.generate(sh, **BUILDS[build])
     if build == "promoted":
         assert src == paths.ptx_path("sm_90a", "proj", sh.name).read_text(), f"{sh.name}: generator and committed PTX differ"
-    once, body = 1, 2 if BUILDS[build].get("split_m8") else 1  # split_m8: the strip loop twice (labels _M8)
+    split = BUILDS[build].get("split_m8", inspect.signature(gen.generate).parameters["split_m8"].default)
+    once, body = 1, 2 if split else 1  # split_m8 (the promoted default since v3g): the strip loop twice (labels _M8)
     # (anchor lines, lines inserted before, lines inserted after, expected matches); the anchors stay
     edits = [
         ("  .reg .b64 %px, %pw, %ps, %po, %pa, %pb, %pt64, %pol;", "",
