@@ -380,13 +380,13 @@ def bfly_sum(e: Emit, reg: str, tmp: str) -> None:
         e(f"  add.rn.f32 {reg}, {reg}, {tmp};")
 
 
-def unpack8(e: Emit, X: str, base: int) -> None:
-    """%f0..%f7 = the 8 BF16 of %{X}base..base+3 as f32, in channel order."""
+def unpack8(e: Emit, X: str, base: int, dst: str = "%f") -> None:
+    """{dst}0..7 = the 8 BF16 of {X}base..base+3 as f32, in channel order (%t1 scratch)."""
     for c in range(4):
         e(f"  shl.b32 %t1, {X}{base + c}, 16;")
-        e(f"  mov.b32 %f{2 * c}, %t1;")
+        e(f"  mov.b32 {dst}{2 * c}, %t1;")
         e(f"  and.b32 %t1, {X}{base + c}, 0xffff0000;")
-        e(f"  mov.b32 %f{2 * c + 1}, %t1;")
+        e(f"  mov.b32 {dst}{2 * c + 1}, %t1;")
 
 
 def norm_load(e: Emit, sh: Shape) -> None:
@@ -444,11 +444,7 @@ def norm_prologue(e: Emit, sh: Shape, tiles: tuple, sfx: str) -> None:
     e(f"NORM_R{sfx}:")
     e("  bar.sync 0;")
     e("  // norm 3: x = bf16((h * rsqrt) * (1 + w)), in place; CTA 0 also stores it to x_out")
-    for c in range(4):
-        e(f"  shl.b32 %t1, %nw{c}, 16;")
-        e(f"  mov.b32 %nr{2 * c}, %t1;")
-        e(f"  and.b32 %t1, %nw{c}, 0xffff0000;")
-        e(f"  mov.b32 %nr{2 * c + 1}, %t1;")
+    unpack8(e, "%nw", 0, "%nr")
     for c in range(8):
         e(f"  add.rn.f32 %nr{c}, %nr{c}, 0f3F800000;")
     e("  mov.u32 %t0, %ctaid.x;")

@@ -21,7 +21,8 @@ class Fp8Gemv:
     N: int
     K: int
     use: str
-    fuse: str = ""  # "": plain; "norm": the input RMSNorm as a prologue; "res": the residual add as an epilogue
+    fuse: str = ""  # "": plain; "norm": the input RMSNorm as a prologue; "res": the residual add as an epilogue;
+    # "gate": one more CTA computes the BF16 shared_expert_gate
 
     @property
     def name(self) -> str:
@@ -163,9 +164,9 @@ NORM_TOKENS = tuple(range(1, 9))
 
 def _common(s: Fp8Gemv) -> dict:
     plain = _contract(Fp8Gemv(s.N, s.K, s.use))
-    return dict(family="proj", dims={"M": NORM_TOKENS if s.fuse == "norm" else TOKENS}, grid=plain.grid, threads=s.threads, deterministic=True,
-                max_registers=s.max_registers, dynamic_smem=s.smem, quantization=plain.quantization,
-                pdl=plain.pdl, peers=("netra_unfused", "cublas_bf16"))
+    return dict(family="proj", dims={"M": NORM_TOKENS if s.fuse == "norm" else TOKENS}, grid=plain.grid,
+                threads=s.threads, deterministic=True, max_registers=s.max_registers, dynamic_smem=s.smem,
+                quantization=plain.quantization, pdl=plain.pdl, peers=("netra_unfused", "cublas_bf16"))
 
 
 def _contract_norm(s: Fp8Gemv) -> Contract:

@@ -104,14 +104,11 @@ def fp8_linear_norm(h: Tensor, norm_weight: Tensor, eps: float, weight: Tensor, 
                     x_out: Tensor) -> None:
     """x_out = rmsnorm(h) (zero-centred, BF16), then out = x_out @ dequant(weight, scale)^T:
     the input norm as the projection's prologue. Kernels fp8_gemv_n12288_k2048_norm and
-    fp8_gemv_n9216_k2048_norm (packed weights, M = 1..16; bitwise rmsnorm_h2048 then the
+    fp8_gemv_n9216_k2048_norm (packed weights, M = 1..8; bitwise rmsnorm_h2048 then the
     plain kernel); otherwise the norm op, then fp8_linear."""
     k = proj.kernel_for(weight, proj.NORM_KERNELS)
-    if k is not None:
-        reason = k.go(h, weight, scale, out, norm_weight, x_out, eps)
-        if reason is None:
-            return
-        k.missed(reason, (h, weight, scale, out, norm_weight, x_out, eps))
+    if k is not None and k(h, weight, scale, out, norm_weight, x_out, eps):
+        return
     rmsnorm(h, norm_weight, eps, out=x_out)
     linear(x_out, weight, scale, out)
 
@@ -127,11 +124,8 @@ def fp8_linear_add(x: Tensor, weight: Tensor, scale: Tensor, h: Tensor) -> None:
     model's two ops): the residual add as the projection's epilogue. Kernel
     fp8_gemv_n2048_k4096_res (packed weight, M = 1..16); otherwise fp8_linear, then the add."""
     k = proj.kernel_for(weight, proj.RES_KERNELS)
-    if k is not None:
-        reason = k.go(x, weight, scale, h)
-        if reason is None:
-            return
-        k.missed(reason, (x, weight, scale, h))
+    if k is not None and k(x, weight, scale, h):
+        return
     y = torch.empty(h.shape, dtype=h.dtype, device=h.device)
     linear(x, weight, scale, y)
     h.add_(y)
@@ -148,11 +142,8 @@ def fp8_linear_gate(x: Tensor, weight: Tensor, scale: Tensor, gate_w: Tensor, ou
     launch: the shared expert's gate | up and its BF16 shared_expert_gate. Kernel
     fp8_gemv_n1024_k2048_gate (packed weight, M = 1..16); otherwise fp8_linear and a matmul."""
     k = proj.kernel_for(weight, proj.GATE_KERNELS)
-    if k is not None:
-        reason = k.go(x, weight, scale, out, gate_w, gate_out)
-        if reason is None:
-            return
-        k.missed(reason, (x, weight, scale, out, gate_w, gate_out))
+    if k is not None and k(x, weight, scale, out, gate_w, gate_out):
+        return
     linear(x, weight, scale, out)
     torch.matmul(x, gate_w.T, out=gate_out)
 

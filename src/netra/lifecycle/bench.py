@@ -154,21 +154,15 @@ def _public_call(name: str, b: dict):
         from ..decode import ops as dops
 
         return lambda: dops.bf16_linear2(b["x"], b["w_b"], b["w_a"], b["out_b"], b["out_a"])
-    if name.startswith("fp8_gemv_") and name.endswith("_norm"):
-        from ..decode import ops as dops
-
-        return lambda: dops.fp8_linear_norm(b["h"], b["norm_w"], e, b["w"], b["scale"], b["out"], b["x_out"])
-    if name.startswith("fp8_gemv_") and name.endswith("_gate"):
-        from ..decode import ops as dops
-
-        return lambda: dops.fp8_linear_gate(b["x"], b["w"], b["scale"], b["gate_w"], b["out"], b["gate_out"])
-    if name.startswith("fp8_gemv_") and name.endswith("_res"):
-        from ..decode import ops as dops
-
-        return lambda: dops.fp8_linear_add(b["x"], b["w"], b["scale"], b["h"])
     if name.startswith("fp8_gemv_"):
         from ..decode import ops as dops
 
+        if name.endswith("_norm"):
+            return lambda: dops.fp8_linear_norm(b["h"], b["norm_w"], e, b["w"], b["scale"], b["out"], b["x_out"])
+        if name.endswith("_gate"):
+            return lambda: dops.fp8_linear_gate(b["x"], b["w"], b["scale"], b["gate_w"], b["out"], b["gate_out"])
+        if name.endswith("_res"):
+            return lambda: dops.fp8_linear_add(b["x"], b["w"], b["scale"], b["h"])
         return lambda: dops.linear(b["x"], b["w"], b["scale"], b["out"])
     raise KeyError(name)
 
