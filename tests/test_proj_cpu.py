@@ -140,10 +140,10 @@ def test_runner_with_real_projection_shapes_packs_and_matches_the_reference():
         # fusion order (q | k | v, qkv | z) is off by the logits' own size
         assert ((got - want).abs().max() / want.abs().max()) < 0.15, t
     missed = {n for n, v in ops.stats().items() if v["kernel"].startswith("fp8_gemv") and v["misses"]}
-    # the runner calls the norm-prologue kernels, whose fallback is the plain kernel (missed too
-    # here); the residual-epilogue kernel is not used by the runner
+    # the runner calls the norm-prologue and gate kernels, whose fallback is the plain kernel
+    # (missed too here); the residual-epilogue kernel is not used by the runner
     assert missed == ({sh.name for sh in SHAPES if (sh.N, sh.K) not in ((8192, 2048), (4096, 2048))}
-                      | {sh.name for sh in FUSED if sh.fuse == "norm"})
+                      | {sh.name for sh in FUSED if sh.fuse in ("norm", "gate")})
 
 
 def test_bf16_gemv_ptx_is_current_and_framework_path_matches():

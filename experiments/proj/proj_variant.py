@@ -3,14 +3,16 @@ after a correctness check of their own.
 
   python3 experiments/proj/proj_variant.py CANDIDATE [CANDIDATE ...] --out "$OUT"   (on the H200, PYTHONPATH=src)
 
-CANDIDATE: `cluster` (gen_fp8_gemv_cluster.py, v3, measured and rejected), `v4a`, `v4b`,
+CANDIDATE (`--shapes=fp8_gemv_n1024_k2048,...` limits the shapes): `cluster` (gen_fp8_gemv_cluster.py, v3, measured and rejected), `v4a`, `v4b`,
 `v4a_pdl`, `v4b_pdl` (gen_fp8_gemv_v4.py), `v3x` (the promoted generator, x staged in
 shared memory by bulk copies), `v3c` (x by coalesced 16-byte loads through shared memory), `v3d`
 (v3c without the second n-tile's x work at M <= 8), `v3e` (v3d with the amax of x by packed integer
 max), `v3f` (v3e with one strip requested before griddepcontrol.wait, the rest after the x loads),
 `v3g` (the promoted v3f with everything after the wait emitted twice, for M <= 8 without the
 second n-tile and for M > 8; prediction: 2048 x 4096 at M = 1 from 6.6 to ~5.4 us, its x
-prologue halved without the spill a branch costs; other shapes and M = 16 unchanged), `v5`, `v5_pdl`, `v6`, `v6_pdl` (gen_fp8_gemv_v5.py; the PDL builds are also timed as a chain of
+prologue halved without the spill a branch costs; other shapes and M = 16 unchanged), `v3t` (v3g
+with token groups: grid y = ceil(M / 8), each CTA the M <= 8 body on its 8 rows; for 1024 x 2048,
+whose 64 CTAs leave half the SMs idle, and 2048 x 512, whose 128-thread CTAs fit two per SM), `v5`, `v5_pdl`, `v6`, `v6_pdl` (gen_fp8_gemv_v5.py; the PDL builds are also timed as a chain of
 cuLaunchKernelEx launches with programmatic stream serialization). For each shape: assemble with the pinned ptxas and flags; check at
 M in (1, 5, 8, 9, 16) against the float64 reference with NaN-poisoned outputs, twice
 (bitwise equal), and against the promoted kernel's output bitwise (v4 keeps its arithmetic);
@@ -42,7 +44,8 @@ _V3 = paths.generator("proj", "gen_fp8_gemv").V3  # the build promoted at cb9faa
 V3_BUILDS = {"v3": _V3, "v3c": dict(_V3, x_rows=True), "v3d": dict(_V3, x_rows=True, skip_nt1=True),
              "v3e": dict(_V3, x_rows=True, skip_nt1=True, packed_amax=True),
              "v3f": dict(_V3, x_rows=True, skip_nt1=True, packed_amax=True, pre_strips=1),  # + late trigger: promoted at db6fda2
-             "v3g": dict(split_m8=True)}  # v3f with the body twice (M <= 8, M > 8): the promoted build since v3g_variant.json
+             "v3g": dict(split_m8=True),  # v3f with the body twice (M <= 8, M > 8): the promoted build since v3g_variant.json
+             "v3t": dict(tgroups=True)}  # v3g with token groups over grid y (shapes with Fp8Gemv.tgroups possible)
 
 
 def candidate(name: str):
@@ -53,6 +56,9 @@ def candidate(name: str):
     if name == "v3x":  # the promoted generator with x staged by bulk copies
         gen = paths.generator("proj", "gen_fp8_gemv")
         return (lambda sh: gen.generate(sh, stage_x=True, **gen.V3)), (lambda sh: (sh.grid, sh.threads, gen.x_stage_layout(sh)[2] + 8))
+    if name == "v3t":  # token groups: grid y = ceil(M / 8)
+        gen = paths.generator("proj", "gen_fp8_gemv")
+        return (lambda sh: gen.generate(sh, tgroups=True)), (lambda sh: ((str(sh.grid), "(M + 7) // 8", "1"), sh.threads, sh.smem))
     if name in V3_BUILDS:  # x by coalesced 16-byte loads through shared memory, and more (V3_BUILDS)
         gen = paths.generator("proj", "gen_fp8_gemv")
         return (lambda sh: gen.generate(sh, **V3_BUILDS[name])), (lambda sh: (sh.grid, sh.threads, sh.smem))
@@ -84,10 +90,14 @@ def correctness(tb, go, go_promoted) -> dict:
 def run(name: str, out_dir: str, floors) -> dict:
     generate, geometry = candidate(name)
     keep, res = [], {}
+    only = [a.split("=", 1)[1].split(",") for a in sys.argv if a.startswith("--shapes=")]
     for sh in SHAPES:
+        if only and sh.name not in only[0]:
+            continue
         grid, threads, smem = geometry(sh)
         base_tb = testbeds.get(sh.name)
-        c2 = dataclasses.replace(contracts.get(sh.name), grid=(str(grid), "1", "1"), threads=threads, dynamic_smem=smem)
+        grid = grid if isinstance(grid, tuple) else (str(grid), "1", "1")
+        c2 = dataclasses.replace(contracts.get(sh.name), grid=grid, threads=threads, dynamic_smem=smem)
         tb2 = dataclasses.replace(base_tb, contract=c2)
         module, fn = loader.load_text(sh.name, generate(sh))
         if smem > 48 * 1024:
@@ -132,7 +142,7 @@ def run(name: str, out_dir: str, floors) -> dict:
 
 def main():
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
-    names = [a for a in sys.argv[1:] if not a.startswith("--") and a != out_dir] or ["v3g"]  # the promoted build, measured
+    names = [a for a in sys.argv[1:] if not a.startswith("--") and a != out_dir] or ["v3g"]  # --shapes=NAME,NAME: only those  # the promoted build, measured
     floors = (rt_launch.raw_launcher(loader.load("empty_kernel", 0)), rt_launch.raw_launcher(loader.load("read_floor", 0)))
     for name in names:
         run(name, out_dir, floors)

@@ -481,7 +481,8 @@ V3 = dict(x_rows=False, skip_nt1=False, packed_amax=False, pre_strips=None, earl
 
 
 def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bool = True, packed_amax: bool = True,
-             pre_strips: int | None = 1, early_trigger: bool = False, split_m8: bool = True) -> str:
+             pre_strips: int | None = 1, early_trigger: bool = False, split_m8: bool = True,
+             tgroups: bool | None = None) -> str:
     """The PTX. The defaults are the promoted build (v3g); ``generate(sh, **V3)`` is v3 as promoted
     at cb9faad (bitwise the same outputs). ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x, on v3): x comes into
     shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
@@ -499,11 +500,17 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     at once, each prefetching (experiments/proj/README.md, trace_v3). ``split_m8`` (v3g,
     promoted after experiments/proj/v3g_variant.json): everything after the wait twice, for M <= 8 without the second n-tile's registers and
     work and for M > 8 without predicates, so K = 4096 can skip that n-tile's x prologue
-    without the spill a branch inside one copy costs."""
+    without the spill a branch inside one copy costs. ``tgroups`` (None: the shape's own
+    ``Fp8Gemv.tgroups``): the grid's y is the 8-token group, ceil(M / 8) of them, and each CTA runs
+    the M <= 8 copy on its group's rows of x and out; the CTAs of one strip read the same weight
+    chunks (L2 serves the second), for shapes whose grid leaves half the SMs idle or whose CTAs
+    are small (experiments/proj/proj_variant.py v3t)."""
     assert x_rows or not skip_nt1
     assert not (stage_x and x_rows), "stage_x is a variant of v3's x prologue: pass **V3 with it"
     assert sh.fuse in ("", "norm", "res", "gate") and (sh.fuse != "norm" or (x_rows and sh.NC == 1))
     N, K, S, W, NC, SB, NS = sh.N, sh.K, sh.S, sh.W, sh.NC, sh.SB, sh.NS
+    tgroups = sh.tgroups if tgroups is None else tgroups
+    assert not (tgroups and sh.fuse in ("norm", "res")), "token groups: plain and gate kernels"
     x_off, x_stride, x_bar = x_stage_layout(sh)
     skip_nt1 = skip_nt1 and NC == 1 and not split_m8
     pre = NS // NC if pre_strips is None else min(pre_strips, NS // NC)
@@ -549,6 +556,19 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     if sh.fuse == "gate":
         e("  .reg .b64 %pg, %pgo;")
     load_params(e, sh.fuse)
+    if tgroups:
+        e("  // token group ctaid.y: rows 8 y .. 8 y + 7 of x and out (and gate_out), M - 8 y of them (at most 8)")
+        e("  mov.u32 %t0, %ctaid.y;")
+        e("  shl.b32 %t1, %t0, 3;")
+        e("  sub.u32 %m, %m, %t1;")
+        e("  min.u32 %m, %m, 8;")
+        e(f"  mul.wide.u32 %pt64, %t1, {2 * K};")
+        e("  add.u64 %px, %px, %pt64;")
+        e(f"  mul.wide.u32 %pt64, %t1, {2 * N};")
+        e("  add.u64 %po, %po, %pt64;")
+        if sh.fuse == "gate":
+            e("  mul.wide.u32 %pt64, %t1, 2;")
+            e("  add.u64 %pgo, %pgo, %pt64;")
     e("  mov.u32 %s, %ctaid.x;  // this CTA's first strip; then += gridDim.x")
     e("  mov.u32 %nct, %nctaid.x;")
     e("  mov.u32 %sbase, dsm;")
@@ -578,7 +598,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     e("  mov.u32 %phase, 0;")
     e("  setp.gt.u32 %pm8, %m, 8;  // a second n-tile of 8 tokens")
     o = dict(stage_x=stage_x, x_rows=x_rows, skip_nt1=skip_nt1, packed_amax=packed_amax, pre=pre)
-    if sh.fuse == "norm":  # M <= 8 only (the contract): the fused norm cost more than its launch at M > 8
+    if sh.fuse == "norm" or tgroups:  # M <= 8 only (the norm's contract; a token group of at most 8)
         _body(e, sh, (0,), "_M8", **o)
     elif split_m8:
         e("  @%pm8 bra BODY_M16;  // M <= 8 and M > 8: two copies of the rest, each with only its own n-tiles")

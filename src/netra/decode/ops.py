@@ -344,11 +344,12 @@ def moe_decode(x: Tensor, router: Tensor, w13: Tensor, s13: Tensor, w2: Tensor, 
     y = torch.bmm(w2e, (F.silu(gate) * up)[:, :, None])[:, :, 0]
     routed = (y.view(B, top_k, H) * top[:, :, None]).sum(1)
     sgu = torch.empty(B, shared_s13.shape[0] * 128, dtype=x.dtype, device=x.device)
-    linear(x, shared_w13, shared_s13, sgu)
+    glogit = torch.empty(B, 1, dtype=x.dtype, device=x.device)
+    fp8_linear_gate(x, shared_w13, shared_s13, shared_gate, sgu, glogit)  # gate | up and the gate's logit, one launch
     sg, su = sgu.chunk(2, -1)
     shared = torch.empty(B, H, dtype=x.dtype, device=x.device)
     linear((F.silu(sg) * su).contiguous(), shared_w2, shared_s2, shared)
-    torch.add(routed, torch.sigmoid(x @ shared_gate.T) * shared, out=out)
+    torch.add(routed, torch.sigmoid(glogit) * shared, out=out)
     if residual is not None:
         residual.add_(out)
 

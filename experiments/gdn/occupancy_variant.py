@@ -1,0 +1,85 @@
+"""Occupancy of gdn_decode_b32: does an eighth CTA per SM bring B = 16 and 32 to the bars?
+
+The promoted kernel takes 72 registers: 7 CTAs (clusters of 8) per SM, so B = 32 (4096 CTAs)
+runs in 4.4 waves of 924 and B = 8 (1024 CTAs) in 1.1. At 64 registers 8 fit (1056 per wave:
+3.9 and 0.97 waves). Builds of gen_gdn_decode.generate():
+- ``a``: warp 0's z and norm weight by cp.async into shared memory (72 registers: the cost
+  of that change alone);
+- ``r64a``: the same with ``.maxnreg 64`` (no spill);
+- ``r64``: ``.maxnreg 64`` alone (8-byte spill of the z and norm weight registers).
+Each is checked against float64 with NaN-poisoned outputs and against the promoted kernel's
+bits at every contract case, then timed the bench's way (CUDA-graph replay, state copies past
+4x the L2) beside the promoted kernel, twice in alternation. Writes occupancy_variant.json.
+
+  python3 experiments/gdn/occupancy_variant.py --out "$OUT"      (on the H200, PYTHONPATH=src)
+"""
+
+import json
+import os
+import sys
+
+import torch
+from netra import contracts, paths
+from netra.lifecycle import bench, check, testbeds
+from netra.lifecycle.metrics import rel_err
+from netra.runtime import launch as rt_launch
+from netra.runtime import loader
+
+C = contracts.get("gdn_decode_b32")
+gen = paths.generator("gdn", "gen_gdn_decode")
+BUILDS = {"a": dict(zn_async=True), "r64a": dict(maxnreg=64, zn_async=True), "r64": dict(maxnreg=64)}
+ROOF = 4.33e12
+
+
+def main():
+    out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else os.path.dirname(__file__)
+    tb = testbeds.get(C.name)
+    k = loader.load(C.name, 0)
+    gos = {"promoted": rt_launch.make_guard_and_launch(C, function_handle=k.handle, device=0)}
+    keep = []
+    for tag, kw in BUILDS.items():
+        module, fn = loader.load_text(C.name, gen.generate(**kw))
+        keep.append(module)
+        gos[tag] = rt_launch.make_guard_and_launch(C, function_handle=int(fn), device=0)
+    res = {"builds": {t: repr(kw) for t, kw in BUILDS.items()}, "correctness": {}, "bitwise_promoted": {}, "timing": {}}
+    for case in C.cases():
+        for seed in (0, 1):
+            b = check.Bench(tb, case, seed)
+            outs = {}
+            for tag, go in gos.items():
+                b.reset()
+                assert go(*tb.args(b.bufs)) is None
+                torch.cuda.synchronize()
+                outs[tag] = b.results()
+            ref = tb.reference(b.original_inputs())
+            for tag, o in outs.items():
+                errs = {n: rel_err(o[n], ref[n]) for n in tb.output_names()}
+                same = all(torch.equal(o[n].view(torch.uint8) if o[n].dtype != torch.int64 else o[n],
+                                       outs["promoted"][n].view(torch.uint8) if o[n].dtype != torch.int64 else outs["promoted"][n])
+                           for n in tb.output_names())
+                key = f"B{case['B']}_s{seed}"
+                res["correctness"].setdefault(tag, {})[key] = errs
+                res["bitwise_promoted"].setdefault(tag, {})[key] = same
+                assert max(errs.values()) <= C.tolerance, (tag, key, errs)
+            print(case, seed, {t: (round(max(res['correctness'][t][f"B{case['B']}_s{seed}"].values()), 6),
+                                   res['bitwise_promoted'][t][f"B{case['B']}_s{seed}"]) for t in gos}, flush=True)
+    floors = (rt_launch.raw_launcher(loader.load("empty_kernel", 0)), rt_launch.raw_launcher(loader.load("read_floor", 0)))
+    for case in C.cases():
+        nread, nwrite = C.nbytes(case)
+        row = {}
+        for rep in (0, 1):
+            for tag, go in gos.items():
+                r = bench.bench_case(tb, case, go, floors, peers=False, log=lambda *a, **k: None)
+                row.setdefault(tag, []).append(r["median_us"])
+        row = {t: {"us": v, "best_us": min(v), "pct_roofline": 100 * (nread + nwrite) / (min(v) * 1e-6) / ROOF}
+               for t, v in row.items()}
+        res["timing"][case["B"]] = row
+        print(case, {t: [round(x, 2) for x in v["us"]] for t, v in row.items()}, flush=True)
+    json.dump({"method": bench.METHOD.format(R=bench.REPLAYS) + "; each build timed twice in alternation "
+               "(promoted, a, r64a, r64, promoted, ...); pct_roofline: contract bytes read + written over the best "
+               "of the two at 4.33 TB/s", **res},
+              open(os.path.join(out_dir, "occupancy_variant.json"), "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
