@@ -1,0 +1,60 @@
+"""Why did 64 registers not speed up gdn_decode_b32 at B >= 8 (occupancy_variant.json)?
+
+1. What the driver says fits: cuOccupancyMaxActiveBlocksPerMultiprocessor and
+   cuOccupancyMaxActiveClusters (clusters of 8, the B = 32 grid) for the promoted build and r64a.
+2. The device's copy ceiling at the B = 32 state traffic: a CUDA graph of copies of 2 MiB x 32
+   (the states read and written once, as the kernel does), rotated past 4x the L2, timed like
+   the bench; its bytes read + written over the time, against 4.33 TB/s.
+Writes occupancy_diag.json.
+
+  python3 experiments/gdn/occupancy_diag.py --out "$OUT"      (on the H200, PYTHONPATH=src)
+"""
+
+import json
+import os
+import sys
+
+import torch
+from cuda.bindings import driver as cu
+
+from netra import contracts, paths
+from netra.lifecycle import bench
+from netra.runtime import loader
+
+C = contracts.get("gdn_decode_b32")
+gen = paths.generator("gdn", "gen_gdn_decode")
+ROOF = 4.33e12
+
+
+def occupancy(fn) -> dict:
+    err, blocks = cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(fn, C.threads, 0)
+    cfg = cu.CUlaunchConfig()
+    cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = 128 * 32, 1, 1
+    cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = C.threads, 1, 1
+    cfg.sharedMemBytes = 0
+    err2, clusters = cu.cuOccupancyMaxActiveClusters(fn, cfg)
+    return {"blocks_per_sm": int(blocks), "err": str(err), "max_active_clusters_of_8": int(clusters), "err_clusters": str(err2)}
+
+
+def main():
+    out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else os.path.dirname(__file__)
+    res = {}
+    k = loader.load(C.name, 0)
+    res["promoted"] = occupancy(k.handle)
+    mod, fn = loader.load_text(C.name, gen.generate(maxnreg=64, zn_async=True))
+    res["r64a"] = occupancy(fn)
+    print(res, flush=True)
+    n = 32 * 2 * 1024 * 1024 // 4  # fp32 elements of 32 sequences' states of one layer
+    for tag, nbytes in (("copy_b32_states", n * 4), ("copy_b16_states", n * 2)):
+        copies = max(2, -(-bench.ROTATE_BYTES // (2 * nbytes)))
+        src = [torch.randn(nbytes // 4, device="cuda") for _ in range(copies)]
+        dst = [torch.empty_like(s) for s in src]
+        t, _ = bench.graph_time(lambda i: dst[i].copy_(src[i]), copies)
+        res[tag] = {"bytes_read_plus_written": 2 * nbytes, "us": t, "pct_roofline": 100 * 2 * nbytes / (t * 1e-6) / ROOF}
+        print(tag, res[tag], flush=True)
+    json.dump({"method": "driver occupancy queries; copies: " + bench.METHOD.format(R=bench.REPLAYS), **res},
+              open(os.path.join(out_dir, "occupancy_diag.json"), "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
