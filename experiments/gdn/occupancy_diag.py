@@ -1,7 +1,8 @@
 """Why did 64 registers not speed up gdn_decode_b32 at B >= 8 (occupancy_variant.json)?
 
 1. What the driver says fits: cuOccupancyMaxActiveBlocksPerMultiprocessor and
-   cuOccupancyMaxActiveClusters (clusters of 8, the B = 32 grid) for the promoted build and r64a.
+   cuOccupancyMaxActiveClusters (clusters of 8, the B = 32 grid, either cluster scheduling
+   policy) for the promoted build and the .maxnreg 64, 56 and 48 builds.
 2. The device's copy ceiling at the B = 32 state traffic: a CUDA graph of copies of 2 MiB x 32
    (the states read and written once, as the kernel does), rotated past 4x the L2, timed like
    the bench; its bytes read + written over the time, against 4.33 TB/s.
@@ -28,12 +29,20 @@ ROOF = 4.33e12
 
 def occupancy(fn) -> dict:
     err, blocks = cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(fn, C.threads, 0)
-    cfg = cu.CUlaunchConfig()
-    cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = 128 * 32, 1, 1
-    cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = C.threads, 1, 1
-    cfg.sharedMemBytes = 0
-    err2, clusters = cu.cuOccupancyMaxActiveClusters(fn, cfg)
-    return {"blocks_per_sm": int(blocks), "err": str(err), "max_active_clusters_of_8": int(clusters), "err_clusters": str(err2)}
+    out = {"blocks_per_sm": int(blocks), "err": str(err)}
+    for policy in ("SPREAD", "LOAD_BALANCING"):
+        cfg = cu.CUlaunchConfig()
+        cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = 128 * 32, 1, 1
+        cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = C.threads, 1, 1
+        cfg.sharedMemBytes = 0
+        attr = cu.CUlaunchAttribute()
+        attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE
+        attr.value.clusterSchedulingPolicyPreference = getattr(cu.CUclusterSchedulingPolicy, f"CU_CLUSTER_SCHEDULING_POLICY_{policy}")
+        cfg.attrs, cfg.numAttrs = [attr], 1
+        err2, clusters = cu.cuOccupancyMaxActiveClusters(fn, cfg)
+        out[f"max_active_clusters_of_8_{policy.lower()}"] = int(clusters)
+        out[f"err_{policy.lower()}"] = str(err2)
+    return out
 
 
 def main():
@@ -41,8 +50,11 @@ def main():
     res = {}
     k = loader.load(C.name, 0)
     res["promoted"] = occupancy(k.handle)
-    mod, fn = loader.load_text(C.name, gen.generate(maxnreg=64, zn_async=True))
-    res["r64a"] = occupancy(fn)
+    keep = []
+    for tag, nreg in (("r64a", 64), ("r56a", 56), ("r48a", 48)):
+        mod, fn = loader.load_text(C.name, gen.generate(maxnreg=nreg, zn_async=True))
+        keep.append(mod)
+        res[tag] = occupancy(fn)
     print(res, flush=True)
     n = 32 * 2 * 1024 * 1024 // 4  # fp32 elements of 32 sequences' states of one layer
     for tag, nbytes in (("copy_b32_states", n * 4), ("copy_b16_states", n * 2)):

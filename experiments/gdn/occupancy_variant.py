@@ -11,7 +11,10 @@ Each is checked against float64 with NaN-poisoned outputs and against the promot
 bits at every contract case, then timed the bench's way (CUDA-graph replay, state copies past
 4x the L2) beside the promoted kernel, twice in alternation. Writes occupancy_variant.json.
 
-  python3 experiments/gdn/occupancy_variant.py --out "$OUT"      (on the H200, PYTHONPATH=src)
+  python3 experiments/gdn/occupancy_variant.py [--r56] --out "$OUT"      (on the H200, PYTHONPATH=src)
+
+--r56 (second run): the builds ``r56a`` and ``r48a`` (``.maxnreg`` 56 and 48 with the z and norm
+weight in shared memory; ptxas spills 44 and 36 bytes of state there): 9 and 10 CTAs per SM.
 """
 
 import json
@@ -28,6 +31,8 @@ from netra.runtime import loader
 C = contracts.get("gdn_decode_b32")
 gen = paths.generator("gdn", "gen_gdn_decode")
 BUILDS = {"a": dict(zn_async=True), "r64a": dict(maxnreg=64, zn_async=True), "r64": dict(maxnreg=64)}
+if "--r56" in sys.argv:  # second run: 9 and 10 CTAs per SM, spilling (occupancy_diag.json: 5 waves of clusters at 7 and 8)
+    BUILDS = {"r56a": dict(maxnreg=56, zn_async=True), "r48a": dict(maxnreg=48, zn_async=True)}
 ROOF = 4.33e12
 
 
@@ -75,10 +80,11 @@ def main():
                for t, v in row.items()}
         res["timing"][case["B"]] = row
         print(case, {t: [round(x, 2) for x in v["us"]] for t, v in row.items()}, flush=True)
+    tag = "occupancy_variant_r56" if "--r56" in sys.argv else "occupancy_variant"
     json.dump({"method": bench.METHOD.format(R=bench.REPLAYS) + "; each build timed twice in alternation "
-               "(promoted, a, r64a, r64, promoted, ...); pct_roofline: contract bytes read + written over the best "
+               "(promoted, then the builds, twice); pct_roofline: contract bytes read + written over the best "
                "of the two at 4.33 TB/s", **res},
-              open(os.path.join(out_dir, "occupancy_variant.json"), "w"), indent=1)
+              open(os.path.join(out_dir, f"{tag}.json"), "w"), indent=1)
 
 
 if __name__ == "__main__":
