@@ -11,7 +11,13 @@ Each is checked against float64 with NaN-poisoned outputs and against the promot
 bits at every contract case, then timed the bench's way (CUDA-graph replay, state copies past
 4x the L2) beside the promoted kernel, twice in alternation. Writes occupancy_variant.json.
 
-  python3 experiments/gdn/occupancy_variant.py [--r56] --out "$OUT"      (on the H200, PYTHONPATH=src)
+  python3 experiments/gdn/occupancy_variant.py [--r56 | --lb] --out "$OUT"      (on the H200, PYTHONPATH=src)
+
+--lb (third run): launched with the load-balancing cluster scheduling policy (cuLaunchKernelEx),
+under which the driver lets 132 clusters of 8 be resident at 8 CTAs per SM (111 at 7; spread:
+124 and 107): the promoted build (``promoted_lb``) and r64a both ways. Predicted at 64 registers
+with load balancing, from waves of clusters (B = 8, 16, 32: 128, 256, 512 clusters; 1, 2, 4
+waves instead of 2, 3, 5): B = 8 ~8 us (13.3), B = 16 ~17 (23.5), B = 32 ~36 (43.2).
 
 --r56 (second run): the builds ``r56a`` and ``r48a`` (``.maxnreg`` 56 and 48 with the z and norm
 weight in shared memory; ptxas spills 44 and 36 bytes of state there): 9 and 10 CTAs per SM.
@@ -33,6 +39,9 @@ gen = paths.generator("gdn", "gen_gdn_decode")
 BUILDS = {"a": dict(zn_async=True), "r64a": dict(maxnreg=64, zn_async=True), "r64": dict(maxnreg=64)}
 if "--r56" in sys.argv:  # second run: 9 and 10 CTAs per SM, spilling (occupancy_diag.json: 5 waves of clusters at 7 and 8)
     BUILDS = {"r56a": dict(maxnreg=56, zn_async=True), "r48a": dict(maxnreg=48, zn_async=True)}
+LB = "--lb" in sys.argv  # third run: the load-balancing cluster scheduling policy (132 clusters of 8 resident)
+if LB:
+    BUILDS = {"promoted_lb": {}, "r64a": dict(maxnreg=64, zn_async=True), "r64a_lb": dict(maxnreg=64, zn_async=True)}
 ROOF = 4.33e12
 
 
@@ -45,7 +54,8 @@ def main():
     for tag, kw in BUILDS.items():
         module, fn = loader.load_text(C.name, gen.generate(**kw))
         keep.append(module)
-        gos[tag] = rt_launch.make_guard_and_launch(C, function_handle=int(fn), device=0)
+        launch = rt_launch.ex_launcher(cluster_policy="load_balancing") if tag.endswith("_lb") else None
+        gos[tag] = rt_launch.make_guard_and_launch(C, function_handle=int(fn), device=0, launch=launch)
     res = {"builds": {t: repr(kw) for t, kw in BUILDS.items()}, "correctness": {}, "bitwise_promoted": {}, "timing": {}}
     for case in C.cases():
         for seed in (0, 1):
@@ -80,7 +90,7 @@ def main():
                for t, v in row.items()}
         res["timing"][case["B"]] = row
         print(case, {t: [round(x, 2) for x in v["us"]] for t, v in row.items()}, flush=True)
-    tag = "occupancy_variant_r56" if "--r56" in sys.argv else "occupancy_variant"
+    tag = "occupancy_variant_r56" if "--r56" in sys.argv else "occupancy_variant_lb" if LB else "occupancy_variant"
     json.dump({"method": bench.METHOD.format(R=bench.REPLAYS) + "; each build timed twice in alternation "
                "(promoted, then the builds, twice); pct_roofline: contract bytes read + written over the best "
                "of the two at 4.33 TB/s", **res},

@@ -186,13 +186,30 @@ def pdl_launcher() -> Callable:
     stream ends, and must reach ``griddepcontrol.wait`` before it reads anything that kernel
     writes. Captured into a CUDA graph it becomes a programmatic edge. Only for kernels whose
     contract says what they read before the wait."""
+    return ex_launcher(pdl=True)
+
+
+def ex_launcher(pdl: bool = False, cluster_policy: str = "") -> Callable:
+    """A ``launch`` for make_guard_and_launch by cuLaunchKernelEx with launch attributes:
+    ``pdl`` (pdl_launcher); ``cluster_policy`` "load_balancing" or "spread" (the cluster
+    scheduling policy preference: for clusters of 8, load balancing lets 132 clusters be
+    resident at once where spread allows 124 or fewer; experiments/gdn/occupancy_diag.json)."""
     from cuda.bindings import driver as cu
 
     cfg = cu.CUlaunchConfig()
-    attr = cu.CUlaunchAttribute()
-    attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
-    attr.value.programmaticStreamSerializationAllowed = 1
-    cfg.attrs, cfg.numAttrs = [attr], 1
+    attrs = []
+    if pdl:
+        attr = cu.CUlaunchAttribute()
+        attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+        attr.value.programmaticStreamSerializationAllowed = 1
+        attrs.append(attr)
+    if cluster_policy:
+        attr = cu.CUlaunchAttribute()
+        attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE
+        attr.value.clusterSchedulingPolicyPreference = getattr(
+            cu.CUclusterSchedulingPolicy, f"CU_CLUSTER_SCHEDULING_POLICY_{cluster_policy.upper()}")
+        attrs.append(attr)
+    cfg.attrs, cfg.numAttrs = attrs, len(attrs)
     functions: dict = {}  # handle -> CUfunction, made once (not per launch)
 
     def launch(fn, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
