@@ -12,7 +12,11 @@ max), `v3f` (v3e with one strip requested before griddepcontrol.wait, the rest a
 second n-tile and for M > 8; prediction: 2048 x 4096 at M = 1 from 6.6 to ~5.4 us, its x
 prologue halved without the spill a branch costs; other shapes and M = 16 unchanged), `v3t` (v3g
 with token groups: grid y = ceil(M / 8), each CTA the M <= 8 body on its 8 rows; for 1024 x 2048,
-whose 64 CTAs leave half the SMs idle, and 2048 x 512, whose 128-thread CTAs fit two per SM), `v5`, `v5_pdl`, `v6`, `v6_pdl` (gen_fp8_gemv_v5.py; the PDL builds are also timed as a chain of
+whose 64 CTAs leave half the SMs idle, and 2048 x 512, whose 128-thread CTAs fit two per SM), `v3p`
+(v3g with x pairs at M > 8: clusters of 2 CTAs, each loading one n-tile of x and handing it to
+the other by st.async, so x's L2 reads halve; trace_v3g.json had the M = 16 x prologue end at
+4.9 us at 2048 x 4096; prediction: M = 16 there from 7.7 to ~6.2 us, 4096 x 2048 from 5.8 to ~5.2,
+the large shapes -0.3 to -0.5 us, M <= 8 unchanged), `v5`, `v5_pdl`, `v6`, `v6_pdl` (gen_fp8_gemv_v5.py; the PDL builds are also timed as a chain of
 cuLaunchKernelEx launches with programmatic stream serialization). For each shape: assemble with the pinned ptxas and flags; check at
 M in (1, 5, 8, 9, 16) against the float64 reference with NaN-poisoned outputs, twice
 (bitwise equal), and against the promoted kernel's output bitwise (v4 keeps its arithmetic);
@@ -56,6 +60,9 @@ def candidate(name: str):
     if name == "v3x":  # the promoted generator with x staged by bulk copies
         gen = paths.generator("proj", "gen_fp8_gemv")
         return (lambda sh: gen.generate(sh, stage_x=True, **gen.V3)), (lambda sh: (sh.grid, sh.threads, gen.x_stage_layout(sh)[2] + 8))
+    if name == "v3p":  # x pairs: clusters of 2 share the x rows at M > 8
+        gen = paths.generator("proj", "gen_fp8_gemv")
+        return (lambda sh: gen.generate(sh, xpair=True)), (lambda sh: (sh.grid, sh.threads, gen.x_pair_layout(sh)[2]))
     if name == "v3t":  # token groups: grid y = ceil(M / 8)
         gen = paths.generator("proj", "gen_fp8_gemv")
         return (lambda sh: gen.generate(sh, tgroups=True)), (lambda sh: ((str(sh.grid), "(M + 7) // 8", "1"), sh.threads, sh.smem))

@@ -73,8 +73,8 @@ def bf16x2_to_f32(e: Emit, word: str) -> None:
     e("  mov.b32 %f1, %t1;")
 
 
-def header(e: Emit) -> None:
-    e(".version 8.0")
+def header(e: Emit, version: str = "8.0") -> None:
+    e(f".version {version}")
     e(".target sm_90a")
     e(".address_size 64")
 
@@ -241,6 +241,72 @@ def x_rows_to_fragments(e: Emit, h: int, nt: int) -> None:
         e("  add.u32 %t0, %t0, %t1;")
         e(f"  ld.shared.u32 {X}{r}, [%t0];")
     e("  bar.warp.sync 0xffffffff;  // the next rows may overwrite the region")
+
+
+def x_pair_layout(sh: Shape) -> tuple[int, int, int]:
+    """xpair: (offset of the x exchange region, its mbarrier's offset, the dynamic shared memory
+    in all) after the contract's shared memory: [chunk][n-tile][warp] 2 KB regions, each the
+    swizzled 8 token rows x 128 k of x_rows_to_fragments."""
+    off = (sh.smem + 127) // 128 * 128
+    bar = off + sh.NC * 2 * sh.W * 2048
+    return off, bar, bar + 8
+
+
+def x_pair_load_push(e: Emit, sh: Shape, h: int) -> None:
+    """xpair: this CTA's n-tile (tokens 8 rank ..; 0 past M) of k block h W + warp by coalesced
+    16-byte loads (as x_rows_load), stored swizzled into its region [h][rank][warp] here and,
+    by st.async completing the peer's x mbarrier, in the peer CTA's same region."""
+    W, K = sh.W, sh.K
+    X = f"%xr0_{h}_"  # scratch until the fragments are read back
+    e(f"  // x rows of k block {h} * {W} + warp, this CTA's n-tile (tokens 8 rank ..), coalesced")
+    e(f"  add.u32 %kb, %warp, {h * W};")
+    e("  shr.u32 %t1, %lane, 4;")
+    e("  and.b32 %t2, %lane, 15;")
+    for j in range(4):
+        e(f"  add.u32 %tok, %t1, {2 * j};")
+        e("  add.u32 %tok, %tok, %xr8;")
+        e("  setp.lt.u32 %pv, %tok, %m;")
+        e(f"  mul.lo.u32 %t0, %tok, {K};")
+        e("  mad.lo.u32 %t0, %kb, 128, %t0;")
+        e("  mad.lo.u32 %t0, %t2, 8, %t0;")
+        e("  mul.wide.u32 %pt64, %t0, 2;")
+        e("  add.u64 %pa, %px, %pt64;")
+        regs = ", ".join(f"{X}{4 * j + c}" for c in range(4))
+        for c in range(4):
+            e(f"  mov.b32 {X}{4 * j + c}, 0;")
+        e(f"  @%pv ld.global.nc.v4.u32 {{{regs}}}, [%pa];")
+    e(f"  // region [{h}][rank][warp]: token row 2 j + lane / 16 at 256 row, 16-byte chunk lane % 16 at ((lane % 16) ^ row) 16")
+    e(f"  add.u32 %t3, %rank, {2 * h};")
+    e(f"  mad.lo.u32 %t3, %t3, {W}, %warp;")
+    e("  shl.b32 %t3, %t3, 11;")
+    e("  add.u32 %t3, %t3, %xpo;")
+    for j in range(4):
+        e(f"  add.u32 %tok, %t1, {2 * j};")
+        e("  xor.b32 %t0, %t2, %tok;")
+        e("  shl.b32 %t0, %t0, 4;")
+        e("  mad.lo.u32 %t0, %tok, 256, %t0;")
+        e("  add.u32 %t0, %t0, %t3;")
+        regs = ", ".join(f"{X}{4 * j + c}" for c in range(4))
+        e(f"  st.shared.v4.u32 [%t0], {{{regs}}};")
+        e("  mapa.shared::cluster.u32 %ta, %t0, %peer;")
+        e(f"  st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%ta], {{{regs}}}, [%xpb];")
+
+
+def x_pair_fragments(e: Emit, sh: Shape, h: int, nt: int) -> None:
+    """xpair: the B fragments of n-tile nt, chunk h from region [h][nt][warp] (written by this
+    CTA or its peer), as the second half of x_rows_to_fragments."""
+    X = f"%xr{nt}_{h}_"
+    e(f"  // n-tile {nt}, chunk {h}: fragments from the exchange region")
+    e(f"  mad.lo.u32 %t1, %warp, 2048, %xpo;")
+    e(f"  add.u32 %t1, %t1, {(2 * h + nt) * sh.W * 2048};")
+    e("  shl.b32 %t0, %g, 8;")
+    e("  mad.lo.u32 %t0, %tig, 4, %t0;")
+    e("  add.u32 %t1, %t1, %t0;")
+    for r in range(16):
+        e(f"  xor.b32 %t0, %g, {r};")
+        e("  shl.b32 %t0, %t0, 4;")
+        e("  add.u32 %t0, %t0, %t1;")
+        e(f"  ld.shared.u32 {X}{r}, [%t0];")
 
 
 def x_convert(e: Emit, h: int, nt: int, packed: bool = False) -> None:
@@ -482,7 +548,7 @@ V3 = dict(x_rows=False, skip_nt1=False, packed_amax=False, pre_strips=None, earl
 
 def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bool = True, packed_amax: bool = True,
              pre_strips: int | None = 1, early_trigger: bool = False, split_m8: bool = True,
-             tgroups: bool | None = None) -> str:
+             tgroups: bool | None = None, xpair: bool = False) -> str:
     """The PTX. The defaults are the promoted build (v3g); ``generate(sh, **V3)`` is v3 as promoted
     at cb9faad (bitwise the same outputs). ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x, on v3): x comes into
     shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
@@ -504,12 +570,18 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     ``Fp8Gemv.tgroups``): the grid's y is the 8-token group, ceil(M / 8) of them, and each CTA runs
     the M <= 8 copy on its group's rows of x and out; the CTAs of one strip read the same weight
     chunks (L2 serves the second), for shapes whose grid leaves half the SMs idle or whose CTAs
-    are small (experiments/proj/proj_variant.py v3t)."""
+    are small (experiments/proj/proj_variant.py v3t). ``xpair`` (M > 8 copy only): clusters of 2
+    CTAs; each loads the x rows of one n-tile (tokens 8 rank ..) and hands them to its peer by
+    st.async, so x's L2 reads halve (trace_v3g.json: at M = 16 the x prologue, every CTA reading
+    all of x from L2, ends 4.9 us into a 6 us launch at 2048 x 4096); the same fragments, so the
+    same outputs (proj_variant.py v3p)."""
     assert x_rows or not skip_nt1
     assert not (stage_x and x_rows), "stage_x is a variant of v3's x prologue: pass **V3 with it"
     assert sh.fuse in ("", "norm", "res", "gate") and (sh.fuse != "norm" or (x_rows and sh.NC == 1))
     N, K, S, W, NC, SB, NS = sh.N, sh.K, sh.S, sh.W, sh.NC, sh.SB, sh.NS
     tgroups = sh.tgroups if tgroups is None else tgroups
+    xpair = xpair and split_m8 and x_rows and not tgroups and sh.fuse in ("", "res")
+    assert not xpair or sh.grid % 2 == 0
     assert not (tgroups and sh.fuse in ("norm", "res")), "token groups: plain and gate kernels"
     x_off, x_stride, x_bar = x_stage_layout(sh)
     skip_nt1 = skip_nt1 and NC == 1 and not split_m8
@@ -526,12 +598,14 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     e("// the warps' partials added in warp order. Deterministic.")
     if sh.fuse == "gate":
         e(f"// Plus one more CTA (ctaid {sh.grid}): gate_out = x @ gate_w^T, the BF16 shared_expert_gate (gate_cta).")
-    header(e)
+    header(e, "8.1" if xpair else "8.0")  # st.async: PTX 8.1
     e()
     e(".extern .shared .align 128 .b8 dsm[];")
     e()
     entry(e, sh.name, sh.fuse)
     e(f".reqntid {sh.threads}")
+    if xpair:
+        e(".reqnctapercluster 2, 1, 1  // x pairs: each CTA loads one n-tile of x for both (M > 8)")
     e("{")
     e("  .reg .pred %p, %pm8, %pv, %pz;")
     e("  .reg .b32 %th, %warp, %lane, %g, %tig, %m, %s, %sn, %nct, %t0, %t1, %t2, %t3, %tok, %kb, %src;")
@@ -540,6 +614,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         e("  .reg .b32 %sx, %xb;")
     if x_rows:
         e("  .reg .b32 %xst;")
+    if xpair:
+        e("  .reg .b32 %rank, %peer, %xr8, %xpo, %xpb;")
     e("  .reg .b32 %wa<16>, %a<4>;")
     for nt in range(2):
         for h in range(NC):
@@ -597,14 +673,14 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     e("  mov.u32 %stage, 0;")
     e("  mov.u32 %phase, 0;")
     e("  setp.gt.u32 %pm8, %m, 8;  // a second n-tile of 8 tokens")
-    o = dict(stage_x=stage_x, x_rows=x_rows, skip_nt1=skip_nt1, packed_amax=packed_amax, pre=pre)
+    o = dict(stage_x=stage_x, x_rows=x_rows, skip_nt1=skip_nt1, packed_amax=packed_amax, pre=pre, xpair=False)
     if sh.fuse == "norm" or tgroups:  # M <= 8 only (the norm's contract; a token group of at most 8)
         _body(e, sh, (0,), "_M8", **o)
     elif split_m8:
         e("  @%pm8 bra BODY_M16;  // M <= 8 and M > 8: two copies of the rest, each with only its own n-tiles")
         _body(e, sh, (0,), "_M8", **o)
         e("BODY_M16:")
-        _body(e, sh, (0, 1), "", **o)
+        _body(e, sh, (0, 1), "", **dict(o, xpair=xpair))
     else:
         _body(e, sh, None, "", **o)
     if sh.fuse == "gate":
@@ -672,7 +748,7 @@ def gate_cta(e: Emit, sh: Shape) -> None:
 
 
 def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool, x_rows: bool, skip_nt1: bool,
-          packed_amax: bool, pre: int) -> None:
+          packed_amax: bool, pre: int, xpair: bool = False) -> None:
     """Everything after griddepcontrol.wait, to ret: the x prologue and the strip loop. ``nts``:
     the n-tiles this copy computes ((0,) for M <= 8, (0, 1) for M > 8: no predicate on the
     second n-tile), or None for one copy for every M (the second n-tile's mma predicated on
@@ -699,11 +775,32 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool, x_rows
         e("X_WAIT:")
         e("  mbarrier.try_wait.parity.shared::cta.b64 %p, [%xb], 0;")
         e("  @!%p bra X_WAIT;")
+    elif xpair:
+        xp_off, xp_bar, _ = x_pair_layout(sh)
+        e("  // x pairs: this CTA's x mbarrier expects the peer's n-tile (W x NC x 2 KB); the cluster barrier")
+        e("  // (arrive now, wait before the first st.async) makes sure the peer has initialized its own")
+        e("  mov.u32 %rank, %cluster_ctarank;")
+        e("  xor.b32 %peer, %rank, 1;")
+        e("  shl.b32 %xr8, %rank, 3;")
+        e(f"  add.u32 %xpo, %sbase, {xp_off};")
+        e(f"  add.u32 %xpb, %sbase, {xp_bar};")
+        e("  setp.ne.u32 %p, %th, 0;")
+        e(f"  @%p bra XP_INIT{sfx};")
+        e("  mbarrier.init.shared::cta.b64 [%xpb], 1;")
+        e(f"  mbarrier.arrive.expect_tx.shared::cta.b64 _, [%xpb], {W * NC * 2048};")
+        e("  fence.mbarrier_init.release.cluster;")
+        e(f"XP_INIT{sfx}:")
+        e("  barrier.cluster.arrive.relaxed.aligned;")
+        e("  mapa.shared::cluster.u32 %xpb, %xpb, %peer;  // from here: the peer's x mbarrier")
     else:
         e("  // every x load (both n-tiles; past M predicated off) before any is used; n-tile 1 without a")
         e("  // branch (a branch made ptxas spill; this runs once per CTA)")
+    if xpair:
+        e("  barrier.cluster.wait.aligned;  // the peer's x mbarrier is initialized")
+        for h in range(NC):
+            x_pair_load_push(e, sh, h)
     for h in range(NC):
-        for nt in tiles:
+        for nt in (() if xpair else tiles):
             if stage_x:
                 x_staged_fragments(e, h, nt, W, K, x_stride)
             elif x_rows:
@@ -734,6 +831,18 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool, x_rows
             x_rows_to_fragments(e, h, 1)
             x_convert(e, h, 1, packed_amax)
         e("NT1_DONE:")
+    elif xpair:
+        e(f"  add.u32 %xpb, %sbase, {x_pair_layout(sh)[1]};  // this CTA's x mbarrier: the peer's n-tile has landed")
+        e(f"XP_WAIT{sfx}:")
+        e("  mbarrier.try_wait.parity.shared::cta.b64 %p, [%xpb], 0;")
+        e(f"  @!%p bra XP_WAIT{sfx};")
+        e("  bar.warp.sync 0xffffffff;  // this warp's own stores of its region, visible to the warp")
+        for h in range(NC):
+            for nt in tiles:
+                x_pair_fragments(e, sh, h, nt)
+        for h in range(NC):
+            for nt in tiles:
+                x_convert(e, h, nt, packed_amax)
     else:
         if x_rows:
             for h in range(NC):
