@@ -297,7 +297,7 @@ def x_pair_fragments(e: Emit, sh: Shape, h: int, nt: int) -> None:
     CTA or its peer), as the second half of x_rows_to_fragments."""
     X = f"%xr{nt}_{h}_"
     e(f"  // n-tile {nt}, chunk {h}: fragments from the exchange region")
-    e(f"  mad.lo.u32 %t1, %warp, 2048, %xpo;")
+    e("  mad.lo.u32 %t1, %warp, 2048, %xpo;")
     e(f"  add.u32 %t1, %t1, {(2 * h + nt) * sh.W * 2048};")
     e("  shl.b32 %t0, %g, 8;")
     e("  mad.lo.u32 %t0, %tig, 4, %t0;")
