@@ -16,7 +16,10 @@ whose 64 CTAs leave half the SMs idle, and 2048 x 512, whose 128-thread CTAs fit
 (v3g with x pairs at M > 8: clusters of 2 CTAs, each loading one n-tile of x and handing it to
 the other by st.async, so x's L2 reads halve; trace_v3g.json had the M = 16 x prologue end at
 4.9 us at 2048 x 4096; prediction: M = 16 there from 7.7 to ~6.2 us, 4096 x 2048 from 5.8 to ~5.2,
-the large shapes -0.3 to -0.5 us, M <= 8 unchanged), `v5`, `v5_pdl`, `v6`, `v6_pdl` (gen_fp8_gemv_v5.py; the PDL builds are also timed as a chain of
+the large shapes -0.3 to -0.5 us, M <= 8 unchanged; measured: correct, bitwise, slower at M = 16
+everywhere: rejected), `v3q` (v3g with x's loads before every chunk request at M > 8; prediction:
+M = 16 at 2048 x 4096 from 7.7 to ~6.5 us, at 4096 x 2048 from 5.8 to ~5.2, 12288 x 2048 unchanged,
+M <= 8 unchanged; the PDL chain at M > 8 loses its weight prefetch), `v5`, `v5_pdl`, `v6`, `v6_pdl` (gen_fp8_gemv_v5.py; the PDL builds are also timed as a chain of
 cuLaunchKernelEx launches with programmatic stream serialization). For each shape: assemble with the pinned ptxas and flags; check at
 M in (1, 5, 8, 9, 16) against the float64 reference with NaN-poisoned outputs, twice
 (bitwise equal), and against the promoted kernel's output bitwise (v4 keeps its arithmetic);
@@ -63,6 +66,9 @@ def candidate(name: str):
     if name == "v3p":  # x pairs: clusters of 2 share the x rows at M > 8
         gen = paths.generator("proj", "gen_fp8_gemv")
         return (lambda sh: gen.generate(sh, xpair=True)), (lambda sh: (sh.grid, sh.threads, gen.x_pair_layout(sh)[2]))
+    if name == "v3q":  # x first at M > 8, every chunk after it
+        gen = paths.generator("proj", "gen_fp8_gemv")
+        return (lambda sh: gen.generate(sh, x_first_m16=True)), (lambda sh: (sh.grid, sh.threads, sh.smem))
     if name == "v3t":  # token groups: grid y = ceil(M / 8)
         gen = paths.generator("proj", "gen_fp8_gemv")
         return (lambda sh: gen.generate(sh, tgroups=True)), (lambda sh: ((str(sh.grid), "(M + 7) // 8", "1"), sh.threads, sh.smem))

@@ -548,7 +548,7 @@ V3 = dict(x_rows=False, skip_nt1=False, packed_amax=False, pre_strips=None, earl
 
 def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bool = True, packed_amax: bool = True,
              pre_strips: int | None = 1, early_trigger: bool = False, split_m8: bool = True,
-             tgroups: bool | None = None, xpair: bool = False) -> str:
+             tgroups: bool | None = None, xpair: bool = False, x_first_m16: bool = False) -> str:
     """The PTX. The defaults are the promoted build (v3g); ``generate(sh, **V3)`` is v3 as promoted
     at cb9faad (bitwise the same outputs). ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x, on v3): x comes into
     shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
@@ -574,7 +574,10 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     CTAs; each loads the x rows of one n-tile (tokens 8 rank ..) and hands them to its peer by
     st.async, so x's L2 reads halve (trace_v3g.json: at M = 16 the x prologue, every CTA reading
     all of x from L2, ends 4.9 us into a 6 us launch at 2048 x 4096); the same fragments, so the
-    same outputs (proj_variant.py v3p)."""
+    same outputs (proj_variant.py v3p, rejected). ``x_first_m16``: at M > 8 no chunk is requested
+    before griddepcontrol.wait; x's loads go first and every stage's chunk right after them
+    (trace_v3g.json: at M = 16 the first chunk, requested before x, still lands ~1.2 us later than
+    at M = 1, and x itself waits behind the first chunks in the DRAM queues; proj_variant.py v3q)."""
     assert x_rows or not skip_nt1
     assert not (stage_x and x_rows), "stage_x is a variant of v3's x prologue: pass **V3 with it"
     assert sh.fuse in ("", "norm", "res", "gate") and (sh.fuse != "norm" or (x_rows and sh.NC == 1))
@@ -663,6 +666,9 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     e("  fence.mbarrier_init.release.cluster;  // visible to the async proxy (the bulk copies)")
     e("  // the first " + ("NS chunks" if pre == NS // NC else "strip's chunks")
       + ", before griddepcontrol.wait: weights do not depend on the previous kernel")
+    if x_first_m16 and split_m8 and sh.fuse != "norm":
+        e("  setp.gt.u32 %pm8, %m, 8;")
+        e("  @%pm8 bra INIT_DONE;  // M > 8: x first, the chunks after it (the M > 8 copy)")
     issue_strips(e, sh, "%s", pre, "0", "INIT_DONE")
     e("  bar.sync 0;")
     if early_trigger:
@@ -680,7 +686,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         e("  @%pm8 bra BODY_M16;  // M <= 8 and M > 8: two copies of the rest, each with only its own n-tiles")
         _body(e, sh, (0,), "_M8", **o)
         e("BODY_M16:")
-        _body(e, sh, (0, 1), "", **dict(o, xpair=xpair))
+        _body(e, sh, (0, 1), "", **dict(o, xpair=xpair, pre=0 if x_first_m16 else pre))
     else:
         _body(e, sh, None, "", **o)
     if sh.fuse == "gate":
