@@ -36,7 +36,9 @@ experiments/proj/README.md):
   one barrier, the warp-order sum, BF16 out. Deterministic.
 - The first strip's chunks are requested before `griddepcontrol.wait` (weights never change
   while kernels run), the other stages' right after the x loads, so x does not queue behind
-  them; x is read and out written after the wait; `griddepcontrol.launch_dependents` follows
+  them; at M > 8, where a CTA streams at most two strips of K >= 2048 (`Fp8Gemv.x_first`:
+  2048 x 4096, 4096 x 2048, 1024 x 2048), no chunk goes before x (the x prologue is then the
+  critical path: trace_v3g.json, v3q_variant.json); x is read and out written after the wait; `griddepcontrol.launch_dependents` follows
   the wait (one dependent grid at a time). Launched plainly (the op's default) the two
   instructions are no-ops.
 - Fused variants (netra.contracts.proj.FUSED): "norm" takes h and the norm weight and makes x =
@@ -548,7 +550,7 @@ V3 = dict(x_rows=False, skip_nt1=False, packed_amax=False, pre_strips=None, earl
 
 def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bool = True, packed_amax: bool = True,
              pre_strips: int | None = 1, early_trigger: bool = False, split_m8: bool = True,
-             tgroups: bool | None = None, xpair: bool = False, x_first_m16: bool = False) -> str:
+             tgroups: bool | None = None, xpair: bool = False, x_first_m16: bool | None = None) -> str:
     """The PTX. The defaults are the promoted build (v3g); ``generate(sh, **V3)`` is v3 as promoted
     at cb9faad (bitwise the same outputs). ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x, on v3): x comes into
     shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
@@ -575,7 +577,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     st.async, so x's L2 reads halve (trace_v3g.json: at M = 16 the x prologue, every CTA reading
     all of x from L2, ends 4.9 us into a 6 us launch at 2048 x 4096); the same fragments, so the
     same outputs (proj_variant.py v3p, rejected). ``x_first_m16``: at M > 8 no chunk is requested
-    before griddepcontrol.wait; x's loads go first and every stage's chunk right after them
+    before griddepcontrol.wait; x's loads go first and every stage's chunk right after them (None:
+    the shape's own ``Fp8Gemv.x_first``, promoted after proj_variant.py v3q)
     (trace_v3g.json: at M = 16 the first chunk, requested before x, still lands ~1.2 us later than
     at M = 1, and x itself waits behind the first chunks in the DRAM queues; proj_variant.py v3q)."""
     assert x_rows or not skip_nt1
@@ -583,6 +586,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     assert sh.fuse in ("", "norm", "res", "gate") and (sh.fuse != "norm" or (x_rows and sh.NC == 1))
     N, K, S, W, NC, SB, NS = sh.N, sh.K, sh.S, sh.W, sh.NC, sh.SB, sh.NS
     tgroups = sh.tgroups if tgroups is None else tgroups
+    x_first_m16 = sh.x_first if x_first_m16 is None else x_first_m16
     xpair = xpair and split_m8 and x_rows and not tgroups and sh.fuse in ("", "res")
     assert not xpair or sh.grid % 2 == 0
     assert not (tgroups and sh.fuse in ("norm", "res")), "token groups: plain and gate kernels"

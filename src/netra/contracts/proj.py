@@ -73,6 +73,15 @@ class Fp8Gemv:
         return self.TGROUPS and self.fuse in ("", "gate") and (2 * self.S <= SMS or self.threads <= 128)
 
     @property
+    def x_first(self) -> bool:
+        """At M > 8, x's loads before any weight chunk is requested (none before griddepcontrol.wait):
+        where a CTA streams at most two strips of K >= 2048, the x prologue is the M = 16 critical
+        path. Measured (experiments/proj/v3q_variant.json, M = 16, us, x first / chunks first):
+        2048 x 4096 5.97 / 7.65, 4096 x 2048 5.41 / 5.84, 1024 x 2048 3.92 / 4.10; slower where CTAs
+        stream more strips (9216 x 2048 8.66 / 8.37) and at K = 512 (2.69 / 2.55)."""
+        return self.K >= 2048 and self.S <= 2 * self.grid and self.fuse != "norm"
+
+    @property
     def grid_y(self) -> str:
         return "(M + 7) // 8" if self.tgroups else "1"
 
