@@ -174,3 +174,26 @@ def test_verify_candidates_assemble(kw):
         path.write_text(g.generate(**kw))
         res = build.resource_usage(toolchain.ptxas(), path)
     assert res["spill_stores"] == res["spill_loads"] == 0 and res["registers"] <= 128, res
+
+
+@pytest.mark.parametrize("kw", [dict(zn_async=True), dict(maxnreg=64, zn_async=True), dict(maxnreg=64),
+                                dict(pdl=True, maxnreg=64, zn_async=True)],
+                         ids=lambda k: ",".join(f"{a}={b}" for a, b in k.items()))
+def test_decode_occupancy_candidates_assemble(kw):
+    """The decode generator's measured occupancy builds (experiments/gdn/README.md) stay
+    buildable; with z and the norm weight in shared memory, 64 registers do not spill."""
+    import tempfile
+    from pathlib import Path
+
+    from netra.runtime import build, toolchain
+
+    g = paths.generator("gdn", "gen_gdn_decode")
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "gdn_decode_b32.ptx"
+        path.write_text(g.generate(**kw))
+        res = build.resource_usage(toolchain.ptxas(), path)
+    if kw.get("maxnreg"):
+        assert res["registers"] <= kw["maxnreg"], res
+    if kw.get("zn_async") and not kw.get("pdl"):
+        assert res["spill_stores"] == res["stack_frame"] == 0, res
+

@@ -197,6 +197,23 @@ def test_v3_candidates_assemble_and_v3_is_reproduced(sh):
     assert "griddepcontrol.launch_dependents;  // every CTA" in g.generate(sh, **g.V3)
 
 
+@pytest.mark.parametrize("sh", SHAPES, ids=lambda s: s.name)
+def test_measured_candidates_assemble_and_x_first_follows_the_shape(sh):
+    """This session's measured candidates (token groups v3t, x pairs v3p, x first v3q:
+    experiments/proj/README.md) stay buildable within the shared memory limit; x first (no
+    chunk requested before griddepcontrol.wait at M > 8) is in the promoted PTX exactly for the
+    shapes of Fp8Gemv.x_first, and leaves the M <= 8 copy as it was."""
+    g = _generator()
+    for kw in (dict(tgroups=True), dict(xpair=True), dict(x_first_m16=True)):
+        _assembles_without_spills(sh.name, g.generate(sh, **kw))
+    assert g.x_pair_layout(sh)[2] <= 227 * 1024
+    promoted = g.generate(sh)
+    assert ("@%pm8 bra INIT_DONE;" in promoted) == sh.x_first
+    m8 = lambda t: t[t.index("BODY_M16;"):t.index("BODY_M16:")]  # noqa: E731  (the M <= 8 copy)
+    assert m8(promoted) == m8(g.generate(sh, x_first_m16=False))
+    assert sh.x_first == (sh.name in ("fp8_gemv_n4096_k2048", "fp8_gemv_n2048_k4096", "fp8_gemv_n1024_k2048"))
+
+
 def test_bf16_gemv_row_builds_assemble_and_differ_only_in_the_row_fill():
     from netra import paths
 
