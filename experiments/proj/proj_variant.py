@@ -65,7 +65,7 @@ def candidate(name: str):
         return (lambda sh: gen.generate(sh, stage_x=True, **gen.V3)), (lambda sh: (sh.grid, sh.threads, gen.x_stage_layout(sh)[2] + 8))
     if name == "v3p":  # x pairs: clusters of 2 share the x rows at M > 8
         gen = paths.generator("proj", "gen_fp8_gemv")
-        return (lambda sh: gen.generate(sh, xpair=True)), (lambda sh: (sh.grid, sh.threads, gen.x_pair_layout(sh)[2]))
+        return (lambda sh: gen.generate(sh, xpair=True, x_first_m16=False)), (lambda sh: (sh.grid, sh.threads, gen.x_pair_layout(sh)[2]))
     if name == "v3q":  # x first at M > 8, every chunk after it
         gen = paths.generator("proj", "gen_fp8_gemv")
         return (lambda sh: gen.generate(sh, x_first_m16=True)), (lambda sh: (sh.grid, sh.threads, sh.smem))

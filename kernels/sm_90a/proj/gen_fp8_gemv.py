@@ -193,18 +193,22 @@ def x_fragments(e: Emit, h: int, nt: int, W: int, K: int) -> None:
             e(f"  @%pv ld.global.nc.u32 {X}{2 * i + hh}, [%pa+{32 * i + 16 * hh}];")
 
 
-def x_rows_load(e: Emit, h: int, nt: int, W: int, K: int) -> None:
+def x_rows_load(e: Emit, h: int, nt: int, W: int, K: int, tok_reg: str = "") -> None:
     """Coalesced: the warp's 8 tokens x 128 k of k block h W + warp, n-tile nt, as 4 16-byte
     loads per lane into %xr{nt}_{h}_0..15 (load j: tokens 8 nt + 2 j + lane / 16, k 8 (lane % 16)
     .. + 7; 0 for a token >= M). Each load instruction reads 4 whole 128-byte lines; the fragment
-    layout's own loads (x_fragments) touch 8 lines each, half of every sector."""
+    layout's own loads (x_fragments) touch 8 lines each, half of every sector. ``tok_reg``: a
+    register added to every token (xpair: 8 rank, into the n-tile 0 registers)."""
     X = f"%xr{nt}_{h}_"
-    e(f"  // x rows of k block {h} * {W} + warp, n-tile {nt}, coalesced")
+    what = "this CTA's n-tile (tokens 8 rank ..)" if tok_reg else f"n-tile {nt}"
+    e(f"  // x rows of k block {h} * {W} + warp, {what}, coalesced")
     e(f"  add.u32 %kb, %warp, {h * W};")
     e("  shr.u32 %t1, %lane, 4;")
     e("  and.b32 %t2, %lane, 15;")
     for j in range(4):
         e(f"  add.u32 %tok, %t1, {8 * nt + 2 * j};")
+        if tok_reg:
+            e(f"  add.u32 %tok, %tok, {tok_reg};")
         e("  setp.lt.u32 %pv, %tok, %m;")
         e(f"  mul.lo.u32 %t0, %tok, {K};")
         e("  mad.lo.u32 %t0, %kb, 128, %t0;")
@@ -258,25 +262,9 @@ def x_pair_load_push(e: Emit, sh: Shape, h: int) -> None:
     """xpair: this CTA's n-tile (tokens 8 rank ..; 0 past M) of k block h W + warp by coalesced
     16-byte loads (as x_rows_load), stored swizzled into its region [h][rank][warp] here and,
     by st.async completing the peer's x mbarrier, in the peer CTA's same region."""
-    W, K = sh.W, sh.K
+    W = sh.W
     X = f"%xr0_{h}_"  # scratch until the fragments are read back
-    e(f"  // x rows of k block {h} * {W} + warp, this CTA's n-tile (tokens 8 rank ..), coalesced")
-    e(f"  add.u32 %kb, %warp, {h * W};")
-    e("  shr.u32 %t1, %lane, 4;")
-    e("  and.b32 %t2, %lane, 15;")
-    for j in range(4):
-        e(f"  add.u32 %tok, %t1, {2 * j};")
-        e("  add.u32 %tok, %tok, %xr8;")
-        e("  setp.lt.u32 %pv, %tok, %m;")
-        e(f"  mul.lo.u32 %t0, %tok, {K};")
-        e("  mad.lo.u32 %t0, %kb, 128, %t0;")
-        e("  mad.lo.u32 %t0, %t2, 8, %t0;")
-        e("  mul.wide.u32 %pt64, %t0, 2;")
-        e("  add.u64 %pa, %px, %pt64;")
-        regs = ", ".join(f"{X}{4 * j + c}" for c in range(4))
-        for c in range(4):
-            e(f"  mov.b32 {X}{4 * j + c}, 0;")
-        e(f"  @%pv ld.global.nc.v4.u32 {{{regs}}}, [%pa];")
+    x_rows_load(e, h, 0, W, sh.K, tok_reg="%xr8")
     e(f"  // region [{h}][rank][warp]: token row 2 j + lane / 16 at 256 row, 16-byte chunk lane % 16 at ((lane % 16) ^ row) 16")
     e(f"  add.u32 %t3, %rank, {2 * h};")
     e(f"  mad.lo.u32 %t3, %t3, {W}, %warp;")
