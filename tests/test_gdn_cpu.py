@@ -197,3 +197,22 @@ def test_decode_occupancy_candidates_assemble(kw):
     if kw.get("zn_async") and not kw.get("pdl"):
         assert res["spill_stores"] == res["stack_frame"] == 0, res
 
+
+
+def test_persistent_decode_candidate_assembles():
+    """experiments/gdn/gen_gdn_decode_persist.py (built, not yet measured) stays buildable: no
+    spills at its own register count, its cp.async prefetch and st.async exchanges in the SASS."""
+    import tempfile
+    from pathlib import Path
+
+    from netra.runtime import build, toolchain
+
+    g = paths.load_module(Path(__file__).resolve().parents[1] / "experiments/gdn/gen_gdn_decode_persist.py",
+                          "gen_gdn_decode_persist")
+    ptx = g.generate()
+    assert ptx.count("cp.async.cg.shared.global") == 16 and "ld.param.u32 %nit, [items];" in ptx
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "gdn_decode_b32.ptx"
+        path.write_text(ptx)
+        res = build.resource_usage(toolchain.ptxas(), path)
+    assert res["spill_stores"] == res["stack_frame"] == 0, res

@@ -176,6 +176,138 @@ def gates(e: Emit, b: str, a: str, beta: str, dec: str) -> None:
     e(f"ex2.approx.ftz.f32 {dec}, %f5;  // exp(g)")
 
 
+def load_params(e: Emit) -> dict:
+    """The pointer parameters to global addresses in %a0.. (returned by name), the row strides,
+    the pool size and eps."""
+    for i, p in enumerate(PARAMS):
+        e(f"ld.param.u64 %a{i}, [{p}];")
+        e(f"cvta.to.global.u64 %a{i}, %a{i};")
+    e("ld.param.u32 %qrow, [qkv_row];")
+    e("ld.param.u32 %zrow, [z_row];")
+    e("ld.param.u32 %npool, [pool_slots];")
+    e("ld.param.f32 %eps, [eps];")
+    return {p: f"%a{i}" for i, p in enumerate(PARAMS)}
+
+
+def conv_weights(e: Emit) -> None:
+    """%f0..%f3 = the channel's 4 BF16 conv weights (%wlo, %whi) as f32."""
+    e("shl.b32 %t0, %wlo, 16;")
+    e("mov.b32 %f0, %t0;")
+    e("and.b32 %t0, %wlo, 0xffff0000;")
+    e("mov.b32 %f1, %t0;")
+    e("shl.b32 %t0, %whi, 16;")
+    e("mov.b32 %f2, %t0;")
+    e("and.b32 %t0, %whi, 0xffff0000;")
+    e("mov.b32 %f3, %t0;")
+
+
+def state_address(e: Emit, pool: str) -> None:
+    """%pst = this thread's first state element: pool + ((slot NV + h) DK + 32 warp) DV + col, fp32."""
+    e(f"mul.lo.u64 %pst, %slot, {NV};")
+    e("cvt.u64.u32 %pt, %h;")
+    e("add.u64 %pst, %pst, %pt;")
+    e(f"mul.lo.u64 %pst, %pst, {DK};")
+    e("shl.b32 %t0, %warp, 5;")
+    e("cvt.u64.u32 %pt, %t0;")
+    e("add.u64 %pst, %pst, %pt;")
+    e(f"mul.lo.u64 %pst, %pst, {DV};")
+    e("cvt.u64.u32 %pt, %col;")
+    e("add.u64 %pst, %pst, %pt;")
+    e("shl.b64 %pst, %pst, 2;")
+    e(f"add.u64 %pst, {pool}, %pst;")
+
+
+def conv_math(e: Emit) -> None:
+    """%x = the conv of the thread's channel: conv_w (%wlo, %whi) . (window %u1..%u3, new %xb), fp32."""
+    conv_weights(e)
+    e("cvt.f32.bf16 %f4, %u1;")
+    e("cvt.f32.bf16 %f5, %u2;")
+    e("cvt.f32.bf16 %f6, %u3;")
+    e("cvt.f32.bf16 %f7, %xb;")
+    e("mul.f32 %x, %f0, %f4;")
+    e("fma.rn.f32 %x, %f1, %f5, %x;")
+    e("fma.rn.f32 %x, %f2, %f6, %x;")
+    e("fma.rn.f32 %x, %f3, %f7, %x;")
+
+
+def qk_norms_gates(e: Emit, qk: str) -> None:
+    """Step 3: q and k (at ``qk``, a symbol or register) l2-normalized over dk in place, q scaled
+    by dk^-1/2; beta and exp(g); one bar.sync. Leaves %sq = qk."""
+    e(f"mov.u32 %sq, {qk};")
+    e("shl.b32 %t3, %th, 2;")
+    e("add.u32 %t3, %sq, %t3;")
+    e("ld.shared.f32 %q, [%t3];")
+    e(f"ld.shared.f32 %k, [%t3+{4 * DK}];")
+    e("mul.f32 %f0, %q, %q;")
+    e("mul.f32 %f1, %k, %k;")
+    block_sum2(e, "%f0", "%f1", "%qn", "%kn")
+    e(f"add.f32 %qn, %qn, {f32(1e-6)};")
+    e("rsqrt.approx.ftz.f32 %qn, %qn;")
+    e("mul.f32 %q, %q, %qn;")
+    e(f"mul.f32 %q, %q, {f32(DK ** -0.5)};")
+    e(f"add.f32 %kn, %kn, {f32(1e-6)};")
+    e("rsqrt.approx.ftz.f32 %kn, %kn;")
+    e("mul.f32 %k, %k, %kn;")
+    e("st.shared.f32 [%t3], %q;  // each thread rewrites only its own q and k; read after the next bar.sync")
+    e(f"st.shared.f32 [%t3+{4 * DK}], %k;")
+    gates(e, "%bb", "%ab", "%beta", "%dec")
+    e("bar.sync 0;")
+
+
+def delta_rule(e: Emit, store_guard: str = "") -> None:
+    """Step 4 on the state registers, q and k at %sq: decay, kv = S^T k, delta, S += k delta,
+    o = S^T q (partials in warp order), S stored at %pst (each store under ``store_guard``)."""
+    e("// 4. S *= exp(g); kv = S^T k over the warp's rows; partials in warp order")
+    e("mov.f32 %kv, 0f00000000;")
+    e("shl.b32 %t0, %warp, 7;  // 32 rows x 4 B")
+    e(f"add.u32 %sr, %sq, {4 * DK};")
+    e("add.u32 %sr, %sr, %t0;  // k of the warp's rows")
+    for i in range(CHUNK):
+        e(f"mul.f32 %s{i}, %s{i}, %dec;")
+        e(f"ld.shared.f32 %f0, [%sr+{4 * i}];")
+        e(f"fma.rn.f32 %kv, %s{i}, %f0, %kv;")
+
+    warp_partials(e, "%kv", "%kv")
+    e("// delta = beta (v - kv); S += k delta; o = S^T q")
+    e("mov.u32 %t0, v_s;")
+    e("shl.b32 %t1, %lane, 2;")
+    e("add.u32 %t0, %t0, %t1;")
+    e("ld.shared.f32 %v, [%t0];")
+    e("sub.f32 %dl, %v, %kv;")
+    e("mul.f32 %dl, %dl, %beta;")
+    e("mov.f32 %o, 0f00000000;")
+    e("shl.b32 %t0, %warp, 7;")
+    e("add.u32 %t1, %sq, %t0;  // q of the warp's rows")
+    for i in range(CHUNK):
+        e(f"ld.shared.f32 %f0, [%sr+{4 * i}];")
+        e(f"fma.rn.f32 %s{i}, %f0, %dl, %s{i};")
+        e(f"ld.shared.f32 %f1, [%t1+{4 * i}];")
+        e(f"fma.rn.f32 %o, %s{i}, %f1, %o;")
+    for i in range(CHUNK):
+        e(f"{store_guard}st.global.f32 [%pst+{i * DV * 4}], %s{i};")
+    warp_partials(e, "%o", "%o")
+
+
+def norm_scale(e: Emit) -> None:
+    """%o *= rsqrt(the head's mean of o^2 + eps), the sum already in %ss."""
+    e(f"fma.rn.f32 %ss, %ss, {f32(1.0 / DV)}, %eps;")
+    e("rsqrt.approx.ftz.f32 %ss, %ss;")
+    e("mul.f32 %o, %o, %ss;")
+
+
+def gate_z(e: Emit) -> None:
+    """%u0 = bf16(o * norm weight * silu(z)) from %nwb and %zb."""
+    e("cvt.f32.bf16 %f0, %nwb;")
+    e("mul.f32 %o, %o, %f0;")
+    e("cvt.f32.bf16 %f1, %zb;")
+    e(f"mul.f32 %f2, %f1, {f32(-LOG2E)};")
+    e("ex2.approx.ftz.f32 %f2, %f2;")
+    e(f"add.f32 %f2, %f2, {f32(1.0)};")
+    e("div.rn.f32 %f1, %f1, %f2;  // silu(z)")
+    e("mul.f32 %o, %o, %f1;")
+    e("cvt.rn.bf16.f32 %u0, %o;")
+
+
 def zn_async_loads(e: Emit, A: dict, after_wait: bool, act) -> None:
     """Warp 0 lanes 0-3 copy the CTA's 32 norm weights (64 B) and lanes 4-7 its 32 z values by
     16-byte cp.async into zn_s (no register holds them until the end). The norm weight goes
@@ -251,14 +383,7 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False) -> str
         e(f".shared .align 16 .b16 zn_s[{2 * CHUNK}];  // warp 0: the 32 norm weights | the 32 z values, by cp.async")
     e(".shared .align 8 .b64 bar_qk;  // completes when the 8 ranks' q and k (1 KB) have landed")
     e(".shared .align 8 .b64 bar_norm;  // completes when the head's 4 sums of o^2 (16 B) have landed")
-    for i, p in enumerate(PARAMS):
-        e(f"ld.param.u64 %a{i}, [{p}];")
-        e(f"cvta.to.global.u64 %a{i}, %a{i};")
-    A = {p: f"%a{i}" for i, p in enumerate(PARAMS)}
-    e("ld.param.u32 %qrow, [qkv_row];")
-    e("ld.param.u32 %zrow, [z_row];")
-    e("ld.param.u32 %npool, [pool_slots];")
-    e("ld.param.f32 %eps, [eps];")
+    A = load_params(e)
     cluster_coords(e)
     e("setp.eq.u32 %p, %th, 0;")
     e("@!%p bra INIT_DONE;")
@@ -323,18 +448,7 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False) -> str
     e("@%pc ld.global.b16 %u2, [%pcv+2];")
     e("@%pc ld.global.b16 %u3, [%pcv+4];")
     e(f"// state_pool + ((slot * {NV} + h) * {DK} + 32 warp + i) * {DV} + col")
-    e(f"mul.lo.u64 %pst, %slot, {NV};")
-    e("cvt.u64.u32 %pt, %h;")
-    e("add.u64 %pst, %pst, %pt;")
-    e(f"mul.lo.u64 %pst, %pst, {DK};")
-    e("shl.b32 %t0, %warp, 5;")
-    e("cvt.u64.u32 %pt, %t0;")
-    e("add.u64 %pst, %pst, %pt;")
-    e(f"mul.lo.u64 %pst, %pst, {DV};")
-    e("cvt.u64.u32 %pt, %col;")
-    e("add.u64 %pst, %pst, %pt;")
-    e("shl.b64 %pst, %pst, 2;")
-    e(f"add.u64 %pst, {A['state_pool']}, %pst;")
+    state_address(e, A["state_pool"])
     for i in range(CHUNK):
         e(f"ld.global.f32 %s{i}, [%pst+{i * DV * 4}];")
     if pdl:
@@ -361,22 +475,7 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False) -> str
 
     e("// 2. conv update of this thread's channel; its new window is written by its only reader")
     e("@!%pc bra CONV_DONE;")
-    e("shl.b32 %t0, %wlo, 16;")
-    e("mov.b32 %f0, %t0;")
-    e("and.b32 %t0, %wlo, 0xffff0000;")
-    e("mov.b32 %f1, %t0;")
-    e("shl.b32 %t0, %whi, 16;")
-    e("mov.b32 %f2, %t0;")
-    e("and.b32 %t0, %whi, 0xffff0000;")
-    e("mov.b32 %f3, %t0;")
-    e("cvt.f32.bf16 %f4, %u1;")
-    e("cvt.f32.bf16 %f5, %u2;")
-    e("cvt.f32.bf16 %f6, %u3;")
-    e("cvt.f32.bf16 %f7, %xb;")
-    e("mul.f32 %x, %f0, %f4;")
-    e("fma.rn.f32 %x, %f1, %f5, %x;")
-    e("fma.rn.f32 %x, %f2, %f6, %x;")
-    e("fma.rn.f32 %x, %f3, %f7, %x;")
+    conv_math(e)
     e("st.global.b16 [%pcv], %u2;")
     e("st.global.b16 [%pcv+2], %u3;")
     e("st.global.b16 [%pcv+4], %xb;")
@@ -407,54 +506,8 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False) -> str
     _wait(e, "bar_qk", "WAIT_QK")
 
     e("// 3. l2norm of q and k over dk, q scaled by dk^-1/2 (the same sums in every rank)")
-    e("mov.u32 %sq, qk_s;")
-    e("shl.b32 %t3, %th, 2;")
-    e("add.u32 %t3, %sq, %t3;")
-    e("ld.shared.f32 %q, [%t3];")
-    e(f"ld.shared.f32 %k, [%t3+{4 * DK}];")
-    e("mul.f32 %f0, %q, %q;")
-    e("mul.f32 %f1, %k, %k;")
-    block_sum2(e, "%f0", "%f1", "%qn", "%kn")
-    e(f"add.f32 %qn, %qn, {f32(1e-6)};")
-    e("rsqrt.approx.ftz.f32 %qn, %qn;")
-    e("mul.f32 %q, %q, %qn;")
-    e(f"mul.f32 %q, %q, {f32(DK ** -0.5)};")
-    e(f"add.f32 %kn, %kn, {f32(1e-6)};")
-    e("rsqrt.approx.ftz.f32 %kn, %kn;")
-    e("mul.f32 %k, %k, %kn;")
-    e("st.shared.f32 [%t3], %q;  // each thread rewrites only its own q and k; read after the next bar.sync")
-    e(f"st.shared.f32 [%t3+{4 * DK}], %k;")
-    gates(e, "%bb", "%ab", "%beta", "%dec")
-    e("bar.sync 0;")
-    e("// 4. S *= exp(g); kv = S^T k over the warp's rows; partials in warp order")
-    e("mov.f32 %kv, 0f00000000;")
-    e("shl.b32 %t0, %warp, 7;  // 32 rows x 4 B")
-    e(f"add.u32 %sr, %sq, {4 * DK};")
-    e("add.u32 %sr, %sr, %t0;  // k of the warp's rows")
-    for i in range(CHUNK):
-        e(f"mul.f32 %s{i}, %s{i}, %dec;")
-        e(f"ld.shared.f32 %f0, [%sr+{4 * i}];")
-        e(f"fma.rn.f32 %kv, %s{i}, %f0, %kv;")
-
-    warp_partials(e, "%kv", "%kv")
-    e("// delta = beta (v - kv); S += k delta; o = S^T q")
-    e("mov.u32 %t0, v_s;")
-    e("shl.b32 %t1, %lane, 2;")
-    e("add.u32 %t0, %t0, %t1;")
-    e("ld.shared.f32 %v, [%t0];")
-    e("sub.f32 %dl, %v, %kv;")
-    e("mul.f32 %dl, %dl, %beta;")
-    e("mov.f32 %o, 0f00000000;")
-    e("shl.b32 %t0, %warp, 7;")
-    e("add.u32 %t1, %sq, %t0;  // q of the warp's rows")
-    for i in range(CHUNK):
-        e(f"ld.shared.f32 %f0, [%sr+{4 * i}];")
-        e(f"fma.rn.f32 %s{i}, %f0, %dl, %s{i};")
-        e(f"ld.shared.f32 %f1, [%t1+{4 * i}];")
-        e(f"fma.rn.f32 %o, %s{i}, %f1, %o;")
-    for i in range(CHUNK):
-        e(f"st.global.f32 [%pst+{i * DV * 4}], %s{i};")
-    warp_partials(e, "%o", "%o")
+    qk_norms_gates(e, "qk_s")
+    delta_rule(e)
     e("// 5. gated RMSNorm over the value head's 128 columns: this rank's sum of o^2 to the head's 4 ranks")
     e("@!%pw bra NORM_PUSHED;")
     e("mul.f32 %f10, %o, %o;")
@@ -479,9 +532,7 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False) -> str
     e("add.f32 %ss, %f0, %f1;")
     e("add.f32 %ss, %ss, %f2;")
     e("add.f32 %ss, %ss, %f3;")
-    e(f"fma.rn.f32 %ss, %ss, {f32(1.0 / DV)}, %eps;")
-    e("rsqrt.approx.ftz.f32 %ss, %ss;")
-    e("mul.f32 %o, %o, %ss;")
+    norm_scale(e)
     if zn_async:
         e("cp.async.wait_all;  // lanes 0-7's pieces have landed ...")
         e("bar.warp.sync 0xffffffff;  // ... and are visible to the whole warp")
@@ -490,15 +541,7 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False) -> str
         e("add.u32 %t0, %t0, %t1;")
         e("ld.shared.b16 %nwb, [%t0];")
         e(f"ld.shared.b16 %zb, [%t0+{2 * CHUNK}];")
-    e("cvt.f32.bf16 %f0, %nwb;")
-    e("mul.f32 %o, %o, %f0;")
-    e("cvt.f32.bf16 %f1, %zb;")
-    e(f"mul.f32 %f2, %f1, {f32(-LOG2E)};")
-    e("ex2.approx.ftz.f32 %f2, %f2;")
-    e(f"add.f32 %f2, %f2, {f32(1.0)};")
-    e("div.rn.f32 %f1, %f1, %f2;  // silu(z)")
-    e("mul.f32 %o, %o, %f1;")
-    e("cvt.rn.bf16.f32 %u0, %o;")
+    gate_z(e)
     e(f"mad.lo.u32 %t0, %h, {DV}, %col;")
     e(f"mad.lo.u32 %t1, %seq, {NV * DV}, %t0;")
     e("mul.wide.u32 %pt, %t1, 2;")
