@@ -163,17 +163,21 @@ def test_verify_framework_path_is_decode_steps_and_rolls_back_by_slot():
                          ids=lambda k: ",".join(f"{a}={b}" for a, b in k.items()))
 def test_verify_candidates_assemble(kw):
     """The verification generator's measured candidates (experiments/gdn/README.md) stay buildable."""
+    res = _ptxas_usage("gdn_verify_t16", paths.generator("gdn", "gen_gdn_verify").generate(**kw))
+    assert res["spill_stores"] == res["spill_loads"] == 0 and res["registers"] <= 128, res
+
+
+def _ptxas_usage(name: str, ptx: str) -> dict:
+    """ptxas -v of a candidate's PTX (registers, spills, stack), with the pinned ptxas and flags."""
     import tempfile
     from pathlib import Path
 
     from netra.runtime import build, toolchain
 
-    g = paths.generator("gdn", "gen_gdn_verify")
     with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / "gdn_verify_t16.ptx"
-        path.write_text(g.generate(**kw))
-        res = build.resource_usage(toolchain.ptxas(), path)
-    assert res["spill_stores"] == res["spill_loads"] == 0 and res["registers"] <= 128, res
+        path = Path(d) / f"{name}.ptx"
+        path.write_text(ptx)
+        return build.resource_usage(toolchain.ptxas(), path)
 
 
 @pytest.mark.parametrize("kw", [dict(zn_async=True), dict(maxnreg=64, zn_async=True), dict(maxnreg=64),
@@ -182,37 +186,22 @@ def test_verify_candidates_assemble(kw):
 def test_decode_occupancy_candidates_assemble(kw):
     """The decode generator's measured occupancy builds (experiments/gdn/README.md) stay
     buildable; with z and the norm weight in shared memory, 64 registers do not spill."""
-    import tempfile
-    from pathlib import Path
-
-    from netra.runtime import build, toolchain
-
-    g = paths.generator("gdn", "gen_gdn_decode")
-    with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / "gdn_decode_b32.ptx"
-        path.write_text(g.generate(**kw))
-        res = build.resource_usage(toolchain.ptxas(), path)
+    res = _ptxas_usage("gdn_decode_b32", paths.generator("gdn", "gen_gdn_decode").generate(**kw))
     if kw.get("maxnreg"):
         assert res["registers"] <= kw["maxnreg"], res
     if kw.get("zn_async") and not kw.get("pdl"):
         assert res["spill_stores"] == res["stack_frame"] == 0, res
 
 
-
 def test_persistent_decode_candidate_assembles():
-    """experiments/gdn/gen_gdn_decode_persist.py (built, not yet measured) stays buildable: no
-    spills at its own register count, its cp.async prefetch and st.async exchanges in the SASS."""
-    import tempfile
+    """experiments/gdn/gen_gdn_decode_persist.py (built, not yet measured) stays buildable: its
+    cp.async prefetch (8 pieces per thread, twice) and its item-count parameter in the PTX, and no
+    spills at its own register count."""
     from pathlib import Path
-
-    from netra.runtime import build, toolchain
 
     g = paths.load_module(Path(__file__).resolve().parents[1] / "experiments/gdn/gen_gdn_decode_persist.py",
                           "gen_gdn_decode_persist")
     ptx = g.generate()
     assert ptx.count("cp.async.cg.shared.global") == 16 and "ld.param.u32 %nit, [items];" in ptx
-    with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / "gdn_decode_b32.ptx"
-        path.write_text(ptx)
-        res = build.resource_usage(toolchain.ptxas(), path)
+    res = _ptxas_usage("gdn_decode_b32", ptx)
     assert res["spill_stores"] == res["stack_frame"] == 0, res

@@ -56,7 +56,6 @@ V3_BUILDS = {"v3": _V3, "v3c": dict(_V3, x_rows=True), "v3d": dict(_V3, x_rows=T
              "v3e": dict(_V3, x_rows=True, skip_nt1=True, packed_amax=True),
              "v3f": dict(_V3, x_rows=True, skip_nt1=True, packed_amax=True, pre_strips=1),  # + late trigger: promoted at db6fda2
              "v3g": dict(split_m8=True, x_first_m16=False),  # v3f with the body twice (M <= 8, M > 8): the promoted build since v3g_variant.json
-             "v3t": dict(tgroups=True),  # v3g with token groups over grid y (shapes with Fp8Gemv.tgroups possible)
              "v3r": dict(pre_strips=0)}  # the promoted build with x first at every M (not yet measured)
 
 

@@ -189,6 +189,56 @@ def load_params(e: Emit) -> dict:
     return {p: f"%a{i}" for i, p in enumerate(PARAMS)}
 
 
+def slot_free_loads(e: Emit, A: dict, act=None, zn_async: bool = False) -> None:
+    """The loads that need no slot id: b, a, A_log, dt_bias (all threads), z and the norm weight
+    (warp 0; %pw), this thread's conv channel (%ch, %pc, %pq), its qkv value and conv weights.
+    ``act`` emits the loads of the projection outputs (a no-op under pdl: they follow the wait);
+    ``zn_async``: z and the norm weight by cp.async (zn_async_loads)."""
+    act = e if act is None else act
+    e(f"mad.lo.u32 %t0, %seq, {NV}, %h;")
+    e("mul.wide.u32 %pt, %t0, 2;")
+    e(f"add.u64 %pt, {A['b_in']}, %pt;")
+    act("ld.global.nc.b16 %bb, [%pt];")
+    e("mul.wide.u32 %pt, %t0, 2;")
+    e(f"add.u64 %pt, {A['a_in']}, %pt;")
+    act("ld.global.nc.b16 %ab, [%pt];")
+    e("mul.wide.u32 %pt, %h, 4;")
+    e(f"add.u64 %pcv, {A['a_log']}, %pt;")
+    e("ld.global.nc.f32 %alog, [%pcv];")
+    e(f"add.u64 %pcv, {A['dt_bias']}, %pt;")
+    e("ld.global.nc.f32 %dtb, [%pcv];")
+    e("setp.lt.u32 %pw, %th, 32;")
+    if zn_async:
+        zn_async_loads(e, A, after_wait=False, act=act)
+    else:
+        e("mul.wide.u32 %pt, %col, 2;")
+        e(f"add.u64 %pt, {A['norm_w']}, %pt;")
+        e("@%pw ld.global.nc.b16 %nwb, [%pt];")
+        e(f"mad.lo.u32 %t0, %h, {DV}, %col;")
+        e("mad.lo.u32 %t1, %seq, %zrow, %t0;")
+        e("mul.wide.u32 %pt, %t1, 2;")
+        e(f"add.u64 %pt, {A['z']}, %pt;")
+        act("@%pw ld.global.nc.b16 %zb, [%pt];")
+    e("// this thread's conv channel: q (th < 16), k (th < 32), v (th < 64)")
+    conv_channel(e)
+    e("mad.lo.u32 %t1, %seq, %qrow, %ch;")
+    e("mul.wide.u32 %pt, %t1, 2;")
+    e(f"add.u64 %pt, {A['qkv']}, %pt;")
+    act("@%pc ld.global.nc.b16 %xb, [%pt];")
+    e("mul.wide.u32 %pt, %ch, 8;")
+    e(f"add.u64 %pt, {A['conv_w']}, %pt;")
+    e("@%pc ld.global.nc.v2.b32 {%wlo, %whi}, [%pt];  // conv_w[ch, 0..3]")
+
+
+def conv_window_address(e: Emit, pool: str) -> None:
+    """%pcv = this thread's conv window in the pool at the slot id: pool[slot, ch, 0..2] (BF16)."""
+    e(f"mul.lo.u64 %pcv, %slot, {CONV};")
+    e("cvt.u64.u32 %pt, %ch;")
+    e("add.u64 %pcv, %pcv, %pt;")
+    e(f"mul.lo.u64 %pcv, %pcv, {2 * (KW - 1)};")
+    e(f"add.u64 %pcv, {pool}, %pcv;  // conv_pool[slot, ch, 0..2]")
+
+
 def conv_weights(e: Emit) -> None:
     """%f0..%f3 = the channel's 4 BF16 conv weights (%wlo, %whi) as f32."""
     e("shl.b32 %t0, %wlo, 16;")
@@ -402,48 +452,12 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False) -> str
     e("mul.wide.u32 %pt, %seq, 8;")
     e(f"add.u64 %pt, {A['slots']}, %pt;")
     e("ld.global.nc.u64 %slot, [%pt];")
-    e(f"mad.lo.u32 %t0, %seq, {NV}, %h;")
-    e("mul.wide.u32 %pt, %t0, 2;")
-    e(f"add.u64 %pt, {A['b_in']}, %pt;")
-    act("ld.global.nc.b16 %bb, [%pt];")
-    e("mul.wide.u32 %pt, %t0, 2;")
-    e(f"add.u64 %pt, {A['a_in']}, %pt;")
-    act("ld.global.nc.b16 %ab, [%pt];")
-    e("mul.wide.u32 %pt, %h, 4;")
-    e(f"add.u64 %pcv, {A['a_log']}, %pt;")
-    e("ld.global.nc.f32 %alog, [%pcv];")
-    e(f"add.u64 %pcv, {A['dt_bias']}, %pt;")
-    e("ld.global.nc.f32 %dtb, [%pcv];")
-    e("setp.lt.u32 %pw, %th, 32;")
-    if zn_async:
-        zn_async_loads(e, A, after_wait=False, act=act)
-    else:
-        e("mul.wide.u32 %pt, %col, 2;")
-        e(f"add.u64 %pt, {A['norm_w']}, %pt;")
-        e("@%pw ld.global.nc.b16 %nwb, [%pt];")
-        e(f"mad.lo.u32 %t0, %h, {DV}, %col;")
-        e("mad.lo.u32 %t1, %seq, %zrow, %t0;")
-        e("mul.wide.u32 %pt, %t1, 2;")
-        e(f"add.u64 %pt, {A['z']}, %pt;")
-        act("@%pw ld.global.nc.b16 %zb, [%pt];")
-    e("// this thread's conv channel: q (th < 16), k (th < 32), v (th < 64)")
-    conv_channel(e)
-    e("mad.lo.u32 %t1, %seq, %qrow, %ch;")
-    e("mul.wide.u32 %pt, %t1, 2;")
-    e(f"add.u64 %pt, {A['qkv']}, %pt;")
-    act("@%pc ld.global.nc.b16 %xb, [%pt];")
-    e("mul.wide.u32 %pt, %ch, 8;")
-    e(f"add.u64 %pt, {A['conv_w']}, %pt;")
-    e("@%pc ld.global.nc.v2.b32 {%wlo, %whi}, [%pt];  // conv_w[ch, 0..3]")
+    slot_free_loads(e, A, act, zn_async)
     e("// the conv window and the state slice, at the slot id")
     e("cvt.u64.u32 %pt, %npool;")
     e("setp.ge.u64 %p, %slot, %pt;  // also a negative slot id: the whole cluster shares it")
     e("@%p bra BAD_SLOT;")
-    e(f"mul.lo.u64 %pcv, %slot, {CONV};")
-    e("cvt.u64.u32 %pt, %ch;")
-    e("add.u64 %pcv, %pcv, %pt;")
-    e(f"mul.lo.u64 %pcv, %pcv, {2 * (KW - 1)};")
-    e(f"add.u64 %pcv, {A['conv_pool']}, %pcv;  // conv_pool[slot, ch, 0..2]")
+    conv_window_address(e, A["conv_pool"])
     e("@%pc ld.global.b16 %u1, [%pcv];")
     e("@%pc ld.global.b16 %u2, [%pcv+2];")
     e("@%pc ld.global.b16 %u3, [%pcv+4];")

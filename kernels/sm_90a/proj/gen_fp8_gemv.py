@@ -538,7 +538,7 @@ V3 = dict(x_rows=False, skip_nt1=False, packed_amax=False, pre_strips=None, earl
 
 def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bool = True, packed_amax: bool = True,
              pre_strips: int | None = 1, early_trigger: bool = False, split_m8: bool = True,
-             tgroups: bool | None = None, xpair: bool = False, x_first_m16: bool | None = None) -> str:
+             tgroups: bool = False, xpair: bool = False, x_first_m16: bool | None = None) -> str:
     """The PTX. The defaults are the promoted build (v3g); ``generate(sh, **V3)`` is v3 as promoted
     at cb9faad (bitwise the same outputs). ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x, on v3): x comes into
     shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
@@ -556,11 +556,10 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     at once, each prefetching (experiments/proj/README.md, trace_v3). ``split_m8`` (v3g,
     promoted after experiments/proj/v3g_variant.json): everything after the wait twice, for M <= 8 without the second n-tile's registers and
     work and for M > 8 without predicates, so K = 4096 can skip that n-tile's x prologue
-    without the spill a branch inside one copy costs. ``tgroups`` (None: the shape's own
-    ``Fp8Gemv.tgroups``): the grid's y is the 8-token group, ceil(M / 8) of them, and each CTA runs
-    the M <= 8 copy on its group's rows of x and out; the CTAs of one strip read the same weight
-    chunks (L2 serves the second), for shapes whose grid leaves half the SMs idle or whose CTAs
-    are small (experiments/proj/proj_variant.py v3t). ``xpair`` (M > 8 copy only): clusters of 2
+    without the spill a branch inside one copy costs. ``tgroups`` (a candidate, measured
+    and not promoted: proj_variant.py v3t; its launch takes grid y = ceil(M / 8)): the grid's y is
+    the 8-token group, and each CTA runs the M <= 8 copy on its group's rows of x and out; the
+    CTAs of one strip read the same weight chunks (L2 serves the second). ``xpair`` (M > 8 copy only): clusters of 2
     CTAs; each loads the x rows of one n-tile (tokens 8 rank ..) and hands them to its peer by
     st.async, so x's L2 reads halve (trace_v3g.json: at M = 16 the x prologue, every CTA reading
     all of x from L2, ends 4.9 us into a 6 us launch at 2048 x 4096); the same fragments, so the
@@ -573,7 +572,6 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     assert not (stage_x and x_rows), "stage_x is a variant of v3's x prologue: pass **V3 with it"
     assert sh.fuse in ("", "norm", "res", "gate") and (sh.fuse != "norm" or (x_rows and sh.NC == 1))
     N, K, S, W, NC, SB, NS = sh.N, sh.K, sh.S, sh.W, sh.NC, sh.SB, sh.NS
-    tgroups = sh.tgroups if tgroups is None else tgroups
     x_first_m16 = sh.x_first if x_first_m16 is None else x_first_m16
     xpair = xpair and split_m8 and x_rows and not tgroups and sh.fuse in ("", "res")
     assert not xpair or sh.grid % 2 == 0

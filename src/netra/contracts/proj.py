@@ -64,14 +64,6 @@ class Fp8Gemv:
     def grid(self) -> int:  # persistent: CTA c takes strips c, c + grid, ...
         return min(self.S, SMS)
 
-    # token groups (grid y = ceil(M / 8), each CTA the M <= 8 body on its 8 rows): where the grid
-    # leaves half the SMs idle or the CTAs are small enough for two per SM
-    TGROUPS = False  # the promoted build: none yet (experiments/proj/proj_variant.py v3t)
-
-    @property
-    def tgroups(self) -> bool:
-        return self.TGROUPS and self.fuse in ("", "gate") and (2 * self.S <= SMS or self.threads <= 128)
-
     @property
     def x_first(self) -> bool:
         """At M > 8, x's loads before any weight chunk is requested (none before griddepcontrol.wait):
@@ -80,10 +72,6 @@ class Fp8Gemv:
         2048 x 4096 5.97 / 7.65, 4096 x 2048 5.41 / 5.84, 1024 x 2048 3.92 / 4.10; slower where CTAs
         stream more strips (9216 x 2048 8.66 / 8.37) and at K = 512 (2.69 / 2.55)."""
         return self.K >= 2048 and self.S <= 2 * self.grid and self.fuse != "norm"
-
-    @property
-    def grid_y(self) -> str:
-        return "(M + 7) // 8" if self.tgroups else "1"
 
     # dynamic shared memory: NS stages | their W weight scales (64 B each) | 2 reduction buffers | NS mbarriers
     @property
@@ -156,7 +144,7 @@ def _contract(s: Fp8Gemv) -> Contract:
             Scalar("M", "u32", value="M"),
         ),
         dims={"M": TOKENS},
-        grid=(str(s.grid), s.grid_y, "1"),
+        grid=(str(s.grid), "1", "1"),
         threads=s.threads,
         reduction_order="per strip and k block: mma.sync k16 steps in k order (fp32), times the block's weight scale "
                         "and the token's inverse x scale (K = 4096: the warp's two k blocks in k order); the warps' "
@@ -263,7 +251,7 @@ def _contract_gate(s: Fp8Gemv) -> Contract:
         bytes_written=f"M * {2 * s.N} + M * 2",
         op="fp8_linear_gate",
         reference="netra.reference.proj.fp8_linear and x @ gate_w^T, float64",
-        **dict(_common(s), grid=(str(s.grid + 1), s.grid_y, "1")),
+        **dict(_common(s), grid=(str(s.grid + 1), "1", "1")),
     )
 
 
