@@ -212,6 +212,10 @@ def test_measured_candidates_assemble_and_x_first_follows_the_shape(sh):
     m8 = lambda t: t[t.index("BODY_M16;"):t.index("BODY_M16:")]  # noqa: E731  (the M <= 8 copy)
     assert m8(promoted) == m8(g.generate(sh, x_first_m16=False))
     assert sh.x_first == (sh.name in ("fp8_gemv_n4096_k2048", "fp8_gemv_n2048_k4096", "fp8_gemv_n1024_k2048"))
+    # x first at every M (v3r) for the one-strip shapes only: no chunk before griddepcontrol.wait
+    assert sh.pre_strips == (0 if sh.name in ("fp8_gemv_n2048_k4096", "fp8_gemv_n1024_k2048") else 1)
+    head = promoted[promoted.index(".entry"):promoted.index("griddepcontrol.wait;")]
+    assert ("cp.async.bulk.shared" in head) == (sh.pre_strips > 0)
 
 
 def test_bf16_gemv_row_builds_assemble_and_differ_only_in_the_row_fill():

@@ -20,10 +20,10 @@ the large shapes -0.3 to -0.5 us, M <= 8 unchanged; measured: correct, bitwise, 
 everywhere: rejected), `v3q` (v3g with x's loads before every chunk request at M > 8; prediction:
 M = 16 at 2048 x 4096 from 7.7 to ~6.5 us, at 4096 x 2048 from 5.8 to ~5.2, 12288 x 2048 unchanged,
 M <= 8 unchanged; the PDL chain at M > 8 loses its weight prefetch; promoted per shape), `v3r`
-(the promoted build with x first at every M, `pre_strips=0`; not yet measured; prediction from
-the records at 0dcc14b, where 2048 x 4096 at M = 9 (x first) took 5.64 us against 5.86 at M = 8:
-M = 2..8 there ~0.3 us faster, M = 1 unchanged (its first chunk, not x, is the critical path),
-the persistent shapes slower as in v3q; run with --shapes=fp8_gemv_n2048_k4096,...), `v5`, `v5_pdl`, `v6`, `v6_pdl` (gen_fp8_gemv_v5.py; the PDL builds are also timed as a chain of
+(x first at every M, `pre_strips=0`; prediction from the records at 0dcc14b, where 2048 x 4096
+at M = 9 (x first) took 5.64 us against 5.86 at M = 8: M = 2..8 there ~0.3 us faster, M = 1
+unchanged; measured (v3r_variant.json): M = 1 also 0.9 us faster there, 4096 x 2048 slower at
+M <= 8; promoted for the one-strip shapes as `Fp8Gemv.pre_strips`), `v5`, `v5_pdl`, `v6`, `v6_pdl` (gen_fp8_gemv_v5.py; the PDL builds are also timed as a chain of
 cuLaunchKernelEx launches with programmatic stream serialization). For each shape: assemble with the pinned ptxas and flags; check at
 M in (1, 5, 8, 9, 16) against the float64 reference with NaN-poisoned outputs, twice
 (bitwise equal), and against the promoted kernel's output bitwise (v4 keeps its arithmetic);
@@ -55,8 +55,8 @@ _V3 = paths.generator("proj", "gen_fp8_gemv").V3  # the build promoted at cb9faa
 V3_BUILDS = {"v3": _V3, "v3c": dict(_V3, x_rows=True), "v3d": dict(_V3, x_rows=True, skip_nt1=True),
              "v3e": dict(_V3, x_rows=True, skip_nt1=True, packed_amax=True),
              "v3f": dict(_V3, x_rows=True, skip_nt1=True, packed_amax=True, pre_strips=1),  # + late trigger: promoted at db6fda2
-             "v3g": dict(split_m8=True, x_first_m16=False),  # v3f with the body twice (M <= 8, M > 8): the promoted build since v3g_variant.json
-             "v3r": dict(pre_strips=0)}  # the promoted build with x first at every M (not yet measured)
+             "v3g": dict(split_m8=True, x_first_m16=False, pre_strips=1),  # v3f with the body twice (M <= 8, M > 8): promoted after v3g_variant.json
+             "v3r": dict(pre_strips=0)}  # x first at every M: promoted for the one-strip shapes (Fp8Gemv.pre_strips)
 
 
 def candidate(name: str):

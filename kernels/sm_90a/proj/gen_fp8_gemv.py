@@ -38,7 +38,8 @@ experiments/proj/README.md):
   while kernels run), the other stages' right after the x loads, so x does not queue behind
   them; at M > 8, where a CTA streams at most two strips of K >= 2048 (`Fp8Gemv.x_first`:
   2048 x 4096, 4096 x 2048, 1024 x 2048), no chunk goes before x (the x prologue is then the
-  critical path: trace_v3g.json, v3q_variant.json); x is read and out written after the wait; `griddepcontrol.launch_dependents` follows
+  critical path: trace_v3g.json, v3q_variant.json), and where a CTA streams one strip
+  (`Fp8Gemv.pre_strips` = 0: 2048 x 4096, 1024 x 2048) none at any M (v3r_variant.json); x is read and out written after the wait; `griddepcontrol.launch_dependents` follows
   the wait (one dependent grid at a time). Launched plainly (the op's default) the two
   instructions are no-ops.
 - Fused variants (netra.contracts.proj.FUSED): "norm" takes h and the norm weight and makes x =
@@ -537,7 +538,7 @@ V3 = dict(x_rows=False, skip_nt1=False, packed_amax=False, pre_strips=None, earl
 
 
 def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bool = True, packed_amax: bool = True,
-             pre_strips: int | None = 1, early_trigger: bool = False, split_m8: bool = True,
+             pre_strips: int | None | str = "shape", early_trigger: bool = False, split_m8: bool = True,
              tgroups: bool = False, xpair: bool = False, x_first_m16: bool | None = None) -> str:
     """The PTX. The defaults are the promoted build (v3g); ``generate(sh, **V3)`` is v3 as promoted
     at cb9faad (bitwise the same outputs). ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x, on v3): x comes into
@@ -551,7 +552,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     amax of x by integer max over packed BF16 (the same scales). ``pre_strips`` (v3f): only
     this many strips' chunks are requested before griddepcontrol.wait, the rest right after the
     x loads, so x does not queue behind all of the first chunks (None: every stage before the
-    wait). ``early_trigger`` (v3): griddepcontrol.launch_dependents before the wait instead of
+    wait; "shape": ``Fp8Gemv.pre_strips``, 0 for the one-strip shapes since v3r_variant.json). ``early_trigger`` (v3): griddepcontrol.launch_dependents before the wait instead of
     after it; with small CTAs (K = 512) a PDL chain then cascades, many later grids resident
     at once, each prefetching (experiments/proj/README.md, trace_v3). ``split_m8`` (v3g,
     promoted after experiments/proj/v3g_variant.json): everything after the wait twice, for M <= 8 without the second n-tile's registers and
@@ -573,6 +574,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     assert sh.fuse in ("", "norm", "res", "gate") and (sh.fuse != "norm" or (x_rows and sh.NC == 1))
     N, K, S, W, NC, SB, NS = sh.N, sh.K, sh.S, sh.W, sh.NC, sh.SB, sh.NS
     x_first_m16 = sh.x_first if x_first_m16 is None else x_first_m16
+    pre_strips = sh.pre_strips if pre_strips == "shape" else pre_strips
     xpair = xpair and split_m8 and x_rows and not tgroups and sh.fuse in ("", "res")
     assert not xpair or sh.grid % 2 == 0
     assert not (tgroups and sh.fuse in ("norm", "res")), "token groups: plain and gate kernels"

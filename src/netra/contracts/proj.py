@@ -73,6 +73,15 @@ class Fp8Gemv:
         stream more strips (9216 x 2048 8.66 / 8.37) and at K = 512 (2.69 / 2.55)."""
         return self.K >= 2048 and self.S <= 2 * self.grid and self.fuse != "norm"
 
+    @property
+    def pre_strips(self) -> int:
+        """Strips whose chunks are requested before griddepcontrol.wait at M <= 8: none where x goes
+        first and each CTA streams one strip (x's prologue is then the critical path at every M),
+        else the first. Measured (experiments/proj/v3r_variant.json, us, none / one): 2048 x 4096
+        M = 1 4.56 / 5.45, M = 8 4.64 / 5.81; 1024 x 2048 2.98 / 3.04, 3.05 / 3.21; slower where
+        CTAs stream two strips (4096 x 2048 M = 1 4.68 / 4.44)."""
+        return 0 if self.x_first and self.S <= self.grid else 1
+
     # dynamic shared memory: NS stages | their W weight scales (64 B each) | 2 reduction buffers | NS mbarriers
     @property
     def scl_off(self) -> int:
