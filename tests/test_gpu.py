@@ -237,6 +237,76 @@ def test_fused_projections_are_bitwise_the_unfused_kernels(M):
             assert _misses(sh.name) == 0, ops.stats()[sh.name]
 
 
+@pytest.mark.parametrize("M", [1, 3, 9, 16, 20])
+def test_expert_kernels_in_the_op_and_the_moe_block(M):
+    """fp8_linear_experts takes both expert kernels with no miss (M = 20 tokens: two launches
+    of gate | up; the down's 8 M pairs in launches of 16), matches float64 within the
+    contract's tolerance and the framework path within its BF16-weight error; a bad id gives
+    a NaN row; moe_decode with the kernels matches the framework path, and graph replay
+    gives the eager bits."""
+    from netra.contracts.proj import EXPERTS
+    from netra.decode import ops as dops
+    from netra.lifecycle import testbeds
+
+    ops.reset_stats()
+    for sh in EXPERTS:
+        tb = testbeds.get(sh.name)
+        i = tb.make({"M": M, "E": 256}, torch.Generator().manual_seed(M), "cuda")
+        want = tb.reference(i)["out"]
+        out = torch.full(want.shape, float("nan"), dtype=torch.bfloat16, device="cuda")
+        dops.fp8_linear_experts(i["x"], i["w"], i["scale"], i["ids"], out)
+        fw = torch.empty_like(out)
+        dops.experts_framework(i["x"], i["_w_plain"], i["scale"], i["ids"], fw)
+        torch.cuda.synchronize()
+        assert _misses(sh.name) == 0, ops.stats()[sh.name]
+        assert metrics.rel_err(out, want) <= contracts.get(sh.name).tolerance, sh.name
+        assert metrics.rel_err(fw, want) <= 2 * contracts.get(sh.name).tolerance, sh.name
+        ids = i["ids"].clone()
+        ids.view(-1)[0] = 256
+        bad = torch.empty_like(out)
+        dops.fp8_linear_experts(i["x"], i["w"], i["scale"], ids, bad)
+        torch.cuda.synchronize()
+        assert bad.view(-1, sh.N)[0].isnan().all() and torch.equal(bad.view(-1, sh.N)[1:], out.view(-1, sh.N)[1:])
+    # the MoE block: routed experts on the kernels (packed stacks) against the framework path
+    from netra.model.checkpoint import quantize
+    from netra.ops.proj import pack_weight
+
+    g = torch.Generator(device="cuda").manual_seed(7)
+    E, H, I = 256, 2048, 512
+
+    def q(shape):
+        w = torch.randn(*shape, generator=g, device="cuda") * 0.02
+        qq, sc = quantize(w.view(-1, shape[-1]))
+        return qq.view(shape), sc.view(shape[0], shape[1] // 128, shape[2] // 128) if len(shape) == 3 else sc
+
+    w13, s13 = q((E, 2 * I, H))
+    w2, s2 = q((E, H, I))
+    sw13, ss13 = q((2 * I, H))
+    sw2, ss2 = q((H, I))
+    router = (torch.randn(E, H, generator=g, device="cuda") * 0.02).to(torch.bfloat16)
+    sgate = (torch.randn(1, H, generator=g, device="cuda") * 0.02).to(torch.bfloat16)
+    x = torch.randn(M, H, generator=g, device="cuda").to(torch.bfloat16)
+    psw13, psw2, pw13, pw2 = pack_weight(sw13), pack_weight(sw2), pack_weight(w13), pack_weight(w2)
+    args = lambda a, b: (x, router, a, s13, b, s2, psw13, ss13, psw2, ss2, sgate, 8)  # noqa: E731
+    out_k, out_f = (torch.empty(M, H, dtype=torch.bfloat16, device="cuda") for _ in range(2))
+    dops.moe_decode(*args(pw13, pw2), out_k)
+    ops.set_framework("fp8_linear_experts", True)
+    try:
+        dops.moe_decode(*args(w13, w2), out_f)
+    finally:
+        ops.set_framework("fp8_linear_experts", False)
+    graph_out = torch.full_like(out_k, float("nan"))
+    dops.moe_decode(*args(pw13, pw2), graph_out)  # warm the eager path before capture
+    gr = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(gr):
+        dops.moe_decode(*args(pw13, pw2), graph_out)
+    graph_out.fill_(float("nan"))
+    gr.replay()
+    torch.cuda.synchronize()
+    assert metrics.rel_err(out_k, out_f.double()) < 2e-2
+    assert torch.equal(graph_out, out_k)
+
+
 @pytest.mark.parametrize("B", [1, 7, 32])
 def test_gdn_decode_op_runs_the_kernel_and_matches_the_framework_path(B):
     """netra::gdn_decode in the runner's layout (qkv and z views of one qkvz row, int64

@@ -8,7 +8,7 @@ import torch
 
 import netra.ops as ops
 from netra import contracts, paths
-from netra.contracts.proj import FUSED, SHAPES
+from netra.contracts.proj import EXPERTS, FUSED, SHAPES
 from netra.decode import ops as dops
 from netra.model import checkpoint as ck
 from netra.ops import proj
@@ -110,19 +110,22 @@ def test_runner_with_real_projection_shapes_packs_and_matches_the_reference():
     from netra.reference.qwen36 import Reference
 
     def pack_plain(ckpt):  # the same fusions, no kernel layout
-        saved = dict(pk.BY_NK)
+        saved, saved_e = dict(pk.BY_NK), set(pk.EXPERT_NK)
         pk.BY_NK.clear()
+        pk.EXPERT_NK.clear()
         try:
             return pack(ckpt)
         finally:
             pk.BY_NK.update(saved)
+            pk.EXPERT_NK.update(saved_e)
 
     cfg = dataclasses.replace(QWEN36_35B_A3B.with_layers(4), num_experts=8, num_experts_per_tok=2, vocab_size=1024)
     c = ck.synthetic_checkpoint(cfg, seed=41)
     p = pack(c)
     for key, shape in (("layers.0.qkvz.w", (768, 16, 2048)), ("layers.3.qkv_attn.w", (576, 16, 2048)),
                        ("layers.0.out.w", (128, 32, 2048)), ("layers.3.o.w", (128, 32, 2048)),
-                       ("layers.1.sw13.w", (64, 16, 2048)), ("layers.1.sw2.w", (128, 4, 2048))):
+                       ("layers.1.sw13.w", (64, 16, 2048)), ("layers.1.sw2.w", (128, 4, 2048)),
+                       ("layers.1.w13", (8, 64, 16, 2048)), ("layers.1.w2", (8, 128, 4, 2048))):
         assert tuple(p.tensors[key].shape) == shape, key
     assert tuple(p.tensors["layers.0.qkvz.s"].shape) == (96, 16)
     ops.reset_stats()
@@ -143,7 +146,7 @@ def test_runner_with_real_projection_shapes_packs_and_matches_the_reference():
     # the runner calls the norm-prologue and gate kernels, whose fallback is the plain kernel
     # (missed too here); the residual-epilogue kernel is not used by the runner
     assert missed == ({sh.name for sh in SHAPES if (sh.N, sh.K) not in ((8192, 2048), (4096, 2048))}
-                      | {sh.name for sh in FUSED if sh.fuse in ("norm", "gate")})
+                      | {sh.name for sh in FUSED if sh.fuse in ("norm", "gate")} | {sh.name for sh in EXPERTS})
 
 
 def test_bf16_gemv_ptx_is_current_and_framework_path_matches():
@@ -256,7 +259,7 @@ def test_set_pdl_rebinds_only_pdl_kernels_with_the_pdl_launcher(monkeypatch):
         ops.set_pdl(True)
         ops.prepare()
         pdl_names = {k.contract.name for k in ops.OPS.values() if k.contract.pdl}
-        assert pdl_names == {sh.name for sh in SHAPES + FUSED}
+        assert pdl_names == {sh.name for sh in SHAPES + FUSED + EXPERTS}
         assert all((made[n] == "PDL") == (n in pdl_names) for n in made) and pdl_names <= set(made)
         made.clear()
         ops.set_pdl(False)

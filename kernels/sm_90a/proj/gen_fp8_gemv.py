@@ -45,6 +45,14 @@ experiments/proj/README.md):
 - Fused variants (netra.contracts.proj.FUSED): "norm" takes h and the norm weight and makes x =
   rmsnorm(h) in the x registers before the fragments (norm_prologue: bitwise rmsnorm_h2048; CTA 0
   writes x out), M <= 8 only; "res" adds the BF16 product to h in place in the final store.
+- Routed experts (netra.contracts.proj.EXPERTS, fuse "moe"): the weight is every expert's
+  packed weight stacked, and the launch streams P = M pairs_per_x virtual strips blocks: strip
+  s is strip s % S of pair s / S, whose expert id (ids[pair], int64, the router's top-k) the
+  CTA's threads read into shared memory once after the wait (an id outside 0..E-1 becomes
+  0xffffffff: its chunks are read from expert E - 1, in bounds, and its output row is NaN).
+  Every chunk is requested after the wait and the x loads. Each strip computes every x row
+  (the M <= 8 / M > 8 copies as above) and stores only pair j's own row (j >> pair_shift) to
+  out[j]. K = 512 keeps 8 chunks in flight (MOE_STAGES).
 """
 
 from __future__ import annotations
@@ -54,7 +62,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "src"))
-from netra.contracts.proj import FUSED, SHAPES, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
+from netra.contracts.proj import EXPERTS, FUSED, SHAPES, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
 
 
 class Emit:
@@ -85,7 +93,7 @@ def header(e: Emit, version: str = "8.0") -> None:
 def entry(e: Emit, name: str, fuse: str = "") -> None:
     """The .entry line and the parameters (netra.contracts.proj, in its order): x (h with the
     norm prologue), w, scale, out (h, in place, with the residual epilogue), M; the norm
-    prologue adds norm_w, x_out, eps; the gate CTA gate_w, gate_out."""
+    prologue adds norm_w, x_out, eps; the gate CTA gate_w, gate_out; the experts ids, E."""
     e(f".visible .entry {name}(")
     e("  .param .u64 x," if fuse != "norm" else "  .param .u64 h,")
     e("  .param .u64 w,")
@@ -100,6 +108,10 @@ def entry(e: Emit, name: str, fuse: str = "") -> None:
         e("  .param .u64 norm_w,")
         e("  .param .u64 x_out,")
         e("  .param .f32 eps")
+    elif fuse == "moe":
+        e("  .param .u32 M,")
+        e("  .param .u64 ids,")
+        e("  .param .u32 E")
     else:
         e("  .param .u32 M")
     e(")")
@@ -121,6 +133,10 @@ def load_params(e: Emit, fuse: str = "") -> None:
         e("  ld.param.u64 %pgo, [gate_out];")
         e("  cvta.to.global.u64 %pg, %pg;")
         e("  cvta.to.global.u64 %pgo, %pgo;")
+    if fuse == "moe":
+        e("  ld.param.u64 %pid, [ids];")
+        e("  ld.param.u32 %ne, [E];")
+        e("  cvta.to.global.u64 %pid, %pid;")
     if fuse == "norm":
         e("  ld.param.u64 %pn, [norm_w];")
         e("  ld.param.u64 %pxo, [x_out];")
@@ -356,13 +372,28 @@ def issue(e: Emit, sh: Shape, strip: str, h: int, stage: str) -> None:
     e(f"  mad.lo.u32 %bf, {stage}, 8, %bars;")
     e(f"  mbarrier.arrive.expect_tx.shared::cta.b64 _, [%bf], {sh.SB + 4 * sh.W};")
     e(f"  mad.lo.u32 %ta, {stage}, {sh.SB}, %sbase;")
-    e(f"  mul.lo.u32 %t0, {strip}, {sh.KB};")
+    if sh.fuse == "moe":
+        e("  // virtual strip -> (pair, strip of its expert): the expert from the ids table (bad: E - 1, in bounds)")
+        e(f"  shr.u32 %ej, {strip}, {sh.S.bit_length() - 1};")
+        e(f"  and.b32 %ls, {strip}, {sh.S - 1};")
+        e("  shl.b32 %t0, %ej, 2;")
+        e("  add.u32 %t0, %t0, %sbase;")
+        e(f"  ld.shared.u32 %ej, [%t0+{sh.ids_off}];")
+        e("  sub.u32 %t0, %ne, 1;")
+        e("  min.u32 %ej, %ej, %t0;")
+        e(f"  mad.lo.u32 %t0, %ej, {sh.S}, %ls;")
+        strip = "%ls"
+        e(f"  mul.lo.u32 %t0, %t0, {sh.KB};")
+    else:
+        e(f"  mul.lo.u32 %t0, {strip}, {sh.KB};")
     e(f"  add.u32 %t0, %t0, {h * sh.W};")
     e("  mul.wide.u32 %pt64, %t0, 2048;")
     e("  add.u64 %pa, %pw, %pt64;")
     e(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%ta], [%pa], {sh.SB}, [%bf], %pol;")
     e("  // the chunk's W weight-block scales (s / 8, h W .. h W + W - 1), 16-byte aligned and contiguous")
     e(f"  shr.u32 %t0, {strip}, 3;")
+    if sh.fuse == "moe":  # the expert's scales: N / 128 rows of KB
+        e(f"  mad.lo.u32 %t0, %ej, {sh.N // 128}, %t0;")
     e(f"  mul.lo.u32 %t0, %t0, {sh.KB};")
     e(f"  add.u32 %t0, %t0, {h * sh.W};")
     e("  mul.wide.u32 %pt64, %t0, 4;")
@@ -377,7 +408,7 @@ def issue_strips(e: Emit, sh: Shape, first: str, count: int, stage0: str, label:
     first + G, ... (count strips, none >= S) into stages stage0, stage0 + 1, ..."""
     e(f"  mov.u32 %sn, {first};")
     for i in range(count):
-        e(f"  setp.ge.u32 %p, %sn, {sh.S};")
+        e(f"  setp.ge.u32 %p, %sn, {'%sv' if sh.fuse == 'moe' else sh.S};")
         e(f"  @%p bra {label};")
         for h in range(sh.NC):
             e(f"  add.u32 %t3, {stage0}, {i * sh.NC + h};")
@@ -397,11 +428,21 @@ def store_partials(e: Emit, nts: tuple = (0, 1)) -> None:
         e(f"  st.shared.f32 [%t1+{off}], %acc{r};")
 
 
-def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: str, res: bool = False) -> None:
+def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: str, res: bool = False,
+                    moe: Shape | None = None) -> None:
     """Output o = tid + threads r < 16 M: row o % 16, token o / 16; the W warps' [token][row]
     partials at red_base (the lines that set %t0) + 1024 w summed in warp order (consecutive
     threads read consecutive words), BF16 to out[token, 16 s + row]. ``res``: out is the
-    residual h, and the BF16 product is added to it (fp32 add, BF16 round: the model's two ops)."""
+    residual h, and the BF16 product is added to it (fp32 add, BF16 round: the model's two ops).
+    ``moe``: only pair j = s / S's own x row (j >> pair_shift), to out[j, 16 (s % S) + row] =
+    out + 2 (16 s + row); NaN where the pair's id was not an expert."""
+    if moe is not None:
+        e(f"  shr.u32 %ej, %s, {moe.S.bit_length() - 1};  // this strip's pair")
+        e("  shl.b32 %t0, %ej, 2;")
+        e("  add.u32 %t0, %t0, %sbase;")
+        e(f"  ld.shared.u32 %ls, [%t0+{moe.ids_off}];")
+        e("  setp.ge.u32 %pe, %ls, %ne;  // not an expert: NaN out")
+        e(f"  shr.u32 %ls, %ej, {moe.pair_shift};  // the pair's x row: the only token stored")
     e("  shl.b32 %t1, %m, 4;")
     for r in range(-(-256 // threads)):
         e(f"  add.u32 %t0, %th, {r * threads};")
@@ -409,6 +450,9 @@ def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: 
         e(f"  @%p bra {done};")
         e("  and.b32 %t2, %t0, 15;")
         e("  shr.u32 %t3, %t0, 4;")
+        if moe is not None:
+            e("  setp.ne.u32 %pq, %t3, %ls;")
+            e(f"  @%pq bra {done}_{r};")
         e("  mov.u32 %tok, %t0;")
         e(red_base)
         e("  mad.lo.u32 %t0, %tok, 4, %t0;")
@@ -417,8 +461,12 @@ def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: 
             e(f"  ld.shared.f32 %f1, [%t0+{w_ * 1024}];")
             e("  add.f32 %f0, %f0, %f1;")
         e("  cvt.rn.bf16.f32 %q0, %f0;")
-        e(f"  mad.lo.u32 %t0, %t3, {N}, %t2;")
-        e("  mad.lo.u32 %t0, %s, 16, %t0;")
+        if moe is not None:
+            e("  @%pe mov.b16 %q0, 0x7FC0;")
+            e("  mad.lo.u32 %t0, %s, 16, %t2;")
+        else:
+            e(f"  mad.lo.u32 %t0, %t3, {N}, %t2;")
+            e("  mad.lo.u32 %t0, %s, 16, %t0;")
         e("  mul.wide.u32 %pt64, %t0, 2;")
         e("  add.u64 %pb, %po, %pt64;")
         if res:
@@ -428,6 +476,8 @@ def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: 
             e("  add.rn.f32 %f0, %f1, %f0;")
             e("  cvt.rn.bf16.f32 %q0, %f0;")
         e("  st.global.b16 [%pb], %q0;")
+        if moe is not None:
+            e(f"{done}_{r}:")
 
 
 def bfly_sum(e: Emit, reg: str, tmp: str) -> None:
@@ -571,7 +621,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     at M = 1, and x itself waits behind the first chunks in the DRAM queues; proj_variant.py v3q)."""
     assert x_rows or not skip_nt1
     assert not (stage_x and x_rows), "stage_x is a variant of v3's x prologue: pass **V3 with it"
-    assert sh.fuse in ("", "norm", "res", "gate") and (sh.fuse != "norm" or (x_rows and sh.NC == 1))
+    assert sh.fuse in ("", "norm", "res", "gate", "moe") and (sh.fuse != "norm" or (x_rows and sh.NC == 1))
     N, K, S, W, NC, SB, NS = sh.N, sh.K, sh.S, sh.W, sh.NC, sh.SB, sh.NS
     x_first_m16 = sh.x_first if x_first_m16 is None else x_first_m16
     pre_strips = sh.pre_strips if pre_strips == "shape" else pre_strips
@@ -587,7 +637,12 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     e(f"// {sh.name}: out[M, {N}] = x[M, {K}] @ dequant(W)^T, M in 1..16; FP8 E4M3 weights with 128x128")
     e("// block scales, BF16 x and out, fp32 accumulation. Generated by gen_fp8_gemv.py (its docstring")
     e("// explains the design); regenerate, do not edit.")
-    e(f"// grid {sh.grid} persistent CTAs over {S} strips of 16 rows; {W} warps; thread 0 streams {NC} chunk(s) of {SB} B")
+    if sh.fuse == "moe":
+        e(f"// Routed experts: P = {sh.pairs_per_x} M (token, expert) pairs, ids[P] int64; W = the experts' packed weights")
+        e(f"// stacked [E, {S}, {sh.KB}, 2048]; out[j] = x[j >> {sh.pair_shift}] @ dequant(W[ids[j]])^T (netra.contracts.proj.EXPERTS).")
+        e(f"// grid min(P {S}, 132) persistent CTAs over P x {S} strips of 16 rows; {W} warps; thread 0 streams {NC} chunk(s) of {SB} B")
+    else:
+        e(f"// grid {sh.grid} persistent CTAs over {S} strips of 16 rows; {W} warps; thread 0 streams {NC} chunk(s) of {SB} B")
     e(f"// per strip into {NS} shared-memory stages (cp.async.bulk + mbarrier); x converted to f16 once per CTA.")
     e("// Reduction order: each k block's mma partial (k in mma order) scaled; the warp's k blocks in k order;")
     e("// the warps' partials added in warp order. Deterministic.")
@@ -626,6 +681,10 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         e("  .reg .b64 %pn, %pxo;")
     if sh.fuse == "gate":
         e("  .reg .b64 %pg, %pgo;")
+    if sh.fuse == "moe":
+        e("  .reg .pred %pq, %pe;")
+        e("  .reg .b32 %sv, %ej, %ls, %ne;")
+        e("  .reg .b64 %pid, %rid;")
     load_params(e, sh.fuse)
     if tgroups:
         e("  // token group ctaid.y: rows 8 y .. 8 y + 7 of x and out (and gate_out), M - 8 y of them (at most 8)")
@@ -643,6 +702,9 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     e("  mov.u32 %s, %ctaid.x;  // this CTA's first strip; then += gridDim.x")
     e("  mov.u32 %nct, %nctaid.x;")
     e("  mov.u32 %sbase, dsm;")
+    if sh.fuse == "moe":
+        e(f"  shl.b32 %sv, %m, {sh.pair_shift};  // P pairs of {S} strips each")
+        e(f"  mul.lo.u32 %sv, %sv, {S};")
     if sh.fuse == "gate":
         e("  sub.u32 %nct, %nct, 1;  // the last CTA is the gate's; the others stream the weights")
         e("  setp.eq.u32 %p, %s, %nct;")
@@ -791,6 +853,14 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool, x_rows
         e("  barrier.cluster.arrive.relaxed.aligned;")
         e("  mapa.shared::cluster.u32 %xpb, %xpb, %peer;  // from here: the peer's x mbarrier")
     else:
+        if sh.fuse == "moe":
+            e("  // the pairs' expert ids: thread t < P loads ids[t] (int64), stored to shared after the x loads")
+            e(f"  shl.b32 %t0, %m, {sh.pair_shift};")
+            e("  setp.lt.u32 %pq, %th, %t0;")
+            e("  mul.wide.u32 %pt64, %th, 8;")
+            e("  add.u64 %pa, %pid, %pt64;")
+            e("  mov.u64 %rid, -1;")
+            e("  @%pq ld.global.u64 %rid, [%pa];")
         e("  // every x load (both n-tiles; past M predicated off) before any is used; n-tile 1 without a")
         e("  // branch (a branch made ptxas spill; this runs once per CTA)")
     if xpair:
@@ -807,6 +877,15 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool, x_rows
                 x_fragments(e, h, nt, W, K)
     if sh.fuse == "norm":
         norm_load(e, sh)
+    if sh.fuse == "moe":
+        e("  cvt.u64.u32 %pt64, %ne;")
+        e("  setp.lt.u64 %pe, %rid, %pt64;  // unsigned: a negative id is outside too")
+        e("  cvt.u32.u64 %t0, %rid;")
+        e("  selp.b32 %t0, %t0, 0xffffffff, %pe;")
+        e("  shl.b32 %t1, %th, 2;")
+        e("  add.u32 %t1, %t1, %sbase;")
+        e(f"  @%pq st.shared.u32 [%t1+{sh.ids_off}], %t0;")
+        e("  bar.sync 0;  // the ids table, before thread 0 requests any chunk")
     if pre < NS // NC:
         e("  // thread 0: the remaining first chunks, now that x is requested")
         e("  setp.ne.u32 %p, %th, 0;")
@@ -914,19 +993,21 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool, x_rows
     issue_strips(e, sh, "%t2", 1, "%st0", "REFILLED" + sfx)
     e("  // the warp-order sum, BF16 out")
     red = f"  mad.lo.u32 %t0, %buf, {W * 1024}, %sbase;\n  add.u32 %t0, %t0, {sh.red_off};"
-    sum_warps_store(e, sh.threads, W, N, red, "SUM_DONE" + sfx, res=sh.fuse == "res")
+    sum_warps_store(e, sh.threads, W, N, red, "SUM_DONE" + sfx, res=sh.fuse == "res",
+                    moe=sh if sh.fuse == "moe" else None)
     e(f"SUM_DONE{sfx}:")
     e("  xor.b32 %buf, %buf, 1;  // two buffers: the next strip's partials never overwrite ones still being summed")
     e("  add.u32 %s, %s, %nct;")
-    e(f"  setp.lt.u32 %p, %s, {S};")
+    e(f"  setp.lt.u32 %p, %s, {'%sv' if sh.fuse == 'moe' else S};")
     e(f"  @%p bra STRIP{sfx};")
     e("  ret;")
 
 
 def main(argv=None) -> int:
-    for sh in SHAPES + FUSED:
+    for sh in SHAPES + FUSED + EXPERTS:
         (HERE / f"{sh.name}.ptx").write_text(generate(sh))
-        print(f"wrote {sh.name}.ptx ({sh.threads} threads, grid {sh.grid}, {sh.NS} stages, {sh.smem} B dynamic smem)")
+        grid = "min(P S, 132)" if sh.fuse == "moe" else sh.grid
+        print(f"wrote {sh.name}.ptx ({sh.threads} threads, grid {grid}, {sh.NS} stages, {sh.smem} B dynamic smem)")
     return 0
 
 

@@ -22,7 +22,8 @@ class Fp8Gemv:
     K: int
     use: str
     fuse: str = ""  # "": plain; "norm": the input RMSNorm as a prologue; "res": the residual add as an epilogue;
-    # "gate": one more CTA computes the BF16 shared_expert_gate
+    # "gate": one more CTA computes the BF16 shared_expert_gate; "moe": routed experts (EXPERTS)
+    pairs_per_x: int = 1  # "moe": (token, expert) pairs that share one row of x (top-k for gate | up, 1 for down)
 
     @property
     def name(self) -> str:
@@ -50,6 +51,8 @@ class Fp8Gemv:
 
     @property
     def NS(self) -> int:  # stages, a multiple of NC
+        if self.fuse == "moe" and self.SB <= 8192:  # K = 512: 8 KB chunks; more of them in flight (MOE_STAGES)
+            return MOE_STAGES
         return max(self.NC, STAGES // self.NC * self.NC)
 
     @property
@@ -71,6 +74,8 @@ class Fp8Gemv:
         path. Measured (experiments/proj/v3q_variant.json, M = 16, us, x first / chunks first):
         2048 x 4096 5.97 / 7.65, 4096 x 2048 5.41 / 5.84, 1024 x 2048 3.92 / 4.10; slower where CTAs
         stream more strips (9216 x 2048 8.66 / 8.37) and at K = 512 (2.69 / 2.55)."""
+        if self.fuse == "moe":  # the expert ids come from the previous kernel: nothing before the wait
+            return True
         return self.K >= 2048 and self.S <= 2 * self.grid and self.fuse != "norm"
 
     @property
@@ -80,7 +85,7 @@ class Fp8Gemv:
         else the first. Measured (experiments/proj/v3r_variant.json, us, none / one): 2048 x 4096
         M = 1 4.56 / 5.45, M = 8 4.64 / 5.81; 1024 x 2048 2.98 / 3.04, 3.05 / 3.21; slower where
         CTAs stream two strips (4096 x 2048 M = 1 4.68 / 4.44)."""
-        return 0 if self.x_first and self.S <= self.grid else 1
+        return 0 if self.x_first and (self.S <= self.grid or self.fuse == "moe") else 1
 
     # dynamic shared memory: NS stages | their W weight scales (64 B each) | 2 reduction buffers | NS mbarriers
     @property
@@ -100,9 +105,21 @@ class Fp8Gemv:
     def norm_off(self) -> int:
         return (self.bar_off + 8 * self.NS + 15) // 16 * 16
 
+    # fuse == "moe": then the pairs' expert ids (u32; 0xffffffff for an id outside the experts)
+    @property
+    def ids_off(self) -> int:
+        return self.norm_off
+
     @property
     def smem(self) -> int:
+        if self.fuse == "moe":
+            return self.ids_off + 4 * MAX_PAIRS
         return self.norm_off + 16 * 256 * 4 + 64 if self.fuse == "norm" else self.bar_off + 8 * self.NS
+
+    @property
+    def pair_shift(self) -> int:  # pair j's x row is j >> pair_shift
+        assert self.pairs_per_x & (self.pairs_per_x - 1) == 0
+        return self.pairs_per_x.bit_length() - 1
 
 
 SHAPES = (
@@ -125,6 +142,20 @@ FUSED = (
     Fp8Gemv(1024, 2048, "shared expert gate | up, and the BF16 shared_expert_gate by one more CTA", "gate"),
 )
 
+# The routed experts of Qwen3.6's MoE block (256 experts, top 8, width 512: design/qwen36.md),
+# whose shapes are the shared expert's: the same kernels with an expert id per (token, expert)
+# pair, read on the device from the router's top-k (so the step still captures into one graph).
+# Strip s of the launch is strip s % S of pair s / S's expert; pair j's output row is written
+# only for its own x row (j >> pair_shift): out [P, N] holds each pair's product.
+TOP_K = 8
+NUM_EXPERTS = 256
+MAX_PAIRS = 16 * TOP_K  # 16 tokens of 8 experts
+MOE_STAGES = 8  # K = 512 (down): 8 chunks of 8 KB in flight per CTA instead of 3
+EXPERTS = (
+    Fp8Gemv(1024, 2048, "routed experts' gate | up: pair j = (token j / 8, its j % 8-th expert)", "moe", TOP_K),
+    Fp8Gemv(2048, 512, "routed experts' down: pair j's own input row silu(gate) * up", "moe", 1),
+)
+
 # Against float64 on the same (exactly dequantized) weights and BF16 x: the kernel's only
 # roundings are fp32 accumulation (~K * 2^-24) and the BF16 output (2^-9 relative to the
 # element); x goes to f16 exactly (power-of-two scaled per 128-k block).
@@ -133,6 +164,8 @@ BF16_TWICE = 9e-3  # the residual epilogue rounds twice (the product, then the s
 
 
 def _contract(s: Fp8Gemv) -> Contract:
+    if s.fuse == "moe":
+        return _contract_moe(s)
     if s.fuse == "norm":
         return _contract_norm(s)
     if s.fuse == "res":
@@ -264,6 +297,47 @@ def _contract_gate(s: Fp8Gemv) -> Contract:
     )
 
 
+def _contract_moe(s: Fp8Gemv) -> Contract:
+    plain = Fp8Gemv(s.N, s.K, s.use).name
+    k, S = s.pairs_per_x, s.S
+    P = f"{k} * M" if k > 1 else "M"
+    ids_shape = ("M", k) if k > 1 else ("M",)
+    strips = f"{k * S} * M"
+    return Contract(
+        name=s.name,
+        family="proj",
+        summary=f"out[j, {s.N}] = x[j / {k}] @ dequant(W[ids[j]])^T for the P = {P} (token, expert) pairs j ({s.use})"
+        if k > 1 else f"out[j, {s.N}] = x[j] @ dequant(W[ids[j]])^T for the M (token, expert) pairs j ({s.use})",
+        params=(
+            Tensor("x", "bf16", ("M", s.K), "in", doc="one row per token" if k > 1 else "one row per pair"),
+            Tensor("w", "fp8e4m3", ("E", S, s.KB, 2048), "in",
+                   doc="every expert's weight packed by netra.ops.proj.pack_weight, stacked"),
+            Tensor("scale", "f32", ("E", s.N // 128, s.KB), "in", align=4, doc="weight_scale_inv per expert"),
+            Tensor("out", "bf16", (("M", k, s.N) if k > 1 else ("M", s.N)), "out",
+                   doc="pair j's product (a NaN row where ids[j] is not an expert)"),
+            Scalar("M", "u32", value="M"),
+            Tensor("ids", "i64", ids_shape, "in", align=8,
+                   doc="the expert of each pair (the router's top-k indices, read on the device)"),
+            Scalar("E", "u32", value="E"),
+        ),
+        dims={"M": TOKENS, "E": (NUM_EXPERTS,)},
+        grid=(f"({strips} if {strips} < {SMS} else {SMS})", "1", "1"),
+        threads=s.threads,
+        reduction_order=f"per pair, as {plain} (the same tiles and order on the chosen expert's weight)",
+        tolerance=BF16_OUT,
+        deterministic=True,
+        bytes_read=f"{P} * {s.N * s.K + s.N // 128 * s.KB * 4} + M * {2 * s.K} + {P} * 8",
+        bytes_written=f"{P} * {2 * s.N}",
+        max_registers=s.max_registers,
+        dynamic_smem=s.smem,
+        quantization=_contract(Fp8Gemv(s.N, s.K, s.use)).quantization,
+        op="fp8_linear_experts",
+        pdl="nothing: the expert ids are the previous kernel's output, so every chunk is requested after the wait",
+        reference="netra.reference.proj.fp8_linear per pair on its expert's weight, float64",
+        peers=("framework_gather_dequant_bmm", "cublas_bf16_bmm"),
+    )
+
+
 # GDN in_proj_b and in_proj_a: BF16 [32, 2048] each, computed together (64 rows, one launch)
 BA_ROWS, BA_K = 32, 2048
 BA_RANKS, BA_WARPS = 4, 4  # a cluster of 4 CTAs per 16-row strip splits k; 4 warps per CTA
@@ -299,4 +373,4 @@ BF16_GEMV_N64_K2048 = Contract(
     peers=("cublas_bf16_x2",),
 )
 
-CONTRACTS = tuple(_contract(s) for s in SHAPES + FUSED) + (BF16_GEMV_N64_K2048,)
+CONTRACTS = tuple(_contract(s) for s in SHAPES + FUSED + EXPERTS) + (BF16_GEMV_N64_K2048,)

@@ -153,6 +153,49 @@ def _(x, weight, scale, gate_w, out, gate_out):
     return None
 
 
+# --- fp8_linear_experts: the routed experts ----------------------------------------------------
+TOKENS_PER_LAUNCH = 16  # the expert kernels take M <= 16 x rows (netra.contracts.proj.EXPERTS)
+
+
+def experts_framework(x: Tensor, weight: Tensor, scale: Tensor, ids: Tensor, out: Tensor) -> None:
+    """fp8_linear_experts in PyTorch: gather the pairs' experts, dequantize, one bmm. An id
+    outside 0..E-1 gives a NaN row, as the kernels do."""
+    E = weight.shape[0]
+    k = ids.shape[1] if ids.dim() == 2 else 1
+    e = ids.reshape(-1)
+    bad = (e < 0) | (e >= E)
+    e = torch.where(bad, torch.zeros_like(e), e)
+    w = weight[e]
+    if w.dim() == 4:
+        w = proj.unpack_weight(w)
+    xr = x.repeat_interleave(k, 0) if k > 1 else x
+    y = torch.bmm(dequant(w, scale[e], dtype=x.dtype), xr[:, :, None])[:, :, 0]
+    out.view(y.shape).copy_(torch.where(bad[:, None], torch.full_like(y, float("nan")), y))
+
+
+@decode_op("fp8_linear_experts", mutates_args=("out",))
+def fp8_linear_experts(x: Tensor, weight: Tensor, scale: Tensor, ids: Tensor, out: Tensor) -> None:
+    """The routed experts of the MoE block, one projection for every (token, expert) pair:
+    out[m, i] = x[m] @ dequant(weight[ids[m, i]], scale[ids[m, i]])^T with ids [M, k] int64
+    (the router's top-k; out [M, k, N]), or out[m] = x[m] @ dequant(weight[ids[m]])^T with
+    ids [M] (each pair its own x row; out [M, N]). weight: the experts' fp8 [E, N, K] stacked,
+    or packed for the kernels [E, N / 16, K / 128, 2048]; scale fp32 [E, N / 128, K / 128].
+    The ids stay on the device (no host sync: the step captures into one graph). Kernels
+    fp8_gemv_n1024_k2048_moe (gate | up) and fp8_gemv_n2048_k512_moe (down), 16 x rows per
+    launch; otherwise gather, dequantize, bmm (experts_framework)."""
+    kern = proj.kernel_for(weight, proj.EXPERT_KERNELS)
+    if kern is not None:
+        M, T = x.shape[0], TOKENS_PER_LAUNCH
+        if all(kern(x[i:i + T], weight, scale, out[i:i + T], ids[i:i + T]) for i in range(0, M, T)):
+            return
+    experts_framework(x, weight, scale, ids, out)
+
+
+@fp8_linear_experts.register_fake
+def _(x, weight, scale, ids, out):
+    return None
+
+
 # --- bf16_linear2 ----------------------------------------------------------------------------
 @decode_op("bf16_linear2", mutates_args=("out_b", "out_a"))
 def bf16_linear2(x: Tensor, w_b: Tensor, w_a: Tensor, out_b: Tensor, out_a: Tensor) -> None:
@@ -327,21 +370,20 @@ def moe_decode(x: Tensor, router: Tensor, w13: Tensor, s13: Tensor, w2: Tensor, 
                shared_gate: Tensor, top_k: int, out: Tensor, residual: Tensor | None = None) -> None:
     """The MoE block for B tokens: router softmax (fp32) over E experts, top-k renormalized;
     each expert down(silu(gate) * up) with gate|up stacked in w13 [E, 2I, H] fp8 and down
-    in w2 [E, H, I] fp8 (128x128 block scales s13, s2); plus the shared expert (the same
-    with [2Is, H] and [H, Is], either packed for the projection kernels) scaled by
-    sigmoid(shared_gate [1, H] . x). ``residual`` (optional): also ``residual += out`` (BF16),
-    so the next layer's input norm can be a projection's prologue (fp8_linear_norm)."""
+    in w2 [E, H, I] fp8 (128x128 block scales s13, s2; either may be packed for the expert
+    kernels, [E, N / 16, K / 128, 2048]); plus the shared expert (the same with [2Is, H] and
+    [H, Is], either packed for the projection kernels) scaled by sigmoid(shared_gate [1, H] .
+    x). ``residual`` (optional): also ``residual += out`` (BF16), so the next layer's input
+    norm can be a projection's prologue (fp8_linear_norm)."""
     B, H = x.shape
     probs = torch.softmax((x @ router.T).float(), -1)
     top, idx = torch.topk(probs, top_k, -1)
     top = (top / top.sum(-1, keepdim=True)).to(x.dtype)
-    e = idx.reshape(-1)
-    w13e = dequant(w13[e], s13[e], dtype=x.dtype)  # [B * k, 2I, H]
-    w2e = dequant(w2[e], s2[e], dtype=x.dtype)  # [B * k, H, I]
-    xk = x.repeat_interleave(top_k, 0)[:, :, None]
-    gu = torch.bmm(w13e, xk)[:, :, 0]
-    gate, up = gu.chunk(2, -1)
-    y = torch.bmm(w2e, (F.silu(gate) * up)[:, :, None])[:, :, 0]
+    gu = torch.empty(B, top_k, s13.shape[1] * 128, dtype=x.dtype, device=x.device)
+    fp8_linear_experts(x, w13, s13, idx, gu)  # every (token, expert) pair's gate | up
+    gate, up = gu.view(B * top_k, -1).chunk(2, -1)
+    y = torch.empty(B * top_k, H, dtype=x.dtype, device=x.device)
+    fp8_linear_experts(F.silu(gate) * up, w2, s2, idx.view(-1), y)  # each pair's down of its own row
     routed = (y.view(B, top_k, H) * top[:, :, None]).sum(1)
     sgu = torch.empty(B, shared_s13.shape[0] * 128, dtype=x.dtype, device=x.device)
     glogit = torch.empty(B, 1, dtype=x.dtype, device=x.device)

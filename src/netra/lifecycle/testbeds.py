@@ -314,8 +314,65 @@ def _res_unfused_peer(i, s):
     return {"h": i["h"] + y}
 
 
+def _make_fp8_experts(shape):
+    """E experts' weights as the plain kernels' (N(0, 0.02), a log-normal scale per 128-row
+    block and per input channel), drawn on the device from a seed of ``gen``; each token's
+    top-k expert ids distinct (as torch.topk gives), the down's ids independent per pair."""
+
+    def make(dims, gen, device):
+        from ..model.checkpoint import quantize
+        from ..ops.proj import pack_weight
+
+        M, E, N, K, k = dims["M"], dims["E"], shape.N, shape.K, shape.pairs_per_x
+        g = torch.Generator(device=device).manual_seed(int(torch.randint(0, 2**62, (1,), generator=gen)))
+        w = torch.randn(E, N, K, generator=g, device=device) * 0.02
+        w *= torch.exp(0.5 * torch.randn(E, N // 128, 1, generator=g, device=device)).repeat_interleave(128, 1)
+        w *= _channels(gen, K, device, outliers=2, spread=0.3)
+        q, sc = quantize(w.view(E * N, K))
+        del w
+        q, sc = q.view(E, N, K), sc.view(E, N // 128, K // 128)
+        if k > 1:
+            ids = torch.stack([torch.randperm(E, generator=gen)[:k] for _ in range(M)])
+        else:
+            ids = torch.randint(0, E, (M,), generator=gen)
+        ids = ids.to(device)
+        e = ids.reshape(-1)
+        x = (torch.randn(M, K, generator=gen) * _channels(gen, K, "cpu")).to(torch.bfloat16).to(device)
+        return {"x": x, "w": pack_weight(q), "scale": sc, "ids": ids, "_w_plain": q,
+                "_w_sel_bf16": _dequant(q[e].reshape(-1, K), sc[e].reshape(-1, K // 128)).to(torch.bfloat16).view(-1, N, K)}
+
+    return make
+
+
+def _experts_ref(shape):
+    def ref(i):
+        from ..reference.proj import fp8_linear
+
+        k, x, e = shape.pairs_per_x, i["x"], i["ids"].reshape(-1)
+        rows = [fp8_linear(x[j // k:j // k + 1], i["_w_plain"][e[j]], i["scale"][e[j]]) for j in range(e.numel())]
+        return {"out": torch.cat(rows).view(i["ids"].shape + (shape.N,))}
+
+    return ref
+
+
+def _experts_peers(shape):
+    from ..decode.ops import experts_framework
+
+    def framework(i, s):  # what the runner's MoE block ran before these kernels
+        out = torch.empty(i["ids"].shape + (shape.N,), dtype=torch.bfloat16, device=i["x"].device)
+        experts_framework(i["x"], i["_w_plain"], i["scale"], i["ids"], out)
+        return {"out": out}
+
+    def bmm(i, s):  # cuBLAS on the pairs' weights dequantized to BF16 beforehand (not timed: an advantage)
+        k = shape.pairs_per_x
+        xr = i["x"].repeat_interleave(k, 0) if k > 1 else i["x"]
+        return {"out": torch.bmm(i["_w_sel_bf16"], xr[:, :, None])[:, :, 0].view(i["ids"].shape + (shape.N,))}
+
+    return {"framework_gather_dequant_bmm": framework, "cublas_bf16_bmm": bmm}
+
+
 def _proj_testbeds() -> dict:
-    from ..contracts.proj import FUSED, SHAPES
+    from ..contracts.proj import EXPERTS, FUSED, SHAPES
     from ..reference.proj import fp8_linear
 
     beds = {sh.name: Testbed(contracts.get(sh.name), _make_fp8_gemv(sh),
@@ -337,6 +394,9 @@ def _proj_testbeds() -> dict:
                                     None, {"netra_unfused": _res_unfused_peer,
                                            "cublas_bf16": lambda i, s: {"h": i["h"] + i["x"] @ i["_w_bf16"].T}},
                                     scalars={})
+    for sh in EXPERTS:
+        beds[sh.name] = Testbed(contracts.get(sh.name), _make_fp8_experts(sh), _experts_ref(sh), None,
+                                _experts_peers(sh), scalars={})
     beds["bf16_gemv_n64_k2048"] = Testbed(
         contracts.get("bf16_gemv_n64_k2048"), _make_ba,
         lambda i: {"out_b": i["x"].double() @ i["w_b"].double().T, "out_a": i["x"].double() @ i["w_a"].double().T},

@@ -12,7 +12,8 @@ Per layer ``layers.L.<key>``:
   attention: qkv_attn.w/.s (q | k | v), o.w/.s; q_norm, k_norm BF16 [hd]
   router                              BF16 [E, H]
   w13, s13                            routed experts stacked: gate | up, FP8 [E, 2I, H], scales [E, 2I/128, H/128]
-  w2, s2                              FP8 [E, H, I], scales [E, H/128, I/128]
+  w2, s2                              FP8 [E, H, I], scales [E, H/128, I/128]; each stack packed
+                                      [E, N / 16, K / 128, 2048] where the expert kernels have its shape
   sw13.w/.s, sw2.w/.s, sgate          the shared expert (gate | up stacked) and its gate
 and embed, final_norm, lm_head (BF16). netra.json holds the format, the config and where
 the tensors came from."""
@@ -26,12 +27,13 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from ..contracts.proj import BY_NK
+from ..contracts.proj import BY_NK, EXPERTS
 from ..ops.proj import pack_weight
 from .checkpoint import PREFIX, Checkpoint, CheckpointError, write_shards
 from .config import TextConfig
 
-FORMAT = "netra-packed-v2"  # v2: fused qkvz / attention qkv, projections in the kernels' packed layout
+EXPERT_NK = {(s.N, s.K) for s in EXPERTS}
+FORMAT = "netra-packed-v3"  # v2: fused qkvz / attention qkv, projections in the kernels' packed layout; v3: experts too
 
 
 @dataclass
@@ -89,10 +91,12 @@ def pack(ckpt: Checkpoint) -> Packed:
         m = p + "mlp."
         out[q + "router"] = T[m + "gate.weight"].to(bf)
         E = range(c.num_experts)
-        out[q + "w13"] = torch.stack([torch.cat([T[f"{m}experts.{e}.gate_proj.weight"], T[f"{m}experts.{e}.up_proj.weight"]]) for e in E])
+        w13 = torch.stack([torch.cat([T[f"{m}experts.{e}.gate_proj.weight"], T[f"{m}experts.{e}.up_proj.weight"]]) for e in E])
+        out[q + "w13"] = pack_weight(w13) if tuple(w13.shape[1:]) in EXPERT_NK else w13
         out[q + "s13"] = torch.stack([torch.cat([T[f"{m}experts.{e}.gate_proj.weight_scale_inv"],
                                                  T[f"{m}experts.{e}.up_proj.weight_scale_inv"]]) for e in E])
-        out[q + "w2"] = torch.stack([T[f"{m}experts.{e}.down_proj.weight"] for e in E])
+        w2 = torch.stack([T[f"{m}experts.{e}.down_proj.weight"] for e in E])
+        out[q + "w2"] = pack_weight(w2) if tuple(w2.shape[1:]) in EXPERT_NK else w2
         out[q + "s2"] = torch.stack([T[f"{m}experts.{e}.down_proj.weight_scale_inv"] for e in E])
         proj(q + "sw13", m + "shared_expert.gate_proj.weight", m + "shared_expert.up_proj.weight")
         proj(q + "sw2", m + "shared_expert.down_proj.weight")

@@ -13,7 +13,7 @@ import functools
 import torch
 from torch import Tensor
 
-from ..contracts.proj import FUSED, SHAPES
+from ..contracts.proj import EXPERTS, FUSED, SHAPES
 from ._dispatch import KernelOp
 
 KERNELS = {(s.S, s.KB): KernelOp("fp8_linear", s.name, key=s.name) for s in SHAPES}
@@ -21,6 +21,8 @@ KERNELS = {(s.S, s.KB): KernelOp("fp8_linear", s.name, key=s.name) for s in SHAP
 NORM_KERNELS = {(s.S, s.KB): KernelOp("fp8_linear_norm", s.name, key=s.name) for s in FUSED if s.fuse == "norm"}
 RES_KERNELS = {(s.S, s.KB): KernelOp("fp8_linear_add", s.name, key=s.name) for s in FUSED if s.fuse == "res"}
 GATE_KERNELS = {(s.S, s.KB): KernelOp("fp8_linear_gate", s.name, key=s.name) for s in FUSED if s.fuse == "gate"}
+# the routed experts' kernels, by the stacked packed weight's (S, KB) per expert
+EXPERT_KERNELS = {(s.S, s.KB): KernelOp("fp8_linear_experts", s.name, key=s.name) for s in EXPERTS}
 BA = KernelOp("bf16_linear2", "bf16_gemv_n64_k2048")  # GDN in_proj_b | in_proj_a, one launch
 
 
@@ -40,21 +42,26 @@ def _tile_index(device: str) -> Tensor:
 
 
 def pack_weight(w: Tensor) -> Tensor:
-    """fp8 [N, K] (N, K multiples of 128) -> the kernels' layout [N / 16, K / 128, 2048]."""
-    N, K = w.shape
+    """fp8 [..., N, K] (N, K multiples of 128) -> the kernels' layout [..., N / 16, K / 128, 2048]
+    (a stack of experts [E, N, K] packs each expert)."""
+    *lead, N, K = w.shape
     if N % 128 or K % 128:
         raise ValueError(f"pack_weight: expected N and K multiples of 128, got [{N}, {K}]")
-    tiles = w.view(torch.uint8).view(N // 16, 16, K // 128, 128).permute(0, 2, 1, 3).reshape(N // 16, K // 128, 2048)
-    return tiles[:, :, _tile_index(str(w.device))].contiguous().view(w.dtype)
+    tiles = (w.view(torch.uint8).reshape(-1, N // 16, 16, K // 128, 128).permute(0, 1, 3, 2, 4)
+             .reshape(*lead, N // 16, K // 128, 2048))
+    return tiles[..., _tile_index(str(w.device))].contiguous().view(w.dtype)
 
 
 def unpack_weight(p: Tensor) -> Tensor:
-    """The inverse of pack_weight: [S, KB, 2048] -> [16 S, 128 KB]."""
-    S, KB, _ = p.shape
+    """The inverse of pack_weight: [..., S, KB, 2048] -> [..., 16 S, 128 KB]."""
+    *lead, S, KB, _ = p.shape
     tiles = torch.empty_like(p.view(torch.uint8))
-    tiles[:, :, _tile_index(str(p.device))] = p.view(torch.uint8)
-    return tiles.view(S, KB, 16, 128).permute(0, 2, 1, 3).reshape(S * 16, KB * 128).view(p.dtype)
+    tiles[..., _tile_index(str(p.device))] = p.view(torch.uint8)
+    return (tiles.reshape(-1, S, KB, 16, 128).permute(0, 1, 3, 2, 4).reshape(*lead, S * 16, KB * 128)
+            .view(p.dtype))
 
 
 def kernel_for(weight: Tensor, kernels: dict = KERNELS) -> KernelOp | None:
+    if kernels is EXPERT_KERNELS:  # stacked experts [E, S, KB, 2048]
+        return kernels.get(tuple(weight.shape[1:3])) if weight.dim() == 4 else None
     return kernels.get(tuple(weight.shape[:2])) if weight.dim() == 3 else None

@@ -1,0 +1,128 @@
+"""The routed experts' kernels (netra.contracts.proj.EXPERTS) without a GPU: generated PTX
+current and assembled without spills, the contract's geometry, the guard (with a fake
+launch), the stacked packing, and the op's framework path against float64."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from netra import contracts, paths
+from netra.contracts.proj import EXPERTS, NUM_EXPERTS, SMS, TOP_K
+from netra.decode import ops as dops
+from netra.lifecycle import testbeds
+from netra.lifecycle.metrics import rel_err
+from netra.model import checkpoint as ck
+from netra.ops import proj
+from netra.runtime.launch import make_guard_and_launch
+
+GATE_UP, DOWN = EXPERTS
+
+
+def _gen():
+    return paths.generator("proj", "gen_fp8_gemv")
+
+
+@pytest.mark.parametrize("sh", EXPERTS, ids=lambda s: s.name)
+def test_ptx_is_current_and_assembles_without_spills(sh):
+    from test_proj_cpu import _assembles_without_spills
+
+    ptx = _gen().generate(sh)
+    assert paths.ptx_path("sm_90a", "proj", sh.name).read_text() == ptx, "run gen_fp8_gemv.py"
+    res = _assembles_without_spills(sh.name, ptx)
+    assert res["registers"] <= contracts.get(sh.name).max_registers
+    # nothing is requested before the wait (the ids are the previous kernel's output)
+    head = ptx[ptx.index(".entry"):ptx.index("griddepcontrol.wait;")]
+    assert "cp.async.bulk.shared" not in head and "ld.global" not in head
+
+
+def test_contract_geometry():
+    g, d = contracts.get(GATE_UP.name), contracts.get(DOWN.name)
+    assert GATE_UP.pairs_per_x == TOP_K and DOWN.pairs_per_x == 1
+    assert g.grid_for({"M": 1, "E": NUM_EXPERTS}) == (SMS, 1, 1)  # 8 x 64 strips
+    assert d.grid_for({"M": 1, "E": NUM_EXPERTS}) == (128, 1, 1) and d.grid_for({"M": 2, "E": NUM_EXPERTS})[0] == SMS
+    assert g.nbytes({"M": 1, "E": NUM_EXPERTS})[0] >= 8 * 1024 * 2048  # eight experts' weights
+    for sh in EXPERTS:
+        c = contracts.get(sh.name)
+        assert c.dynamic_smem == sh.smem and sh.ids_off >= sh.bar_off + 8 * sh.NS and sh.ids_off % 16 == 0
+        assert c.op == "fp8_linear_experts" and c.pdl and sh.pre_strips == 0
+    assert DOWN.NS == 8 and GATE_UP.NS == 3
+
+
+class _Fake:
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, fn, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        self.calls.append(((gx, gy, gz), (bx, by, bz), smem))
+        return 0
+
+
+def _args(sh, M, E=NUM_EXPERTS):
+    w = torch.empty(E, sh.S, sh.KB, 2048, dtype=torch.float8_e4m3fn)  # not touched: cheap
+    sc = torch.ones(E, sh.N // 128, sh.KB)
+    ids = torch.zeros((M, sh.pairs_per_x) if sh.pairs_per_x > 1 else (M,), dtype=torch.int64)
+    out = torch.empty(ids.shape + (sh.N,), dtype=torch.bfloat16)
+    return [torch.zeros(M, sh.K, dtype=torch.bfloat16), w, sc, out, ids]
+
+
+@pytest.mark.parametrize("sh", EXPERTS, ids=lambda s: s.name)
+def test_guard_launches_contract_shapes_and_refuses_the_rest(sh):
+    c = contracts.get(sh.name)
+    fake = _Fake()
+    go = make_guard_and_launch(c, function_handle=1, device=-1, launch=fake, stream=lambda d: 0)
+    for M in (1, 9, 16):
+        assert go(*_args(sh, M)) is None
+        assert fake.calls[-1] == (c.grid_for({"M": M, "E": NUM_EXPERTS}), (sh.threads, 1, 1), sh.smem)
+    n = len(fake.calls)
+    bad = []
+    a = _args(sh, 17)
+    bad.append(a)  # more x rows than a launch takes
+    a = _args(sh, 2, E=8)
+    bad.append(a)  # not Qwen3.6's 256 experts
+    a = _args(sh, 2)
+    a[4] = a[4].int()
+    bad.append(a)  # int32 ids
+    a = _args(sh, 2)
+    a[4] = a[4][:1]
+    bad.append(a)  # ids for fewer tokens than x
+    a = _args(sh, 2)
+    a[1] = a[1][:, :, :, :1024]
+    bad.append(a)  # not the packed layout
+    for a in bad:
+        assert isinstance(go(*a), str)
+    assert len(fake.calls) == n
+
+
+def test_stacked_pack_is_each_expert_packed():
+    g = torch.Generator().manual_seed(0)
+    q, _ = ck.quantize(torch.randn(3 * 256, 384, generator=g) * 0.02)
+    q = q.view(3, 256, 384)
+    p = proj.pack_weight(q)
+    assert p.shape == (3, 16, 3, 2048)
+    for e in range(3):
+        assert torch.equal(p[e].view(torch.uint8), proj.pack_weight(q[e]).view(torch.uint8))
+    assert torch.equal(proj.unpack_weight(p).view(torch.uint8), q.view(torch.uint8))
+
+
+@pytest.mark.parametrize("sh", EXPERTS, ids=lambda s: s.name)
+def test_framework_path_matches_float64_and_marks_bad_ids(sh):
+    """Ten experts (the guard refuses: not 256, and no GPU): gather, dequantize, bmm against
+    the test bed's float64 reference; an id outside the experts gives a NaN row, the others
+    are unchanged."""
+    tb = testbeds.get(sh.name)
+    i = tb.make({"M": 3, "E": 10}, torch.Generator().manual_seed(5), "cpu")
+    want = tb.reference(i)["out"]
+    out = torch.full(want.shape, float("nan"), dtype=torch.bfloat16)
+    dops.fp8_linear_experts(i["x"], i["w"], i["scale"], i["ids"], out)
+    assert rel_err(out, want) <= contracts.get(sh.name).tolerance
+    out_plain = torch.empty_like(out)
+    dops.fp8_linear_experts(i["x"], i["_w_plain"], i["scale"], i["ids"], out_plain)
+    assert torch.equal(out, out_plain)  # packed or not: the same numbers
+    ids = i["ids"].clone()
+    ids.view(-1)[1] = 10
+    ids.view(-1)[2] = -1
+    bad = torch.empty_like(out)
+    dops.fp8_linear_experts(i["x"], i["w"], i["scale"], ids, bad)
+    flat, good = bad.view(-1, sh.N), out.view(-1, sh.N)
+    assert flat[1:3].isnan().all() and torch.equal(flat[0], good[0]) and torch.equal(flat[3:], good[3:])
