@@ -86,6 +86,9 @@ class Contract:
     peers: tuple[str, ...] = ()
     bench: bool = True  # measured by `netra bench` (floors and smoke kernels are not)
     cases_override: tuple[dict, ...] | None = None  # check/bench cases when dims are too many
+    # the sanitizer's cases (default: the first and last contract case), where the last one
+    # would take racecheck minutes (the expert kernels at M = 16 stream 8192 strips)
+    sanitize_cases: tuple[dict, ...] | None = None
     # non-empty: the kernel uses griddepcontrol and this says what it reads before the wait;
     # launched with programmatic stream serialization it may then start during the previous
     # kernel (the bench also times it that way, as a chain)

@@ -1,5 +1,6 @@
 """compute-sanitizer gates. `python -m netra.lifecycle.sanitize NAME...` is the program the
-sanitizer watches: each kernel launched at its smallest and largest contract shape.
+sanitizer watches: each kernel launched at its smallest and largest contract shape (or its
+contract's ``sanitize_cases``).
 `--plant` launches smoke_copy past the end of its output instead, to prove the gate can fail.
 
 PyTorch's caching allocator must be off (PYTORCH_NO_CUDA_MEMORY_CACHING=1): with it on, an
@@ -42,7 +43,7 @@ def _child(names: list[str], plant: bool) -> None:
         k = loader.load(name, 0)
         go = rt_launch.make_guard_and_launch(tb.contract, function_handle=k.handle, device=0)
         cases = tb.contract.cases()
-        for dims in (cases[0], cases[-1]):
+        for dims in tb.contract.sanitize_cases or (cases[0], cases[-1]):
             b = check.Bench(tb, dims, 3)
             b.reset()
             reason = go(*tb.args(b.bufs))
