@@ -126,3 +126,9 @@ def test_framework_path_matches_float64_and_marks_bad_ids(sh):
     dops.fp8_linear_experts(i["x"], i["w"], i["scale"], ids, bad)
     flat, good = bad.view(-1, sh.N), out.view(-1, sh.N)
     assert flat[1:3].isnan().all() and torch.equal(flat[0], good[0]) and torch.equal(flat[3:], good[3:])
+    # the bench's host-dispatch call is the public op (here its framework path)
+    from netra.lifecycle import bench
+
+    again = torch.empty_like(out)
+    bench._public_call(sh.name, {**i, "out": again})()
+    assert torch.equal(again, out)

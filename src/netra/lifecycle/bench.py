@@ -163,6 +163,8 @@ def _public_call(name: str, b: dict):
             return lambda: dops.fp8_linear_gate(b["x"], b["w"], b["scale"], b["gate_w"], b["out"], b["gate_out"])
         if name.endswith("_res"):
             return lambda: dops.fp8_linear_add(b["x"], b["w"], b["scale"], b["h"])
+        if name.endswith("_moe"):
+            return lambda: dops.fp8_linear_experts(b["x"], b["w"], b["scale"], b["ids"], b["out"])
         return lambda: dops.linear(b["x"], b["w"], b["scale"], b["out"])
     raise KeyError(name)
 

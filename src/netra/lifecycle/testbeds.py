@@ -315,28 +315,34 @@ def _res_unfused_peer(i, s):
 
 
 def _make_fp8_experts(shape):
-    """E experts' weights as the plain kernels' (N(0, 0.02), a log-normal scale per 128-row
-    block and per input channel), drawn on the device from a seed of ``gen``; each token's
-    top-k expert ids distinct (as torch.topk gives), the down's ids independent per pair."""
+    """The chosen experts' weights as the plain kernels' (N(0, 0.02), a log-normal scale per
+    128-row block and per input channel), drawn on the device from a seed of ``gen``; every
+    other expert's weight is zero (a kernel reading a wrong expert fails the reference, and
+    the sanitizer's run stays short); each token's top-k expert ids distinct (as torch.topk
+    gives), the down's ids independent per pair."""
 
     def make(dims, gen, device):
         from ..model.checkpoint import quantize
         from ..ops.proj import pack_weight
 
         M, E, N, K, k = dims["M"], dims["E"], shape.N, shape.K, shape.pairs_per_x
-        g = torch.Generator(device=device).manual_seed(int(torch.randint(0, 2**62, (1,), generator=gen)))
-        w = torch.randn(E, N, K, generator=g, device=device) * 0.02
-        w *= torch.exp(0.5 * torch.randn(E, N // 128, 1, generator=g, device=device)).repeat_interleave(128, 1)
-        w *= _channels(gen, K, device, outliers=2, spread=0.3)
-        q, sc = quantize(w.view(E * N, K))
-        del w
-        q, sc = q.view(E, N, K), sc.view(E, N // 128, K // 128)
         if k > 1:
             ids = torch.stack([torch.randperm(E, generator=gen)[:k] for _ in range(M)])
         else:
             ids = torch.randint(0, E, (M,), generator=gen)
         ids = ids.to(device)
         e = ids.reshape(-1)
+        chosen = e.unique()
+        n = chosen.numel()
+        g = torch.Generator(device=device).manual_seed(int(torch.randint(0, 2**62, (1,), generator=gen)))
+        w = torch.randn(n, N, K, generator=g, device=device) * 0.02
+        w *= torch.exp(0.5 * torch.randn(n, N // 128, 1, generator=g, device=device)).repeat_interleave(128, 1)
+        w *= _channels(gen, K, device, outliers=2, spread=0.3)
+        qc, scc = quantize(w.view(n * N, K))
+        del w
+        q = torch.zeros(E, N, K, dtype=qc.dtype, device=device)
+        sc = torch.ones(E, N // 128, K // 128, device=device)
+        q[chosen], sc[chosen] = qc.view(n, N, K), scc.view(n, N // 128, K // 128)
         x = (torch.randn(M, K, generator=gen) * _channels(gen, K, "cpu")).to(torch.bfloat16).to(device)
         return {"x": x, "w": pack_weight(q), "scale": sc, "ids": ids, "_w_plain": q,
                 "_w_sel_bf16": _dequant(q[e].reshape(-1, K), sc[e].reshape(-1, K // 128)).to(torch.bfloat16).view(-1, N, K)}
