@@ -151,9 +151,6 @@ TOP_K = 8
 NUM_EXPERTS = 256
 MAX_PAIRS = 16 * TOP_K  # 16 tokens of 8 experts
 MOE_STAGES = 8  # K = 512 (down): 8 chunks of 8 KB in flight per CTA instead of 3
-ROUTER_K = 2048  # the router's input: the hidden size
-ROUTER_RANKS = 8  # moe_router: a cluster of 8 CTAs per token, 32 experts each
-ROUTER_TOKENS = tuple(range(1, 33))  # any decode batch up to 32 (one cluster per token)
 EXPERTS = (
     Fp8Gemv(1024, 2048, "routed experts' gate | up: pair j = (token j / 8, its j % 8-th expert)", "moe", TOP_K),
     Fp8Gemv(2048, 512, "routed experts' down: pair j's own input row silu(gate) * up", "moe", 1),
@@ -378,38 +375,4 @@ BF16_GEMV_N64_K2048 = Contract(
     peers=("cublas_bf16_x2",),
 )
 
-MOE_ROUTER = Contract(
-    name=f"moe_router_e{NUM_EXPERTS}_k{ROUTER_K}",
-    family="proj",
-    summary=f"the MoE router and its top {TOP_K}: logits = bf16(x[M, {ROUTER_K}] @ w^T) (BF16 [{NUM_EXPERTS}, "
-            f"{ROUTER_K}]); idx[M, {TOP_K}] = the {TOP_K} largest (ties: the lower id), in descending order; "
-            f"top[M, {TOP_K}] = softmax(logits)[idx] renormalized over them, BF16",
-    params=(
-        Tensor("x", "bf16", ("M", ROUTER_K), "in"),
-        Tensor("w", "bf16", (NUM_EXPERTS, ROUTER_K), "in", doc="mlp.gate.weight"),
-        Tensor("top", "bf16", ("M", TOP_K), "out"),
-        Tensor("idx", "i64", ("M", TOP_K), "out", doc="expert ids, as torch.topk's indices"),
-        Scalar("M", "u32", value="M"),
-    ),
-    dims={"M": ROUTER_TOKENS},
-    grid=(f"{ROUTER_RANKS} * M", "1", "1"),
-    threads=256,
-    reduction_order="per expert: lane l sums x[256 i + 8 l + c] w[..] for i = 0..7, c = 0..7 in that order (fma; "
-                    "the products are exact), then shfl.bfly 16, 8, 4, 2, 1 adds; rounded to BF16. Weights: "
-                    "ex2.approx of (l_j - l_0) log2(e), summed in selection order, one division each",
-    # the ids are compared exactly: an id off by one is >= 1/255 of the largest (the test bed's
-    # reference emulates the kernel's fp32 order, so the BF16 logits and their ties agree); the
-    # weights are BF16 (2^-9) of values <= 1 with an approximate exp
-    tolerance=3e-3,
-    deterministic=True,
-    bytes_read=f"M * {2 * ROUTER_K} + {2 * NUM_EXPERTS * ROUTER_K}",
-    bytes_written=f"M * {TOP_K * (2 + 8)}",
-    max_registers=128,
-    max_static_smem=4 * NUM_EXPERTS,  # rank 0's logits
-    op="moe_router",
-    reference="netra.reference.proj.router_topk: the logits in the kernel's fp32 order (exact), BF16-rounded, "
-              "then the top 8 and their renormalized softmax in float64",
-    peers=("torch_router_topk",),
-)
-
-CONTRACTS = tuple(_contract(s) for s in SHAPES + FUSED + EXPERTS) + (BF16_GEMV_N64_K2048, MOE_ROUTER)
+CONTRACTS = tuple(_contract(s) for s in SHAPES + FUSED + EXPERTS) + (BF16_GEMV_N64_K2048,)

@@ -196,28 +196,6 @@ def _(x, weight, scale, ids, out):
     return None
 
 
-# --- moe_router: the router and its top-k ------------------------------------------------------
-@decode_op("moe_router", mutates_args=("top", "idx"))
-def moe_router(x: Tensor, router: Tensor, top: Tensor, idx: Tensor) -> None:
-    """The MoE router as the model computes it: probs = softmax(float(x @ router^T)) over the
-    E experts, the top k (top [M, k] BF16, renormalized to sum 1; idx [M, k] int64, descending).
-    Kernel moe_router_e256_k2048 (E = 256, k = 8, K = 2048, M = 1..32; the same choice: softmax
-    is monotonic; ties to the lower id); otherwise the model's PyTorch form."""
-    reason = proj.ROUTER.go(x, router, top, idx)
-    if reason is None:
-        return
-    proj.ROUTER.missed(reason, (x, router, top, idx))
-    probs = torch.softmax((x @ router.T).float(), -1)
-    t, i = torch.topk(probs, top.shape[-1], -1)
-    top.copy_(t / t.sum(-1, keepdim=True))
-    idx.copy_(i)
-
-
-@moe_router.register_fake
-def _(x, router, top, idx):
-    return None
-
-
 # --- bf16_linear2 ----------------------------------------------------------------------------
 @decode_op("bf16_linear2", mutates_args=("out_b", "out_a"))
 def bf16_linear2(x: Tensor, w_b: Tensor, w_a: Tensor, out_b: Tensor, out_a: Tensor) -> None:
@@ -398,9 +376,9 @@ def moe_decode(x: Tensor, router: Tensor, w13: Tensor, s13: Tensor, w2: Tensor, 
     x). ``residual`` (optional): also ``residual += out`` (BF16), so the next layer's input
     norm can be a projection's prologue (fp8_linear_norm)."""
     B, H = x.shape
-    top = torch.empty(B, top_k, dtype=x.dtype, device=x.device)
-    idx = torch.empty(B, top_k, dtype=torch.long, device=x.device)
-    moe_router(x, router, top, idx)
+    probs = torch.softmax((x @ router.T).float(), -1)
+    top, idx = torch.topk(probs, top_k, -1)
+    top = (top / top.sum(-1, keepdim=True)).to(x.dtype)
     gu = torch.empty(B, top_k, s13.shape[1] * 128, dtype=x.dtype, device=x.device)
     fp8_linear_experts(x, w13, s13, idx, gu)  # every (token, expert) pair's gate | up
     gate, up = gu.view(B * top_k, -1).chunk(2, -1)

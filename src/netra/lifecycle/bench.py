@@ -150,10 +150,6 @@ def _public_call(name: str, b: dict):
 
         op = dops.gdn_decode if name == "gdn_decode_b32" else dops.gdn_verify
         return lambda: op(*testbeds._gdn_args(b), 16, e, b["out"])
-    if name == "moe_router_e256_k2048":
-        from ..decode import ops as dops
-
-        return lambda: dops.moe_router(b["x"], b["w"], b["top"], b["idx"])
     if name == "bf16_gemv_n64_k2048":
         from ..decode import ops as dops
 

@@ -377,34 +377,6 @@ def _experts_peers(shape):
     return {"framework_gather_dequant_bmm": framework, "cublas_bf16_bmm": bmm}
 
 
-def _make_router(dims, gen, device):
-    """x at the scale of the post-attention norm's output, the router N(0, 0.02) per row with a
-    log-normal spread (BF16 logits of order 1: ties at the top-8 boundary occur and test the
-    tie rule)."""
-    from ..contracts.proj import NUM_EXPERTS, ROUTER_K
-
-    x = (torch.randn(dims["M"], ROUTER_K, generator=gen) * _channels(gen, ROUTER_K, "cpu")).to(torch.bfloat16)
-    w = torch.randn(NUM_EXPERTS, ROUTER_K, generator=gen) * 0.02 * torch.exp(0.3 * torch.randn(NUM_EXPERTS, 1, generator=gen))
-    return {"x": x.to(device), "w": w.to(torch.bfloat16).to(device)}
-
-
-def _router_ref(i):
-    from ..contracts.proj import TOP_K
-    from ..reference.proj import router_logits, router_topk
-
-    top, idx = router_topk(router_logits(i["x"], i["w"]), TOP_K)
-    return {"top": top, "idx": idx}
-
-
-def _router_peer(i, s):
-    """The model's form in PyTorch (what moe_decode ran before the kernel)."""
-    from ..contracts.proj import TOP_K
-
-    probs = torch.softmax((i["x"] @ i["w"].T).float(), -1)
-    top, idx = torch.topk(probs, TOP_K, -1)
-    return {"top": (top / top.sum(-1, keepdim=True)).to(torch.bfloat16), "idx": idx}
-
-
 def _proj_testbeds() -> dict:
     from ..contracts.proj import EXPERTS, FUSED, SHAPES
     from ..reference.proj import fp8_linear
@@ -431,8 +403,6 @@ def _proj_testbeds() -> dict:
     for sh in EXPERTS:
         beds[sh.name] = Testbed(contracts.get(sh.name), _make_fp8_experts(sh), _experts_ref(sh), None,
                                 _experts_peers(sh), scalars={})
-    beds["moe_router_e256_k2048"] = Testbed(contracts.get("moe_router_e256_k2048"), _make_router, _router_ref, None,
-                                            {"torch_router_topk": _router_peer}, scalars={})
     beds["bf16_gemv_n64_k2048"] = Testbed(
         contracts.get("bf16_gemv_n64_k2048"), _make_ba,
         lambda i: {"out_b": i["x"].double() @ i["w_b"].double().T, "out_a": i["x"].double() @ i["w_a"].double().T},

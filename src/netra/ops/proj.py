@@ -23,7 +23,6 @@ RES_KERNELS = {(s.S, s.KB): KernelOp("fp8_linear_add", s.name, key=s.name) for s
 GATE_KERNELS = {(s.S, s.KB): KernelOp("fp8_linear_gate", s.name, key=s.name) for s in FUSED if s.fuse == "gate"}
 # the routed experts' kernels, by the stacked packed weight's (S, KB) per expert
 EXPERT_KERNELS = {(s.S, s.KB): KernelOp("fp8_linear_experts", s.name, key=s.name) for s in EXPERTS}
-ROUTER = KernelOp("moe_router", "moe_router_e256_k2048")  # the MoE router and its top-k, one launch
 BA = KernelOp("bf16_linear2", "bf16_gemv_n64_k2048")  # GDN in_proj_b | in_proj_a, one launch
 
 

@@ -2,8 +2,10 @@
 logits[t] = bf16(x[t] @ w^T) (BF16 [256, 2048], the model's `mlp.gate`), then the top 8 by
 logit (ties: the lower expert id) and their weights softmax(logits)[top] / sum(softmax[top])
 = exp(l_j - l_max) / sum_k exp(l_k - l_max) over the 8, BF16; the ids int64, in selection
-order (descending). Contract netra.contracts.proj.MOE_ROUTER. The generator only unrolls and
-names registers.
+order (descending). A candidate, measured at bab7443 and not promoted (router_variant.py and
+experiments/proj/README.md: the kernel as measured there lacked the start-of-cluster barrier
+below, which racecheck flagged); its contract lives in router_variant.py. The generator only
+unrolls and names registers.
 
 Design (replaces ~9 small PyTorch kernels per layer: matmul, casts, softmax, top-k (two
 kernels), sum, divide):
@@ -13,15 +15,18 @@ kernels), sum, divide):
 - Per expert: lane l sums its 64 products in k order with fma (a product of two BF16 values
   is exact in fp32, so fma = the rounded add); then shfl.bfly 16, 8, 4, 2, 1 adds (every lane
   ends with the same sum); the logit is rounded to BF16, as the model's BF16 matmul output.
-  This order is what the reference emulates in float32 (netra.reference.proj.router_logits),
+  This order is what the reference emulates in float32 (router_variant.router_logits),
   so the ids are compared exactly.
+- A relaxed cluster barrier arrive at the start and its wait before the first remote store:
+  no CTA writes into rank 0's shared memory before rank 0 has started (the bab7443 build had
+  no such barrier: racecheck's "block that might not have entered yet").
 - Lane 0 of each warp stores its 4 logits into rank 0's shared memory (st.shared::cluster);
   one release/acquire cluster barrier; rank 0's warp 0 takes the 256 logits (8 per lane) and
   selects 8 times: each lane its best (value, then lower id), a shfl.bfly argmax, the owner
   lane marks it taken. Weights by ex2.approx on (l_j - l_0) log2(e), summed in selection order,
   one division each. Lanes 0..7 store top[t, j] and idx[t, j].
 
-  python3 kernels/sm_90a/proj/gen_moe_router.py      (rewrites moe_router_e256_k2048.ptx)
+  python3 experiments/proj/router/gen_moe_router.py      (rewrites moe_router_e256_k2048.ptx beside it)
 """
 
 from __future__ import annotations
@@ -31,7 +36,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "src"))
-from netra.contracts.proj import NUM_EXPERTS, ROUTER_K, ROUTER_RANKS, TOP_K  # noqa: E402  (written once)
+from netra.contracts.proj import NUM_EXPERTS, TOP_K  # noqa: E402  (written once)
+
+ROUTER_K = 2048  # the router's input: the hidden size
+ROUTER_RANKS = 8  # a cluster of 8 CTAs per token, 32 experts each
 
 NAME = f"moe_router_e{NUM_EXPERTS}_k{ROUTER_K}"
 WARPS = 8
@@ -44,7 +52,8 @@ LOG2E = "0f3FB8AA3B"  # log2(e) in fp32
 NEG_INF = "0fFF800000"
 
 
-def generate() -> str:
+def generate(start_barrier: bool = True) -> str:
+    """The PTX; ``start_barrier=False`` is the build measured at bab7443 (racecheck hazards)."""
     L: list[str] = []
 
     def e(s: str = ""):
@@ -83,6 +92,8 @@ def generate() -> str:
     e("cvta.to.global.u64 %pw, %pw;")
     e("cvta.to.global.u64 %pt, %pt;")
     e("cvta.to.global.u64 %pi, %pi;")
+    if start_barrier:
+        e("barrier.cluster.arrive.relaxed.aligned;  // this CTA has started (waited for before the first remote store)")
     e("mov.u32 %th, %tid.x;")
     e("shr.u32 %warp, %th, 5;")
     e("and.b32 %lane, %th, 31;")
@@ -100,6 +111,7 @@ def generate() -> str:
     e(f"mad.lo.u32 %ex, %warp, {PER_WARP}, %ex;  // this warp's first expert")
     e("mov.u32 %t0, logits;")
     e("mapa.shared::cluster.u32 %dst, %t0, 0;  // rank 0's logits")
+    first_store = [True]
     for pair in range(PER_WARP // 2):
         e(f"// experts ex + {2 * pair}, ex + {2 * pair + 1}: both rows' loads, then the sums")
         for j in range(2):
@@ -130,6 +142,9 @@ def generate() -> str:
                 e(f"add.rn.f32 %acc{j}, %acc{j}, %a;")
             e(f"cvt.rn.bf16.f32 %h, %acc{j};  // the model's BF16 logit")
             e(f"cvt.f32.bf16 %acc{j}, %h;")
+            if start_barrier and first_store[0]:
+                e("barrier.cluster.wait.aligned;  // every CTA of the cluster has started: rank 0's shared memory exists")
+                first_store[0] = False
             e("setp.eq.u32 %p, %lane, 0;")
             e(f"add.u32 %t0, %ex, {2 * pair + j};")
             e("mad.lo.u32 %t0, %t0, 4, %dst;")
