@@ -133,7 +133,9 @@ def main():
             b.reset()
             assert go(*tb.args(b.bufs)) is None
             torch.cuda.synchronize()
-        print("router_variant: launched", flush=True)
+            got, want = b.results(), reference(b.original_inputs())
+            print(f"router_variant: launched M = {M}; ids exact {torch.equal(got['idx'], want['idx'])}; "
+                  f"weights rel err {rel_err(got['top'], want['top']):.2e}", flush=True)
         return
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
     res = {"method": bench.METHOD.format(R=bench.REPLAYS), "correctness": {}, "timing": {}}
