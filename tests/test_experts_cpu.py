@@ -159,3 +159,16 @@ def test_router_candidate_assembles_and_its_reference_emulates_the_order():
     want, form = rv.reference(i), rv.torch_form(i)
     same = (torch.sort(form["idx"]).values == torch.sort(want["idx"]).values).all(-1)
     assert same.any()
+
+
+def test_exact_outputs_metric_catches_an_id_off_by_one():
+    """Contract.exact_outputs: an integer output compared exactly. rel_err would pass an id
+    off by one at the BF16 tolerance (1/255 < 4.5e-3); output_error does not."""
+    from netra.lifecycle.metrics import output_error
+
+    ref = torch.tensor([[255, 3, 7]])
+    off = torch.tensor([[254, 3, 7]])
+    assert rel_err(off, ref) < 4.5e-3
+    assert output_error(off, ref, exact=True) == float("inf")
+    assert output_error(ref.clone(), ref, exact=True) == 0.0
+    assert output_error(off.double(), ref.double()) == rel_err(off, ref)

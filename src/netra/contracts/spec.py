@@ -93,6 +93,9 @@ class Contract:
     # launched with programmatic stream serialization it may then start during the previous
     # kernel (the bench also times it that way, as a chain)
     pdl: str = ""
+    # outputs that must equal the reference exactly (integer outputs such as expert ids, where a
+    # relative error cannot tell an id off by one from rounding); the tolerance covers the rest
+    exact_outputs: tuple[str, ...] = ()
 
     def __post_init__(self):
         names = [p.name for p in self.params]

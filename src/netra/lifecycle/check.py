@@ -78,10 +78,12 @@ def check_kernel(name: str, device: int = 0, seeds=SEEDS, log=print) -> dict:
             ref = tb.reference(b.original_inputs())
             tf = tb.transformers(b.original_inputs()) if tb.transformers else None
             for n in tb.output_names():
-                e = metrics.rel_err(b.bufs[n], ref[n])
+                e = metrics.output_error(b.bufs[n], ref[n], exact=n in c.exact_outputs)
                 worst[n] = max(worst[n], e)
                 if not e <= c.tolerance:
-                    failures.append(f"{n} at {dims} seed {seed}: rel err {e:.3g} > {c.tolerance}")
+                    failures.append(f"{n} at {dims} seed {seed}: " + (
+                        "differs from the reference (compared exactly)" if n in c.exact_outputs
+                        else f"rel err {e:.3g} > {c.tolerance}"))
                 if tf is not None:
                     worst_tf = max(worst_tf, metrics.rel_err(b.bufs[n], tf[n]))
                     ref_vs_tf = max(ref_vs_tf, metrics.rel_err(tf[n], ref[n]))
@@ -129,7 +131,8 @@ def check_kernel(name: str, device: int = 0, seeds=SEEDS, log=print) -> dict:
         "max_rel_err": max_err,
         "max_rel_err_by_output": worst,
         "tolerance": c.tolerance,
-        "metric": "max |out - ref| / max |ref| per output tensor, float64; NaN anywhere fails",
+        "metric": "max |out - ref| / max |ref| per output tensor, float64; NaN anywhere fails"
+                  + (f"; {', '.join(c.exact_outputs)} compared exactly (0 or inf)" if c.exact_outputs else ""),
         "pass": not failures and math.isfinite(max_err),
         "failures": failures[:20],
         "seeds": list(seeds),

@@ -21,6 +21,16 @@ def rel_err(out: Tensor, ref: Tensor) -> float:
     return diff / scale if scale > 0 else diff
 
 
+def output_error(out: Tensor, ref: Tensor, exact: bool = False) -> float:
+    """rel_err, or for an output its contract compares exactly (``Contract.exact_outputs``):
+    0.0 if out equals ref cast to out's dtype everywhere, else inf."""
+    if not exact:
+        return rel_err(out, ref)
+    if out.shape != ref.shape:
+        raise ValueError(f"shape {list(out.shape)} vs reference {list(ref.shape)}")
+    return 0.0 if torch.equal(out, ref.to(out.dtype)) else math.inf
+
+
 def first_mismatch(a: Tensor, b: Tensor) -> str | None:
     """None if a and b are bitwise identical, else where they first differ."""
     if a.shape != b.shape or a.dtype != b.dtype:
