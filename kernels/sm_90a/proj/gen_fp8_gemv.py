@@ -98,7 +98,7 @@ def entry(e: Emit, name: str, fuse: str = "") -> None:
     e("  .param .u64 x," if fuse != "norm" else "  .param .u64 h,")
     e("  .param .u64 w,")
     e("  .param .u64 scale,")
-    e("  .param .u64 out," if fuse != "res" else "  .param .u64 h,")
+    e("  .param .u64 out," if fuse not in ("res", "moedown") else "  .param .u64 h,")
     if fuse == "gate":
         e("  .param .u32 M,")
         e("  .param .u64 gate_w,")
@@ -112,6 +112,15 @@ def entry(e: Emit, name: str, fuse: str = "") -> None:
         e("  .param .u32 M,")
         e("  .param .u64 ids,")
         e("  .param .u32 E")
+    elif fuse == "moedown":
+        e("  .param .u32 M,")
+        e("  .param .u64 ids,")
+        e("  .param .u32 E,")
+        e("  .param .u64 top,")
+        e("  .param .u64 xs,")
+        e("  .param .u64 ws,")
+        e("  .param .u64 ss,")
+        e("  .param .u64 glogit")
     else:
         e("  .param .u32 M")
     e(")")
@@ -122,7 +131,7 @@ def load_params(e: Emit, fuse: str = "") -> None:
     e("  ld.param.u64 %px, [x];" if fuse != "norm" else "  ld.param.u64 %px, [h];")
     e("  ld.param.u64 %pw, [w];")
     e("  ld.param.u64 %ps, [scale];")
-    e("  ld.param.u64 %po, [out];" if fuse != "res" else "  ld.param.u64 %po, [h];")
+    e("  ld.param.u64 %po, [out];" if fuse not in ("res", "moedown") else "  ld.param.u64 %po, [h];")
     e("  ld.param.u32 %m, [M];")
     e("  cvta.to.global.u64 %px, %px;")
     e("  cvta.to.global.u64 %pw, %pw;")
@@ -133,10 +142,14 @@ def load_params(e: Emit, fuse: str = "") -> None:
         e("  ld.param.u64 %pgo, [gate_out];")
         e("  cvta.to.global.u64 %pg, %pg;")
         e("  cvta.to.global.u64 %pgo, %pgo;")
-    if fuse == "moe":
+    if fuse in ("moe", "moedown"):
         e("  ld.param.u64 %pid, [ids];")
         e("  ld.param.u32 %ne, [E];")
         e("  cvta.to.global.u64 %pid, %pid;")
+    if fuse == "moedown":
+        for r, n in (("%ptop", "top"), ("%pxs", "xs"), ("%pws", "ws"), ("%pss", "ss"), ("%pgl", "glogit")):
+            e(f"  ld.param.u64 {r}, [{n}];")
+            e(f"  cvta.to.global.u64 {r}, {r};")
     if fuse == "norm":
         e("  ld.param.u64 %pn, [norm_w];")
         e("  ld.param.u64 %pxo, [x_out];")
@@ -236,6 +249,81 @@ def x_rows_load(e: Emit, h: int, nt: int, W: int, K: int, tok_reg: str = "") -> 
         for c in range(4):
             e(f"  mov.b32 {X}{4 * j + c}, 0;")
         e(f"  @%pv ld.global.nc.v4.u32 {{{regs}}}, [%pa];")
+
+
+def x_rows_load_moedown(e: Emit, sh: Shape, h: int, nt: int) -> None:
+    """moedown: as x_rows_load over the virtual x row of 9 x 512: k blocks 0..31 from x (the
+    token's 8 pairs' silu(gate) * up, [M, 4096]), 32..35 from xs (the shared expert's, [M, 512])."""
+    W, KR = sh.W, 4096
+    X = f"%xr{nt}_{h}_"
+    e(f"  // x rows of k block {h} * {W} + warp, n-tile {nt}, coalesced (k block >= 32: the shared expert's xs)")
+    e(f"  add.u32 %kb, %warp, {h * W};")
+    e("  shr.u32 %t1, %lane, 4;")
+    e("  and.b32 %t2, %lane, 15;")
+    shared = (h + 1) * W > 32
+    if shared:
+        e("  setp.ge.u32 %pq, %kb, 32;")
+    for j in range(4):
+        e(f"  add.u32 %tok, %t1, {8 * nt + 2 * j};")
+        e("  setp.lt.u32 %pv, %tok, %m;")
+        e(f"  mul.lo.u32 %t0, %tok, {KR};")
+        e("  mad.lo.u32 %t0, %kb, 128, %t0;")
+        e("  mad.lo.u32 %t0, %t2, 8, %t0;")
+        e("  mul.wide.u32 %pt64, %t0, 2;")
+        e("  add.u64 %pa, %px, %pt64;")
+        if shared:
+            e("  mul.lo.u32 %t0, %tok, 512;")
+            e("  sub.u32 %t3, %kb, 32;")
+            e("  mad.lo.u32 %t0, %t3, 128, %t0;")
+            e("  mad.lo.u32 %t0, %t2, 8, %t0;")
+            e("  mul.wide.u32 %pt64, %t0, 2;")
+            e("  add.u64 %pc, %pxs, %pt64;")
+            e("  selp.b64 %pa, %pc, %pa, %pq;")
+        regs = ", ".join(f"{X}{4 * j + c}" for c in range(4))
+        for c in range(4):
+            e(f"  mov.b32 {X}{4 * j + c}, 0;")
+        e(f"  @%pv ld.global.nc.v4.u32 {{{regs}}}, [%pa];")
+
+
+def moedown_mult(e: Emit, sh: Shape, h: int, nt: int) -> None:
+    """moedown: the inverse x scale of (token 8 nt + g, k block h W + warp) times the weight of
+    its expert j = k block / 4: top[token, j] (BF16) for j < 8, bf16(sigmoid(glogit[token])) for
+    the shared expert (j = 8); exact in fp32 (a power of two times a BF16 value). 0 past M."""
+    e(f"  // the expert weight of (token {8 * nt} + g, k block {h} * {sh.W} + warp) into the inverse x scale")
+    e(f"  add.u32 %tok, %g, {8 * nt};")
+    e("  setp.lt.u32 %pv, %tok, %m;")
+    e(f"  add.u32 %kb, %warp, {h * sh.W};")
+    e("  shr.u32 %t0, %kb, 2;  // expert j")
+    shared = (h + 1) * sh.W > 32
+    e("  mov.b16 %q0, 0;")
+    if shared:
+        e("  setp.eq.u32 %pq, %t0, 8;")
+        e("  and.pred %pr, %pv, !%pq;")
+    else:
+        e("  mov.pred %pr, %pv;")
+    e("  mad.lo.u32 %t1, %tok, 8, %t0;")
+    e("  mul.wide.u32 %pt64, %t1, 2;")
+    e("  add.u64 %pa, %ptop, %pt64;")
+    e("  @%pr ld.global.b16 %q0, [%pa];")
+    e("  cvt.f32.bf16 %f0, %q0;")
+    if shared:
+        e("  and.pred %pr, %pv, %pq;")
+        e("  mov.b16 %q1, 0;")
+        e("  mul.wide.u32 %pt64, %tok, 2;")
+        e("  add.u64 %pa, %pgl, %pt64;")
+        e("  @%pr ld.global.b16 %q1, [%pa];")
+        e("  cvt.f32.bf16 %f1, %q1;")
+        e("  // sigmoid as torch on BF16: 1 / (1 + exp(-x)) in fp32, rounded to BF16")
+        e("  mul.f32 %f1, %f1, 0fBFB8AA3B;  // -log2(e)")
+        e("  ex2.approx.f32 %f1, %f1;")
+        e("  add.f32 %f1, %f1, 0f3F800000;")
+        e("  rcp.rn.f32 %f1, %f1;")
+        e("  cvt.rn.bf16.f32 %q1, %f1;")
+        e("  cvt.f32.bf16 %f1, %q1;")
+        e("  selp.f32 %f0, %f1, %f0, %pr;")
+    e(f"  mov.b32 %f2, %inv{nt}_{h};")
+    e("  mul.f32 %f2, %f2, %f0;")
+    e(f"  mov.b32 %inv{nt}_{h}, %f2;")
 
 
 def x_rows_to_fragments(e: Emit, h: int, nt: int) -> None:
@@ -372,6 +460,9 @@ def issue(e: Emit, sh: Shape, strip: str, h: int, stage: str) -> None:
     e(f"  mad.lo.u32 %bf, {stage}, 8, %bars;")
     e(f"  mbarrier.arrive.expect_tx.shared::cta.b64 _, [%bf], {sh.SB + 4 * sh.W};")
     e(f"  mad.lo.u32 %ta, {stage}, {sh.SB}, %sbase;")
+    if sh.fuse == "moedown":
+        issue_moedown(e, sh, strip, h, stage)
+        return
     if sh.fuse == "moe":
         e("  // virtual strip -> (pair, strip of its expert): the expert from the ids table (bad: E - 1, in bounds)")
         e(f"  shr.u32 %ej, {strip}, {sh.S.bit_length() - 1};")
@@ -403,12 +494,50 @@ def issue(e: Emit, sh: Shape, strip: str, h: int, stage: str) -> None:
     e(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%ta], [%pa], {4 * sh.W}, [%bf];")
 
 
+def issue_moedown(e: Emit, sh: Shape, strip: str, h: int, stage: str) -> None:
+    """moedown: chunk h of virtual strip (token t = strip / S, strip ls = strip % S of the
+    token's experts) is experts j = 3 h .. 3 h + 2, each 4 packed tiles (8 KB) and 4 scales
+    (16 B): routed j < 8 from the ids table (entry 8 t + j; bad: E - 1, in bounds), j = 8 the
+    shared expert. %ta holds the stage's address."""
+    per = sh.W // 3  # k blocks per expert (4)
+    e(f"  shr.u32 %ej, {strip}, {sh.S.bit_length() - 1};  // token")
+    e(f"  and.b32 %ls, {strip}, {sh.S - 1};")
+    for q in range(3):
+        j = 3 * h + q
+        e(f"  // expert {j} of the token" + (" (shared)" if j == 8 else ""))
+        if j < 8:
+            e("  shl.b32 %t0, %ej, 5;")
+            e("  add.u32 %t0, %t0, %sbase;")
+            e(f"  ld.shared.u32 %t1, [%t0+{sh.ids_off + 4 * j}];")
+            e("  sub.u32 %t0, %ne, 1;")
+            e("  min.u32 %t1, %t1, %t0;")
+            e(f"  mad.lo.u32 %t0, %t1, {sh.S}, %ls;")
+            e(f"  mul.lo.u32 %t0, %t0, {per};")
+            e("  mul.wide.u32 %pt64, %t0, 2048;")
+            e("  add.u64 %pa, %pw, %pt64;")
+        else:
+            e(f"  mul.lo.u32 %t0, %ls, {per};")
+            e("  mul.wide.u32 %pt64, %t0, 2048;")
+            e("  add.u64 %pa, %pws, %pt64;")
+        e(f"  add.u32 %t2, %ta, {q * per * 2048};")
+        e(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%t2], [%pa], {per * 2048}, [%bf], %pol;")
+        e("  shr.u32 %t0, %ls, 3;")
+        if j < 8:
+            e(f"  mad.lo.u32 %t0, %t1, {sh.N // 128}, %t0;")
+        e(f"  mul.lo.u32 %t0, %t0, {per};")
+        e("  mul.wide.u32 %pt64, %t0, 4;")
+        e("  add.u64 %pa, " + ("%ps" if j < 8 else "%pss") + ", %pt64;")
+        e(f"  mad.lo.u32 %t2, {stage}, 64, %sbase;")
+        e(f"  add.u32 %t2, %t2, {sh.scl_off + 16 * q};")
+        e(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%t2], [%pa], {4 * per}, [%bf];")
+
+
 def issue_strips(e: Emit, sh: Shape, first: str, count: int, stage0: str, label: str) -> None:
     """(Thread 0; the caller branches the others around.) The chunks of the CTA's strips first,
     first + G, ... (count strips, none >= S) into stages stage0, stage0 + 1, ..."""
     e(f"  mov.u32 %sn, {first};")
     for i in range(count):
-        e(f"  setp.ge.u32 %p, %sn, {'%sv' if sh.fuse == 'moe' else sh.S};")
+        e(f"  setp.ge.u32 %p, %sn, {'%sv' if sh.fuse in ('moe', 'moedown') else sh.S};")
         e(f"  @%p bra {label};")
         for h in range(sh.NC):
             e(f"  add.u32 %t3, {stage0}, {i * sh.NC + h};")
@@ -435,8 +564,21 @@ def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: 
     threads read consecutive words), BF16 to out[token, 16 s + row]. ``res``: out is the
     residual h, and the BF16 product is added to it (fp32 add, BF16 round: the model's two ops).
     ``moe``: only pair j = s / S's own x row (j >> pair_shift), to out[j, 16 (s % S) + row] =
-    out + 2 (16 s + row); NaN where the pair's id was not an expert."""
-    if moe is not None:
+    out + 2 (16 s + row); NaN where the pair's id was not an expert. A "moedown" ``moe``: only
+    token t = s / S's row, to h[t, 16 (s % S) + row] (with ``res``); NaN where any of the
+    token's 8 ids was not an expert."""
+    down = moe is not None and moe.fuse == "moedown"
+    if down:
+        e(f"  shr.u32 %ej, %s, {moe.S.bit_length() - 1};  // this strip's token: the only row stored")
+        e(f"  and.b32 %ls, %s, {moe.S - 1};")
+        e("  shl.b32 %t0, %ej, 5;")
+        e("  add.u32 %t0, %t0, %sbase;")
+        e(f"  ld.shared.u32 %t1, [%t0+{moe.ids_off}];")
+        for j in range(1, 8):
+            e(f"  ld.shared.u32 %t2, [%t0+{moe.ids_off + 4 * j}];")
+            e("  max.u32 %t1, %t1, %t2;")
+        e("  setp.eq.u32 %pe, %t1, 0xffffffff;  // an id that was not an expert: NaN out")
+    elif moe is not None:
         e(f"  shr.u32 %ej, %s, {moe.S.bit_length() - 1};  // this strip's pair")
         e("  shl.b32 %t0, %ej, 2;")
         e("  add.u32 %t0, %t0, %sbase;")
@@ -451,7 +593,7 @@ def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: 
         e("  and.b32 %t2, %t0, 15;")
         e("  shr.u32 %t3, %t0, 4;")
         if moe is not None:
-            e("  setp.ne.u32 %pq, %t3, %ls;")
+            e(f"  setp.ne.u32 %pq, %t3, {'%ej' if down else '%ls'};")
             e(f"  @%pq bra {done}_{r};")
         e("  mov.u32 %tok, %t0;")
         e(red_base)
@@ -461,7 +603,11 @@ def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: 
             e(f"  ld.shared.f32 %f1, [%t0+{w_ * 1024}];")
             e("  add.f32 %f0, %f0, %f1;")
         e("  cvt.rn.bf16.f32 %q0, %f0;")
-        if moe is not None:
+        if down:
+            e("  @%pe mov.b16 %q0, 0x7FC0;  // NaN + h is NaN")
+            e(f"  mad.lo.u32 %t0, %t3, {N}, %t2;")
+            e("  mad.lo.u32 %t0, %ls, 16, %t0;")
+        elif moe is not None:
             e("  @%pe mov.b16 %q0, 0x7FC0;")
             e("  mad.lo.u32 %t0, %s, 16, %t2;")
         else:
@@ -621,7 +767,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     at M = 1, and x itself waits behind the first chunks in the DRAM queues; proj_variant.py v3q)."""
     assert x_rows or not skip_nt1
     assert not (stage_x and x_rows), "stage_x is a variant of v3's x prologue: pass **V3 with it"
-    assert sh.fuse in ("", "norm", "res", "gate", "moe") and (sh.fuse != "norm" or (x_rows and sh.NC == 1))
+    assert sh.fuse in ("", "norm", "res", "gate", "moe", "moedown") and (sh.fuse != "norm" or (x_rows and sh.NC == 1))
     N, K, S, W, NC, SB, NS = sh.N, sh.K, sh.S, sh.W, sh.NC, sh.SB, sh.NS
     x_first_m16 = sh.x_first if x_first_m16 is None else x_first_m16
     pre_strips = sh.pre_strips if pre_strips == "shape" else pre_strips
@@ -637,6 +783,10 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     e(f"// {sh.name}: out[M, {N}] = x[M, {K}] @ dequant(W)^T, M in 1..16; FP8 E4M3 weights with 128x128")
     e("// block scales, BF16 x and out, fp32 accumulation. Generated by gen_fp8_gemv.py (its docstring")
     e("// explains the design); regenerate, do not edit.")
+    if sh.fuse == "moedown":
+        e("// A candidate (experiments/proj/moedown): h[t] += bf16(sum_j m_tj x_tj @ dequant(W_j)^T) over the token's 8")
+        e("// routed experts (W[ids[t, j]], x = the pair's silu(gate) * up, m = top[t, j]) and the shared expert (ws, x = xs[t],")
+        e("// m = bf16(sigmoid(glogit[t]))): one GEMV over K = 9 x 512; strip s = (token s / 128, rows 16 (s % 128) ..).")
     if sh.fuse == "moe":
         e(f"// Routed experts: P = {sh.pairs_per_x} M (token, expert) pairs, ids[P] int64; W = the experts' packed weights")
         e(f"// stacked [E, {S}, {sh.KB}, 2048]; out[j] = x[j >> {sh.pair_shift}] @ dequant(W[ids[j]])^T (netra.contracts.proj.EXPERTS).")
@@ -681,10 +831,13 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         e("  .reg .b64 %pn, %pxo;")
     if sh.fuse == "gate":
         e("  .reg .b64 %pg, %pgo;")
-    if sh.fuse == "moe":
+    if sh.fuse in ("moe", "moedown"):
         e("  .reg .pred %pq, %pe;")
         e("  .reg .b32 %sv, %ej, %ls, %ne;")
         e("  .reg .b64 %pid, %rid;")
+    if sh.fuse == "moedown":
+        e("  .reg .pred %pr;")
+        e("  .reg .b64 %ptop, %pxs, %pws, %pss, %pgl, %pc;")
     load_params(e, sh.fuse)
     if tgroups:
         e("  // token group ctaid.y: rows 8 y .. 8 y + 7 of x and out (and gate_out), M - 8 y of them (at most 8)")
@@ -702,8 +855,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     e("  mov.u32 %s, %ctaid.x;  // this CTA's first strip; then += gridDim.x")
     e("  mov.u32 %nct, %nctaid.x;")
     e("  mov.u32 %sbase, dsm;")
-    if sh.fuse == "moe":
-        e(f"  shl.b32 %sv, %m, {sh.pair_shift};  // P pairs of {S} strips each")
+    if sh.fuse in ("moe", "moedown"):
+        e(f"  shl.b32 %sv, %m, {sh.pair_shift};  // " + ("M tokens" if sh.fuse == "moedown" else "P pairs") + f" of {S} strips each")
         e(f"  mul.lo.u32 %sv, %sv, {S};")
     if sh.fuse == "gate":
         e("  sub.u32 %nct, %nct, 1;  // the last CTA is the gate's; the others stream the weights")
@@ -734,7 +887,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     e("  mov.u32 %phase, 0;")
     e("  setp.gt.u32 %pm8, %m, 8;  // a second n-tile of 8 tokens")
     o = dict(stage_x=stage_x, x_rows=x_rows, skip_nt1=skip_nt1, packed_amax=packed_amax, pre=pre, xpair=False)
-    if sh.fuse == "norm" or tgroups:  # M <= 8 only (the norm's contract; a token group of at most 8)
+    if sh.fuse in ("norm", "moedown") or tgroups:  # M <= 8 only (the norm's contract; a token group of at most 8)
         _body(e, sh, (0,), "_M8", **o)
     elif split_m8:
         e("  @%pm8 bra BODY_M16;  // M <= 8 and M > 8: two copies of the rest, each with only its own n-tiles")
@@ -853,9 +1006,9 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool, x_rows
         e("  barrier.cluster.arrive.relaxed.aligned;")
         e("  mapa.shared::cluster.u32 %xpb, %xpb, %peer;  // from here: the peer's x mbarrier")
     else:
-        if sh.fuse == "moe":
+        if sh.fuse in ("moe", "moedown"):
             e("  // the pairs' expert ids: thread t < P loads ids[t] (int64), stored to shared after the x loads")
-            e(f"  shl.b32 %t0, %m, {sh.pair_shift};")
+            e(f"  shl.b32 %t0, %m, {3 if sh.fuse == 'moedown' else sh.pair_shift};" + ("  // the 8 M (token, expert) ids" if sh.fuse == "moedown" else ""))
             e("  setp.lt.u32 %pq, %th, %t0;")
             e("  mul.wide.u32 %pt64, %th, 8;")
             e("  add.u64 %pa, %pid, %pt64;")
@@ -871,13 +1024,15 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool, x_rows
         for nt in (() if xpair else tiles):
             if stage_x:
                 x_staged_fragments(e, h, nt, W, K, x_stride)
+            elif x_rows and sh.fuse == "moedown":
+                x_rows_load_moedown(e, sh, h, nt)
             elif x_rows:
                 x_rows_load(e, h, nt, W, K)
             else:
                 x_fragments(e, h, nt, W, K)
     if sh.fuse == "norm":
         norm_load(e, sh)
-    if sh.fuse == "moe":
+    if sh.fuse in ("moe", "moedown"):
         e("  cvt.u64.u32 %pt64, %ne;")
         e("  setp.lt.u64 %pe, %rid, %pt64;  // unsigned: a negative id is outside too")
         e("  cvt.u32.u64 %t0, %rid;")
@@ -928,6 +1083,8 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool, x_rows
         for h in range(NC):
             for nt in tiles:
                 x_convert(e, h, nt, packed_amax)
+                if sh.fuse == "moedown":
+                    moedown_mult(e, sh, h, nt)
     if x_rows:
         e("  bar.sync 0;  // every warp is done with its x region before any strip's partials land there")
     e("  mov.u32 %buf, 0;")
@@ -994,11 +1151,11 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool, x_rows
     e("  // the warp-order sum, BF16 out")
     red = f"  mad.lo.u32 %t0, %buf, {W * 1024}, %sbase;\n  add.u32 %t0, %t0, {sh.red_off};"
     sum_warps_store(e, sh.threads, W, N, red, "SUM_DONE" + sfx, res=sh.fuse == "res",
-                    moe=sh if sh.fuse == "moe" else None)
+                    moe=sh if sh.fuse in ("moe", "moedown") else None)
     e(f"SUM_DONE{sfx}:")
     e("  xor.b32 %buf, %buf, 1;  // two buffers: the next strip's partials never overwrite ones still being summed")
     e("  add.u32 %s, %s, %nct;")
-    e(f"  setp.lt.u32 %p, %s, {'%sv' if sh.fuse == 'moe' else S};")
+    e(f"  setp.lt.u32 %p, %s, {'%sv' if sh.fuse in ('moe', 'moedown') else S};")
     e(f"  @%p bra STRIP{sfx};")
     e("  ret;")
 

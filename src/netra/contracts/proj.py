@@ -22,7 +22,9 @@ class Fp8Gemv:
     K: int
     use: str
     fuse: str = ""  # "": plain; "norm": the input RMSNorm as a prologue; "res": the residual add as an epilogue;
-    # "gate": one more CTA computes the BF16 shared_expert_gate; "moe": routed experts (EXPERTS)
+    # "gate": one more CTA computes the BF16 shared_expert_gate; "moe": routed experts (EXPERTS);
+    # "moedown": a candidate (experiments/proj/moedown): the 8 routed experts' and the shared expert's
+    # down as one GEMV over K = 9 x 512, weighted, added to the residual
     pairs_per_x: int = 1  # "moe": (token, expert) pairs that share one row of x (top-k for gate | up, 1 for down)
 
     @property
@@ -39,6 +41,8 @@ class Fp8Gemv:
 
     @property
     def W(self) -> int:  # warps per CTA = k blocks per chunk; warp w owns k block h W + w of chunk h
+        if self.fuse == "moedown":  # 36 k blocks: 3 chunks of 3 experts x 4 blocks
+            return 12
         return min(16, self.KB)
 
     @property
@@ -74,7 +78,7 @@ class Fp8Gemv:
         path. Measured (experiments/proj/v3q_variant.json, M = 16, us, x first / chunks first):
         2048 x 4096 5.97 / 7.65, 4096 x 2048 5.41 / 5.84, 1024 x 2048 3.92 / 4.10; slower where CTAs
         stream more strips (9216 x 2048 8.66 / 8.37) and at K = 512 (2.69 / 2.55)."""
-        if self.fuse == "moe":  # the expert ids come from the previous kernel: nothing before the wait
+        if self.fuse in ("moe", "moedown"):  # the expert ids come from the previous kernel: nothing before the wait
             return True
         return self.K >= 2048 and self.S <= 2 * self.grid and self.fuse != "norm"
 
@@ -85,7 +89,7 @@ class Fp8Gemv:
         else the first. Measured (experiments/proj/v3r_variant.json, us, none / one): 2048 x 4096
         M = 1 4.56 / 5.45, M = 8 4.64 / 5.81; 1024 x 2048 2.98 / 3.04, 3.05 / 3.21; slower where
         CTAs stream two strips (4096 x 2048 M = 1 4.68 / 4.44)."""
-        return 0 if self.x_first and (self.S <= self.grid or self.fuse == "moe") else 1
+        return 0 if self.x_first and (self.S <= self.grid or self.fuse in ("moe", "moedown")) else 1
 
     # dynamic shared memory: NS stages | their W weight scales (64 B each) | 2 reduction buffers | NS mbarriers
     @property
@@ -112,7 +116,7 @@ class Fp8Gemv:
 
     @property
     def smem(self) -> int:
-        if self.fuse == "moe":
+        if self.fuse in ("moe", "moedown"):
             return self.ids_off + 4 * MAX_PAIRS
         return self.norm_off + 16 * 256 * 4 + 64 if self.fuse == "norm" else self.bar_off + 8 * self.NS
 
