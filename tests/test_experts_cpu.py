@@ -189,6 +189,13 @@ def test_fused_down_candidate_assembles_and_its_reference_is_the_models_sum():
     res = _assembles_without_spills(mv.SH.name, ptx)
     assert res["registers"] <= mv.CONTRACT.max_registers and mv.CONTRACT.dynamic_smem <= 227 * 1024
     assert "BODY_M16" not in ptx and ptx.count("cp.async.bulk.shared") == 36  # M <= 8; 3 experts x 2 copies per chunk
+    import re
+
+    for sh in (mv.SH, *EXPERTS):  # the ids-table predicate survives the x loads (a bug found in review)
+        t = _gen().generate(sh)
+        for a in [m.start() for m in re.finditer(r"@%pq ld\.global\.u64 %rid", t)]:
+            seg = t[a:t.index("@%pq st.shared.u32", a)]
+            assert not re.search(r"(setp\.[a-z0-9.]+|and\.pred|mov\.pred) %pq", seg), sh.name
     i = mv.make({"M": 2, "E": 12}, torch.Generator().manual_seed(4), "cpu")
     want = mv.reference(i)["h"]
     got = mv.today(i)["h"]

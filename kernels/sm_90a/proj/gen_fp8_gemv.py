@@ -262,7 +262,7 @@ def x_rows_load_moedown(e: Emit, sh: Shape, h: int, nt: int) -> None:
     e("  and.b32 %t2, %lane, 15;")
     shared = (h + 1) * W > 32
     if shared:
-        e("  setp.ge.u32 %pq, %kb, 32;")
+        e("  setp.ge.u32 %pr, %kb, 32;  // (not %pq: it holds the ids-table predicate until the table is stored)")
     for j in range(4):
         e(f"  add.u32 %tok, %t1, {8 * nt + 2 * j};")
         e("  setp.lt.u32 %pv, %tok, %m;")
@@ -278,7 +278,7 @@ def x_rows_load_moedown(e: Emit, sh: Shape, h: int, nt: int) -> None:
             e("  mad.lo.u32 %t0, %t2, 8, %t0;")
             e("  mul.wide.u32 %pt64, %t0, 2;")
             e("  add.u64 %pc, %pxs, %pt64;")
-            e("  selp.b64 %pa, %pc, %pa, %pq;")
+            e("  selp.b64 %pa, %pc, %pa, %pr;")
         regs = ", ".join(f"{X}{4 * j + c}" for c in range(4))
         for c in range(4):
             e(f"  mov.b32 {X}{4 * j + c}, 0;")
