@@ -223,18 +223,23 @@ def x_fragments(e: Emit, h: int, nt: int, W: int, K: int) -> None:
             e(f"  @%pv ld.global.nc.u32 {X}{2 * i + hh}, [%pa+{32 * i + 16 * hh}];")
 
 
-def x_rows_load(e: Emit, h: int, nt: int, W: int, K: int, tok_reg: str = "") -> None:
+def x_rows_load(e: Emit, h: int, nt: int, W: int, K: int, tok_reg: str = "", shared_x: int = 0) -> None:
     """Coalesced: the warp's 8 tokens x 128 k of k block h W + warp, n-tile nt, as 4 16-byte
     loads per lane into %xr{nt}_{h}_0..15 (load j: tokens 8 nt + 2 j + lane / 16, k 8 (lane % 16)
     .. + 7; 0 for a token >= M). Each load instruction reads 4 whole 128-byte lines; the fragment
     layout's own loads (x_fragments) touch 8 lines each, half of every sector. ``tok_reg``: a
-    register added to every token (xpair: 8 rank, into the n-tile 0 registers)."""
+    register added to every token (xpair: 8 rank, into the n-tile 0 registers). ``shared_x``
+    (moedown): k blocks from K / 128 on come from %pxs, rows of ``shared_x`` (the shared
+    expert's activations), the others from x rows of K."""
     X = f"%xr{nt}_{h}_"
     what = "this CTA's n-tile (tokens 8 rank ..)" if tok_reg else f"n-tile {nt}"
-    e(f"  // x rows of k block {h} * {W} + warp, {what}, coalesced")
+    e(f"  // x rows of k block {h} * {W} + warp, {what}, coalesced" + (f" (from k block {K // 128}: xs)" if shared_x else ""))
     e(f"  add.u32 %kb, %warp, {h * W};")
     e("  shr.u32 %t1, %lane, 4;")
     e("  and.b32 %t2, %lane, 15;")
+    split = shared_x and (h + 1) * W > K // 128
+    if split:
+        e(f"  setp.ge.u32 %pr, %kb, {K // 128};  // (not %pq: it holds the ids-table predicate until the table is stored)")
     for j in range(4):
         e(f"  add.u32 %tok, %t1, {8 * nt + 2 * j};")
         if tok_reg:
@@ -245,35 +250,9 @@ def x_rows_load(e: Emit, h: int, nt: int, W: int, K: int, tok_reg: str = "") -> 
         e("  mad.lo.u32 %t0, %t2, 8, %t0;")
         e("  mul.wide.u32 %pt64, %t0, 2;")
         e("  add.u64 %pa, %px, %pt64;")
-        regs = ", ".join(f"{X}{4 * j + c}" for c in range(4))
-        for c in range(4):
-            e(f"  mov.b32 {X}{4 * j + c}, 0;")
-        e(f"  @%pv ld.global.nc.v4.u32 {{{regs}}}, [%pa];")
-
-
-def x_rows_load_moedown(e: Emit, sh: Shape, h: int, nt: int) -> None:
-    """moedown: as x_rows_load over the virtual x row of 9 x 512: k blocks 0..31 from x (the
-    token's 8 pairs' silu(gate) * up, [M, 4096]), 32..35 from xs (the shared expert's, [M, 512])."""
-    W, KR = sh.W, 4096
-    X = f"%xr{nt}_{h}_"
-    e(f"  // x rows of k block {h} * {W} + warp, n-tile {nt}, coalesced (k block >= 32: the shared expert's xs)")
-    e(f"  add.u32 %kb, %warp, {h * W};")
-    e("  shr.u32 %t1, %lane, 4;")
-    e("  and.b32 %t2, %lane, 15;")
-    shared = (h + 1) * W > 32
-    if shared:
-        e("  setp.ge.u32 %pr, %kb, 32;  // (not %pq: it holds the ids-table predicate until the table is stored)")
-    for j in range(4):
-        e(f"  add.u32 %tok, %t1, {8 * nt + 2 * j};")
-        e("  setp.lt.u32 %pv, %tok, %m;")
-        e(f"  mul.lo.u32 %t0, %tok, {KR};")
-        e("  mad.lo.u32 %t0, %kb, 128, %t0;")
-        e("  mad.lo.u32 %t0, %t2, 8, %t0;")
-        e("  mul.wide.u32 %pt64, %t0, 2;")
-        e("  add.u64 %pa, %px, %pt64;")
-        if shared:
-            e("  mul.lo.u32 %t0, %tok, 512;")
-            e("  sub.u32 %t3, %kb, 32;")
+        if split:
+            e(f"  mul.lo.u32 %t0, %tok, {shared_x};")
+            e(f"  sub.u32 %t3, %kb, {K // 128};")
             e("  mad.lo.u32 %t0, %t3, 128, %t0;")
             e("  mad.lo.u32 %t0, %t2, 8, %t0;")
             e("  mul.wide.u32 %pt64, %t0, 2;")
@@ -1024,8 +1003,8 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool, x_rows
         for nt in (() if xpair else tiles):
             if stage_x:
                 x_staged_fragments(e, h, nt, W, K, x_stride)
-            elif x_rows and sh.fuse == "moedown":
-                x_rows_load_moedown(e, sh, h, nt)
+            elif x_rows and sh.fuse == "moedown":  # the pairs' x rows of 8 x 512, then the shared expert's 512
+                x_rows_load(e, h, nt, W, K - 512, shared_x=512)
             elif x_rows:
                 x_rows_load(e, h, nt, W, K)
             else:
