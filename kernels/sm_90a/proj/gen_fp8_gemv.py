@@ -62,7 +62,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "src"))
-from netra.contracts.proj import EXPERTS, FUSED, SHAPES, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
+from netra.contracts.proj import EXPERTS, FUSED, SHAPES, TOP_K, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
 
 
 class Emit:
@@ -479,13 +479,14 @@ def issue_moedown(e: Emit, sh: Shape, strip: str, h: int, stage: str) -> None:
     (16 B): routed j < 8 from the ids table (entry 8 t + j; bad: E - 1, in bounds), j = 8 the
     shared expert. %ta holds the stage's address."""
     per = sh.W // 3  # k blocks per expert (4)
+    assert sh.KB == per * (TOP_K + 1), "the token's routed experts, then the shared one"
     e(f"  shr.u32 %ej, {strip}, {sh.S.bit_length() - 1};  // token")
     e(f"  and.b32 %ls, {strip}, {sh.S - 1};")
     for q in range(3):
         j = 3 * h + q
-        e(f"  // expert {j} of the token" + (" (shared)" if j == 8 else ""))
-        if j < 8:
-            e("  shl.b32 %t0, %ej, 5;")
+        e(f"  // expert {j} of the token" + (" (shared)" if j == TOP_K else ""))
+        if j < TOP_K:
+            e(f"  shl.b32 %t0, %ej, {(4 * TOP_K).bit_length() - 1};  // the token's {TOP_K} ids")
             e("  add.u32 %t0, %t0, %sbase;")
             e(f"  ld.shared.u32 %t1, [%t0+{sh.ids_off + 4 * j}];")
             e("  sub.u32 %t0, %ne, 1;")
@@ -501,11 +502,11 @@ def issue_moedown(e: Emit, sh: Shape, strip: str, h: int, stage: str) -> None:
         e(f"  add.u32 %t2, %ta, {q * per * 2048};")
         e(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%t2], [%pa], {per * 2048}, [%bf], %pol;")
         e("  shr.u32 %t0, %ls, 3;")
-        if j < 8:
+        if j < TOP_K:
             e(f"  mad.lo.u32 %t0, %t1, {sh.N // 128}, %t0;")
         e(f"  mul.lo.u32 %t0, %t0, {per};")
         e("  mul.wide.u32 %pt64, %t0, 4;")
-        e("  add.u64 %pa, " + ("%ps" if j < 8 else "%pss") + ", %pt64;")
+        e("  add.u64 %pa, " + ("%ps" if j < TOP_K else "%pss") + ", %pt64;")
         e(f"  mad.lo.u32 %t2, {stage}, 64, %sbase;")
         e(f"  add.u32 %t2, %t2, {sh.scl_off + 16 * q};")
         e(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%t2], [%pa], {4 * per}, [%bf];")
@@ -550,10 +551,10 @@ def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: 
     if down:
         e(f"  shr.u32 %ej, %s, {moe.S.bit_length() - 1};  // this strip's token: the only row stored")
         e(f"  and.b32 %ls, %s, {moe.S - 1};")
-        e("  shl.b32 %t0, %ej, 5;")
+        e(f"  shl.b32 %t0, %ej, {(4 * TOP_K).bit_length() - 1};")
         e("  add.u32 %t0, %t0, %sbase;")
         e(f"  ld.shared.u32 %t1, [%t0+{moe.ids_off}];")
-        for j in range(1, 8):
+        for j in range(1, TOP_K):
             e(f"  ld.shared.u32 %t2, [%t0+{moe.ids_off + 4 * j}];")
             e("  max.u32 %t1, %t1, %t2;")
         e("  setp.eq.u32 %pe, %t1, 0xffffffff;  // an id that was not an expert: NaN out")
@@ -987,7 +988,7 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool, x_rows
     else:
         if sh.fuse in ("moe", "moedown"):
             e("  // the pairs' expert ids: thread t < P loads ids[t] (int64), stored to shared after the x loads")
-            e(f"  shl.b32 %t0, %m, {3 if sh.fuse == 'moedown' else sh.pair_shift};" + ("  // the 8 M (token, expert) ids" if sh.fuse == "moedown" else ""))
+            e(f"  shl.b32 %t0, %m, {TOP_K.bit_length() - 1 if sh.fuse == 'moedown' else sh.pair_shift};" + (f"  // the {TOP_K} M (token, expert) ids" if sh.fuse == "moedown" else ""))
             e("  setp.lt.u32 %pq, %th, %t0;")
             e("  mul.wide.u32 %pt64, %th, 8;")
             e("  add.u64 %pa, %pid, %pt64;")

@@ -153,7 +153,7 @@ FUSED = (
 # only for its own x row (j >> pair_shift): out [P, N] holds each pair's product.
 TOP_K = 8
 NUM_EXPERTS = 256
-MAX_PAIRS = 16 * TOP_K  # 16 tokens of 8 experts
+MAX_PAIRS = max(TOKENS) * TOP_K  # 16 tokens of 8 experts
 MOE_STAGES = 8  # K = 512 (down): 8 chunks of 8 KB in flight per CTA instead of 3
 EXPERTS = (
     Fp8Gemv(1024, 2048, "routed experts' gate | up: pair j = (token j / 8, its j % 8-th expert)", "moe", TOP_K),

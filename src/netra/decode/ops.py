@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..contracts.proj import TOKENS
 from ..ops import gdn, proj
 from ..ops.norm import rmsnorm
 
@@ -154,7 +155,7 @@ def _(x, weight, scale, gate_w, out, gate_out):
 
 
 # --- fp8_linear_experts: the routed experts ----------------------------------------------------
-TOKENS_PER_LAUNCH = 16  # the expert kernels take M <= 16 x rows (netra.contracts.proj.EXPERTS)
+TOKENS_PER_LAUNCH = max(TOKENS)  # the expert kernels take M <= 16 x rows (netra.contracts.proj.EXPERTS)
 
 
 def experts_framework(x: Tensor, weight: Tensor, scale: Tensor, ids: Tensor, out: Tensor) -> None:
