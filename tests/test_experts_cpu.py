@@ -189,6 +189,9 @@ def test_fused_down_candidate_assembles_and_its_reference_is_the_models_sum():
     res = _assembles_without_spills(mv.SH.name, ptx)
     assert res["registers"] <= mv.CONTRACT.max_registers and mv.CONTRACT.dynamic_smem <= 227 * 1024
     assert "BODY_M16" not in ptx and ptx.count("cp.async.bulk.shared") == 36  # M <= 8; 3 experts x 2 copies per chunk
+    # the residual epilogue: every store of h follows its load (its first H200 run stored the product alone)
+    stores = ptx.count("st.global.b16 [%pb]")
+    assert stores and ptx.count("ld.global.b16 %q1, [%pb];  // h") == stores
     import re
 
     for sh in (mv.SH, *EXPERTS):  # the ids-table predicate survives the x loads (a bug found in review)

@@ -10,14 +10,12 @@ import sys
 from pathlib import Path
 
 import torch
-from cuda.bindings import driver as cu
 
 from netra import contracts, paths
 from netra.contracts.proj import SHAPES
 from netra.lifecycle import check, testbeds
 from netra.runtime import launch as rt_launch
 from netra.runtime import loader
-from netra.runtime.driver import check as check_cu
 
 HERE = Path(__file__).resolve().parent
 
@@ -30,9 +28,7 @@ def main():
     grid, threads, smem = geometry(sh)
     c2 = dataclasses.replace(contracts.get(sh.name), grid=(str(grid), "1", "1"), threads=threads, dynamic_smem=smem)
     tb = dataclasses.replace(testbeds.get(sh.name), contract=c2)
-    module, fn = loader.load_text(sh.name, generate(sh))
-    if smem > 48 * 1024:
-        check_cu(cu.cuFuncSetAttribute(fn, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem), "smem")
+    module, fn = loader.load_text(sh.name, generate(sh), dynamic_smem=smem)
     go = rt_launch.make_guard_and_launch(c2, function_handle=int(fn), device=0)
     b = check.Bench(tb, {"M": M}, 0)
     for _ in range(4):

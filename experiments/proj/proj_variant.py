@@ -39,7 +39,6 @@ import sys
 from pathlib import Path
 
 import torch
-from cuda.bindings import driver as cu
 
 from netra import contracts, paths
 from netra.contracts.proj import SHAPES
@@ -47,7 +46,6 @@ from netra.lifecycle import bench, check, testbeds
 from netra.lifecycle.metrics import rel_err
 from netra.runtime import launch as rt_launch
 from netra.runtime import loader
-from netra.runtime.driver import check as check_cu
 
 HERE = Path(__file__).resolve().parent
 # candidates of the promoted generator (gen_fp8_gemv.generate's options)
@@ -116,10 +114,7 @@ def run(name: str, out_dir: str, floors) -> dict:
         grid = grid if isinstance(grid, tuple) else (str(grid), "1", "1")
         c2 = dataclasses.replace(contracts.get(sh.name), grid=grid, threads=threads, dynamic_smem=smem)
         tb2 = dataclasses.replace(base_tb, contract=c2)
-        module, fn = loader.load_text(sh.name, generate(sh))
-        if smem > 48 * 1024:
-            check_cu(cu.cuFuncSetAttribute(fn, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem),
-                     f"{sh.name}: raise dynamic shared memory")
+        module, fn = loader.load_text(sh.name, generate(sh), dynamic_smem=smem)
         keep.append(module)
         go2 = rt_launch.make_guard_and_launch(c2, function_handle=int(fn), device=0)
         pdl = name.endswith("_pdl")

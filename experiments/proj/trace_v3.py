@@ -213,10 +213,8 @@ def main():
     fns, keep = {}, []
     for name in NAMES:
         sh = next(s for s in SHAPES if s.name == name)
-        module, fn = loader.load_text(name, trace_text(sh, build))
+        module, fn = loader.load_text(name, trace_text(sh, build), dynamic_smem=sh.smem)
         keep.append(module)
-        check_cu(cu.cuFuncSetAttribute(fn, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                       sh.smem), "max dynamic smem")
         fns[name] = fn
     res = {"method": bench.METHOD.format(R=bench.REPLAYS) + "; stamps by thread 0 of each CTA, last replay", "build": build,
            "slots": __doc__.split("Launched")[0].split("CTA):")[1].strip(), "shapes": {}}

@@ -135,7 +135,7 @@ def main():
     from netra.runtime import loader
 
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
-    module, fn = loader.load_text(CONTRACT.name, gen.generate(SH))
+    module, fn = loader.load_text(CONTRACT.name, gen.generate(SH), dynamic_smem=SH.smem)
     go = rt_launch.make_guard_and_launch(CONTRACT, function_handle=int(fn), device=0)
     tb = testbed()
     res = {"method": bench.METHOD.format(R=bench.REPLAYS), "correctness": {}, "timing": {}}

@@ -120,7 +120,8 @@ def entry(e: Emit, name: str, fuse: str = "") -> None:
         e("  .param .u64 xs,")
         e("  .param .u64 ws,")
         e("  .param .u64 ss,")
-        e("  .param .u64 glogit")
+        e("  .param .u64 glogit,")
+        e("  .param .u64 out")
     else:
         e("  .param .u32 M")
     e(")")
@@ -147,7 +148,7 @@ def load_params(e: Emit, fuse: str = "") -> None:
         e("  ld.param.u32 %ne, [E];")
         e("  cvta.to.global.u64 %pid, %pid;")
     if fuse == "moedown":
-        for r, n in (("%ptop", "top"), ("%pxs", "xs"), ("%pws", "ws"), ("%pss", "ss"), ("%pgl", "glogit")):
+        for r, n in (("%ptop", "top"), ("%pxs", "xs"), ("%pws", "ws"), ("%pss", "ss"), ("%pgl", "glogit"), ("%pmo", "out")):
             e(f"  ld.param.u64 {r}, [{n}];")
             e(f"  cvta.to.global.u64 {r}, {r};")
     if fuse == "norm":
@@ -595,6 +596,9 @@ def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: 
             e("  mad.lo.u32 %t0, %s, 16, %t0;")
         e("  mul.wide.u32 %pt64, %t0, 2;")
         e("  add.u64 %pb, %po, %pt64;")
+        if down:  # the MoE block's output too (the model's moe output, before its residual add)
+            e("  add.u64 %pc, %pmo, %pt64;")
+            e("  st.global.b16 [%pc], %q0;")
         if res:
             e("  ld.global.b16 %q1, [%pb];  // h: read and written by this thread only")
             e("  cvt.f32.bf16 %f1, %q1;")
@@ -817,7 +821,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         e("  .reg .b64 %pid, %rid;")
     if sh.fuse == "moedown":
         e("  .reg .pred %pr;")
-        e("  .reg .b64 %ptop, %pxs, %pws, %pss, %pgl, %pc;")
+        e("  .reg .b64 %ptop, %pxs, %pws, %pss, %pgl, %pc, %pmo;")
     load_params(e, sh.fuse)
     if tgroups:
         e("  // token group ctaid.y: rows 8 y .. 8 y + 7 of x and out (and gate_out), M - 8 y of them (at most 8)")
@@ -1130,7 +1134,7 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool, x_rows
     issue_strips(e, sh, "%t2", 1, "%st0", "REFILLED" + sfx)
     e("  // the warp-order sum, BF16 out")
     red = f"  mad.lo.u32 %t0, %buf, {W * 1024}, %sbase;\n  add.u32 %t0, %t0, {sh.red_off};"
-    sum_warps_store(e, sh.threads, W, N, red, "SUM_DONE" + sfx, res=sh.fuse == "res",
+    sum_warps_store(e, sh.threads, W, N, red, "SUM_DONE" + sfx, res=sh.fuse in ("res", "moedown"),
                     moe=sh if sh.fuse in ("moe", "moedown") else None)
     e(f"SUM_DONE{sfx}:")
     e("  xor.b32 %buf, %buf, 1;  // two buffers: the next strip's partials never overwrite ones still being summed")

@@ -104,10 +104,11 @@ def load(name: str, device: int) -> LoadedKernel:
         return kernel
 
 
-def load_text(name: str, ptx: str, device: int = 0):
+def load_text(name: str, ptx: str, device: int = 0, dynamic_smem: int = 0):
     """Assemble PTX text that is not a registered kernel (an experiment's variant) with the
     pinned ptxas and flags and load it into PyTorch's primary context. Returns (module,
-    function); the caller keeps the module alive. No manifest and none of load()'s checks."""
+    function); the caller keeps the module alive. No manifest and none of load()'s checks;
+    ``dynamic_smem`` over 48 KiB is raised on the function, as load() does from the contract."""
     import subprocess
     import tempfile
 
@@ -128,7 +129,11 @@ def load_text(name: str, ptx: str, device: int = 0):
         torch.cuda.current_stream(device)
         current_context_or_primary(device)
         module = check(cu.cuModuleLoadData(cubin), f"{name}: cuModuleLoadData")
-        return module, check(cu.cuModuleGetFunction(module, name.encode()), f"{name}: cuModuleGetFunction")
+        function = check(cu.cuModuleGetFunction(module, name.encode()), f"{name}: cuModuleGetFunction")
+        if dynamic_smem > 48 * 1024:
+            check(cu.cuFuncSetAttribute(function, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                        dynamic_smem), f"{name}: raise dynamic shared memory")
+        return module, function
 
 
 def loaded() -> list[LoadedKernel]:
