@@ -307,6 +307,85 @@ def test_expert_kernels_in_the_op_and_the_moe_block(M):
     assert torch.equal(graph_out, out_k)
 
 
+@pytest.mark.parametrize("M", [1, 5, 16, 32])
+def test_router_kernel_picks_the_references_experts(M):
+    """moe_router takes moe_router_e256_k2048 with no miss; its ids equal the reference's
+    exactly (the reference emulates the kernel's fp32 order, so BF16 ties agree), its weights
+    are within the contract's tolerance, 20 launches give the same bits, and the ids agree with
+    PyTorch's form of the model except where BF16 logits at the top-8 boundary tie."""
+    from netra.decode import ops as dops
+    from netra.lifecycle import testbeds
+
+    name = "moe_router_e256_k2048"
+    tb = testbeds.get(name)
+    ops.reset_stats()
+    for seed in range(3):
+        i = tb.make({"M": M}, torch.Generator().manual_seed(10 * M + seed), "cuda")
+        want = tb.reference(i)
+        top = torch.full((M, 8), float("nan"), dtype=torch.bfloat16, device="cuda")
+        idx = torch.full((M, 8), -1, dtype=torch.long, device="cuda")
+        dops.moe_router(i["x"], i["w"], top, idx)
+        torch.cuda.synchronize()
+        assert _misses("moe_router") == 0, ops.stats()["moe_router"]
+        assert torch.equal(idx, want["idx"]), (idx, want["idx"])
+        assert metrics.rel_err(top, want["top"]) <= contracts.get(name).tolerance
+        for _ in range(20):
+            t2, i2 = torch.empty_like(top), torch.empty_like(idx)
+            dops.moe_router(i["x"], i["w"], t2, i2)
+            assert torch.equal(t2, top) and torch.equal(i2, idx)
+        peer = tb.peers["torch_router_topk"](i, {})
+        same = (torch.sort(idx).values == torch.sort(peer["idx"]).values).all(-1)
+        assert same.float().mean() >= 0.7
+
+
+@pytest.mark.parametrize("M", [1, 5, 8, 11])
+def test_moe_down_kernel_in_the_op(M):
+    """moe_down takes fp8_gemv_n2048_k4608_moedown with no miss (11 tokens: launches of 8 and
+    3); out and h against float64 within the contract's tolerance, and within it of the
+    unfused path; a bad id makes that token's rows NaN and no other; 20 calls bitwise; a graph
+    replay bitwise the eager call."""
+    from netra.contracts.proj import MOE_DOWN
+    from netra.decode import ops as dops
+    from netra.lifecycle import testbeds
+
+    tb = testbeds.get(MOE_DOWN.name)
+    tol = contracts.get(MOE_DOWN.name).tolerance
+    ops.reset_stats()
+    i = tb.make({"M": M, "E": 256}, torch.Generator().manual_seed(20 + M), "cuda")
+    want = tb.reference(i)
+    a = lambda h, out, ids=i["ids"]: (i["x"], i["w"], i["scale"], ids, i["top"], i["xs"], i["ws"], i["ss"],  # noqa: E731
+                                      i["glogit"], h, out)
+    h, out = i["h"].clone(), torch.full_like(i["h"], float("nan"))
+    dops.moe_down(*a(h, out))
+    hu, ou = i["h"].clone(), torch.full_like(i["h"], float("nan"))
+    dops.moe_down_unfused(*a(hu, ou))
+    torch.cuda.synchronize()
+    assert _misses("moe_down") == 0, ops.stats()["moe_down"]
+    assert metrics.rel_err(out, want["out"]) <= tol and metrics.rel_err(h, want["h"]) <= tol
+    assert metrics.rel_err(ou, want["out"]) <= tol and metrics.rel_err(hu, want["h"]) <= tol
+    for _ in range(20):
+        h2, o2 = i["h"].clone(), torch.empty_like(out)
+        dops.moe_down(*a(h2, o2))
+        assert torch.equal(h2, h) and torch.equal(o2, out)
+    ids = i["ids"].clone()
+    ids[M // 2, 3] = 256
+    hb, ob = i["h"].clone(), torch.empty_like(out)
+    dops.moe_down(*a(hb, ob, ids))
+    torch.cuda.synchronize()
+    bad = torch.zeros(M, dtype=torch.bool, device="cuda")
+    bad[M // 2] = True
+    assert ob[bad].isnan().all() and hb[bad].isnan().all() and torch.equal(ob[~bad], out[~bad])
+    hg, og = i["h"].clone(), torch.empty_like(out)
+    gr = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(gr):
+        dops.moe_down(*a(hg, og))
+    hg.copy_(i["h"])
+    og.fill_(float("nan"))
+    gr.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(hg, h) and torch.equal(og, out)
+
+
 @pytest.mark.parametrize("B", [1, 7, 32])
 def test_gdn_decode_op_runs_the_kernel_and_matches_the_framework_path(B):
     """netra::gdn_decode in the runner's layout (qkv and z views of one qkvz row, int64

@@ -8,7 +8,7 @@ import torch
 
 import netra.ops as ops
 from netra import contracts, paths
-from netra.contracts.proj import EXPERTS, FUSED, SHAPES
+from netra.contracts.proj import EXPERTS, FUSED, MOE_DOWN, SHAPES
 from netra.decode import ops as dops
 from netra.model import checkpoint as ck
 from netra.ops import proj
@@ -146,7 +146,8 @@ def test_runner_with_real_projection_shapes_packs_and_matches_the_reference():
     # the runner calls the norm-prologue and gate kernels, whose fallback is the plain kernel
     # (missed too here); the residual-epilogue kernel is not used by the runner
     assert missed == ({sh.name for sh in SHAPES if (sh.N, sh.K) not in ((8192, 2048), (4096, 2048))}
-                      | {sh.name for sh in FUSED if sh.fuse in ("norm", "gate")} | {sh.name for sh in EXPERTS})
+                      | {sh.name for sh in FUSED if sh.fuse in ("norm", "gate")} | {sh.name for sh in EXPERTS}
+                      | {"moe_down"})
 
 
 def test_bf16_gemv_ptx_is_current_and_framework_path_matches():
@@ -259,7 +260,7 @@ def test_set_pdl_rebinds_only_pdl_kernels_with_the_pdl_launcher(monkeypatch):
         ops.set_pdl(True)
         ops.prepare()
         pdl_names = {k.contract.name for k in ops.OPS.values() if k.contract.pdl}
-        assert pdl_names == {sh.name for sh in SHAPES + FUSED + EXPERTS}
+        assert pdl_names == {sh.name for sh in SHAPES + FUSED + EXPERTS + (MOE_DOWN,)}
         assert all((made[n] == "PDL") == (n in pdl_names) for n in made) and pdl_names <= set(made)
         made.clear()
         ops.set_pdl(False)

@@ -1,5 +1,7 @@
-"""Where the moedown candidate goes wrong (its first run failed: max rel err 1.12 against float64,
-while bitwise repeatable and with a bad id's NaN confined to its token's row). On the H200:
+"""Where the moedown candidate went wrong (its first run failed: max rel err 1.12 against float64,
+while bitwise repeatable and with a bad id's NaN confined to its token's row; the fit below
+showed the product right and the residual add missing). Now runs the promoted kernel
+(fp8_gemv_n2048_k4608_moedown, its test bed and reference). On the H200:
 
 - per M (1..8, seed 0): the relative error of h;
 - per token: a least-squares fit of the kernel's delta (h out - h in) on the float64 parts
@@ -23,46 +25,45 @@ from pathlib import Path
 
 import torch
 
+from netra.contracts.proj import MOE_DOWN, MOE_I, NUM_EXPERTS, TOP_K
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-import moedown_variant as mv  # noqa: E402
 
 
 def parts(i):
     from netra.reference.proj import fp8_linear
 
     M = i["x"].shape[0]
-    x = i["x"].view(M, mv.TOP_K, mv.I)
-    P = torch.zeros(M, mv.TOP_K + 1, mv.SH.N, dtype=torch.float64, device=x.device)
+    x = i["x"].view(M, TOP_K, MOE_I)
+    P = torch.zeros(M, TOP_K + 1, MOE_DOWN.N, dtype=torch.float64, device=x.device)
     for t in range(M):
-        for j in range(mv.TOP_K):
+        for j in range(TOP_K):
             e = int(i["ids"][t, j])
             P[t, j] = fp8_linear(x[t, j][None], i["_w_plain"][e], i["scale"][e])[0]
-        P[t, mv.TOP_K] = fp8_linear(i["xs"][t][None], i["_ws_plain"], i["ss"])[0]
+        P[t, TOP_K] = fp8_linear(i["xs"][t][None], i["_ws_plain"], i["ss"])[0]
     return P
 
 
 def main():
-    from netra.lifecycle import check
+    from netra.lifecycle import check, testbeds
     from netra.lifecycle.metrics import rel_err
     from netra.runtime import launch as rt_launch
     from netra.runtime import loader
 
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
-    module, fn = loader.load_text(mv.CONTRACT.name, mv.gen.generate(mv.SH), dynamic_smem=mv.SH.smem)
-    go = rt_launch.make_guard_and_launch(mv.CONTRACT, function_handle=int(fn), device=0)
-    tb = mv.testbed()
+    tb = testbeds.get(MOE_DOWN.name)
+    go = rt_launch.make_guard_and_launch(tb.contract, function_handle=loader.load(MOE_DOWN.name, 0).handle, device=0)
     res, dump = {"per_M": {}, "variants": {}}, {}
 
     def run(M, edit=None, seed=0):
-        b = check.Bench(tb, {"M": M, "E": mv.NUM_EXPERTS}, seed)
+        b = check.Bench(tb, {"M": M, "E": NUM_EXPERTS}, seed)
         if edit:
             edit(b.inputs)
         b.reset()
         assert go(*tb.args(b.bufs)) is None
         torch.cuda.synchronize()
         i = b.original_inputs()
-        got, want = b.results()["h"], mv.reference(i)["h"]
+        got, want = b.results()["h"], tb.reference(i)["h"]
         P = parts(i)
         delta = got.double() - i["h"].double()
         sig = torch.sigmoid(i["glogit"].float()).to(torch.bfloat16).double()

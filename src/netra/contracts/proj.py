@@ -159,6 +159,15 @@ EXPERTS = (
     Fp8Gemv(1024, 2048, "routed experts' gate | up: pair j = (token j / 8, its j % 8-th expert)", "moe", TOP_K),
     Fp8Gemv(2048, 512, "routed experts' down: pair j's own input row silu(gate) * up", "moe", 1),
 )
+MOE_I = 512  # moe_intermediate_size: the experts' (and the shared expert's) width
+# the MoE block's whole down side in one launch: the 8 routed experts' and the shared expert's
+# down as one GEMV over K = 9 x 512, weighted, into the residual (M <= 8 tokens per launch)
+MOE_DOWN = Fp8Gemv(2048, (TOP_K + 1) * MOE_I, "the 8 routed experts' and the shared expert's down, weighted, "
+                   "added to the residual", "moedown")
+MOE_DOWN_TOKENS = tuple(range(1, 9))
+ROUTER_K = 2048  # the router's input: the hidden size
+ROUTER_RANKS = 8  # moe_router: a cluster of 8 CTAs per token, 32 experts each
+ROUTER_TOKENS = tuple(range(1, 33))  # any decode batch up to 32 (one cluster per token)
 
 # Against float64 on the same (exactly dequantized) weights and BF16 x: the kernel's only
 # roundings are fp32 accumulation (~K * 2^-24) and the BF16 output (2^-9 relative to the
@@ -379,4 +388,86 @@ BF16_GEMV_N64_K2048 = Contract(
     peers=("cublas_bf16_x2",),
 )
 
-CONTRACTS = tuple(_contract(s) for s in SHAPES + FUSED + EXPERTS) + (BF16_GEMV_N64_K2048,)
+MOE_ROUTER = Contract(
+    name=f"moe_router_e{NUM_EXPERTS}_k{ROUTER_K}",
+    family="proj",
+    summary=f"the MoE router and its top {TOP_K}: logits = bf16(x[M, {ROUTER_K}] @ w^T) (BF16 [{NUM_EXPERTS}, "
+            f"{ROUTER_K}]); idx[M, {TOP_K}] = the {TOP_K} largest (ties: the lower id), in descending order; "
+            f"top[M, {TOP_K}] = softmax(logits)[idx] renormalized over them, BF16",
+    params=(
+        Tensor("x", "bf16", ("M", ROUTER_K), "in"),
+        Tensor("w", "bf16", (NUM_EXPERTS, ROUTER_K), "in", doc="mlp.gate.weight"),
+        Tensor("top", "bf16", ("M", TOP_K), "out"),
+        Tensor("idx", "i64", ("M", TOP_K), "out", doc="expert ids, as torch.topk's indices"),
+        Scalar("M", "u32", value="M"),
+    ),
+    dims={"M": ROUTER_TOKENS},
+    grid=(f"{ROUTER_RANKS} * M", "1", "1"),
+    threads=256,
+    reduction_order="per expert: lane l sums x[256 i + 8 l + c] w[..] for i = 0..7, c = 0..7 in that order (fma; "
+                    "the products are exact), then shfl.bfly 16, 8, 4, 2, 1 adds; rounded to BF16. Weights: "
+                    "ex2.approx of (l_j - l_0) log2(e), summed in selection order, one division each",
+    # the weights: BF16 values <= 1 (2^-9) of an approximate exp; the ids are compared exactly
+    # (an id off by one is only 1/255 of the largest; the reference emulates the kernel's fp32
+    # order, so the BF16 logits and their ties agree)
+    tolerance=BF16_OUT,
+    exact_outputs=("idx",),
+    deterministic=True,
+    bytes_read=f"M * {2 * ROUTER_K} + {2 * NUM_EXPERTS * ROUTER_K}",
+    bytes_written=f"M * {TOP_K * (2 + 8)}",
+    max_registers=128,
+    max_static_smem=4 * NUM_EXPERTS,  # rank 0's logits
+    op="moe_router",
+    reference="netra.reference.proj.router_topk: the logits in the kernel's fp32 order (exact), BF16-rounded, "
+              "then the top 8 and their renormalized softmax in float64",
+    peers=("torch_router_topk",),
+)
+
+
+def _contract_moe_down(s: Fp8Gemv) -> Contract:
+    I, S = MOE_I, s.S
+    return Contract(
+        name=s.name,
+        family="proj",
+        summary=f"out[t] = bf16(sum_j top[t, j] x[t, j] @ dequant(W[ids[t, j]])^T + bf16(sigmoid(glogit[t])) xs[t] @ "
+                f"dequant(ws)^T), h[t] = bf16(h[t] + out[t]) for t < M <= 8: the MoE block's down side ({s.use})",
+        params=(
+            Tensor("x", "bf16", ("M", TOP_K * I), "in", doc="each pair's silu(gate) * up, [M, 8, 512] flattened"),
+            Tensor("w", "fp8e4m3", ("E", S, I // 128, 2048), "in", doc="the experts' down weights, packed, stacked"),
+            Tensor("scale", "f32", ("E", s.N // 128, I // 128), "in", align=4),
+            Tensor("h", "bf16", ("M", s.N), "inout", doc="the residual stream"),
+            Scalar("M", "u32", value="M"),
+            Tensor("ids", "i64", ("M", TOP_K), "in", align=8, doc="the router's top-k ids (read on the device)"),
+            Scalar("E", "u32", value="E"),
+            Tensor("top", "bf16", ("M", TOP_K), "in", doc="the routing weights"),
+            Tensor("xs", "bf16", ("M", I), "in", doc="the shared expert's silu(gate) * up"),
+            Tensor("ws", "fp8e4m3", (S, I // 128, 2048), "in", doc="the shared expert's down, packed"),
+            Tensor("ss", "f32", (s.N // 128, I // 128), "in", align=4),
+            Tensor("glogit", "bf16", ("M", 1), "in", align=4, doc="the shared expert gate's logit"),
+            Tensor("out", "bf16", ("M", s.N), "out", doc="the MoE block's output (NaN rows for a bad id)"),
+        ),
+        dims={"M": MOE_DOWN_TOKENS, "E": (NUM_EXPERTS,)},
+        grid=(f"({S} * M if {S} * M < {SMS} else {SMS})", "1", "1"),
+        threads=s.threads,
+        reduction_order=f"per strip: the {s.KB} k blocks' mma partials (k in mma order), each times its weight-block "
+                        "scale and the token's inverse x scale times the expert's weight (exact: a power of two times "
+                        "a BF16 value); the warps' partials in warp order; BF16 out, then added to h in fp32 and "
+                        "rounded (as the model's two BF16 ops)",
+        tolerance=BF16_TWICE,
+        deterministic=True,
+        bytes_read=f"M * {(TOP_K + 1) * (s.N * I + s.N // 128 * I // 128 * 4) + 2 * (TOP_K + 1) * I + 8 * TOP_K + 2 * TOP_K + 2 + 2 * s.N}",
+        bytes_written=f"M * {4 * s.N}",
+        max_registers=s.max_registers,
+        dynamic_smem=s.smem,
+        quantization=_contract(Fp8Gemv(s.N, I, s.use)).quantization,
+        op="moe_down",
+        pdl="nothing: the ids and weights are the previous kernels' outputs, so every chunk is requested after the wait",
+        reference="netra.reference.proj.moe_down: the float64 sum of the pairs' products (netra.reference.proj."
+                  "fp8_linear) times their weights and the shared expert's times bf16(sigmoid(glogit)), added to h",
+        peers=("moe_decode_unfused",),
+        sanitize_cases=({"M": 1, "E": NUM_EXPERTS}, {"M": 8, "E": NUM_EXPERTS}),
+    )
+
+
+CONTRACTS = tuple(_contract(s) for s in SHAPES + FUSED + EXPERTS) + (
+    BF16_GEMV_N64_K2048, MOE_ROUTER, _contract_moe_down(MOE_DOWN))

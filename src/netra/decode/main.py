@@ -152,10 +152,12 @@ def token_gates(ckpt: ck.Checkpoint, prompts, free_prompt, free_steps: int, devi
     return tf, fd, runner, packed
 
 
-ABLATE = ("fp8_linear", "fp8_linear_norm", "fp8_linear_experts", "bf16_linear2", "gdn_decode")  # switched off alone at batch 1
+ABLATE = ("fp8_linear", "fp8_linear_norm", "fp8_linear_experts", "moe_router", "moe_down", "bf16_linear2",
+          "gdn_decode")  # switched off alone at batch 1
 # an ablation's ops: FP8 projections off means the fused ones too; fp8_linear_norm alone off is
 # the unfused path (rmsnorm_h2048, then the plain FP8 kernel), so that row measures the fusion
-ABLATE_OPS = {"fp8_linear": ("fp8_linear", "fp8_linear_norm", "fp8_linear_add", "fp8_linear_gate", "fp8_linear_experts")}
+ABLATE_OPS = {"fp8_linear": ("fp8_linear", "fp8_linear_norm", "fp8_linear_add", "fp8_linear_gate", "fp8_linear_experts",
+                              "moe_down")}
 
 
 def engines(batches, ablate=ABLATE) -> list[tuple[str, tuple[str, ...], tuple[int, ...]]]:

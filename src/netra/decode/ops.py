@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..contracts.proj import TOKENS
+from ..contracts.proj import MOE_DOWN_TOKENS, TOKENS
 from ..ops import gdn, proj
 from ..ops.norm import rmsnorm
 
@@ -194,6 +194,66 @@ def fp8_linear_experts(x: Tensor, weight: Tensor, scale: Tensor, ids: Tensor, ou
 
 @fp8_linear_experts.register_fake
 def _(x, weight, scale, ids, out):
+    return None
+
+
+# --- moe_router: the router and its top-k ------------------------------------------------------
+@decode_op("moe_router", mutates_args=("top", "idx"))
+def moe_router(x: Tensor, router: Tensor, top: Tensor, idx: Tensor) -> None:
+    """The MoE router as the model computes it: probs = softmax(float(x @ router^T)) over the
+    E experts, the top k (top [M, k] BF16, renormalized to sum 1; idx [M, k] int64, descending).
+    Kernel moe_router_e256_k2048 (E = 256, k = 8, K = 2048, M = 1..32; the same choice: softmax
+    is monotonic; ties to the lower id); otherwise the model's PyTorch form."""
+    reason = proj.ROUTER.go(x, router, top, idx)
+    if reason is None:
+        return
+    proj.ROUTER.missed(reason, (x, router, top, idx))
+    probs = torch.softmax((x @ router.T).float(), -1)
+    t, i = torch.topk(probs, top.shape[-1], -1)
+    top.copy_(t / t.sum(-1, keepdim=True))
+    idx.copy_(i)
+
+
+@moe_router.register_fake
+def _(x, router, top, idx):
+    return None
+
+
+# --- moe_down: the MoE block's down side -----------------------------------------------------------
+def moe_down_unfused(x: Tensor, w2: Tensor, s2: Tensor, ids: Tensor, top: Tensor, xs: Tensor, shared_w2: Tensor,
+                     shared_s2: Tensor, glogit: Tensor, h: Tensor, out: Tensor) -> None:
+    """moe_down as separate ops: each pair's down (fp8_linear_experts), the shared expert's down
+    (fp8_linear), then the weighted sum, the gate and the residual add in PyTorch."""
+    B, k = ids.shape
+    y = torch.empty(B * k, h.shape[1], dtype=h.dtype, device=h.device)
+    fp8_linear_experts(x.view(B * k, -1), w2, s2, ids.reshape(-1), y)  # each pair's down of its own row
+    routed = (y.view(B, k, -1) * top[:, :, None]).sum(1)
+    shared = torch.empty_like(h)
+    linear(xs, shared_w2, shared_s2, shared)
+    torch.add(routed, torch.sigmoid(glogit) * shared, out=out)
+    h.add_(out)
+
+
+@decode_op("moe_down", mutates_args=("h", "out"))
+def moe_down(x: Tensor, w2: Tensor, s2: Tensor, ids: Tensor, top: Tensor, xs: Tensor, shared_w2: Tensor,
+             shared_s2: Tensor, glogit: Tensor, h: Tensor, out: Tensor) -> None:
+    """The MoE block after the activations: out = sum_j top[:, j] down_{ids[:, j]}(x[:, j]) +
+    sigmoid(glogit) shared_down(xs) (BF16), then h += out. x [B, k I] holds the pairs'
+    silu(gate) * up, xs [B, Is] the shared expert's; w2 [E, H, I] the experts' down (packed or
+    plain), shared_w2 [H, Is]. Kernel fp8_gemv_n2048_k4608_moedown (packed weights, E = 256,
+    k = 8, 8 tokens per launch: one GEMV over the 9 experts' K, the weights folded into the x
+    scales, the residual add as its epilogue); otherwise moe_down_unfused."""
+    k, T = proj.MOE_DOWN_KERNEL, max(MOE_DOWN_TOKENS)
+    for i in range(0, h.shape[0], T):  # a chunk the guard refuses takes the unfused path alone
+        a = (x[i:i + T], w2, s2, h[i:i + T], ids[i:i + T], top[i:i + T], xs[i:i + T], shared_w2, shared_s2,
+             glogit[i:i + T], out[i:i + T])
+        if not k(*a):
+            moe_down_unfused(x[i:i + T], w2, s2, ids[i:i + T], top[i:i + T], xs[i:i + T], shared_w2, shared_s2,
+                             glogit[i:i + T], h[i:i + T], out[i:i + T])
+
+
+@moe_down.register_fake
+def _(x, w2, s2, ids, top, xs, shared_w2, shared_s2, glogit, h, out):
     return None
 
 
@@ -375,26 +435,23 @@ def moe_decode(x: Tensor, router: Tensor, w13: Tensor, s13: Tensor, w2: Tensor, 
     kernels, [E, N / 16, K / 128, 2048]); plus the shared expert (the same with [2Is, H] and
     [H, Is], either packed for the projection kernels) scaled by sigmoid(shared_gate [1, H] .
     x). ``residual`` (optional): also ``residual += out`` (BF16), so the next layer's input
-    norm can be a projection's prologue (fp8_linear_norm)."""
+    norm can be a projection's prologue (fp8_linear_norm). Ops: moe_router, fp8_linear_experts
+    (gate | up), fp8_linear_gate (the shared gate | up and its gate logit), moe_down (every
+    down, weighted, and the residual add)."""
     B, H = x.shape
-    probs = torch.softmax((x @ router.T).float(), -1)
-    top, idx = torch.topk(probs, top_k, -1)
-    top = (top / top.sum(-1, keepdim=True)).to(x.dtype)
+    top = torch.empty(B, top_k, dtype=x.dtype, device=x.device)
+    idx = torch.empty(B, top_k, dtype=torch.long, device=x.device)
+    moe_router(x, router, top, idx)
     gu = torch.empty(B, top_k, s13.shape[1] * 128, dtype=x.dtype, device=x.device)
     fp8_linear_experts(x, w13, s13, idx, gu)  # every (token, expert) pair's gate | up
     gate, up = gu.view(B * top_k, -1).chunk(2, -1)
-    y = torch.empty(B * top_k, H, dtype=x.dtype, device=x.device)
-    fp8_linear_experts(F.silu(gate) * up, w2, s2, idx.view(-1), y)  # each pair's down of its own row
-    routed = (y.view(B, top_k, H) * top[:, :, None]).sum(1)
     sgu = torch.empty(B, shared_s13.shape[0] * 128, dtype=x.dtype, device=x.device)
     glogit = torch.empty(B, 1, dtype=x.dtype, device=x.device)
     fp8_linear_gate(x, shared_w13, shared_s13, shared_gate, sgu, glogit)  # gate | up and the gate's logit, one launch
     sg, su = sgu.chunk(2, -1)
-    shared = torch.empty(B, H, dtype=x.dtype, device=x.device)
-    linear((F.silu(sg) * su).contiguous(), shared_w2, shared_s2, shared)
-    torch.add(routed, torch.sigmoid(glogit) * shared, out=out)
-    if residual is not None:
-        residual.add_(out)
+    h = residual if residual is not None else torch.zeros_like(out)  # bf16(0 + out) = out
+    act, xs = (F.silu(gate) * up).contiguous().view(B, -1), (F.silu(sg) * su).contiguous()
+    moe_down(act, w2, s2, idx, top, xs, shared_w2, shared_s2, glogit, h, out)  # out, and h += out
 
 
 @moe_decode.register_fake

@@ -150,6 +150,10 @@ def _public_call(name: str, b: dict):
 
         op = dops.gdn_decode if name == "gdn_decode_b32" else dops.gdn_verify
         return lambda: op(*testbeds._gdn_args(b), 16, e, b["out"])
+    if name == "moe_router_e256_k2048":
+        from ..decode import ops as dops
+
+        return lambda: dops.moe_router(b["x"], b["w"], b["top"], b["idx"])
     if name == "bf16_gemv_n64_k2048":
         from ..decode import ops as dops
 
@@ -163,6 +167,9 @@ def _public_call(name: str, b: dict):
             return lambda: dops.fp8_linear_gate(b["x"], b["w"], b["scale"], b["gate_w"], b["out"], b["gate_out"])
         if name.endswith("_res"):
             return lambda: dops.fp8_linear_add(b["x"], b["w"], b["scale"], b["h"])
+        if name.endswith("_moedown"):
+            return lambda: dops.moe_down(b["x"], b["w"], b["scale"], b["ids"], b["top"], b["xs"], b["ws"], b["ss"],
+                                         b["glogit"], b["h"], b["out"])
         if name.endswith("_moe"):
             return lambda: dops.fp8_linear_experts(b["x"], b["w"], b["scale"], b["ids"], b["out"])
         return lambda: dops.linear(b["x"], b["w"], b["scale"], b["out"])

@@ -377,8 +377,87 @@ def _experts_peers(shape):
     return {"framework_gather_dequant_bmm": framework, "cublas_bf16_bmm": bmm}
 
 
+def _make_router(dims, gen, device):
+    """x at the scale of the post-attention norm's output, the router N(0, 0.02) per row with a
+    log-normal spread (BF16 logits of order 1: exact ties at the top-8 boundary occur and test
+    the tie rule)."""
+    from ..contracts.proj import NUM_EXPERTS, ROUTER_K
+
+    x = (torch.randn(dims["M"], ROUTER_K, generator=gen) * _channels(gen, ROUTER_K, "cpu")).to(torch.bfloat16)
+    w = torch.randn(NUM_EXPERTS, ROUTER_K, generator=gen) * 0.02 * torch.exp(0.3 * torch.randn(NUM_EXPERTS, 1, generator=gen))
+    return {"x": x.to(device), "w": w.to(torch.bfloat16).to(device)}
+
+
+def _router_ref(i):
+    from ..contracts.proj import TOP_K
+    from ..reference.proj import router_logits, router_topk
+
+    top, idx = router_topk(router_logits(i["x"], i["w"]), TOP_K)
+    return {"top": top, "idx": idx}
+
+
+def _router_peer(i, s):
+    """The model's form in PyTorch (what moe_decode ran before the kernel)."""
+    from ..contracts.proj import TOP_K
+
+    probs = torch.softmax((i["x"] @ i["w"].T).float(), -1)
+    top, idx = torch.topk(probs, TOP_K, -1)
+    return {"top": (top / top.sum(-1, keepdim=True)).to(torch.bfloat16), "idx": idx}
+
+
+def _make_moe_down(dims, gen, device):
+    """Each token's 8 distinct experts (as torch.topk gives) with down weights as the expert
+    kernels' test bed draws them (every other expert zero: reading a wrong one fails), the
+    shared expert's the same way; the pairs' activations at silu(gate) * up's scale, softmax
+    routing weights, a gate logit of order 1 and a residual of order 1."""
+    from ..contracts.proj import MOE_DOWN, MOE_I, TOP_K
+    from ..model.checkpoint import quantize
+    from ..ops.proj import pack_weight
+
+    M, E, N, I = dims["M"], dims["E"], MOE_DOWN.N, MOE_I
+    ids = torch.stack([torch.randperm(E, generator=gen)[:TOP_K] for _ in range(M)]).to(device)
+    chosen = ids.reshape(-1).unique()
+    n = chosen.numel()
+    g = torch.Generator(device=device).manual_seed(int(torch.randint(0, 2**62, (1,), generator=gen)))
+    w = torch.randn(n + 1, N, I, generator=g, device=device) * 0.02
+    w *= torch.exp(0.5 * torch.randn(n + 1, N // 128, 1, generator=g, device=device)).repeat_interleave(128, 1)
+    q, sc = quantize(w.view(-1, I))
+    del w
+    q, sc = q.view(n + 1, N, I), sc.view(n + 1, N // 128, I // 128)
+    wq = torch.zeros(E, N, I, dtype=q.dtype, device=device)
+    ws = torch.ones(E, N // 128, I // 128, device=device)
+    wq[chosen], ws[chosen] = q[:n], sc[:n]
+    act = (torch.randn(M, TOP_K * I, generator=gen) * 0.3 * _channels(gen, TOP_K * I, "cpu")).to(torch.bfloat16)
+    xs = (torch.randn(M, I, generator=gen) * 0.3).to(torch.bfloat16)
+    top = torch.softmax(torch.randn(M, TOP_K, generator=gen), -1).to(torch.bfloat16)
+    glogit = (torch.randn(M, 1, generator=gen) * 2).to(torch.bfloat16)
+    h = torch.randn(M, N, generator=gen).to(torch.bfloat16)
+    return {"x": act.to(device), "w": pack_weight(wq), "scale": ws, "h": h.to(device), "ids": ids,
+            "top": top.to(device), "xs": xs.to(device), "ws": pack_weight(q[n]), "ss": sc[n].contiguous(),
+            "glogit": glogit.to(device), "_w_plain": wq, "_ws_plain": q[n]}
+
+
+def _moe_down_ref(i):
+    from ..reference.proj import moe_down
+
+    out = moe_down(i["x"], i["_w_plain"], i["scale"], i["ids"], i["top"], i["xs"], i["_ws_plain"], i["ss"], i["glogit"])
+    return {"out": out, "h": i["h"].double() + out}
+
+
+def _moe_down_peer(i, s):
+    """What moe_decode ran before this kernel, from the activations on: the expert down kernel,
+    the shared down kernel, then PyTorch's weighted sum, sigmoid, product and add (out of place:
+    the bench replays it)."""
+    from ..decode.ops import moe_down_unfused
+
+    out = torch.empty_like(i["h"])
+    h = i["h"].clone()
+    moe_down_unfused(i["x"], i["w"], i["scale"], i["ids"], i["top"], i["xs"], i["ws"], i["ss"], i["glogit"], h, out)
+    return {"out": out, "h": h}
+
+
 def _proj_testbeds() -> dict:
-    from ..contracts.proj import EXPERTS, FUSED, SHAPES
+    from ..contracts.proj import EXPERTS, FUSED, MOE_DOWN, SHAPES
     from ..reference.proj import fp8_linear
 
     beds = {sh.name: Testbed(contracts.get(sh.name), _make_fp8_gemv(sh),
@@ -403,6 +482,10 @@ def _proj_testbeds() -> dict:
     for sh in EXPERTS:
         beds[sh.name] = Testbed(contracts.get(sh.name), _make_fp8_experts(sh), _experts_ref(sh), None,
                                 _experts_peers(sh), scalars={})
+    beds["moe_router_e256_k2048"] = Testbed(contracts.get("moe_router_e256_k2048"), _make_router, _router_ref, None,
+                                            {"torch_router_topk": _router_peer}, scalars={})
+    beds[MOE_DOWN.name] = Testbed(contracts.get(MOE_DOWN.name), _make_moe_down, _moe_down_ref, None,
+                                  {"moe_decode_unfused": _moe_down_peer}, scalars={})
     beds["bf16_gemv_n64_k2048"] = Testbed(
         contracts.get("bf16_gemv_n64_k2048"), _make_ba,
         lambda i: {"out_b": i["x"].double() @ i["w_b"].double().T, "out_a": i["x"].double() @ i["w_a"].double().T},

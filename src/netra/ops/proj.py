@@ -13,7 +13,7 @@ import functools
 import torch
 from torch import Tensor
 
-from ..contracts.proj import EXPERTS, FUSED, SHAPES
+from ..contracts.proj import EXPERTS, FUSED, MOE_DOWN, SHAPES
 from ._dispatch import KernelOp
 
 KERNELS = {(s.S, s.KB): KernelOp("fp8_linear", s.name, key=s.name) for s in SHAPES}
@@ -24,6 +24,8 @@ GATE_KERNELS = {(s.S, s.KB): KernelOp("fp8_linear_gate", s.name, key=s.name) for
 # the routed experts' kernels, by the stacked packed weight's (S, KB) per expert
 EXPERT_KERNELS = {(s.S, s.KB): KernelOp("fp8_linear_experts", s.name, key=s.name) for s in EXPERTS}
 BA = KernelOp("bf16_linear2", "bf16_gemv_n64_k2048")  # GDN in_proj_b | in_proj_a, one launch
+ROUTER = KernelOp("moe_router", "moe_router_e256_k2048")  # the MoE router and its top-k, one launch
+MOE_DOWN_KERNEL = KernelOp("moe_down", MOE_DOWN.name)  # the routed and shared experts' down, weighted, + residual
 
 
 @functools.cache

@@ -10,3 +10,53 @@ from ..model.checkpoint import dequantize
 def fp8_linear(x: Tensor, weight: Tensor, scale: Tensor) -> Tensor:
     """x [M, K] @ dequant(weight [N, K] fp8, scale [N/128, K/128])^T in float64."""
     return x.double() @ dequantize(weight, scale, (128, 128), dtype=x.new_empty(0).double().dtype).T
+
+
+def router_logits(x: Tensor, w: Tensor) -> Tensor:
+    """The router's BF16 logits [M, E] exactly as moe_router_e256_k2048 computes them: per
+    expert, lane l (of 32) adds x[k] w[k] (exact in fp32) for k = 256 i + 8 l + c, i and c in
+    0..7, in that order; the 32 lane sums are added by a butterfly (16, 8, 4, 2, 1); the sum is
+    rounded to BF16. Emulated in float32, so the logits (and their ties) are the kernel's."""
+    import torch
+
+    M, K = x.shape
+    E = w.shape[0]
+    p = x.float()[:, None, :] * w.float()[None, :, :]  # [M, E, K], exact
+    p = p.view(M, E, K // 256, 32, 8).permute(0, 1, 3, 2, 4).reshape(M, E, 32, K // 32)
+    acc = torch.zeros(M, E, 32, dtype=torch.float32, device=x.device)
+    for s in range(K // 32):
+        acc = acc + p[..., s]
+    lanes = torch.arange(32, device=x.device)
+    for off in (16, 8, 4, 2, 1):
+        acc = acc + acc[..., lanes ^ off]
+    return acc[..., 0].to(torch.bfloat16)
+
+
+def router_topk(logits: Tensor, k: int) -> tuple[Tensor, Tensor]:
+    """(weights float64 [M, k], ids int64 [M, k]): the k largest logits, ties to the lower id,
+    in descending order; softmax over all experts renormalized over the k = exp(l_j - l_0) /
+    sum over the k, in float64."""
+    import torch
+
+    order = torch.sort(logits.double(), dim=-1, descending=True, stable=True)
+    top = order.values[:, :k]
+    e = torch.exp(top - top[:, :1])
+    return e / e.sum(-1, keepdim=True), order.indices[:, :k]
+
+
+def moe_down(x: Tensor, w: Tensor, scale: Tensor, ids: Tensor, top: Tensor, xs: Tensor, ws: Tensor, ss: Tensor,
+             glogit: Tensor) -> Tensor:
+    """The MoE block's output [M, N] in float64: sum_j top[t, j] x[t, j] @ dequant(w[ids[t, j]])^T
+    + bf16(sigmoid(glogit[t])) xs[t] @ dequant(ws)^T, with x [M, k * I] (the pairs' silu(gate) *
+    up), w [E, N, I] fp8 (plain, not packed), ws [N, I]; the gate as the model computes it
+    (sigmoid of the BF16 logit, a BF16 product)."""
+    import torch
+
+    M, k = ids.shape
+    xp = x.view(M, k, -1)
+    e = ids.reshape(-1)
+    W = dequantize(w[e], scale[e], (128, 128), dtype=torch.float64)  # [M k, N, I]
+    routed = torch.einsum("pni,pi->pn", W, xp.reshape(M * k, -1).double()).view(M, k, -1)
+    out = (routed * top.double()[:, :, None]).sum(1)
+    sig = torch.sigmoid(glogit.float()).to(torch.bfloat16).double()
+    return out + sig * fp8_linear(xs, ws, ss)

@@ -2,9 +2,9 @@
 logits[t] = bf16(x[t] @ w^T) (BF16 [256, 2048], the model's `mlp.gate`), then the top 8 by
 logit (ties: the lower expert id) and their weights softmax(logits)[top] / sum(softmax[top])
 = exp(l_j - l_max) / sum_k exp(l_k - l_max) over the 8, BF16; the ids int64, in selection
-order (descending). A candidate, measured at bab7443 and not promoted (router_variant.py and
-experiments/proj/README.md: the kernel as measured there lacked the start-of-cluster barrier
-below, which racecheck flagged); its contract lives in router_variant.py. The generator only
+order (descending). Contract: netra.contracts.proj.MOE_ROUTER. The kernel measured at bab7443
+lacked the start-of-cluster barrier below, which racecheck flagged (experiments/proj/router/);
+with it, racecheck found no hazard at 9e1c98e. The generator only
 unrolls and names registers.
 
 Design (replaces ~9 small PyTorch kernels per layer: matmul, casts, softmax, top-k (two
@@ -15,7 +15,7 @@ kernels), sum, divide):
 - Per expert: lane l sums its 64 products in k order with fma (a product of two BF16 values
   is exact in fp32, so fma = the rounded add); then shfl.bfly 16, 8, 4, 2, 1 adds (every lane
   ends with the same sum); the logit is rounded to BF16, as the model's BF16 matmul output.
-  This order is what the reference emulates in float32 (router_variant.router_logits),
+  This order is what the reference emulates in float32 (netra.reference.proj.router_logits),
   so the ids are compared exactly.
 - A relaxed cluster barrier arrive at the start and its wait before the first remote store:
   no CTA writes into rank 0's shared memory before rank 0 has started (the bab7443 build had
@@ -26,7 +26,7 @@ kernels), sum, divide):
   lane marks it taken. Weights by ex2.approx on (l_j - l_0) log2(e), summed in selection order,
   one division each. Lanes 0..7 store top[t, j] and idx[t, j].
 
-  python3 experiments/proj/router/gen_moe_router.py      (rewrites moe_router_e256_k2048.ptx beside it)
+  python3 kernels/sm_90a/proj/gen_moe_router.py      (rewrites moe_router_e256_k2048.ptx beside it)
 """
 
 from __future__ import annotations
@@ -36,10 +36,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "src"))
-from netra.contracts.proj import NUM_EXPERTS, TOP_K  # noqa: E402  (written once)
-
-ROUTER_K = 2048  # the router's input: the hidden size
-ROUTER_RANKS = 8  # a cluster of 8 CTAs per token, 32 experts each
+from netra.contracts.proj import NUM_EXPERTS, ROUTER_K, ROUTER_RANKS, TOP_K  # noqa: E402  (written once)
 
 NAME = f"moe_router_e{NUM_EXPERTS}_k{ROUTER_K}"
 WARPS = 8
