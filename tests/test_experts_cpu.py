@@ -254,8 +254,8 @@ def test_moe_down_ptx_is_current_and_assembles():
 
 
 def test_moe_down_framework_path_matches_float64_and_chunks_tokens():
-    """moe_down on the CPU (the unfused path: expert downs, shared down, the PyTorch sum and
-    residual add) against the float64 reference, with h updated in place and out the MoE
+    """moe_down on the CPU (the unfused path: silu * up, expert downs, shared down, the PyTorch
+    sum and residual add) against the float64 reference, with h updated in place and out the MoE
     output; 11 tokens go as chunks of 8 and 3 with the same numbers as one call per token."""
     tb = testbeds.get(MOE_DOWN.name)
     c = tb.contract
@@ -281,9 +281,9 @@ def test_moe_down_guard_refuses_what_it_cannot_take():
 
     def args(M, E=NUM_EXPERTS, k=TOP_K, idt=torch.long, plain=False):
         w = torch.zeros(E, N, I, dtype=torch.float8_e4m3fn) if plain else torch.zeros(E, S, 4, 2048, dtype=torch.float8_e4m3fn)
-        return (torch.zeros(M, k * I, dtype=torch.bfloat16), w, torch.ones(E, N // 128, 4),
+        return (torch.zeros(M, k * 2 * I, dtype=torch.bfloat16), w, torch.ones(E, N // 128, 4),
                 torch.zeros(M, N, dtype=torch.bfloat16), torch.zeros(M, k, dtype=idt),
-                torch.zeros(M, k, dtype=torch.bfloat16), torch.zeros(M, I, dtype=torch.bfloat16),
+                torch.zeros(M, k, dtype=torch.bfloat16), torch.zeros(M, 2 * I, dtype=torch.bfloat16),
                 torch.zeros(S, 4, 2048, dtype=torch.float8_e4m3fn), torch.ones(N // 128, 4),
                 torch.zeros(M, 1, dtype=torch.bfloat16), torch.zeros(M, N, dtype=torch.bfloat16))
 

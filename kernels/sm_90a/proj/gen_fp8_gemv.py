@@ -231,23 +231,18 @@ def x_fragments(e: Emit, h: int, nt: int, W: int, K: int) -> None:
             e(f"  @%pv ld.global.nc.u32 {X}{2 * i + hh}, [%pa+{32 * i + 16 * hh}];")
 
 
-def x_rows_load(e: Emit, h: int, nt: int, W: int, K: int, tok_reg: str = "", shared_x: int = 0) -> None:
+def x_rows_load(e: Emit, h: int, nt: int, W: int, K: int, tok_reg: str = "") -> None:
     """Coalesced: the warp's 8 tokens x 128 k of k block h W + warp, n-tile nt, as 4 16-byte
     loads per lane into %xr{nt}_{h}_0..15 (load j: tokens 8 nt + 2 j + lane / 16, k 8 (lane % 16)
     .. + 7; 0 for a token >= M). Each load instruction reads 4 whole 128-byte lines; the fragment
     layout's own loads (x_fragments) touch 8 lines each, half of every sector. ``tok_reg``: a
-    register added to every token (xpair: 8 rank, into the n-tile 0 registers). ``shared_x``
-    (moedown): k blocks from K / 128 on come from %pxs, rows of ``shared_x`` (the shared
-    expert's activations), the others from x rows of K."""
+    register added to every token (xpair: 8 rank, into the n-tile 0 registers)."""
     X = f"%xr{nt}_{h}_"
     what = "this CTA's n-tile (tokens 8 rank ..)" if tok_reg else f"n-tile {nt}"
-    e(f"  // x rows of k block {h} * {W} + warp, {what}, coalesced" + (f" (from k block {K // 128}: xs)" if shared_x else ""))
+    e(f"  // x rows of k block {h} * {W} + warp, {what}, coalesced")
     e(f"  add.u32 %kb, %warp, {h * W};")
     e("  shr.u32 %t1, %lane, 4;")
     e("  and.b32 %t2, %lane, 15;")
-    split = shared_x and (h + 1) * W > K // 128
-    if split:
-        e(f"  setp.ge.u32 %pr, %kb, {K // 128};  // (not %pq: it holds the ids-table predicate until the table is stored)")
     for j in range(4):
         e(f"  add.u32 %tok, %t1, {8 * nt + 2 * j};")
         if tok_reg:
@@ -258,18 +253,82 @@ def x_rows_load(e: Emit, h: int, nt: int, W: int, K: int, tok_reg: str = "", sha
         e("  mad.lo.u32 %t0, %t2, 8, %t0;")
         e("  mul.wide.u32 %pt64, %t0, 2;")
         e("  add.u64 %pa, %px, %pt64;")
-        if split:
-            e(f"  mul.lo.u32 %t0, %tok, {shared_x};")
-            e(f"  sub.u32 %t3, %kb, {K // 128};")
-            e("  mad.lo.u32 %t0, %t3, 128, %t0;")
-            e("  mad.lo.u32 %t0, %t2, 8, %t0;")
-            e("  mul.wide.u32 %pt64, %t0, 2;")
-            e("  add.u64 %pc, %pxs, %pt64;")
-            e("  selp.b64 %pa, %pc, %pa, %pr;")
         regs = ", ".join(f"{X}{4 * j + c}" for c in range(4))
         for c in range(4):
             e(f"  mov.b32 {X}{4 * j + c}, 0;")
         e(f"  @%pv ld.global.nc.v4.u32 {{{regs}}}, [%pa];")
+
+
+def x_rows_load_gu(e: Emit, sh: Shape, h: int) -> None:
+    """moedown: as x_rows_load (n-tile 0), but x is silu(gate) * up of each expert's gate | up
+    rows: k block kb = h W + warp is block kb % 4 of expert j = kb / 4, whose gate | up row of
+    token t is gu[t, j] (x, [M, 8, 2 I]) for j < 8 and sgu[t] (xs, [M, 2 I]) for the shared
+    expert; the gate's 8 values into %xr0_{h}_*, the up's (I further) into %u{h}_*. silu_mul
+    makes the products once the weight chunks are requested."""
+    I = sh.K // (TOP_K + 1)
+    X, U = f"%xr0_{h}_", f"%u{h}_"
+    e(f"  // gate and up rows of k block {h} * {sh.W} + warp (expert kb / 4, its block kb % 4), coalesced")
+    e(f"  add.u32 %kb, %warp, {h * sh.W};")
+    e("  shr.u32 %t1, %lane, 4;")
+    e("  and.b32 %t2, %lane, 15;")
+    shared = (h + 1) * sh.W > 4 * TOP_K
+    e("  shr.u32 %t3, %kb, 2;  // expert j")
+    e("  and.b32 %ej, %kb, 3;")
+    e("  mul.lo.u32 %ej, %ej, 128;")
+    e("  mad.lo.u32 %ej, %t2, 8, %ej;  // the lane's k within the expert's row")
+    if shared:
+        e(f"  setp.eq.u32 %pr, %t3, {TOP_K};  // the shared expert's (not %pq: it holds the ids-table predicate)")
+    for j in range(4):
+        e(f"  add.u32 %tok, %t1, {2 * j};")
+        e("  setp.lt.u32 %pv, %tok, %m;")
+        e(f"  mul.lo.u32 %t0, %tok, {TOP_K};")
+        e("  add.u32 %t0, %t0, %t3;")
+        e(f"  mul.lo.u32 %t0, %t0, {2 * I};")
+        e("  add.u32 %t0, %t0, %ej;")
+        e("  mul.wide.u32 %pt64, %t0, 2;")
+        e("  add.u64 %pa, %px, %pt64;")
+        if shared:
+            e(f"  mad.lo.u32 %t0, %tok, {2 * I}, %ej;")
+            e("  mul.wide.u32 %pt64, %t0, 2;")
+            e("  add.u64 %pc, %pxs, %pt64;")
+            e("  selp.b64 %pa, %pc, %pa, %pr;")
+        for R in (X, U):
+            regs = ", ".join(f"{R}{4 * j + c}" for c in range(4))
+            for c in range(4):
+                e(f"  mov.b32 {R}{4 * j + c}, 0;")
+            e(f"  @%pv ld.global.nc.v4.u32 {{{regs}}}, [%pa{'+' + str(2 * I) if R == U else ''}];")
+
+
+def silu_mul(e: Emit, h: int) -> None:
+    """moedown: %xr0_{h}_* = bf16(bf16(silu(gate)) * up) in place, as the model's two BF16 ops
+    (silu(g) = g / (1 + exp(-g)) in fp32 with ex2.approx and rcp.approx: within an fp32 ulp or
+    two, so the BF16 result is the model's but at rare rounding boundaries); rows past M skipped
+    (their words are 0)."""
+    X, U = f"%xr0_{h}_", f"%u{h}_"
+    e(f"  // chunk {h}: x = silu(gate) * up, rounded to BF16 twice as the model's ops")
+    for j in range(4):
+        e("  shr.u32 %tok, %lane, 4;")
+        e(f"  add.u32 %tok, %tok, {2 * j};")
+        e("  setp.ge.u32 %p, %tok, %m;")
+        e(f"  @%p bra SILU_{h}_{j};")
+        for c in range(4):
+            r = 4 * j + c
+            bf16x2_to_f32(e, f"{X}{r}")
+            for f in ("%f0", "%f1"):
+                e(f"  mul.f32 %f2, {f}, 0fBFB8AA3B;  // -log2(e) g")
+                e("  ex2.approx.ftz.f32 %f2, %f2;")
+                e("  add.f32 %f2, %f2, 0f3F800000;")
+                e("  rcp.approx.ftz.f32 %f2, %f2;")
+                e(f"  mul.f32 {f}, {f}, %f2;")
+            e(f"  cvt.rn.bf16x2.f32 {X}{r}, %f1, %f0;  // silu(g), BF16")
+            bf16x2_to_f32(e, f"{X}{r}")
+            e("  mov.b32 %f2, %f0;")
+            e("  mov.b32 %f3, %f1;")
+            bf16x2_to_f32(e, f"{U}{r}")
+            e("  mul.f32 %f0, %f0, %f2;")
+            e("  mul.f32 %f1, %f1, %f3;")
+            e(f"  cvt.rn.bf16x2.f32 {X}{r}, %f1, %f0;  // silu(g) * u, BF16")
+        e(f"SILU_{h}_{j}:")
 
 
 def moedown_mult(e: Emit, sh: Shape, h: int, nt: int) -> None:
@@ -830,6 +889,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     if sh.fuse == "moedown":
         e("  .reg .pred %pr;")
         e("  .reg .b64 %ptop, %pxs, %pws, %pss, %pgl, %pc, %pmo;")
+        for h in range(NC):
+            e(f"  .reg .b32 %u{h}_<16>;  // the up halves of x (silu_mul)")
     load_params(e, sh.fuse)
     if tgroups:
         e("  // token group ctaid.y: rows 8 y .. 8 y + 7 of x and out (and gate_out), M - 8 y of them (at most 8)")
@@ -1016,8 +1077,8 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool, x_rows
         for nt in (() if xpair else tiles):
             if stage_x:
                 x_staged_fragments(e, h, nt, W, K, x_stride)
-            elif x_rows and sh.fuse == "moedown":  # the pairs' x rows of 8 x 512, then the shared expert's 512
-                x_rows_load(e, h, nt, W, K - 512, shared_x=512)
+            elif x_rows and sh.fuse == "moedown":  # gate and up rows: the pairs', then the shared expert's
+                x_rows_load_gu(e, sh, h)
             elif x_rows:
                 x_rows_load(e, h, nt, W, K)
             else:
@@ -1041,6 +1102,9 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool, x_rows
         issue_strips(e, sh, "%t2", NS // NC - pre, str(pre * NC), "REST_ISSUED" + sfx)
     if sh.fuse == "norm":
         norm_prologue(e, sh, tiles, sfx)
+    if sh.fuse == "moedown":  # after the chunks are requested: the products wait on the gate | up loads
+        for h in range(NC):
+            silu_mul(e, h)
     if x_rows:
         e("  mad.lo.u32 %xst, %warp, 2048, %sbase;  // the warp's 2 KB of the reduction buffers")
         e(f"  add.u32 %xst, %xst, {sh.red_off};")

@@ -160,8 +160,8 @@ EXPERTS = (
     Fp8Gemv(2048, 512, "routed experts' down: pair j's own input row silu(gate) * up", "moe", 1),
 )
 MOE_I = 512  # moe_intermediate_size: the experts' (and the shared expert's) width
-# the MoE block's whole down side in one launch: the 8 routed experts' and the shared expert's
-# down as one GEMV over K = 9 x 512, weighted, into the residual (M <= 8 tokens per launch)
+# the MoE block after gate | up in one launch: silu(gate) * up, then the 8 routed experts' and
+# the shared expert's down as one GEMV over K = 9 x 512, weighted, into the residual (M <= 8)
 MOE_DOWN = Fp8Gemv(2048, (TOP_K + 1) * MOE_I, "the 8 routed experts' and the shared expert's down, weighted, "
                    "added to the residual", "moedown")
 MOE_DOWN_TOKENS = tuple(range(1, 9))
@@ -429,10 +429,12 @@ def _contract_moe_down(s: Fp8Gemv) -> Contract:
     return Contract(
         name=s.name,
         family="proj",
-        summary=f"out[t] = bf16(sum_j top[t, j] x[t, j] @ dequant(W[ids[t, j]])^T + bf16(sigmoid(glogit[t])) xs[t] @ "
-                f"dequant(ws)^T), h[t] = bf16(h[t] + out[t]) for t < M <= 8: the MoE block's down side ({s.use})",
+        summary=f"out[t] = bf16(sum_j top[t, j] a[t, j] @ dequant(W[ids[t, j]])^T + bf16(sigmoid(glogit[t])) as[t] @ "
+                f"dequant(ws)^T), h[t] = bf16(h[t] + out[t]) for t < M <= 8, where a = bf16(bf16(silu(gate)) * up) of "
+                f"each gate | up row (x for the pairs, xs for the shared expert): the MoE block after gate | up ({s.use})",
         params=(
-            Tensor("x", "bf16", ("M", TOP_K * I), "in", doc="each pair's silu(gate) * up, [M, 8, 512] flattened"),
+            Tensor("x", "bf16", ("M", TOP_K * 2 * I), "in", doc="each pair's gate | up (the expert kernel's out), "
+                   "[M, 8, 1024] flattened"),
             Tensor("w", "fp8e4m3", ("E", S, I // 128, 2048), "in", doc="the experts' down weights, packed, stacked"),
             Tensor("scale", "f32", ("E", s.N // 128, I // 128), "in", align=4),
             Tensor("h", "bf16", ("M", s.N), "inout", doc="the residual stream"),
@@ -440,7 +442,7 @@ def _contract_moe_down(s: Fp8Gemv) -> Contract:
             Tensor("ids", "i64", ("M", TOP_K), "in", align=8, doc="the router's top-k ids (read on the device)"),
             Scalar("E", "u32", value="E"),
             Tensor("top", "bf16", ("M", TOP_K), "in", doc="the routing weights"),
-            Tensor("xs", "bf16", ("M", I), "in", doc="the shared expert's silu(gate) * up"),
+            Tensor("xs", "bf16", ("M", 2 * I), "in", doc="the shared expert's gate | up"),
             Tensor("ws", "fp8e4m3", (S, I // 128, 2048), "in", doc="the shared expert's down, packed"),
             Tensor("ss", "f32", (s.N // 128, I // 128), "in", align=4),
             Tensor("glogit", "bf16", ("M", 1), "in", align=4, doc="the shared expert gate's logit"),
@@ -449,21 +451,23 @@ def _contract_moe_down(s: Fp8Gemv) -> Contract:
         dims={"M": MOE_DOWN_TOKENS, "E": (NUM_EXPERTS,)},
         grid=(f"({S} * M if {S} * M < {SMS} else {SMS})", "1", "1"),
         threads=s.threads,
-        reduction_order=f"per strip: the {s.KB} k blocks' mma partials (k in mma order), each times its weight-block "
+        reduction_order=f"silu(g) = g / (1 + ex2.approx(-g log2 e)) with rcp.approx, rounded to BF16, times up, "
+                        f"rounded; per strip: the {s.KB} k blocks' mma partials (k in mma order), each times its weight-block "
                         "scale and the token's inverse x scale times the expert's weight (exact: a power of two times "
                         "a BF16 value); the warps' partials in warp order; BF16 out, then added to h in fp32 and "
                         "rounded (as the model's two BF16 ops)",
         tolerance=BF16_TWICE,
         deterministic=True,
-        bytes_read=f"M * {(TOP_K + 1) * (s.N * I + s.N // 128 * I // 128 * 4) + 2 * (TOP_K + 1) * I + 8 * TOP_K + 2 * TOP_K + 2 + 2 * s.N}",
+        bytes_read=f"M * {(TOP_K + 1) * (s.N * I + s.N // 128 * I // 128 * 4) + 4 * (TOP_K + 1) * I + 8 * TOP_K + 2 * TOP_K + 2 + 2 * s.N}",
         bytes_written=f"M * {4 * s.N}",
         max_registers=s.max_registers,
         dynamic_smem=s.smem,
         quantization=_contract(Fp8Gemv(s.N, I, s.use)).quantization,
         op="moe_down",
         pdl="nothing: the ids and weights are the previous kernels' outputs, so every chunk is requested after the wait",
-        reference="netra.reference.proj.moe_down: the float64 sum of the pairs' products (netra.reference.proj."
-                  "fp8_linear) times their weights and the shared expert's times bf16(sigmoid(glogit)), added to h",
+        reference="netra.reference.proj.moe_down: a = bf16(bf16(silu(gate)) * up) as the model's ops, then the "
+                  "float64 sum of the pairs' products times their weights and the shared expert's times "
+                  "bf16(sigmoid(glogit)), added to h",
         peers=("moe_decode_unfused",),
         sanitize_cases=({"M": 1, "E": NUM_EXPERTS}, {"M": 8, "E": NUM_EXPERTS}),
     )

@@ -222,14 +222,17 @@ def _(x, router, top, idx):
 # --- moe_down: the MoE block's down side -----------------------------------------------------------
 def moe_down_unfused(x: Tensor, w2: Tensor, s2: Tensor, ids: Tensor, top: Tensor, xs: Tensor, shared_w2: Tensor,
                      shared_s2: Tensor, glogit: Tensor, h: Tensor, out: Tensor) -> None:
-    """moe_down as separate ops: each pair's down (fp8_linear_experts), the shared expert's down
-    (fp8_linear), then the weighted sum, the gate and the residual add in PyTorch."""
+    """moe_down as separate ops: silu(gate) * up, each pair's down (fp8_linear_experts), the
+    shared expert's down (fp8_linear), then the weighted sum, the gate and the residual add in
+    PyTorch."""
     B, k = ids.shape
+    gate, up = x.reshape(B * k, -1).chunk(2, -1)
+    sg, su = xs.chunk(2, -1)
     y = torch.empty(B * k, h.shape[1], dtype=h.dtype, device=h.device)
-    fp8_linear_experts(x.view(B * k, -1), w2, s2, ids.reshape(-1), y)  # each pair's down of its own row
+    fp8_linear_experts((F.silu(gate) * up).contiguous(), w2, s2, ids.reshape(-1), y)  # each pair's down of its row
     routed = (y.view(B, k, -1) * top[:, :, None]).sum(1)
     shared = torch.empty_like(h)
-    linear(xs, shared_w2, shared_s2, shared)
+    linear((F.silu(sg) * su).contiguous(), shared_w2, shared_s2, shared)
     torch.add(routed, torch.sigmoid(glogit) * shared, out=out)
     h.add_(out)
 
@@ -237,12 +240,13 @@ def moe_down_unfused(x: Tensor, w2: Tensor, s2: Tensor, ids: Tensor, top: Tensor
 @decode_op("moe_down", mutates_args=("h", "out"))
 def moe_down(x: Tensor, w2: Tensor, s2: Tensor, ids: Tensor, top: Tensor, xs: Tensor, shared_w2: Tensor,
              shared_s2: Tensor, glogit: Tensor, h: Tensor, out: Tensor) -> None:
-    """The MoE block after the activations: out = sum_j top[:, j] down_{ids[:, j]}(x[:, j]) +
-    sigmoid(glogit) shared_down(xs) (BF16), then h += out. x [B, k I] holds the pairs'
-    silu(gate) * up, xs [B, Is] the shared expert's; w2 [E, H, I] the experts' down (packed or
-    plain), shared_w2 [H, Is]. Kernel fp8_gemv_n2048_k4608_moedown (packed weights, E = 256,
-    k = 8, 8 tokens per launch: one GEMV over the 9 experts' K, the weights folded into the x
-    scales, the residual add as its epilogue); otherwise moe_down_unfused."""
+    """The MoE block after gate | up: out = sum_j top[:, j] down_{ids[:, j]}(a[:, j]) +
+    sigmoid(glogit) shared_down(as) (BF16), then h += out, where a = silu(gate) * up of each
+    pair's gate | up row in x [B, k 2I] (the expert kernel's output) and as of the shared
+    expert's in xs [B, 2Is]; w2 [E, H, I] the experts' down (packed or plain), shared_w2
+    [H, Is]. Kernel fp8_gemv_n2048_k4608_moedown (packed weights, E = 256, k = 8, 8 tokens per
+    launch: silu * up in its x prologue, one GEMV over the 9 experts' K with the weights folded
+    into the x scales, the residual add as its epilogue); otherwise moe_down_unfused."""
     k, T = proj.MOE_DOWN_KERNEL, max(MOE_DOWN_TOKENS)
     for i in range(0, h.shape[0], T):  # a chunk the guard refuses takes the unfused path alone
         a = (x[i:i + T], w2, s2, h[i:i + T], ids[i:i + T], top[i:i + T], xs[i:i + T], shared_w2, shared_s2,
@@ -437,21 +441,18 @@ def moe_decode(x: Tensor, router: Tensor, w13: Tensor, s13: Tensor, w2: Tensor, 
     x). ``residual`` (optional): also ``residual += out`` (BF16), so the next layer's input
     norm can be a projection's prologue (fp8_linear_norm). Ops: moe_router, fp8_linear_experts
     (gate | up), fp8_linear_gate (the shared gate | up and its gate logit), moe_down (every
-    down, weighted, and the residual add)."""
+    down, weighted, and the residual add, from the gate | up rows)."""
     B, H = x.shape
     top = torch.empty(B, top_k, dtype=x.dtype, device=x.device)
     idx = torch.empty(B, top_k, dtype=torch.long, device=x.device)
     moe_router(x, router, top, idx)
     gu = torch.empty(B, top_k, s13.shape[1] * 128, dtype=x.dtype, device=x.device)
     fp8_linear_experts(x, w13, s13, idx, gu)  # every (token, expert) pair's gate | up
-    gate, up = gu.view(B * top_k, -1).chunk(2, -1)
     sgu = torch.empty(B, shared_s13.shape[0] * 128, dtype=x.dtype, device=x.device)
     glogit = torch.empty(B, 1, dtype=x.dtype, device=x.device)
     fp8_linear_gate(x, shared_w13, shared_s13, shared_gate, sgu, glogit)  # gate | up and the gate's logit, one launch
-    sg, su = sgu.chunk(2, -1)
     h = residual if residual is not None else torch.zeros_like(out)  # bf16(0 + out) = out
-    act, xs = (F.silu(gate) * up).contiguous().view(B, -1), (F.silu(sg) * su).contiguous()
-    moe_down(act, w2, s2, idx, top, xs, shared_w2, shared_s2, glogit, h, out)  # out, and h += out
+    moe_down(gu.view(B, -1), w2, s2, idx, top, sgu, shared_w2, shared_s2, glogit, h, out)  # out, and h += out
 
 
 @moe_decode.register_fake

@@ -408,8 +408,9 @@ def _router_peer(i, s):
 def _make_moe_down(dims, gen, device):
     """Each token's 8 distinct experts (as torch.topk gives) with down weights as the expert
     kernels' test bed draws them (every other expert zero: reading a wrong one fails), the
-    shared expert's the same way; the pairs' activations at silu(gate) * up's scale, softmax
-    routing weights, a gate logit of order 1 and a residual of order 1."""
+    shared expert's the same way; the pairs' and the shared expert's gate | up rows of order 1
+    (with outlier channels), softmax routing weights, a gate logit of order 1 and a residual of
+    order 1."""
     from ..contracts.proj import MOE_DOWN, MOE_I, TOP_K
     from ..model.checkpoint import quantize
     from ..ops.proj import pack_weight
@@ -427,13 +428,13 @@ def _make_moe_down(dims, gen, device):
     wq = torch.zeros(E, N, I, dtype=q.dtype, device=device)
     ws = torch.ones(E, N // 128, I // 128, device=device)
     wq[chosen], ws[chosen] = q[:n], sc[:n]
-    act = (torch.randn(M, TOP_K * I, generator=gen) * 0.3 * _channels(gen, TOP_K * I, "cpu")).to(torch.bfloat16)
-    xs = (torch.randn(M, I, generator=gen) * 0.3).to(torch.bfloat16)
+    gu = (torch.randn(M, TOP_K * 2 * I, generator=gen) * 0.5 * _channels(gen, TOP_K * 2 * I, "cpu")).to(torch.bfloat16)
+    sgu = (torch.randn(M, 2 * I, generator=gen) * 0.5).to(torch.bfloat16)
     top = torch.softmax(torch.randn(M, TOP_K, generator=gen), -1).to(torch.bfloat16)
     glogit = (torch.randn(M, 1, generator=gen) * 2).to(torch.bfloat16)
     h = torch.randn(M, N, generator=gen).to(torch.bfloat16)
-    return {"x": act.to(device), "w": pack_weight(wq), "scale": ws, "h": h.to(device), "ids": ids,
-            "top": top.to(device), "xs": xs.to(device), "ws": pack_weight(q[n]), "ss": sc[n].contiguous(),
+    return {"x": gu.to(device), "w": pack_weight(wq), "scale": ws, "h": h.to(device), "ids": ids,
+            "top": top.to(device), "xs": sgu.to(device), "ws": pack_weight(q[n]), "ss": sc[n].contiguous(),
             "glogit": glogit.to(device), "_w_plain": wq, "_ws_plain": q[n]}
 
 
@@ -445,9 +446,9 @@ def _moe_down_ref(i):
 
 
 def _moe_down_peer(i, s):
-    """What moe_decode ran before this kernel, from the activations on: the expert down kernel,
-    the shared down kernel, then PyTorch's weighted sum, sigmoid, product and add (out of place:
-    the bench replays it)."""
+    """What moe_decode ran before this kernel, from gate | up on: PyTorch's silu and products, the
+    expert down kernel, the shared down kernel, then PyTorch's weighted sum, sigmoid, product and
+    add (out of place: the bench replays it)."""
     from ..decode.ops import moe_down_unfused
 
     out = torch.empty_like(i["h"])

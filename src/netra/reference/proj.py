@@ -44,19 +44,30 @@ def router_topk(logits: Tensor, k: int) -> tuple[Tensor, Tensor]:
     return e / e.sum(-1, keepdim=True), order.indices[:, :k]
 
 
-def moe_down(x: Tensor, w: Tensor, scale: Tensor, ids: Tensor, top: Tensor, xs: Tensor, ws: Tensor, ss: Tensor,
+def silu_mul(gu: Tensor) -> Tensor:
+    """The model's act_fn(gate) * up on BF16 gate | up rows [..., 2 I]: silu rounded to BF16, the
+    product rounded to BF16 (its two BF16 ops), computed from float64."""
+    import torch
+
+    g, u = gu.double().chunk(2, -1)
+    s = (g * torch.sigmoid(g)).to(torch.bfloat16).double()
+    return (s * u).to(torch.bfloat16)
+
+
+def moe_down(gu: Tensor, w: Tensor, scale: Tensor, ids: Tensor, top: Tensor, sgu: Tensor, ws: Tensor, ss: Tensor,
              glogit: Tensor) -> Tensor:
-    """The MoE block's output [M, N] in float64: sum_j top[t, j] x[t, j] @ dequant(w[ids[t, j]])^T
-    + bf16(sigmoid(glogit[t])) xs[t] @ dequant(ws)^T, with x [M, k * I] (the pairs' silu(gate) *
-    up), w [E, N, I] fp8 (plain, not packed), ws [N, I]; the gate as the model computes it
-    (sigmoid of the BF16 logit, a BF16 product)."""
+    """The MoE block's output [M, N] in float64 from its gate | up rows: with a = silu_mul(gu)
+    [M, k, I] (gu [M, k * 2 I], the pairs' gate | up) and as = silu_mul(sgu) (the shared
+    expert's), sum_j top[t, j] a[t, j] @ dequant(w[ids[t, j]])^T + bf16(sigmoid(glogit[t]))
+    as[t] @ dequant(ws)^T; w [E, N, I] fp8 (plain, not packed), ws [N, I]; the gate as the model
+    computes it (sigmoid of the BF16 logit, a BF16 product)."""
     import torch
 
     M, k = ids.shape
-    xp = x.view(M, k, -1)
+    a = silu_mul(gu.view(M, k, -1))
     e = ids.reshape(-1)
     W = dequantize(w[e], scale[e], (128, 128), dtype=torch.float64)  # [M k, N, I]
-    routed = torch.einsum("pni,pi->pn", W, xp.reshape(M * k, -1).double()).view(M, k, -1)
+    routed = torch.einsum("pni,pi->pn", W, a.reshape(M * k, -1).double()).view(M, k, -1)
     out = (routed * top.double()[:, :, None]).sum(1)
     sig = torch.sigmoid(glogit.float()).to(torch.bfloat16).double()
-    return out + sig * fp8_linear(xs, ws, ss)
+    return out + sig * fp8_linear(silu_mul(sgu), ws, ss)
