@@ -492,3 +492,25 @@ def test_bf16_linear2_runs_the_kernel(M):
     want = tb.reference(i)
     tol = contracts.get("bf16_gemv_n64_k2048").tolerance
     assert metrics.rel_err(ob, want["out_b"]) <= tol and metrics.rel_err(oa, want["out_a"]) <= tol
+
+
+@pytest.mark.parametrize("name", ["fp8_gemv_n12288_k2048", "fp8_gemv_n2048_k4096_res", "fp8_gemv_n1024_k2048_gate",
+                                  "bf16_gemv_n64_k2048", "rmsnorm_h2048", "add_rmsnorm_h2048", "qk_rmsnorm_d256"])
+def test_more_rows_than_the_contract_go_as_chunks(name):
+    """A batch of 37 tokens through the public op: launches of 16, 16 and 5 rows, no miss,
+    every output row written (NaN-poisoned before) and within the contract's tolerance of the
+    float64 reference (in-place h: each row added once)."""
+    from netra.lifecycle import bench, check, testbeds
+
+    tb = testbeds.get(name)
+    c = tb.contract
+    k = next(k for k in ops.OPS.values() if k.contract.name == name)
+    ops.reset_stats()
+    b = check.Bench(tb, {"M": 37}, 5)
+    b.reset()
+    bench._public_call(name, b.bufs)()
+    torch.cuda.synchronize()
+    assert dict(k.misses) == {}, dict(k.misses)
+    want = tb.reference(b.original_inputs())
+    for n in tb.output_names():
+        assert metrics.output_error(b.bufs[n], want[n], exact=n in c.exact_outputs) <= c.tolerance, n

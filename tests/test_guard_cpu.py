@@ -716,13 +716,36 @@ def test_public_op_miss_takes_framework_path(op, fake_bound):
     k, fn, fake = fake_bound(op)
     gen = torch.Generator().manual_seed(21)
     c = k.contract
-    a = valid_args(c.name, 1002 if op == "smoke_copy" else 17, gen)  # outside the contract
+    if op == "smoke_copy":
+        a = valid_args(c.name, 1002, gen)  # outside the contract
+        reason = f"{next(iter(c.dims))} outside the contract"
+    else:  # every M is taken (rows(): chunks of 16), so miss on the dtype: a float32 input
+        a = valid_args(c.name, 4, gen)
+        first = next(t.name for t in c.tensors if t.role == "in")
+        a[first] = a[first].float()
+        reason = None
     _public_call(op, a)()
     assert fake.calls == []
-    dim = next(iter(c.dims))
-    assert dict(k.misses) == {f"{dim} outside the contract": 1}
+    assert sum(k.misses.values()) == 1 and (reason is None or dict(k.misses) == {reason: 1}), dict(k.misses)
     out = next(t.name for t in c.tensors if t.role == "out")
     assert torch.isfinite(a[out].float()).all()
+
+
+@pytest.mark.parametrize("op", [op for op in OP_ARGS if op != "smoke_copy"])
+def test_public_op_takes_more_rows_than_the_contract_as_chunks(op, fake_bound):
+    """M = 37 > 16: launches of 16, 16 and 5 rows (each its own guard call and grid), no miss,
+    no framework path (its outputs stay NaN: the fake launch writes nothing)."""
+    k, fn, fake = fake_bound(op)
+    c = k.contract
+    a = valid_args(c.name, 37, torch.Generator().manual_seed(23))
+    for t in c.tensors:
+        if t.role == "out":
+            a[t.name].fill_(float("nan"))
+    _public_call(op, a)()
+    assert dict(k.misses) == {}
+    assert [call["grid"] for call in fake.calls] == [c.grid_for({"M": m}) for m in (16, 16, 5)]
+    out = next(t.name for t in c.tensors if t.role == "out")
+    assert torch.isnan(a[out].float()).all()
 
 
 @pytest.mark.parametrize("op", list(OP_ARGS))

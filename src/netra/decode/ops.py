@@ -77,12 +77,13 @@ def linear(x: Tensor, weight: Tensor, scale: Tensor, out: Tensor) -> None:
     passes), else dequantize then matmul (unpacking a packed weight first)."""
     if weight.dim() == 3:
         k = proj.kernel_for(weight)
-        if k is not None:
-            reason = k.go(x, weight, scale, out)
-            if reason is None:
-                return
-            k.missed(reason, (x, weight, scale, out))
+        refused = k.rows(x, weight, scale, out) if k is not None else [slice(None)]  # M > 16: chunks of 16
+        if not refused:
+            return
         weight = proj.unpack_weight(weight)
+        for s in refused:
+            out[s].copy_(x[s] @ dequant(weight, scale, dtype=x.dtype).T)
+        return
     out.copy_(x @ dequant(weight, scale, dtype=x.dtype).T)
 
 
@@ -90,7 +91,8 @@ def linear(x: Tensor, weight: Tensor, scale: Tensor, out: Tensor) -> None:
 def fp8_linear(x: Tensor, weight: Tensor, scale: Tensor, out: Tensor) -> None:
     """out[M, N] = x[M, K] @ dequant(weight, scale)^T, BF16 out, fp32 accumulate. weight is
     fp8 [N, K], or packed for the kernels [N / 16, K / 128, 2048] (netra.ops.proj.pack_weight);
-    scale fp32 [N / 128, K / 128]. Kernels: netra.contracts.proj (M = 1..16)."""
+    scale fp32 [N / 128, K / 128]. Kernels: netra.contracts.proj (M = 1..16; more rows go as
+    launches of 16)."""
     linear(x, weight, scale, out)
 
 
@@ -125,11 +127,10 @@ def fp8_linear_add(x: Tensor, weight: Tensor, scale: Tensor, h: Tensor) -> None:
     model's two ops): the residual add as the projection's epilogue. Kernel
     fp8_gemv_n2048_k4096_res (packed weight, M = 1..16); otherwise fp8_linear, then the add."""
     k = proj.kernel_for(weight, proj.RES_KERNELS)
-    if k is not None and k(x, weight, scale, h):
-        return
-    y = torch.empty(h.shape, dtype=h.dtype, device=h.device)
-    linear(x, weight, scale, y)
-    h.add_(y)
+    for s in (k.rows(x, weight, scale, h) if k is not None else [slice(None)]):  # rows the kernel did not take
+        y = torch.empty(h[s].shape, dtype=h.dtype, device=h.device)
+        linear(x[s], weight, scale, y)
+        h[s].add_(y)
 
 
 @fp8_linear_add.register_fake
@@ -143,10 +144,9 @@ def fp8_linear_gate(x: Tensor, weight: Tensor, scale: Tensor, gate_w: Tensor, ou
     launch: the shared expert's gate | up and its BF16 shared_expert_gate. Kernel
     fp8_gemv_n1024_k2048_gate (packed weight, M = 1..16); otherwise fp8_linear and a matmul."""
     k = proj.kernel_for(weight, proj.GATE_KERNELS)
-    if k is not None and k(x, weight, scale, out, gate_w, gate_out):
-        return
-    linear(x, weight, scale, out)
-    torch.matmul(x, gate_w.T, out=gate_out)
+    for s in (k.rows(x, weight, scale, out, gate_w, gate_out) if k is not None else [slice(None)]):
+        linear(x[s], weight, scale, out[s])
+        torch.matmul(x[s], gate_w.T, out=gate_out[s])
 
 
 @fp8_linear_gate.register_fake
@@ -267,12 +267,9 @@ def bf16_linear2(x: Tensor, w_b: Tensor, w_a: Tensor, out_b: Tensor, out_a: Tens
     """Two BF16 projections of the same x in one launch: out_b = x @ w_b^T, out_a = x @ w_a^T
     (GDN in_proj_b and in_proj_a). Kernel bf16_gemv_n64_k2048 (M = 1..16, K = 2048, 32 rows
     each); otherwise two matmuls."""
-    reason = proj.BA.go(x, w_b, w_a, out_b, out_a)
-    if reason is None:
-        return
-    proj.BA.missed(reason, (x, w_b, w_a, out_b, out_a))
-    torch.matmul(x, w_b.T, out=out_b)
-    torch.matmul(x, w_a.T, out=out_a)
+    for s in proj.BA.rows(x, w_b, w_a, out_b, out_a):  # rows the kernel did not take (M > 16: chunks of 16)
+        torch.matmul(x[s], w_b.T, out=out_b[s])
+        torch.matmul(x[s], w_a.T, out=out_a[s])
 
 
 @bf16_linear2.register_fake

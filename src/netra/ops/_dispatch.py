@@ -41,6 +41,12 @@ class KernelOp:
         self.op = op
         self.contract: Contract = contracts.get(kernel)
         assert self.contract.op == op, f"contract {kernel} belongs to op {self.contract.op}, not {op}"
+        # the guard's positional arguments whose first dimension is the contract's token rows "M":
+        # rows() launches a larger M as chunks of at most max_rows
+        args = [p for p in self.contract.params if isinstance(p, Tensor) or p.value is None]
+        self._row_args = frozenset(i for i, p in enumerate(args) if isinstance(p, Tensor) and p.shape[:1] == ("M",))
+        self._row0 = min(self._row_args) if self._row_args else None
+        self.max_rows = max(self.contract.dims["M"]) if self._row_args and "M" in self.contract.dims else None
         enabled = not ({op, kernel, "all"} & _SWITCH)
         self.misses: Counter[str] = Counter()
         self.launches_bound = False
@@ -95,6 +101,28 @@ class KernelOp:
             return True
         self.missed(reason, args)
         return False
+
+    def rows(self, *args) -> list[slice]:
+        """Launch the kernel on ``args``; where the token rows exceed the contract's largest M,
+        on consecutive chunks of at most that many rows (the other arguments whole). Returns the
+        row ranges the guard refused, each counted, for the op's framework path (so an in-place
+        op never applies a chunk twice). One guard call when M fits, as ``go``."""
+        n = args[self._row0].shape[0] if self._row0 is not None else 0
+        if self.max_rows is None or n <= self.max_rows:
+            reason = self.go(*args)
+            if reason is None:
+                return []
+            self.missed(reason, args)
+            return [slice(0, n if self._row0 is not None else None)]
+        refused = []
+        for lo in range(0, n, self.max_rows):
+            s = slice(lo, min(lo + self.max_rows, n))
+            a = tuple(x[s] if i in self._row_args else x for i, x in enumerate(args))
+            reason = self.go(*a)
+            if reason is not None:
+                self.missed(reason, a)
+                refused.append(s)
+        return refused
 
     def missed(self, reason: str, args) -> None:
         first = reason not in self.misses

@@ -56,11 +56,9 @@ def rmsnorm(x: Tensor, weight: Tensor, eps: float = 1e-6, *, out: Tensor | None 
 
 
 def _rmsnorm(x, weight, eps, out):
-    r = _RMSNORM.go(x, weight, out, eps)
-    if r is not None:
-        _RMSNORM.missed(r, (x, weight, out, eps))
-        _same_shape("out", out, x)
-        out.copy_(_zero_centred(x, weight, eps))
+    _same_shape("out", out, x)
+    for s in _RMSNORM.rows(x, weight, out, eps):  # rows the kernel did not take
+        out[s].copy_(_zero_centred(x[s], weight, eps))
 
 
 @torch.library.custom_op("netra::rmsnorm", mutates_args=("out",))
@@ -90,14 +88,12 @@ def add_rmsnorm(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6, 
 
 
 def _add_rmsnorm(x, residual, weight, eps, out):
-    r = _ADD_RMSNORM.go(x, residual, weight, out, eps)
-    if r is not None:
-        _ADD_RMSNORM.missed(r, (x, residual, weight, out, eps))
-        _same_shape("out", out, residual)
+    _same_shape("out", out, residual)
+    for s in _ADD_RMSNORM.rows(x, residual, weight, out, eps):  # rows the kernel did not take
         _no_overlap("out", out, "residual", residual)
         _no_overlap("out", out, "x", x)
-        residual.add_(x)
-        out.copy_(_zero_centred(residual, weight, eps))
+        residual[s].add_(x[s])
+        out[s].copy_(_zero_centred(residual[s], weight, eps))
 
 
 @torch.library.custom_op("netra::add_rmsnorm", mutates_args=("residual", "out"))
@@ -130,14 +126,12 @@ def qk_rmsnorm(q: Tensor, k: Tensor, q_weight: Tensor, k_weight: Tensor, eps: fl
 
 
 def _qk_rmsnorm(q, k, q_weight, k_weight, eps, out_q, out_k):
-    r = _QK_RMSNORM.go(q, k, q_weight, k_weight, out_q, out_k, eps)
-    if r is not None:
-        _QK_RMSNORM.missed(r, (q, k, q_weight, k_weight, out_q, out_k, eps))
-        _same_shape("out_q", out_q, q)
-        _same_shape("out_k", out_k, k)
-        yq, yk = _zero_centred(q, q_weight, eps), _zero_centred(k, k_weight, eps)
-        out_q.copy_(yq)
-        out_k.copy_(yk)
+    _same_shape("out_q", out_q, q)
+    _same_shape("out_k", out_k, k)
+    for s in _QK_RMSNORM.rows(q, k, q_weight, k_weight, out_q, out_k, eps):  # rows the kernel did not take
+        yq, yk = _zero_centred(q[s], q_weight, eps), _zero_centred(k[s], k_weight, eps)
+        out_q[s].copy_(yq)
+        out_k[s].copy_(yk)
 
 
 @torch.library.custom_op("netra::qk_rmsnorm", mutates_args=("out_q", "out_k"))
@@ -167,18 +161,16 @@ def gated_rmsnorm(o: Tensor, z: Tensor, weight: Tensor, eps: float = 1e-6, *, ou
 
 
 def _gated_rmsnorm(o, z, weight, eps, out):
-    r = _GATED_RMSNORM.go(o, z, weight, out, eps)
-    if r is not None:
-        _GATED_RMSNORM.missed(r, (o, z, weight, out, eps))
-        _same_shape("out", out, o)
-        _same_shape("z", z, o)
+    _same_shape("out", out, o)
+    _same_shape("z", z, o)
+    for s in _GATED_RMSNORM.rows(o, z, weight, out, eps):  # rows the kernel did not take
         hd = weight.shape[-1]
         if o.shape[-1] % hd:
             raise ValueError(f"o: last dimension {o.shape[-1]} is not a multiple of the head size {hd}")
-        of = o.float().unflatten(-1, (-1, hd))
-        zf = z.float().unflatten(-1, (-1, hd))
+        of = o[s].float().unflatten(-1, (-1, hd))
+        zf = z[s].float().unflatten(-1, (-1, hd))
         y = weight.float() * (of * torch.rsqrt(of.pow(2).mean(-1, keepdim=True) + eps)) * torch.nn.functional.silu(zf)
-        out.copy_(y.flatten(-2))
+        out[s].copy_(y.flatten(-2))
 
 
 @torch.library.custom_op("netra::gated_rmsnorm", mutates_args=("out",))
