@@ -293,3 +293,30 @@ def test_moe_down_guard_refuses_what_it_cannot_take():
     for a in (args(9), args(2, E=128), args(2, k=4), args(2, idt=torch.int32), args(2, plain=True)):
         assert isinstance(go(*a), str)
     assert len(fake.calls) == n
+
+
+def test_moe_ops_launch_more_tokens_as_chunks(monkeypatch):
+    """With the kernels bound to a fake launch: moe_down takes 19 tokens as launches of 8, 8
+    and 3 tokens, fp8_linear_experts (gate | up) 19 tokens as 16 and 3, with no miss; nothing
+    falls to the framework path (the outputs stay NaN: the fake writes nothing)."""
+    c = contracts.get(MOE_DOWN.name)
+    tb = testbeds.get(MOE_DOWN.name)
+    i = tb.make({"M": 19, "E": NUM_EXPERTS}, torch.Generator().manual_seed(6), "cpu")
+    for k in (proj.MOE_DOWN_KERNEL, proj.EXPERT_KERNELS[(GATE_UP.S, GATE_UP.KB)]):
+        fake = _Fake()
+        fn = make_guard_and_launch(k.contract, function_handle=1, device=-1, launch=fake, stream=lambda d: 0)
+        monkeypatch.setattr(k, "go", fn)
+        k.misses.clear()
+        if k is proj.MOE_DOWN_KERNEL:
+            h, out = i["h"].clone(), torch.full_like(i["h"], float("nan"))
+            dops.moe_down(i["x"], i["w"], i["scale"], i["ids"], i["top"], i["xs"], i["ws"], i["ss"], i["glogit"], h, out)
+            assert [g for g, _, _ in fake.calls] == [c.grid_for({"M": m, "E": NUM_EXPERTS}) for m in (8, 8, 3)]
+            assert out.isnan().all() and torch.equal(h, i["h"])
+        else:
+            x = torch.zeros(19, 2048, dtype=torch.bfloat16)
+            w = torch.zeros(NUM_EXPERTS, GATE_UP.S, GATE_UP.KB, 2048, dtype=torch.float8_e4m3fn)
+            out = torch.full((19, TOP_K, GATE_UP.N), float("nan"), dtype=torch.bfloat16)
+            dops.fp8_linear_experts(x, w, torch.ones(NUM_EXPERTS, GATE_UP.N // 128, GATE_UP.KB), i["ids"], out)
+            assert [g for g, _, _ in fake.calls] == [k.contract.grid_for({"M": m, "E": NUM_EXPERTS}) for m in (16, 3)]
+            assert out.isnan().all()
+        assert dict(k.misses) == {}

@@ -17,7 +17,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..contracts.proj import MOE_DOWN_TOKENS, TOKENS
 from ..ops import gdn, proj
 from ..ops.norm import rmsnorm
 
@@ -155,9 +154,6 @@ def _(x, weight, scale, gate_w, out, gate_out):
 
 
 # --- fp8_linear_experts: the routed experts ----------------------------------------------------
-TOKENS_PER_LAUNCH = max(TOKENS)  # the expert kernels take M <= 16 x rows (netra.contracts.proj.EXPERTS)
-
-
 def experts_framework(x: Tensor, weight: Tensor, scale: Tensor, ids: Tensor, out: Tensor) -> None:
     """fp8_linear_experts in PyTorch: gather the pairs' experts, dequantize, one bmm. An id
     outside 0..E-1 gives a NaN row, as the kernels do."""
@@ -185,11 +181,8 @@ def fp8_linear_experts(x: Tensor, weight: Tensor, scale: Tensor, ids: Tensor, ou
     fp8_gemv_n1024_k2048_moe (gate | up) and fp8_gemv_n2048_k512_moe (down), 16 x rows per
     launch; otherwise gather, dequantize, bmm (experts_framework)."""
     kern = proj.kernel_for(weight, proj.EXPERT_KERNELS)
-    if kern is not None:
-        M, T = x.shape[0], TOKENS_PER_LAUNCH
-        if all(kern(x[i:i + T], weight, scale, out[i:i + T], ids[i:i + T]) for i in range(0, M, T)):
-            return
-    experts_framework(x, weight, scale, ids, out)
+    for s in (kern.rows(x, weight, scale, out, ids) if kern is not None else [slice(None)]):  # 16 x rows per launch
+        experts_framework(x[s], weight, scale, ids[s], out[s])
 
 
 @fp8_linear_experts.register_fake
@@ -247,13 +240,9 @@ def moe_down(x: Tensor, w2: Tensor, s2: Tensor, ids: Tensor, top: Tensor, xs: Te
     [H, Is]. Kernel fp8_gemv_n2048_k4608_moedown (packed weights, E = 256, k = 8, 8 tokens per
     launch: silu * up in its x prologue, one GEMV over the 9 experts' K with the weights folded
     into the x scales, the residual add as its epilogue); otherwise moe_down_unfused."""
-    k, T = proj.MOE_DOWN_KERNEL, max(MOE_DOWN_TOKENS)
-    for i in range(0, h.shape[0], T):  # a chunk the guard refuses takes the unfused path alone
-        a = (x[i:i + T], w2, s2, h[i:i + T], ids[i:i + T], top[i:i + T], xs[i:i + T], shared_w2, shared_s2,
-             glogit[i:i + T], out[i:i + T])
-        if not k(*a):
-            moe_down_unfused(x[i:i + T], w2, s2, ids[i:i + T], top[i:i + T], xs[i:i + T], shared_w2, shared_s2,
-                             glogit[i:i + T], h[i:i + T], out[i:i + T])
+    # 8 tokens per launch; a chunk the guard refuses takes the unfused path alone (h gains each row once)
+    for s in proj.MOE_DOWN_KERNEL.rows(x, w2, s2, h, ids, top, xs, shared_w2, shared_s2, glogit, out):
+        moe_down_unfused(x[s], w2, s2, ids[s], top[s], xs[s], shared_w2, shared_s2, glogit[s], h[s], out[s])
 
 
 @moe_down.register_fake
