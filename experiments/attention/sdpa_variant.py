@@ -1,0 +1,151 @@
+"""attention_decode's framework path against an SDPA form of it (a candidate; written at the end of
+a session with no device time left, not yet run on the H200).
+
+Why: at 4fce6e6 attention (framework path, 10 layers) was 1.18 ms of device time per batch-1 step,
+now about a third of the step, and no kernel covers it. The framework path gathers every page of
+the block table, repeats K and V 8x for the 16:2 GQA and converts them to float32 before two
+einsums and a masked softmax (~25 small kernels, and traffic that grows with batch x context).
+The variant keeps RoPE and the page append as they are and replaces the rest with one
+F.scaled_dot_product_attention on BF16 with enable_gqa and a length mask (no repeat, no float
+copies). design/h200.md measured SDPA decode at these heads: 8.8 us at a 1K context.
+
+Checks, at B = 1, 8, 32, context 1024 (pages of 64, the runner's layout), positions random in
+the second half: both forms against a float64 reference of the same math (RoPE on the BF16
+q and k, attention over positions 0..pos, times sigmoid(gate)), the caches they write equal
+bitwise, 10 repeated calls bitwise. Times: a CUDA graph of 10 calls on 10 separate caches (as
+10 layers; K and V pages of every call together past 4x L2 at B >= 8), replayed 20 times, median
+per call. Prediction: B = 1 ~118 -> ~30 us per layer (RoPE and the append stay in PyTorch);
+the step ~0.8 ms faster at batch 1. Writes sdpa_variant.json to --out.
+
+  PYTHONPATH=src python3 experiments/attention/sdpa_variant.py --out "$OUT"
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+HERE = Path(__file__).resolve().parent
+NH, NKV, HD, ROT, PAGE, CTX = 16, 2, 256, 64, 64, 1024  # Qwen3.6's full attention (design/qwen36.md)
+
+
+def sdpa_form(q, k, v, gate, cos, sin, k_pages, v_pages, block_table, positions, out):
+    """attention_decode with the attention as one SDPA call (same RoPE and page append)."""
+    from netra.decode.ops import _rope
+
+    B, nh, hd = q.shape
+    page = k_pages.shape[1]
+    c, s = cos[positions], sin[positions]
+    q = _rope(q, c, s)
+    k = _rope(k, c, s)
+    rows = torch.arange(B, device=q.device)
+    pg = block_table[rows, positions // page].long()
+    off = (positions % page).long()
+    k_pages[pg, off] = k
+    v_pages[pg, off] = v
+    K = k_pages[block_table.long()].flatten(1, 2).transpose(1, 2)  # [B, nkv, N, hd], BF16
+    V = v_pages[block_table.long()].flatten(1, 2).transpose(1, 2)
+    valid = torch.arange(K.shape[2], device=q.device)[None, :] <= positions[:, None]
+    o = F.scaled_dot_product_attention(q[:, :, None, :], K, V, attn_mask=valid[:, None, None, :], enable_gqa=True)
+    out.copy_(o.reshape(B, nh * hd) * torch.sigmoid(gate))
+
+
+def reference(q, k, v, gate, cos, sin, k_pages, v_pages, block_table, positions):
+    """float64 of the same math, on copies of the caches."""
+    B = q.shape[0]
+    c, s = cos[positions].double(), sin[positions].double()
+
+    def rope(x):
+        xr, xp = x[..., :ROT].double(), x[..., ROT:].double()
+        rot = torch.cat([-xr[..., ROT // 2:], xr[..., :ROT // 2]], -1)
+        return torch.cat([xr * c[:, None] + rot * s[:, None], xp], -1)
+
+    qd, kd = rope(q), rope(k).to(torch.bfloat16)  # the cache holds BF16
+    kp, vp = k_pages.clone(), v_pages.clone()
+    pg = block_table[torch.arange(B), positions // PAGE].long()
+    kp[pg, positions % PAGE] = kd
+    vp[pg, positions % PAGE] = v
+    K = kp[block_table.long()].flatten(1, 2).double()  # [B, N, nkv, hd]
+    V = vp[block_table.long()].flatten(1, 2).double()
+    qg = qd.view(B, NKV, NH // NKV, HD)  # q head h reads kv head h / 8
+    sc = torch.einsum("bgrd,bngd->bgrn", qg, K) * HD ** -0.5
+    valid = torch.arange(K.shape[1], device=q.device)[None, :] <= positions[:, None]
+    sc = sc.masked_fill(~valid[:, None, None, :], float("-inf"))
+    o = torch.einsum("bgrn,bngd->bgrd", torch.softmax(sc, -1), V)
+    return o.reshape(B, NH * HD) * torch.sigmoid(gate.double())
+
+
+def make(B, seed, device):
+    from netra.decode.ops import rope_tables
+
+    g = torch.Generator().manual_seed(seed)
+    pages = CTX // PAGE
+    cos, sin = rope_tables(CTX, ROT, 1e7, device)
+    bf = lambda *s_, sc=1.0: (torch.randn(*s_, generator=g) * sc).to(torch.bfloat16).to(device)  # noqa: E731
+    return dict(q=bf(B, NH, HD), k=bf(B, NKV, HD), v=bf(B, NKV, HD), gate=bf(B, NH * HD),
+                cos=cos, sin=sin, k_pages=bf(B * pages, PAGE, NKV, HD), v_pages=bf(B * pages, PAGE, NKV, HD),
+                block_table=torch.randperm(B * pages, generator=g).view(B, pages).to(torch.int32).to(device),
+                positions=torch.randint(CTX // 2, CTX, (B,), generator=g).to(device))
+
+
+def run(fn, a):
+    out = torch.full((a["q"].shape[0], NH * HD), float("nan"), dtype=torch.bfloat16, device=a["q"].device)
+    fn(**a, out=out)
+    return out
+
+
+def main():
+    from netra.decode.ops import attention_decode
+    from netra.lifecycle.metrics import rel_err
+
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
+    forms = {"framework": attention_decode, "sdpa": sdpa_form}
+    res = {"method": "CUDA graph of 10 calls on 10 separate caches, replayed 20 times, CUDA events, median per call",
+           "correctness": {}, "timing_us": {}}
+    for B in (1, 8, 32):
+        a0 = make(B, B, dev)
+        want = reference(**{k: v for k, v in a0.items()})
+        caches = {}
+        for name, fn in forms.items():
+            a = {k: (v.clone() if torch.is_tensor(v) else v) for k, v in a0.items()}
+            got = run(fn, a)
+            again = [run(fn, {**a, "k_pages": a0["k_pages"].clone(), "v_pages": a0["v_pages"].clone()}) for _ in range(10)]
+            caches[name] = (a["k_pages"], a["v_pages"])
+            res["correctness"][f"{name} B={B}"] = {"rel_err": rel_err(got, want),
+                                                   "repeat_bitwise": all(torch.equal(x, got) for x in again)}
+        res["correctness"][f"caches equal B={B}"] = all(torch.equal(x, y) for x, y in zip(caches["framework"], caches["sdpa"]))
+        print(B, {k: v for k, v in res["correctness"].items() if f"B={B}" in k}, flush=True)
+        if dev != "cuda":
+            continue
+        layers = [make(B, 100 + i, dev) for i in range(10)]
+        for name, fn in forms.items():
+            outs = [torch.empty(B, NH * HD, dtype=torch.bfloat16, device=dev) for _ in layers]
+            for a, o in zip(layers, outs):
+                fn(**a, out=o)  # warm: allocator and kernels before capture
+            torch.cuda.synchronize()
+            gr = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(gr):
+                for a, o in zip(layers, outs):
+                    fn(**a, out=o)
+            times = []
+            for _ in range(20):
+                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                s.record()
+                gr.replay()
+                e.record()
+                torch.cuda.synchronize()
+                times.append(s.elapsed_time(e) * 1e3 / len(layers))
+            res["timing_us"][f"{name} B={B}"] = statistics.median(times)
+            print(name, B, round(statistics.median(times), 2), "us per call", flush=True)
+    json.dump(res, open(os.path.join(out_dir, "sdpa_variant.json"), "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
