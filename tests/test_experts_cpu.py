@@ -320,3 +320,24 @@ def test_moe_ops_launch_more_tokens_as_chunks(monkeypatch):
             assert [g for g, _, _ in fake.calls] == [k.contract.grid_for({"M": m, "E": NUM_EXPERTS}) for m in (16, 3)]
             assert out.isnan().all()
         assert dict(k.misses) == {}
+
+
+def test_router_norm_candidate_assembles_and_its_reference_holds():
+    """experiments/proj/router/router_norm_variant.py (not yet run on the H200): the norm build
+    assembles without spills, the promoted build is unchanged by the option, and on the CPU the
+    two-launch form (rmsnorm, then the router's framework path) agrees with the reference."""
+    from pathlib import Path
+
+    from test_proj_cpu import _assembles_without_spills
+
+    rv = paths.load_module(Path(__file__).resolve().parents[1] / "experiments" / "proj" / "router"
+                           / "router_norm_variant.py", "router_norm_variant")
+    ptx = rv.gen.generate(norm=True)
+    assert _assembles_without_spills(rv.CONTRACT.name, ptx)["registers"] <= rv.CONTRACT.max_registers
+    assert rv.gen.generate() == paths.ptx_path("sm_90a", "proj", rv.gen.NAME).read_text()
+    assert ptx.count("st.global.v4.b32 [%pxo") == 8 and "rsqrt.approx.f32" in ptx
+    i = rv.make({"M": 6}, torch.Generator().manual_seed(7), "cpu")
+    want, today = rv.reference(i), rv.two_launches(i)
+    assert rel_err(today["x_out"], want["x_out"]) <= 4.5e-3
+    same = (torch.sort(today["idx"]).values == torch.sort(want["idx"]).values).all(-1)
+    assert same.float().mean() >= 0.5
