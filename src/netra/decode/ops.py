@@ -195,16 +195,13 @@ def _(x, weight, scale, ids, out):
 def moe_router(x: Tensor, router: Tensor, top: Tensor, idx: Tensor) -> None:
     """The MoE router as the model computes it: probs = softmax(float(x @ router^T)) over the
     E experts, the top k (top [M, k] BF16, renormalized to sum 1; idx [M, k] int64, descending).
-    Kernel moe_router_e256_k2048 (E = 256, k = 8, K = 2048, M = 1..32; the same choice: softmax
-    is monotonic; ties to the lower id); otherwise the model's PyTorch form."""
-    reason = proj.ROUTER.go(x, router, top, idx)
-    if reason is None:
-        return
-    proj.ROUTER.missed(reason, (x, router, top, idx))
-    probs = torch.softmax((x @ router.T).float(), -1)
-    t, i = torch.topk(probs, top.shape[-1], -1)
-    top.copy_(t / t.sum(-1, keepdim=True))
-    idx.copy_(i)
+    Kernel moe_router_e256_k2048 (E = 256, k = 8, K = 2048, M = 1..32 per launch; the same
+    choice: softmax is monotonic; ties to the lower id); otherwise the model's PyTorch form."""
+    for s in proj.ROUTER.rows(x, router, top, idx):  # rows the kernel did not take (M > 32: chunks of 32)
+        probs = torch.softmax((x[s] @ router.T).float(), -1)
+        t, i = torch.topk(probs, top.shape[-1], -1)
+        top[s].copy_(t / t.sum(-1, keepdim=True))
+        idx[s].copy_(i)
 
 
 @moe_router.register_fake
