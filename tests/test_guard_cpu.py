@@ -746,6 +746,12 @@ def test_public_op_takes_more_rows_than_the_contract_as_chunks(op, fake_bound):
     assert [call["grid"] for call in fake.calls] == [c.grid_for({"M": m}) for m in (16, 16, 5)]
     out = next(t.name for t in c.tensors if t.role == "out")
     assert torch.isnan(a[out].float()).all()
+    # rows that disagree between tensors: no chunk launches (16 rows of each would pass a guard)
+    fake.calls.clear()
+    a[out] = a[out][:20]
+    with pytest.raises(ValueError, match="expected shape"):
+        _public_call(op, a)()
+    assert fake.calls == [] and sum(k.misses.values()) == 1
 
 
 @pytest.mark.parametrize("op", list(OP_ARGS))

@@ -37,18 +37,10 @@ NH, NKV, HD, ROT, PAGE, CTX = 16, 2, 256, 64, 64, 1024  # Qwen3.6's full attenti
 
 def sdpa_form(q, k, v, gate, cos, sin, k_pages, v_pages, block_table, positions, out):
     """attention_decode with the attention as one SDPA call (same RoPE and page append)."""
-    from netra.decode.ops import _rope
+    from netra.decode.ops import rope_append
 
     B, nh, hd = q.shape
-    page = k_pages.shape[1]
-    c, s = cos[positions], sin[positions]
-    q = _rope(q, c, s)
-    k = _rope(k, c, s)
-    rows = torch.arange(B, device=q.device)
-    pg = block_table[rows, positions // page].long()
-    off = (positions % page).long()
-    k_pages[pg, off] = k
-    v_pages[pg, off] = v
+    q = rope_append(q, k, v, cos, sin, k_pages, v_pages, block_table, positions)
     K = k_pages[block_table.long()].flatten(1, 2).transpose(1, 2)  # [B, nkv, N, hd], BF16
     V = v_pages[block_table.long()].flatten(1, 2).transpose(1, 2)
     valid = torch.arange(K.shape[2], device=q.device)[None, :] <= positions[:, None]

@@ -101,36 +101,14 @@ def entry(e: Emit, name: str, fuse: str = "") -> None:
     """The .entry line and the parameters (netra.contracts.proj, in its order): x (h with the
     norm prologue), w, scale, out (h, in place, with the residual epilogue), M; the norm
     prologue adds norm_w, x_out, eps; the gate CTA gate_w, gate_out; the experts ids, E."""
+    moe = ["u32 M", "u64 ids", "u32 E"]
+    tail = {"gate": ["u32 M", "u64 gate_w", "u64 gate_out"], "norm": ["u32 M", "u64 norm_w", "u64 x_out", "f32 eps"],
+            "moe": moe, "moedown": moe + ["u64 top", "u64 xs", "u64 ws", "u64 ss", "u64 glogit", "u64 out"]}
+    params = ["u64 h" if fuse == "norm" else "u64 x", "u64 w", "u64 scale",
+              "u64 h" if fuse in ("res", "moedown") else "u64 out"] + tail.get(fuse, ["u32 M"])
     e(f".visible .entry {name}(")
-    e("  .param .u64 x," if fuse != "norm" else "  .param .u64 h,")
-    e("  .param .u64 w,")
-    e("  .param .u64 scale,")
-    e("  .param .u64 out," if fuse not in ("res", "moedown") else "  .param .u64 h,")
-    if fuse == "gate":
-        e("  .param .u32 M,")
-        e("  .param .u64 gate_w,")
-        e("  .param .u64 gate_out")
-    elif fuse == "norm":
-        e("  .param .u32 M,")
-        e("  .param .u64 norm_w,")
-        e("  .param .u64 x_out,")
-        e("  .param .f32 eps")
-    elif fuse == "moe":
-        e("  .param .u32 M,")
-        e("  .param .u64 ids,")
-        e("  .param .u32 E")
-    elif fuse == "moedown":
-        e("  .param .u32 M,")
-        e("  .param .u64 ids,")
-        e("  .param .u32 E,")
-        e("  .param .u64 top,")
-        e("  .param .u64 xs,")
-        e("  .param .u64 ws,")
-        e("  .param .u64 ss,")
-        e("  .param .u64 glogit,")
-        e("  .param .u64 out")
-    else:
-        e("  .param .u32 M")
+    for i, prm in enumerate(params):
+        e(f"  .param .{prm}" + ("," if i < len(params) - 1 else ""))
     e(")")
 
 

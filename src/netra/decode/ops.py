@@ -377,15 +377,11 @@ def _rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     return torch.cat([(xr * cos[:, None] + rot * sin[:, None]).to(x.dtype), xp], -1)
 
 
-@decode_op("attention_decode", mutates_args=("k_pages", "v_pages", "out"))
-def attention_decode(q: Tensor, k: Tensor, v: Tensor, gate: Tensor, cos: Tensor, sin: Tensor,
-                     k_pages: Tensor, v_pages: Tensor, block_table: Tensor, positions: Tensor, out: Tensor) -> None:
-    """One gated-attention decode step: RoPE on the normed q [B, nh, hd] and k [B, nkv, hd]
-    at ``positions`` [B], append k and v to the paged cache (pages [P, page, nkv, hd],
-    ``block_table`` [B, pages per sequence]), GQA attention over positions 0..pos with
-    scale hd^-0.5, then ``out`` [B, nh * hd] = attention * sigmoid(gate [B, nh * hd])."""
-    B, nh, hd = q.shape
-    nkv = k.shape[1]
+def rope_append(q: Tensor, k: Tensor, v: Tensor, cos: Tensor, sin: Tensor, k_pages: Tensor, v_pages: Tensor,
+                block_table: Tensor, positions: Tensor) -> Tensor:
+    """attention_decode's first half: RoPE on q and k at ``positions``, k and v appended to the
+    paged cache; returns the rotated q."""
+    B = q.shape[0]
     page = k_pages.shape[1]
     c, s = cos[positions], sin[positions]
     q = _rope(q, c, s)
@@ -395,6 +391,19 @@ def attention_decode(q: Tensor, k: Tensor, v: Tensor, gate: Tensor, cos: Tensor,
     off = (positions % page).long()
     k_pages[pg, off] = k
     v_pages[pg, off] = v
+    return q
+
+
+@decode_op("attention_decode", mutates_args=("k_pages", "v_pages", "out"))
+def attention_decode(q: Tensor, k: Tensor, v: Tensor, gate: Tensor, cos: Tensor, sin: Tensor,
+                     k_pages: Tensor, v_pages: Tensor, block_table: Tensor, positions: Tensor, out: Tensor) -> None:
+    """One gated-attention decode step: RoPE on the normed q [B, nh, hd] and k [B, nkv, hd]
+    at ``positions`` [B], append k and v to the paged cache (pages [P, page, nkv, hd],
+    ``block_table`` [B, pages per sequence]), GQA attention over positions 0..pos with
+    scale hd^-0.5, then ``out`` [B, nh * hd] = attention * sigmoid(gate [B, nh * hd])."""
+    B, nh, hd = q.shape
+    nkv = k.shape[1]
+    q = rope_append(q, k, v, cos, sin, k_pages, v_pages, block_table, positions)
     K = k_pages[block_table.long()].flatten(1, 2)  # [B, pages * page, nkv, hd]
     V = v_pages[block_table.long()].flatten(1, 2)
     K = K.repeat_interleave(nh // nkv, 2).float()

@@ -107,13 +107,15 @@ class KernelOp:
         on consecutive chunks of at most that many rows (the other arguments whole). Returns the
         row ranges the guard refused, each counted, for the op's framework path (so an in-place
         op never applies a chunk twice). One guard call when M fits, as ``go``."""
-        n = args[self._row0].shape[0] if self._row0 is not None else 0
-        if self.max_rows is None or n <= self.max_rows:
+        if self.max_rows is None or (n := args[self._row0].shape[0]) <= self.max_rows:
             reason = self.go(*args)
             if reason is None:
                 return []
             self.missed(reason, args)
-            return [slice(0, n if self._row0 is not None else None)]
+            return [slice(None)]
+        if any(args[i].shape[0] != n for i in self._row_args):  # no chunk may launch: one guard call refuses it
+            self.missed(self.go(*args), args)
+            return [slice(None)]
         refused = []
         for lo in range(0, n, self.max_rows):
             s = slice(lo, min(lo + self.max_rows, n))

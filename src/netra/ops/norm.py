@@ -56,8 +56,10 @@ def rmsnorm(x: Tensor, weight: Tensor, eps: float = 1e-6, *, out: Tensor | None 
 
 
 def _rmsnorm(x, weight, eps, out):
-    _same_shape("out", out, x)
-    for s in _RMSNORM.rows(x, weight, out, eps):  # rows the kernel did not take
+    refused = _RMSNORM.rows(x, weight, out, eps)  # the rows the kernel did not take
+    if refused:
+        _same_shape("out", out, x)
+    for s in refused:
         out[s].copy_(_zero_centred(x[s], weight, eps))
 
 
@@ -88,10 +90,12 @@ def add_rmsnorm(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6, 
 
 
 def _add_rmsnorm(x, residual, weight, eps, out):
-    _same_shape("out", out, residual)
-    for s in _ADD_RMSNORM.rows(x, residual, weight, out, eps):  # rows the kernel did not take
+    refused = _ADD_RMSNORM.rows(x, residual, weight, out, eps)  # the rows the kernel did not take
+    if refused:
+        _same_shape("out", out, residual)
         _no_overlap("out", out, "residual", residual)
         _no_overlap("out", out, "x", x)
+    for s in refused:
         residual[s].add_(x[s])
         out[s].copy_(_zero_centred(residual[s], weight, eps))
 
@@ -126,9 +130,11 @@ def qk_rmsnorm(q: Tensor, k: Tensor, q_weight: Tensor, k_weight: Tensor, eps: fl
 
 
 def _qk_rmsnorm(q, k, q_weight, k_weight, eps, out_q, out_k):
-    _same_shape("out_q", out_q, q)
-    _same_shape("out_k", out_k, k)
-    for s in _QK_RMSNORM.rows(q, k, q_weight, k_weight, out_q, out_k, eps):  # rows the kernel did not take
+    refused = _QK_RMSNORM.rows(q, k, q_weight, k_weight, out_q, out_k, eps)  # the rows the kernel did not take
+    if refused:
+        _same_shape("out_q", out_q, q)
+        _same_shape("out_k", out_k, k)
+    for s in refused:
         yq, yk = _zero_centred(q[s], q_weight, eps), _zero_centred(k[s], k_weight, eps)
         out_q[s].copy_(yq)
         out_k[s].copy_(yk)
@@ -161,12 +167,14 @@ def gated_rmsnorm(o: Tensor, z: Tensor, weight: Tensor, eps: float = 1e-6, *, ou
 
 
 def _gated_rmsnorm(o, z, weight, eps, out):
-    _same_shape("out", out, o)
-    _same_shape("z", z, o)
-    for s in _GATED_RMSNORM.rows(o, z, weight, out, eps):  # rows the kernel did not take
+    refused = _GATED_RMSNORM.rows(o, z, weight, out, eps)  # the rows the kernel did not take
+    if refused:
         hd = weight.shape[-1]
+        _same_shape("out", out, o)
+        _same_shape("z", z, o)
         if o.shape[-1] % hd:
             raise ValueError(f"o: last dimension {o.shape[-1]} is not a multiple of the head size {hd}")
+    for s in refused:
         of = o[s].float().unflatten(-1, (-1, hd))
         zf = z[s].float().unflatten(-1, (-1, hd))
         y = weight.float() * (of * torch.rsqrt(of.pow(2).mean(-1, keepdim=True) + eps)) * torch.nn.functional.silu(zf)
