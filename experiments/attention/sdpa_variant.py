@@ -1,5 +1,6 @@
-"""attention_decode's framework path against an SDPA form of it (a candidate; written at the end of
-a session with no device time left, not yet run on the H200).
+"""attention_decode's first framework path (einsum form) against an SDPA form of it. Measured at
+bc23de1 (sdpa_variant.json): the SDPA form is promoted as attention_decode; the einsum form is
+kept here (einsum_form) so the comparison stays reproducible.
 
 Why: at 4fce6e6 attention (framework path, 10 layers) was 1.18 ms of device time per batch-1 step,
 now about a third of the step, and no kernel covers it. The framework path gathers every page of
@@ -48,6 +49,22 @@ def sdpa_form(q, k, v, gate, cos, sin, k_pages, v_pages, block_table, positions,
     out.copy_(o.reshape(B, nh * hd) * torch.sigmoid(gate))
 
 
+def einsum_form(q, k, v, gate, cos, sin, k_pages, v_pages, block_table, positions, out):
+    """attention_decode up to bc23de1: K and V gathered, repeated 8x and cast to float32."""
+    from netra.decode.ops import rope_append
+
+    B, nh, hd = q.shape
+    nkv = k.shape[1]
+    q = rope_append(q, k, v, cos, sin, k_pages, v_pages, block_table, positions)
+    K = k_pages[block_table.long()].flatten(1, 2).repeat_interleave(nh // nkv, 2).float()
+    V = v_pages[block_table.long()].flatten(1, 2).repeat_interleave(nh // nkv, 2).float()
+    scores = torch.einsum("bhd,bnhd->bhn", q.float(), K) * hd ** -0.5
+    valid = torch.arange(K.shape[1], device=q.device)[None, :] <= positions[:, None]
+    scores = scores.masked_fill(~valid[:, None, :], float("-inf"))
+    o = torch.einsum("bhn,bnhd->bhd", torch.softmax(scores, -1), V).to(q.dtype)
+    out.copy_(o.reshape(B, nh * hd) * torch.sigmoid(gate))
+
+
 def reference(q, k, v, gate, cos, sin, k_pages, v_pages, block_table, positions):
     """float64 of the same math, on copies of the caches."""
     B = q.shape[0]
@@ -93,12 +110,11 @@ def run(fn, a):
 
 
 def main():
-    from netra.decode.ops import attention_decode
     from netra.lifecycle.metrics import rel_err
 
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
-    forms = {"framework": attention_decode, "sdpa": sdpa_form}
+    forms = {"framework": einsum_form, "sdpa": sdpa_form}  # "framework": the einsum form
     res = {"method": "CUDA graph of 10 calls on 10 separate caches, replayed 20 times, CUDA events, median per call",
            "correctness": {}, "timing_us": {}}
     for B in (1, 8, 32):

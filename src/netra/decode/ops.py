@@ -402,16 +402,14 @@ def attention_decode(q: Tensor, k: Tensor, v: Tensor, gate: Tensor, cos: Tensor,
     ``block_table`` [B, pages per sequence]), GQA attention over positions 0..pos with
     scale hd^-0.5, then ``out`` [B, nh * hd] = attention * sigmoid(gate [B, nh * hd])."""
     B, nh, hd = q.shape
-    nkv = k.shape[1]
     q = rope_append(q, k, v, cos, sin, k_pages, v_pages, block_table, positions)
-    K = k_pages[block_table.long()].flatten(1, 2)  # [B, pages * page, nkv, hd]
-    V = v_pages[block_table.long()].flatten(1, 2)
-    K = K.repeat_interleave(nh // nkv, 2).float()
-    V = V.repeat_interleave(nh // nkv, 2).float()
-    scores = torch.einsum("bhd,bnhd->bhn", q.float(), K) * hd ** -0.5
-    valid = torch.arange(K.shape[1], device=q.device)[None, :] <= positions[:, None]
-    scores = scores.masked_fill(~valid[:, None, :], float("-inf"))
-    o = torch.einsum("bhn,bnhd->bhd", torch.softmax(scores, -1), V).to(q.dtype)
+    # One SDPA call on BF16 with enable_gqa and a length mask: no 8x K/V repeat, no float32
+    # copies (experiments/attention/sdpa_variant.json: 119 -> 62 us per layer at B = 1,
+    # 3067 -> 148 us at B = 32, context 1024).
+    K = k_pages[block_table.long()].flatten(1, 2).transpose(1, 2)  # [B, nkv, pages * page, hd]
+    V = v_pages[block_table.long()].flatten(1, 2).transpose(1, 2)
+    valid = torch.arange(K.shape[2], device=q.device)[None, :] <= positions[:, None]
+    o = F.scaled_dot_product_attention(q[:, :, None, :], K, V, attn_mask=valid[:, None, None, :], enable_gqa=True)
     out.copy_(o.reshape(B, nh * hd) * torch.sigmoid(gate))
 
 
