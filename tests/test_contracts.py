@@ -196,7 +196,7 @@ def test_op_names_exist(name):
 
 def test_every_op_has_its_contract():
     proj = {c.name for c in ALL if c.family == "proj" and c.op.startswith("fp8_linear")}
-    assert set(netra.ops.OPS) == {"rmsnorm", "add_rmsnorm", "qk_rmsnorm", "gated_rmsnorm", "smoke_copy", "gdn_decode", "gdn_verify", "bf16_linear2", "moe_router", "moe_down"} | proj
+    assert set(netra.ops.OPS) == {"rmsnorm", "add_rmsnorm", "qk_rmsnorm", "gated_rmsnorm", "smoke_copy", "gdn_decode", "gdn_verify", "bf16_linear2", "moe_router", "moe_router_norm", "moe_down"} | proj
     for key, k in netra.ops.OPS.items():
         assert contracts.REGISTRY[k.contract.name].op == k.op and key in (k.op, k.contract.name)
 

@@ -147,7 +147,8 @@ def test_op_breakdown_names_the_decode_ops_cpu():
     c = ck.synthetic_checkpoint(tiny(layers=4), seed=26)
     runner = DecodeRunner(c, batch=1, max_context=16, device="cpu", page_size=16)
     names = {r["name"] for r in decode.op_breakdown(runner, steps=2)}
-    assert {"netra::fp8_linear", "netra::gdn_decode", "netra::attention_decode", "netra::moe_decode",
+    assert {"netra::fp8_linear_add", "netra::fp8_linear_norm", "netra::gdn_decode", "netra::attention_decode",
+            "netra::moe_decode", "netra::moe_router_norm",
             "netra::lm_head_argmax"} <= names
 
 

@@ -195,7 +195,7 @@ def test_fp8_linear_op_runs_the_projection_kernels(M):
 def test_fused_projections_are_bitwise_the_unfused_kernels(M):
     """fp8_linear_norm's kernels give bitwise rmsnorm_h2048 then the plain kernel (x_out too),
     fp8_linear_gate's bitwise the plain kernel (and the gate within tolerance of float64),
-    and fp8_linear_add's gives bitwise the plain kernel then the BF16 add, at M across both
+    and fp8_linear_add's gives bitwise the plain kernel (its out) then the BF16 add, at M across both
     bodies (M <= 8, M > 8); each launch took the fused kernel (no miss), except the norm
     kernels at M > 8, outside their contract, where the op runs the two kernels."""
     from netra.contracts.proj import FUSED
@@ -227,10 +227,12 @@ def test_fused_projections_are_bitwise_the_unfused_kernels(M):
             assert metrics.rel_err(g, want) <= contracts.get(sh.name).tolerance, sh.name
         else:
             h0 = i["h"].clone()
-            dops.fp8_linear_add(i["x"], i["w"], i["scale"], i["h"])
+            prod = torch.full_like(h0, float("nan"))
+            dops.fp8_linear_add(i["x"], i["w"], i["scale"], i["h"], prod)
             y = torch.empty_like(h0)
             dops.fp8_linear(i["x"], i["w"], i["scale"], y)
             torch.cuda.synchronize()
+            assert torch.equal(prod, y), sh.name
             assert torch.equal(i["h"], h0 + y), sh.name
         if sh.fuse == "norm" and M > 8:
             assert "M outside the contract" in str(ops.stats()[sh.name]["misses"])
@@ -337,6 +339,37 @@ def test_router_kernel_picks_the_references_experts(M):
         peer = tb.peers["torch_router_topk"](i, {})
         same = (torch.sort(idx).values == torch.sort(peer["idx"]).values).all(-1)
         assert same.float().mean() >= 0.7
+
+
+@pytest.mark.parametrize("M", [1, 8, 32, 37])
+def test_router_norm_kernel_is_rmsnorm_then_the_router(M):
+    """moe_router_norm takes moe_router_norm_e256_k2048 with no miss (37 tokens: launches of 32
+    and 5); x_out is bitwise rmsnorm_h2048's, the ids and weights bitwise the router kernel's on
+    it (so exactly the reference's), x_out within tolerance of float64; 10 launches bitwise."""
+    from netra.decode import ops as dops
+    from netra.lifecycle import testbeds
+
+    name = "moe_router_norm_e256_k2048"
+    tb = testbeds.get(name)
+    ops.reset_stats()
+    i = tb.make({"M": M}, torch.Generator().manual_seed(40 + M), "cuda")
+    x = torch.full((M, 2048), float("nan"), dtype=torch.bfloat16, device="cuda")
+    top = torch.full((M, 8), float("nan"), dtype=torch.bfloat16, device="cuda")
+    idx = torch.full((M, 8), -1, dtype=torch.long, device="cuda")
+    dops.moe_router_norm(i["h"], i["norm_w"], EPS, i["w"], x, top, idx)
+    x_ref = ops.rmsnorm(i["h"], i["norm_w"], EPS)
+    t_ref, i_ref = torch.empty_like(top), torch.empty_like(idx)
+    dops.moe_router(x_ref, i["w"], t_ref, i_ref)
+    torch.cuda.synchronize()
+    assert _misses("moe_router_norm") == 0, ops.stats()["moe_router_norm"]
+    assert torch.equal(x, x_ref) and torch.equal(idx, i_ref) and torch.equal(top, t_ref)
+    want = tb.reference_for(i, {"x_out": x})
+    assert torch.equal(idx, want["idx"])
+    assert metrics.rel_err(x, want["x_out"]) <= contracts.get(name).tolerance
+    for _ in range(10):
+        x2, t2, i2 = torch.empty_like(x), torch.empty_like(top), torch.empty_like(idx)
+        dops.moe_router_norm(i["h"], i["norm_w"], EPS, i["w"], x2, t2, i2)
+        assert torch.equal(x2, x) and torch.equal(t2, top) and torch.equal(i2, idx)
 
 
 @pytest.mark.parametrize("M", [1, 5, 8, 11])

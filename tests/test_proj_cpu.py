@@ -143,10 +143,10 @@ def test_runner_with_real_projection_shapes_packs_and_matches_the_reference():
         # fusion order (q | k | v, qkv | z) is off by the logits' own size
         assert ((got - want).abs().max() / want.abs().max()) < 0.15, t
     missed = {n for n, v in ops.stats().items() if v["kernel"].startswith("fp8_gemv") and v["misses"]}
-    # the runner calls the norm-prologue and gate kernels, whose fallback is the plain kernel
-    # (missed too here); the residual-epilogue kernel is not used by the runner
+    # the runner calls the norm-prologue, residual-epilogue and gate kernels, whose fallback is
+    # the plain kernel (missed too here)
     assert missed == ({sh.name for sh in SHAPES if (sh.N, sh.K) not in ((8192, 2048), (4096, 2048))}
-                      | {sh.name for sh in FUSED if sh.fuse in ("norm", "gate")} | {sh.name for sh in EXPERTS}
+                      | {sh.name for sh in FUSED if sh.fuse in ("norm", "gate", "res")} | {sh.name for sh in EXPERTS}
                       | {"moe_down"})
 
 
@@ -294,10 +294,11 @@ def test_fused_ops_fall_back_to_the_unfused_ops():
     for w in (q, proj.pack_weight(q)):
         hh = torch.randn(3, 2048, generator=g).to(torch.bfloat16)
         h0 = hh.clone()
-        dops.fp8_linear_add(xo, w, s, hh)
+        prod = torch.full_like(h0, float("nan"))
+        dops.fp8_linear_add(xo, w, s, hh, prod)
         y = torch.empty_like(h0)
         dops.fp8_linear(xo, w, s, y)
-        assert torch.equal(hh, h0 + y) and not torch.equal(hh, h0)
+        assert torch.equal(prod, y) and torch.equal(hh, h0 + y) and not torch.equal(hh, h0)
 
 
 def test_gate_op_falls_back_to_the_plain_op_and_a_matmul():

@@ -1,5 +1,6 @@
-"""The router with the post-attention norm as its prologue (a candidate: gen_moe_router.generate(
-norm=True), `moe_router_norm_e256_k2048`; built and assembled on the CPU, not yet run on the H200).
+"""The router with the post-attention norm as its prologue (gen_moe_router.generate(norm=True),
+`moe_router_norm_e256_k2048`): the candidate run, at bc23de1 (router_norm_variant_bc23de1.json);
+promoted after it (netra.contracts.proj.MOE_ROUTER_NORM, whose test bed this script now uses).
 
 One launch for x = rmsnorm(h) (written to x_out for the expert and shared gate | up kernels) and
 the router's top 8 on it, in place of rmsnorm's launch (add_rmsnorm's, in the runner) and the
@@ -20,7 +21,6 @@ o_proj on the `_res` kernel writing the product for the layer shadow (docs/notes
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import sys
@@ -29,70 +29,22 @@ from pathlib import Path
 import torch
 
 from netra import contracts, paths
-from netra.contracts.proj import NUM_EXPERTS, ROUTER_K, TOP_K
-from netra.contracts.spec import Scalar, Tensor
+from netra.contracts.proj import TOP_K
 
 HERE = Path(__file__).resolve().parent
 gen = paths.generator("proj", "gen_moe_router")
-BASE = contracts.get(gen.NAME)
-CONTRACT = dataclasses.replace(
-    BASE,
-    name=gen.NORM_NAME,
-    summary="x_out = rmsnorm(h) (zero-centred, bitwise rmsnorm_h2048), then " + BASE.summary.split(": ", 1)[1],
-    params=(
-        Tensor("h", "bf16", ("M", ROUTER_K), "in", doc="the residual stream after the mixer's add"),
-        Tensor("w", "bf16", (NUM_EXPERTS, ROUTER_K), "in", doc="mlp.gate.weight"),
-        Tensor("top", "bf16", ("M", TOP_K), "out"),
-        Tensor("idx", "i64", ("M", TOP_K), "out", doc="expert ids, as torch.topk's indices"),
-        Scalar("M", "u32", value="M"),
-        Tensor("norm_w", "bf16", (ROUTER_K,), "in", doc="post_attention_layernorm.weight (applied as 1 + w)"),
-        Tensor("x_out", "bf16", ("M", ROUTER_K), "out", doc="rmsnorm(h), for the gate | up kernels"),
-        Scalar("eps", "f32"),
-    ),
-    reference="x_out: netra.reference.norm.rmsnorm (float64); top, idx: the router's reference on the BF16 x",
-    peers=("rmsnorm_then_router",),
-    bytes_read=f"M * {2 * ROUTER_K} + {2 * NUM_EXPERTS * ROUTER_K} + {2 * ROUTER_K}",
-    bytes_written=f"M * {TOP_K * 10 + 2 * ROUTER_K}",
-    max_registers=168,
-)
+CONTRACT = contracts.get(gen.NORM_NAME)  # promoted after the bc23de1 run (this script's contract then)
 EPS = 1e-6
 
 
-def make(dims, g, device):
+def testbed():
     from netra.lifecycle import testbeds
 
-    i = testbeds.get(gen.NAME).make(dims, g, device)  # x at the norm's output scale, the router weight
-    h = (i["x"].float() * (4 * torch.rand(dims["M"], 1, generator=g)).to(device)).to(torch.bfloat16)
-    nw = (torch.randn(ROUTER_K, generator=g) * 0.1).to(torch.bfloat16).to(device)
-    return {"h": h, "w": i["w"], "norm_w": nw}
+    return testbeds.get(CONTRACT.name)
 
 
-def reference(i):
-    from netra.reference.norm import rmsnorm
-    from netra.reference.proj import router_logits, router_topk
-
-    x = rmsnorm(i["h"], i["norm_w"], EPS)
-    top, idx = router_topk(router_logits(x.to(torch.bfloat16), i["w"]), TOP_K)
-    return {"x_out": x, "top": top, "idx": idx}
-
-
-def two_launches(i, s=None):
-    """What the runner runs today: rmsnorm_h2048 (add_rmsnorm's in the runner), then the router."""
-    import netra.ops as ops
-    from netra.decode import ops as dops
-
-    M = i["h"].shape[0]
-    x = ops.rmsnorm(i["h"], i["norm_w"], EPS)
-    top = torch.empty(M, TOP_K, dtype=torch.bfloat16, device=x.device)
-    idx = torch.empty(M, TOP_K, dtype=torch.long, device=x.device)
-    dops.moe_router(x, i["w"], top, idx)
-    return {"x_out": x, "top": top, "idx": idx}
-
-
-def testbed():
-    from netra.lifecycle.testbeds import Testbed
-
-    return Testbed(CONTRACT, make, reference, None, {"rmsnorm_then_router": two_launches}, scalars={"eps": EPS})
+def two_launches(i):
+    return testbed().peers["rmsnorm_then_router"](i, {"eps": EPS})
 
 
 def main():

@@ -44,7 +44,8 @@ experiments/proj/README.md):
   instructions are no-ops.
 - Fused variants (netra.contracts.proj.FUSED): "norm" takes h and the norm weight and makes x =
   rmsnorm(h) in the x registers before the fragments (norm_prologue: bitwise rmsnorm_h2048; CTA 0
-  writes x out), M <= 8 only; "res" adds the BF16 product to h in place in the final store.
+  writes x out), M <= 8 only; "res" adds the BF16 product to h in place in the final store
+  and also writes the product to out (the layer shadow reads the mixer's output).
 - Routed experts (netra.contracts.proj.EXPERTS, fuse "moe"): the weight is every expert's
   packed weight stacked, and the launch streams P = M pairs_per_x virtual strips blocks: strip
   s is strip s % S of pair s / S, whose expert id (ids[pair], int64, the router's top-k) the
@@ -100,10 +101,12 @@ def header(e: Emit, version: str = "8.0") -> None:
 def entry(e: Emit, name: str, fuse: str = "") -> None:
     """The .entry line and the parameters (netra.contracts.proj, in its order): x (h with the
     norm prologue), w, scale, out (h, in place, with the residual epilogue), M; the norm
-    prologue adds norm_w, x_out, eps; the gate CTA gate_w, gate_out; the experts ids, E."""
+    prologue adds norm_w, x_out, eps; the gate CTA gate_w, gate_out; the experts ids, E; the
+    residual epilogue out (the BF16 product, before the add)."""
     moe = ["u32 M", "u64 ids", "u32 E"]
     tail = {"gate": ["u32 M", "u64 gate_w", "u64 gate_out"], "norm": ["u32 M", "u64 norm_w", "u64 x_out", "f32 eps"],
-            "moe": moe, "moedown": moe + ["u64 top", "u64 xs", "u64 ws", "u64 ss", "u64 glogit", "u64 out"]}
+            "moe": moe, "moedown": moe + ["u64 top", "u64 xs", "u64 ws", "u64 ss", "u64 glogit", "u64 out"],
+            "res": ["u32 M", "u64 out"]}
     params = ["u64 h" if fuse == "norm" else "u64 x", "u64 w", "u64 scale",
               "u64 h" if fuse in ("res", "moedown") else "u64 out"] + tail.get(fuse, ["u32 M"])
     e(f".visible .entry {name}(")
@@ -136,6 +139,9 @@ def load_params(e: Emit, fuse: str = "") -> None:
         for r, n in (("%ptop", "top"), ("%pxs", "xs"), ("%pws", "ws"), ("%pss", "ss"), ("%pgl", "glogit"), ("%pmo", "out")):
             e(f"  ld.param.u64 {r}, [{n}];")
             e(f"  cvta.to.global.u64 {r}, {r};")
+    if fuse == "res":
+        e("  ld.param.u64 %pmo, [out];")
+        e("  cvta.to.global.u64 %pmo, %pmo;")
     if fuse == "norm":
         e("  ld.param.u64 %pn, [norm_w];")
         e("  ld.param.u64 %pxo, [x_out];")
@@ -586,8 +592,9 @@ def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: 
                     moe: Shape | None = None) -> None:
     """Output o = tid + threads r < 16 M: row o % 16, token o / 16; the W warps' [token][row]
     partials at red_base (the lines that set %t0) + 1024 w summed in warp order (consecutive
-    threads read consecutive words), BF16 to out[token, 16 s + row]. ``res``: out is the
-    residual h, and the BF16 product is added to it (fp32 add, BF16 round: the model's two ops).
+    threads read consecutive words), BF16 to out[token, 16 s + row]. ``res``: the BF16 product
+    goes to out (%pmo) and is added to the residual h (%po; fp32 add, BF16 round: the model's
+    two ops).
     ``moe``: only pair j = s / S's own x row (j >> pair_shift), to out[j, 16 (s % S) + row] =
     out + 2 (16 s + row); NaN where the pair's id was not an expert. A "moedown" ``moe``: only
     token t = s / S's row, to h[t, 16 (s % S) + row] (with ``res``); NaN where any of the
@@ -640,7 +647,7 @@ def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: 
             e("  mad.lo.u32 %t0, %s, 16, %t0;")
         e("  mul.wide.u32 %pt64, %t0, 2;")
         e("  add.u64 %pb, %po, %pt64;")
-        if down:  # the MoE block's output too (the model's moe output, before its residual add)
+        if res:  # the product too (the mixer's or the MoE block's output, before the residual add)
             e("  add.u64 %pc, %pmo, %pt64;")
             e("  st.global.b16 [%pc], %q0;")
         if res:
@@ -864,6 +871,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         e("  .reg .pred %pq, %pe;")
         e("  .reg .b32 %sv, %ej, %ls, %ne;")
         e("  .reg .b64 %pid, %rid;")
+    if sh.fuse == "res":
+        e("  .reg .b64 %pc, %pmo;")
     if sh.fuse == "moedown":
         e("  .reg .pred %pr;")
         e("  .reg .b64 %ptop, %pxs, %pws, %pss, %pgl, %pc, %pmo;")

@@ -49,14 +49,14 @@ LOG2E = "0f3FB8AA3B"  # log2(e) in fp32
 NEG_INF = "0fFF800000"
 
 
-NORM_NAME = f"moe_router_norm_e{NUM_EXPERTS}_k{ROUTER_K}"  # a candidate: experiments/proj/router/router_norm_variant.py
+NORM_NAME = f"moe_router_norm_e{NUM_EXPERTS}_k{ROUTER_K}"  # with the post-attention norm (netra::moe_router_norm)
 
 
 def generate(start_barrier: bool = True, norm: bool = False) -> str:
     """The PTX; ``start_barrier=False`` is the build measured at bab7443 (racecheck hazards).
-    ``norm`` (a candidate, NORM_NAME): the input is the residual h, and x = rmsnorm(h) (the
-    post-attention norm, zero-centred, bitwise rmsnorm_h2048's) is computed first by every warp
-    from the registers it already holds: lane l holds channels 256 i + 8 l + c, which is
+    ``norm`` (NORM_NAME; first measured by experiments/proj/router/router_norm_variant.py): the
+    input is the residual h, and x = rmsnorm(h) (the post-attention norm, zero-centred, bitwise
+    rmsnorm_h2048's) is computed first by every warp from the registers it already holds: lane l holds channels 256 i + 8 l + c, which is
     rmsnorm_h2048's thread 32 i + l; so its 8-channel sums of squares, the shfl.bfly over each
     256 and the 8 block sums in order are rmsnorm_h2048's. Rank r's warp 0 writes block r of x
     to x_out for the other readers (the expert and shared gate | up kernels)."""
@@ -289,7 +289,8 @@ def norm_prologue(e) -> None:
 
 def main() -> int:
     (HERE / f"{NAME}.ptx").write_text(generate())
-    print(f"wrote {NAME}.ptx")
+    (HERE / f"{NORM_NAME}.ptx").write_text(generate(norm=True))
+    print(f"wrote {NAME}.ptx, {NORM_NAME}.ptx")
     return 0
 
 

@@ -5,6 +5,7 @@ PTX, and netra.ops.proj to pack weights and dispatch."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from .spec import Contract, Scalar, Tensor
@@ -265,21 +266,22 @@ def _contract_norm(s: Fp8Gemv) -> Contract:
 def _contract_res(s: Fp8Gemv) -> Contract:
     return Contract(
         name=s.name,
-        summary=f"h[M, {s.N}] = bf16(h + bf16(x[M, {s.K}] @ dequant(W)^T)) in place ({s.use})",
+        summary=f"out[M, {s.N}] = bf16(x[M, {s.K}] @ dequant(W)^T), h = bf16(h + out) in place ({s.use})",
         params=(
             Tensor("x", "bf16", ("M", s.K), "in"),
             Tensor("w", "fp8e4m3", (s.S, s.KB, 2048), "in", doc="packed by netra.ops.proj.pack_weight"),
             Tensor("scale", "f32", (s.N // 128, s.KB), "in", align=4),
             Tensor("h", "bf16", ("M", s.N), "inout", doc="the residual stream, updated in place"),
             Scalar("M", "u32", value="M"),
+            Tensor("out", "bf16", ("M", s.N), "out", doc="the product (the mixer's output, for the layer shadow)"),
         ),
         reduction_order=f"as {Fp8Gemv(s.N, s.K, s.use).name}; the BF16 product then added to h in fp32 and rounded "
                         "(as the model's two BF16 ops)",
         tolerance=BF16_TWICE,
         bytes_read=f"{s.N * s.K} + {s.N // 128 * s.KB * 4} + M * {2 * s.K} + M * {2 * s.N}",
-        bytes_written=f"M * {2 * s.N}",
+        bytes_written=f"M * {4 * s.N}",
         op="fp8_linear_add",
-        reference="h + netra.reference.proj.fp8_linear, float64",
+        reference="out: netra.reference.proj.fp8_linear; h: h + that, float64",
         **_common(s),
     )
 
@@ -424,6 +426,32 @@ MOE_ROUTER = Contract(
 )
 
 
+MOE_ROUTER_NORM = dataclasses.replace(
+    MOE_ROUTER,
+    name=f"moe_router_norm_e{NUM_EXPERTS}_k{ROUTER_K}",
+    summary="x_out = rmsnorm(h) (the post-attention norm, zero-centred, bitwise rmsnorm_h2048), then "
+            + MOE_ROUTER.summary.split(": ", 1)[1] + " on x_out",
+    params=(
+        Tensor("h", "bf16", ("M", ROUTER_K), "in", doc="the residual stream after the mixer's add"),
+        Tensor("w", "bf16", (NUM_EXPERTS, ROUTER_K), "in", doc="mlp.gate.weight"),
+        Tensor("top", "bf16", ("M", TOP_K), "out"),
+        Tensor("idx", "i64", ("M", TOP_K), "out", doc="expert ids, as torch.topk's indices"),
+        Scalar("M", "u32", value="M"),
+        Tensor("norm_w", "bf16", (ROUTER_K,), "in", doc="post_attention_layernorm.weight (applied as 1 + w)"),
+        Tensor("x_out", "bf16", ("M", ROUTER_K), "out", doc="rmsnorm(h), for the gate | up kernels"),
+        Scalar("eps", "f32"),
+    ),
+    reduction_order="x_out: rmsnorm_h2048's order (each lane's 8-channel sums of squares, shfl.bfly over each 256, "
+                    "the 8 block sums in order; (h * rsqrt) * (1 + w)); then " + MOE_ROUTER.reduction_order,
+    bytes_read=f"M * {2 * ROUTER_K} + {2 * NUM_EXPERTS * ROUTER_K} + {2 * ROUTER_K}",
+    bytes_written=f"M * {TOP_K * (2 + 8) + 2 * ROUTER_K}",
+    op="moe_router_norm",
+    reference="x_out: netra.reference.norm.rmsnorm (float64); top, idx: netra.reference.proj.router_topk on the "
+              "kernel's x_out (checked first; the ids are exactly defined only on a BF16 x) in the kernel's fp32 order",
+    peers=("rmsnorm_then_router",),
+)
+
+
 def _contract_moe_down(s: Fp8Gemv) -> Contract:
     I, S = MOE_I, s.S
     return Contract(
@@ -474,4 +502,4 @@ def _contract_moe_down(s: Fp8Gemv) -> Contract:
 
 
 CONTRACTS = tuple(_contract(s) for s in SHAPES + FUSED + EXPERTS) + (
-    BF16_GEMV_N64_K2048, MOE_ROUTER, _contract_moe_down(MOE_DOWN))
+    BF16_GEMV_N64_K2048, MOE_ROUTER, MOE_ROUTER_NORM, _contract_moe_down(MOE_DOWN))

@@ -152,12 +152,16 @@ def token_gates(ckpt: ck.Checkpoint, prompts, free_prompt, free_steps: int, devi
     return tf, fd, runner, packed
 
 
-ABLATE = ("fp8_linear", "fp8_linear_norm", "fp8_linear_experts", "moe_router", "moe_down", "bf16_linear2",
-          "gdn_decode")  # switched off alone at batch 1
-# an ablation's ops: FP8 projections off means the fused ones too; fp8_linear_norm alone off is
-# the unfused path (rmsnorm_h2048, then the plain FP8 kernel), so that row measures the fusion
+ABLATE = ("fp8_linear", "fp8_linear_norm", "fp8_linear_add", "fp8_linear_experts", "moe_router", "moe_router_norm",
+          "moe_down", "bf16_linear2", "gdn_decode")  # switched off alone at batch 1
+# an ablation's ops: FP8 projections off means the fused ones too; the router off means its
+# fused-norm kernel too (the PyTorch router); a fused op alone off is its unfused path
+# (fp8_linear_norm: rmsnorm_h2048, then the plain FP8 kernel; fp8_linear_add: the plain kernel,
+# then the add; moe_router_norm: rmsnorm_h2048, then the router kernel), so that row measures
+# the fusion
 ABLATE_OPS = {"fp8_linear": ("fp8_linear", "fp8_linear_norm", "fp8_linear_add", "fp8_linear_gate", "fp8_linear_experts",
-                              "moe_down")}
+                              "moe_down"),
+              "moe_router": ("moe_router", "moe_router_norm")}
 
 
 def engines(batches, ablate=ABLATE) -> list[tuple[str, tuple[str, ...], tuple[int, ...]]]:

@@ -120,20 +120,20 @@ def _(h, norm_weight, eps, weight, scale, out, x_out):
     return None
 
 
-@decode_op("fp8_linear_add", mutates_args=("h",))
-def fp8_linear_add(x: Tensor, weight: Tensor, scale: Tensor, h: Tensor) -> None:
-    """h += x @ dequant(weight, scale)^T in place, the product rounded to BF16 first (the
-    model's two ops): the residual add as the projection's epilogue. Kernel
-    fp8_gemv_n2048_k4096_res (packed weight, M = 1..16); otherwise fp8_linear, then the add."""
+@decode_op("fp8_linear_add", mutates_args=("h", "out"))
+def fp8_linear_add(x: Tensor, weight: Tensor, scale: Tensor, h: Tensor, out: Tensor) -> None:
+    """out = x @ dequant(weight, scale)^T (BF16), then h += out in place (the model's two ops):
+    the residual add as the projection's epilogue; out is the mixer's output for whoever reads
+    it (the layer shadow). Kernel fp8_gemv_n2048_k4096_res (packed weight, M = 1..16);
+    otherwise fp8_linear, then the add."""
     k = proj.kernel_for(weight, proj.RES_KERNELS)
-    for s in (k.rows(x, weight, scale, h) if k is not None else [slice(None)]):  # rows the kernel did not take
-        y = torch.empty(h[s].shape, dtype=h.dtype, device=h.device)
-        linear(x[s], weight, scale, y)
-        h[s].add_(y)
+    for s in (k.rows(x, weight, scale, h, out) if k is not None else [slice(None)]):  # rows the kernel did not take
+        linear(x[s], weight, scale, out[s])
+        h[s].add_(out[s])
 
 
 @fp8_linear_add.register_fake
-def _(x, weight, scale, h):
+def _(x, weight, scale, h, out):
     return None
 
 
@@ -206,6 +206,22 @@ def moe_router(x: Tensor, router: Tensor, top: Tensor, idx: Tensor) -> None:
 
 @moe_router.register_fake
 def _(x, router, top, idx):
+    return None
+
+
+@decode_op("moe_router_norm", mutates_args=("x_out", "top", "idx"))
+def moe_router_norm(h: Tensor, norm_w: Tensor, eps: float, router: Tensor, x_out: Tensor, top: Tensor,
+                    idx: Tensor) -> None:
+    """x_out = rmsnorm(h) (zero-centred weight: the post-attention norm), then moe_router on it,
+    in one launch: kernel moe_router_norm_e256_k2048 (M = 1..32 per launch; x_out bitwise
+    rmsnorm_h2048's); otherwise rmsnorm, then moe_router."""
+    for s in proj.ROUTER_NORM.rows(h, router, top, idx, norm_w, x_out, eps):  # rows the kernel did not take
+        rmsnorm(h[s], norm_w, eps, out=x_out[s])
+        moe_router(x_out[s], router, top[s], idx[s])
+
+
+@moe_router_norm.register_fake
+def _(h, norm_w, eps, router, x_out, top, idx):
     return None
 
 
@@ -419,23 +435,31 @@ def _(q, k, v, gate, cos, sin, k_pages, v_pages, block_table, positions, out):
 
 
 # --- moe -------------------------------------------------------------------------------------
-@decode_op("moe_decode", mutates_args=("out", "residual"))
+@decode_op("moe_decode", mutates_args=("x", "out", "residual"))
 def moe_decode(x: Tensor, router: Tensor, w13: Tensor, s13: Tensor, w2: Tensor, s2: Tensor,
                shared_w13: Tensor, shared_s13: Tensor, shared_w2: Tensor, shared_s2: Tensor,
-               shared_gate: Tensor, top_k: int, out: Tensor, residual: Tensor | None = None) -> None:
+               shared_gate: Tensor, top_k: int, out: Tensor, residual: Tensor | None = None,
+               norm_w: Tensor | None = None, eps: float = 1e-6) -> None:
     """The MoE block for B tokens: router softmax (fp32) over E experts, top-k renormalized;
     each expert down(silu(gate) * up) with gate|up stacked in w13 [E, 2I, H] fp8 and down
     in w2 [E, H, I] fp8 (128x128 block scales s13, s2; either may be packed for the expert
     kernels, [E, N / 16, K / 128, 2048]); plus the shared expert (the same with [2Is, H] and
     [H, Is], either packed for the projection kernels) scaled by sigmoid(shared_gate [1, H] .
     x). ``residual`` (optional): also ``residual += out`` (BF16), so the next layer's input
-    norm can be a projection's prologue (fp8_linear_norm). Ops: moe_router, fp8_linear_experts
-    (gate | up), fp8_linear_gate (the shared gate | up and its gate logit), moe_down (every
-    down, weighted, and the residual add, from the gate | up rows)."""
+    norm can be a projection's prologue (fp8_linear_norm). ``norm_w`` (with ``residual``): x is
+    an output, x = rmsnorm(residual) (the post-attention norm, eps) computed by the router's
+    launch (moe_router_norm). Ops: moe_router or moe_router_norm, fp8_linear_experts (gate |
+    up), fp8_linear_gate (the shared gate | up and its gate logit), moe_down (every down,
+    weighted, and the residual add, from the gate | up rows)."""
     B, H = x.shape
     top = torch.empty(B, top_k, dtype=x.dtype, device=x.device)
     idx = torch.empty(B, top_k, dtype=torch.long, device=x.device)
-    moe_router(x, router, top, idx)
+    if norm_w is not None:
+        if residual is None:
+            raise ValueError("moe_decode: norm_w (x = rmsnorm(residual)) needs the residual; got residual=None")
+        moe_router_norm(residual, norm_w, eps, router, x, top, idx)
+    else:
+        moe_router(x, router, top, idx)
     gu = torch.empty(B, top_k, s13.shape[1] * 128, dtype=x.dtype, device=x.device)
     fp8_linear_experts(x, w13, s13, idx, gu)  # every (token, expert) pair's gate | up
     sgu = torch.empty(B, shared_s13.shape[0] * 128, dtype=x.dtype, device=x.device)
@@ -447,7 +471,7 @@ def moe_decode(x: Tensor, router: Tensor, w13: Tensor, s13: Tensor, w2: Tensor, 
 
 @moe_decode.register_fake
 def _(x, router, w13, s13, w2, s2, shared_w13, shared_s13, shared_w2, shared_s2, shared_gate, top_k, out,
-      residual=None):
+      residual=None, norm_w=None, eps=1e-6):
     return None
 
 

@@ -101,13 +101,13 @@ class DecodeRunner:
             dops.attention_decode(self.qn, self.kn, self.vb.view(B, nkv, hd), qg[:, :, hd:].reshape(B, nh * hd),
                                   self.cos, self.sin, self.k_pages[L], self.v_pages[L], self.block_table,
                                   self.positions, self.ao)
-            dops.fp8_linear(self.ao, *lw["o"], self.mix)
+            dops.fp8_linear_add(self.ao, *lw["o"], self.h, self.mix)  # mix, and h += mix
         else:
             dops.fp8_linear_norm(self.h, lw["in_norm"], eps, *lw["qkvz"], self.qkvz, self.x)
             dops.bf16_linear2(self.x, lw["b"], lw["a"], self.bb, self.aa)
             dops.gdn_decode(self.qkv, self.z, self.bb, self.aa, lw["conv"], lw["A_log"], lw["dt_bias"], lw["gnorm"],
                             self.conv_pool[L], self.state_pool[L], self.slots, c.linear_num_key_heads, eps, self.o)
-            dops.fp8_linear(self.o, *lw["out"], self.mix)
+            dops.fp8_linear_add(self.o, *lw["out"], self.h, self.mix)  # mix, and h += mix
 
     def step_(self):
         """One decode step on the static buffers: reads tokens and positions, writes logits
@@ -115,13 +115,15 @@ class DecodeRunner:
         c, eps = self.cfg, self.cfg.rms_norm_eps
         torch.index_select(self.embed, 0, self.tokens, out=self.h)
         for L, lw in enumerate(self.layers):
-            self._mixer(L, lw)  # its first projection computes x = input_layernorm(h) as a prologue
-            self._record(L, "h_in", self.h, "x", self.x)
-            nops.add_rmsnorm(self.mix, self.h, lw["post_norm"], eps, out=self.x)
-            self._record(L, "mix", self.mix, "h_mid", self.h, "x2", self.x)
+            self._record(L, "h_in", self.h)
+            # the first projection computes x = input_layernorm(h) as a prologue, the last one
+            # adds the mixer's output into h as an epilogue (and writes it to mix)
+            self._mixer(L, lw)
+            self._record(L, "x", self.x, "mix", self.mix, "h_mid", self.h)
+            # x = post_attention_layernorm(h) in the router's launch; h += moe in moe_down's
             dops.moe_decode(self.x, lw["router"], lw["w13"], lw["s13"], lw["w2"], lw["s2"], *lw["sw13"],
-                            *lw["sw2"], lw["sgate"], c.num_experts_per_tok, self.moe, self.h)  # h += moe
-            self._record(L, "moe", self.moe)
+                            *lw["sw2"], lw["sgate"], c.num_experts_per_tok, self.moe, self.h, lw["post_norm"], eps)
+            self._record(L, "x2", self.x, "moe", self.moe)
         nops.rmsnorm(self.h, self.final_norm, eps, out=self.x)
         dops.lm_head_argmax(self.x, self.lm_head, self.logits, self.next_tokens)
         self.positions.add_(1)

@@ -154,6 +154,10 @@ def _public_call(name: str, b: dict):
         from ..decode import ops as dops
 
         return lambda: dops.moe_router(b["x"], b["w"], b["top"], b["idx"])
+    if name == "moe_router_norm_e256_k2048":
+        from ..decode import ops as dops
+
+        return lambda: dops.moe_router_norm(b["h"], b["norm_w"], e, b["w"], b["x_out"], b["top"], b["idx"])
     if name == "bf16_gemv_n64_k2048":
         from ..decode import ops as dops
 
@@ -166,7 +170,7 @@ def _public_call(name: str, b: dict):
         if name.endswith("_gate"):
             return lambda: dops.fp8_linear_gate(b["x"], b["w"], b["scale"], b["gate_w"], b["out"], b["gate_out"])
         if name.endswith("_res"):
-            return lambda: dops.fp8_linear_add(b["x"], b["w"], b["scale"], b["h"])
+            return lambda: dops.fp8_linear_add(b["x"], b["w"], b["scale"], b["h"], b["out"])
         if name.endswith("_moedown"):
             return lambda: dops.moe_down(b["x"], b["w"], b["scale"], b["ids"], b["top"], b["xs"], b["ws"], b["ss"],
                                          b["glogit"], b["h"], b["out"])

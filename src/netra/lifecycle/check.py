@@ -75,7 +75,7 @@ def check_kernel(name: str, device: int = 0, seeds=SEEDS, log=print) -> dict:
             b.reset()
             run(b)
             torch.cuda.synchronize()
-            ref = tb.reference(b.original_inputs())
+            ref = tb.reference_for(b.original_inputs(), b.bufs)
             tf = tb.transformers(b.original_inputs()) if tb.transformers else None
             for n in tb.output_names():
                 e = metrics.output_error(b.bufs[n], ref[n], exact=n in c.exact_outputs)

@@ -42,6 +42,13 @@ class Testbed:
     transformers: Callable | None  # (inputs) -> {output name: tensor} from transformers modules
     peers: dict[str, Callable] = field(default_factory=dict)  # name -> (inputs, scalars) -> outputs
     scalars: dict = field(default_factory=lambda: {"eps": EPS})
+    # outputs of the kernel that the reference also takes, as "kernel_<name>" (checked
+    # themselves against float64 first): a result exactly defined only on a rounded
+    # intermediate, such as the router's ids on the kernel's BF16 x_out
+    chained: tuple[str, ...] = ()
+
+    def reference_for(self, inputs: dict, outputs: dict) -> dict:
+        return self.reference({**inputs, **{f"kernel_{n}": outputs[n] for n in self.chained}})
 
     def output_names(self) -> list[str]:
         return [t.name for t in self.contract.tensors if t.role in ("out", "inout")]
@@ -311,7 +318,19 @@ def _res_unfused_peer(i, s):
 
     y = torch.empty_like(i["h"])
     linear(i["x"], i["w"], i["scale"], y)
-    return {"h": i["h"] + y}
+    return {"h": i["h"] + y, "out": y}
+
+
+def _res_cublas_peer(i, s):
+    y = i["x"] @ i["_w_bf16"].T
+    return {"h": i["h"] + y, "out": y}
+
+
+def _res_ref(i):
+    from ..reference.proj import fp8_linear
+
+    y = fp8_linear(i["x"], i["_w_plain"], i["scale"])
+    return {"h": i["h"].double() + y, "out": y}
 
 
 def _make_fp8_experts(shape):
@@ -405,6 +424,44 @@ def _router_peer(i, s):
     return {"top": (top / top.sum(-1, keepdim=True)).to(torch.bfloat16), "idx": idx}
 
 
+def _make_router_norm(dims, gen, device):
+    """The router's x scaled per token by U(0, 4) as the residual h (the norm undoes the scale),
+    the router weight as the router's bed, a norm weight N(0, 0.1) (applied as 1 + w)."""
+    from ..contracts.proj import ROUTER_K
+
+    i = _make_router(dims, gen, device)
+    h = (i["x"].float() * (4 * torch.rand(dims["M"], 1, generator=gen)).to(device)).to(torch.bfloat16)
+    nw = (torch.randn(ROUTER_K, generator=gen) * 0.1).to(torch.bfloat16).to(device)
+    return {"h": h, "w": i["w"], "norm_w": nw}
+
+
+def _router_norm_ref(i):
+    """x_out in float64; the ids (exact) and weights on the kernel's own x_out when given (the
+    ids are exactly defined only on a BF16 x; rmsnorm_h2048's rsqrt.approx is not emulated),
+    else on the float64 x rounded to BF16."""
+    from ..contracts.proj import TOP_K
+    from ..reference.norm import rmsnorm
+    from ..reference.proj import router_logits, router_topk
+
+    x = rmsnorm(i["h"], i["norm_w"], EPS)
+    xb = i.get("kernel_x_out", x.to(torch.bfloat16))
+    top, idx = router_topk(router_logits(xb, i["w"]), TOP_K)
+    return {"x_out": x, "top": top, "idx": idx}
+
+
+def _router_norm_peer(i, s):
+    """What the runner ran before: rmsnorm_h2048 (add_rmsnorm's there), then the router kernel."""
+    from .. import ops
+    from ..contracts.proj import TOP_K
+    from ..decode import ops as dops
+
+    x = ops.rmsnorm(i["h"], i["norm_w"], s["eps"])
+    top = torch.empty(x.shape[0], TOP_K, dtype=torch.bfloat16, device=x.device)
+    idx = torch.empty(x.shape[0], TOP_K, dtype=torch.long, device=x.device)
+    dops.moe_router(x, i["w"], top, idx)
+    return {"x_out": x, "top": top, "idx": idx}
+
+
 def _make_moe_down(dims, gen, device):
     """Each token's 8 distinct experts (as torch.topk gives) with down weights as the expert
     kernels' test bed draws them (every other expert zero: reading a wrong one fails), the
@@ -476,15 +533,16 @@ def _proj_testbeds() -> dict:
                 scalars={})
         else:
             beds[sh.name] = Testbed(contracts.get(sh.name), _make_fp8_res(sh),
-                                    lambda i: {"h": i["h"].double() + fp8_linear(i["x"], i["_w_plain"], i["scale"])},
-                                    None, {"netra_unfused": _res_unfused_peer,
-                                           "cublas_bf16": lambda i, s: {"h": i["h"] + i["x"] @ i["_w_bf16"].T}},
+                                    _res_ref, None, {"netra_unfused": _res_unfused_peer, "cublas_bf16": _res_cublas_peer},
                                     scalars={})
     for sh in EXPERTS:
         beds[sh.name] = Testbed(contracts.get(sh.name), _make_fp8_experts(sh), _experts_ref(sh), None,
                                 _experts_peers(sh), scalars={})
     beds["moe_router_e256_k2048"] = Testbed(contracts.get("moe_router_e256_k2048"), _make_router, _router_ref, None,
                                             {"torch_router_topk": _router_peer}, scalars={})
+    beds["moe_router_norm_e256_k2048"] = Testbed(contracts.get("moe_router_norm_e256_k2048"), _make_router_norm,
+                                                 _router_norm_ref, None, {"rmsnorm_then_router": _router_norm_peer},
+                                                 chained=("x_out",))
     beds[MOE_DOWN.name] = Testbed(contracts.get(MOE_DOWN.name), _make_moe_down, _moe_down_ref, None,
                                   {"moe_decode_unfused": _moe_down_peer}, scalars={})
     beds["bf16_gemv_n64_k2048"] = Testbed(
