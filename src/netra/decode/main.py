@@ -247,9 +247,11 @@ def run(checkpoint: str | None = None, layers: int | None = None, batches=(1, 8,
     nops.set_framework("all", False)
     pdl_check = None
     if pdl and is_cuda and batches:
-        pdl_run, pdl_check = _pdl_engine(packed, batches[0], context, cfg, steps, device, log)
-        if pdl_run is not None:
-            runs.append(pdl_run)
+        pdl_check = {}
+        for b in batches:
+            pdl_run, pdl_check[str(b)] = _pdl_engine(packed, b, context, cfg, steps, device, log)
+            if pdl_run is not None:
+                runs.append(pdl_run)
 
     manifest_kernels = {}
     if any(r["kernels"] for r in runs) or used:
@@ -312,8 +314,8 @@ def _pdl_engine(packed, b: int, context: int, cfg, steps: int, device, log) -> t
     Returns (the run record or None, the check); a failure is recorded, not raised."""
     tokens = torch.randint(0, cfg.vocab_size, (8, b), generator=torch.Generator().manual_seed(3)).to(device)
 
-    def logits_of(runner):
-        runner.capture()
+    def logits_of(runner, pdl=False):
+        runner.capture(pdl=pdl)
         return [runner.step(t).clone() for t in tokens]
 
     check = {"method": "8 teacher-forced CUDA-graph steps from an empty cache, logits compared bitwise with the "
@@ -322,12 +324,11 @@ def _pdl_engine(packed, b: int, context: int, cfg, steps: int, device, log) -> t
         plain = DecodeRunner(packed, b, context, device=device)
         ref = logits_of(plain)
         del plain
-        nops.set_pdl(True)
         runner = DecodeRunner(packed, b, context, device=device)
         kernels = kernels_used(runner)  # eager, before capture (a replay calls no Python)
-        got = logits_of(runner)
+        got = logits_of(runner, pdl=True)
         check["bitwise_equal_to_plain"] = all(torch.equal(x, y) for x, y in zip(ref, got))
-        check["pdl_kernels"] = sorted(k.contract.name for k in nops.OPS.values() if k.contract.pdl and k.launches_bound)
+        check["pdl_kernels"] = sorted(k.contract.name for k in nops.OPS.values() if k.contract.pdl and k.kernel is not None)
         if not check["bitwise_equal_to_plain"]:
             log("netra-kernels-pdl-graph: logits differ from the plain launches; not timed")
             return None, check
@@ -341,7 +342,6 @@ def _pdl_engine(packed, b: int, context: int, cfg, steps: int, device, log) -> t
         log(f"netra-kernels-pdl-graph failed: {check['error']}")
         return None, check
     finally:
-        nops.set_pdl(False)
         try:
             torch.cuda.empty_cache()
         except Exception:  # a CUDA error above must not cost the record of everything else

@@ -240,22 +240,32 @@ class DecodeRunner:
             self.step_()
         return self.logits
 
-    def capture(self):
+    def capture(self, pdl: bool = False):
         """Capture one step into a CUDA graph (kernels load first; state is reset after the
-        warm-up step, so capture leaves every sequence empty)."""
+        warm-up step, so capture leaves every sequence empty). ``pdl``: the kernels whose
+        contract allows it (``Contract.pdl``: only weights before ``griddepcontrol.wait``) are
+        captured with programmatic stream serialization, so each may start while the one before
+        it finishes (bitwise the same logits: `netra decode` checks it); eager calls afterwards
+        launch plainly again."""
         if self.trace is not None:
             raise RuntimeError("tracing records clones on the host side; switch it off before capture")
-        nops.prepare()
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            self.step_()  # warm: allocator pools, library handles, module loads
-        torch.cuda.current_stream().wait_stream(s)
-        torch.cuda.synchronize()
-        self.reset()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            self.step_()
+        if pdl:
+            nops.set_pdl(True)
+        try:
+            nops.prepare()
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                self.step_()  # warm: allocator pools, library handles, module loads
+            torch.cuda.current_stream().wait_stream(s)
+            torch.cuda.synchronize()
+            self.reset()
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                self.step_()
+        finally:
+            if pdl:
+                nops.set_pdl(False)
         self.graph = g
         self.reset()
         return g
