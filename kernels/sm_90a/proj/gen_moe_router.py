@@ -52,8 +52,12 @@ NEG_INF = "0fFF800000"
 NORM_NAME = f"moe_router_norm_e{NUM_EXPERTS}_k{ROUTER_K}"  # with the post-attention norm (netra::moe_router_norm)
 
 
-def generate(start_barrier: bool = True, norm: bool = False) -> str:
+def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS) -> str:
     """The PTX; ``start_barrier=False`` is the build measured at bab7443 (racecheck hazards).
+    ``warps`` (a candidate at 16: experiments/proj/router/router_warps_variant.py): warps per
+    CTA; each takes PER_RANK / warps experts, two rows' loads in flight at a time, so 16 warps
+    have every row of the CTA in flight at once (8: two round trips per warp). The same sums in
+    the same order: bitwise the same outputs.
     ``norm`` (NORM_NAME; first measured by experiments/proj/router/router_norm_variant.py): the
     input is the residual h, and x = rmsnorm(h) (the post-attention norm, zero-centred, bitwise
     rmsnorm_h2048's) is computed first by every warp from the registers it already holds: lane l holds channels 256 i + 8 l + c, which is
@@ -86,7 +90,9 @@ def generate(start_barrier: bool = True, norm: bool = False) -> str:
     else:
         e("  .param .u32 M")
     e(")")
-    e(f".reqntid {32 * WARPS}")
+    per_warp = PER_RANK // warps
+    assert per_warp % 2 == 0 and per_warp * warps == PER_RANK
+    e(f".reqntid {32 * warps}")
     e(f".reqnctapercluster {ROUTER_RANKS}, 1, 1")
     e("{")
     e(".reg .pred %p, %q;")
@@ -127,11 +133,11 @@ def generate(start_barrier: bool = True, norm: bool = False) -> str:
     if norm:
         norm_prologue(e)
     e(f"mad.lo.u32 %ex, %rank, {PER_RANK}, 0;")
-    e(f"mad.lo.u32 %ex, %warp, {PER_WARP}, %ex;  // this warp's first expert")
+    e(f"mad.lo.u32 %ex, %warp, {per_warp}, %ex;  // this warp's first expert")
     e("mov.u32 %t0, logits;")
     e("mapa.shared::cluster.u32 %dst, %t0, 0;  // rank 0's logits")
     first_store = [True]
-    for pair in range(PER_WARP // 2):
+    for pair in range(per_warp // 2):
         e(f"// experts ex + {2 * pair}, ex + {2 * pair + 1}: both rows' loads, then the sums")
         for j in range(2):
             e(f"add.u32 %t0, %ex, {2 * pair + j};")

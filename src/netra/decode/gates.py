@@ -15,7 +15,6 @@ sequence); margins are in the same unit."""
 from __future__ import annotations
 
 import copy
-import statistics
 
 import torch
 from torch import Tensor
