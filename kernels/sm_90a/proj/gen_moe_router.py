@@ -52,12 +52,16 @@ NEG_INF = "0fFF800000"
 NORM_NAME = f"moe_router_norm_e{NUM_EXPERTS}_k{ROUTER_K}"  # with the post-attention norm (netra::moe_router_norm)
 
 
-def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS) -> str:
+def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS, prefetch: bool = False) -> str:
     """The PTX; ``start_barrier=False`` is the build measured at bab7443 (racecheck hazards).
     ``warps`` (a candidate at 16: experiments/proj/router/router_warps_variant.py): warps per
     CTA; each takes PER_RANK / warps experts, two rows' loads in flight at a time, so 16 warps
     have every row of the CTA in flight at once (8: two round trips per warp). The same sums in
-    the same order: bitwise the same outputs.
+    the same order: bitwise the same outputs. ``prefetch`` (a candidate, the same script): at
+    the start each lane asks L2 for one 128-byte line of each of its warp's expert rows
+    (``prefetch.global.L2``: no registers), so every row's DRAM round trip starts at once and
+    the loads after x (and the norm) and after the first pair's sums hit L2. (Issuing the
+    first pair's loads before x in PTX does not do it: ptxas sinks them below the norm.)
     ``norm`` (NORM_NAME; first measured by experiments/proj/router/router_norm_variant.py): the
     input is the residual h, and x = rmsnorm(h) (the post-attention norm, zero-centred, bitwise
     rmsnorm_h2048's) is computed first by every warp from the registers it already holds: lane l holds channels 256 i + 8 l + c, which is
@@ -115,12 +119,26 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS)
     e("cvta.to.global.u64 %pw, %pw;")
     e("cvta.to.global.u64 %pt, %pt;")
     e("cvta.to.global.u64 %pi, %pi;")
+    if prefetch:  # first of all, and before the barrier: ptxas sinks them otherwise
+        e("mov.u32 %th, %tid.x;")
+        e("shr.u32 %warp, %th, 5;")
+        e("and.b32 %lane, %th, 31;")
+        e("mov.u32 %rank, %cluster_ctarank;")
+        e(f"mad.lo.u32 %t0, %rank, {PER_RANK}, 0;")
+        e(f"mad.lo.u32 %t0, %warp, {per_warp}, %t0;")
+        e(f"mul.lo.u32 %t0, %t0, {ROUTER_K * 2};")
+        e("mad.lo.u32 %t0, %lane, 128, %t0;")
+        e("cvt.u64.u32 %o64, %t0;")
+        e("add.u64 %o64, %pw, %o64;")
+        for r in range(per_warp):
+            e(f"prefetch.global.L2 [%o64+{r * ROUTER_K * 2}];  // line lane of the warp's row {r}")
     if start_barrier:
         e("barrier.cluster.arrive.relaxed.aligned;  // this CTA has started (waited for before the first remote store)")
-    e("mov.u32 %th, %tid.x;")
-    e("shr.u32 %warp, %th, 5;")
-    e("and.b32 %lane, %th, 31;")
-    e("mov.u32 %rank, %cluster_ctarank;")
+    if not prefetch:
+        e("mov.u32 %th, %tid.x;")
+        e("shr.u32 %warp, %th, 5;")
+        e("and.b32 %lane, %th, 31;")
+        e("mov.u32 %rank, %cluster_ctarank;")
     e("mov.u32 %tok, %ctaid.x;")
     e(f"shr.u32 %tok, %tok, {ROUTER_RANKS.bit_length() - 1};  // one cluster per token")
     e("// x[tok, 256 i + 8 lane ..]: 8 BF16 per load")
