@@ -263,3 +263,27 @@ def test_decode_ops_skip_the_dispatcher_in_eager_code():
     assert "netra::bf16_linear2" not in names(contextlib.nullcontext())
     assert "netra::bf16_linear2" in names(dops.named_ops())
     assert torch.equal(ob, x @ wb.T) and torch.equal(oa, x @ wa.T)
+
+
+def test_attention_decode_is_bitwise_the_measured_forms_cpu():
+    """attention_decode (the lean SDPA form since 7b16591) gives bitwise the output and caches
+    of the SDPA form measured before it (experiments/attention/sdpa_variant.py), and agrees
+    with that script's float64 reference; random block tables and positions."""
+    from pathlib import Path
+
+    from netra import paths
+    from netra.decode import ops as dops
+    from netra.lifecycle.metrics import rel_err
+
+    sv = paths.load_module(Path(__file__).resolve().parents[1] / "experiments" / "attention" / "sdpa_variant.py",
+                           "sdpa_variant")
+    for B in (1, 3):
+        a0 = sv.make(B, 40 + B, "cpu")
+        got, want = {}, {}
+        for name, fn in (("op", dops.attention_decode), ("sdpa", sv.sdpa_form)):
+            a = {k: (v.clone() if torch.is_tensor(v) else v) for k, v in a0.items()}
+            out = torch.full((B, sv.NH * sv.HD), float("nan"), dtype=torch.bfloat16)
+            fn(**a, out=out)
+            got[name] = (out, a["k_pages"], a["v_pages"])
+        assert all(torch.equal(x, y) for x, y in zip(got["op"], got["sdpa"])), B
+        assert rel_err(got["op"][0], sv.reference(**a0)) < 1e-2

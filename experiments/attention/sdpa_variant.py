@@ -39,10 +39,27 @@ HERE = Path(__file__).resolve().parent
 NH, NKV, HD, ROT, PAGE, CTX = 16, 2, 256, 64, 64, 1024  # Qwen3.6's full attention (design/qwen36.md)
 
 
-def sdpa_form(q, k, v, gate, cos, sin, k_pages, v_pages, block_table, positions, out):
-    """attention_decode with the attention as one SDPA call (same RoPE and page append)."""
-    from netra.decode.ops import rope_append
+def rope_append(q, k, v, cos, sin, k_pages, v_pages, block_table, positions):
+    """The first half of attention_decode up to 7b16591 (RoPE on q and k separately, the append
+    by index_put), as the einsum and SDPA forms measured it."""
+    from netra.decode.ops import _rope
 
+    B = q.shape[0]
+    page = k_pages.shape[1]
+    c, s = cos[positions], sin[positions]
+    q = _rope(q, c, s)
+    k = _rope(k, c, s)
+    rows = torch.arange(B, device=q.device)
+    pg = block_table[rows, positions // page].long()
+    off = (positions % page).long()
+    k_pages[pg, off] = k
+    v_pages[pg, off] = v
+    return q
+
+
+def sdpa_form(q, k, v, gate, cos, sin, k_pages, v_pages, block_table, positions, out):
+    """attention_decode at 2b6ce30..7b16591: the attention as one SDPA call (same RoPE and page
+    append as the einsum form)."""
     B, nh, hd = q.shape
     q = rope_append(q, k, v, cos, sin, k_pages, v_pages, block_table, positions)
     K = k_pages[block_table.long()].flatten(1, 2).transpose(1, 2)  # [B, nkv, N, hd], BF16
@@ -54,8 +71,6 @@ def sdpa_form(q, k, v, gate, cos, sin, k_pages, v_pages, block_table, positions,
 
 def einsum_form(q, k, v, gate, cos, sin, k_pages, v_pages, block_table, positions, out):
     """attention_decode up to bc23de1: K and V gathered, repeated 8x and cast to float32."""
-    from netra.decode.ops import rope_append
-
     B, nh, hd = q.shape
     nkv = k.shape[1]
     q = rope_append(q, k, v, cos, sin, k_pages, v_pages, block_table, positions)
@@ -71,7 +86,8 @@ def einsum_form(q, k, v, gate, cos, sin, k_pages, v_pages, block_table, position
 def lean_form(q, k, v, gate, cos, sin, k_pages, v_pages, block_table, positions, out):
     """The SDPA form in fewer PyTorch kernels, the same ops on every value (so the same bits):
     RoPE once on q | k together, the append by index_copy_ on flat page rows, block_table
-    widened once, the gate product written straight into out."""
+    widened once, the gate product written straight into out. Measured at 7b16591
+    (sdpa_variant_7b16591.json) and promoted as attention_decode after it."""
     B, nh, hd = q.shape
     page, rd = k_pages.shape[1], cos.shape[-1]
     c, s = cos[positions][:, None], sin[positions][:, None]

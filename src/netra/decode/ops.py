@@ -386,28 +386,18 @@ def rope_tables(max_positions: int, rotary_dim: int, theta: float, device) -> tu
     return torch.cat([ang.cos(), ang.cos()], -1).float(), torch.cat([ang.sin(), ang.sin()], -1).float()
 
 
-def _rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+def _rope_(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """RoPE in place on the first rotary_dim channels of x [N, heads, hd] (rotate_half layout;
+    cos and sin [N, rotary_dim] fp32), computed in fp32 and rounded to x's dtype."""
     rd = cos.shape[-1]
-    xr, xp = x[..., :rd].float(), x[..., rd:]
+    xr = x[..., :rd].float()
     rot = torch.cat([-xr[..., rd // 2:], xr[..., : rd // 2]], -1)
-    return torch.cat([(xr * cos[:, None] + rot * sin[:, None]).to(x.dtype), xp], -1)
+    x[..., :rd] = xr * cos[:, None] + rot * sin[:, None]  # the copy rounds, as .to(x.dtype)
+    return x
 
 
-def rope_append(q: Tensor, k: Tensor, v: Tensor, cos: Tensor, sin: Tensor, k_pages: Tensor, v_pages: Tensor,
-                block_table: Tensor, positions: Tensor) -> Tensor:
-    """attention_decode's first half: RoPE on q and k at ``positions``, k and v appended to the
-    paged cache; returns the rotated q."""
-    B = q.shape[0]
-    page = k_pages.shape[1]
-    c, s = cos[positions], sin[positions]
-    q = _rope(q, c, s)
-    k = _rope(k, c, s)
-    rows = torch.arange(B, device=q.device)
-    pg = block_table[rows, positions // page].long()
-    off = (positions % page).long()
-    k_pages[pg, off] = k
-    v_pages[pg, off] = v
-    return q
+def _rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    return _rope_(x.clone(), cos, sin)
 
 
 @decode_op("attention_decode", mutates_args=("k_pages", "v_pages", "out"))
@@ -418,15 +408,21 @@ def attention_decode(q: Tensor, k: Tensor, v: Tensor, gate: Tensor, cos: Tensor,
     ``block_table`` [B, pages per sequence]), GQA attention over positions 0..pos with
     scale hd^-0.5, then ``out`` [B, nh * hd] = attention * sigmoid(gate [B, nh * hd])."""
     B, nh, hd = q.shape
-    q = rope_append(q, k, v, cos, sin, k_pages, v_pages, block_table, positions)
-    # One SDPA call on BF16 with enable_gqa and a length mask: no 8x K/V repeat, no float32
-    # copies (experiments/attention/sdpa_variant.json: 119 -> 62 us per layer at B = 1,
-    # 3067 -> 148 us at B = 32, context 1024).
-    K = k_pages[block_table.long()].flatten(1, 2).transpose(1, 2)  # [B, nkv, pages * page, hd]
-    V = v_pages[block_table.long()].flatten(1, 2).transpose(1, 2)
-    valid = torch.arange(K.shape[2], device=q.device)[None, :] <= positions[:, None]
-    o = F.scaled_dot_product_attention(q[:, :, None, :], K, V, attn_mask=valid[:, None, None, :], enable_gqa=True)
-    out.copy_(o.reshape(B, nh * hd) * torch.sigmoid(gate))
+    page = k_pages.shape[1]
+    # PyTorch ops, kept few (each is a kernel launch; experiments/attention/sdpa_variant.py):
+    # RoPE once on q | k, the append by index_copy_ on flat page rows, one SDPA call on BF16
+    # with enable_gqa and a length mask (no 8x K/V repeat, no float32 copies). 119 -> 48 us per
+    # layer at B = 1 and 3067 -> 123 at B = 32 against the einsum form (context 1024).
+    qk = _rope_(torch.cat([q, k], 1), cos[positions], sin[positions])  # [B, nh + nkv, hd]
+    bt = block_table.long()
+    flat = bt.gather(1, (positions // page)[:, None])[:, 0] * page + positions % page
+    k_pages.view(-1, *k_pages.shape[2:]).index_copy_(0, flat, qk[:, nh:])
+    v_pages.view(-1, *v_pages.shape[2:]).index_copy_(0, flat, v)
+    K = k_pages[bt].flatten(1, 2).transpose(1, 2)  # [B, nkv, pages * page, hd]
+    V = v_pages[bt].flatten(1, 2).transpose(1, 2)
+    valid = torch.arange(K.shape[2], device=q.device) <= positions[:, None]
+    o = F.scaled_dot_product_attention(qk[:, :nh, None, :], K, V, attn_mask=valid[:, None, None, :], enable_gqa=True)
+    torch.mul(o.view(B, nh * hd), torch.sigmoid(gate), out=out)
 
 
 @attention_decode.register_fake
