@@ -205,3 +205,25 @@ def test_persistent_decode_candidate_assembles():
     assert ptx.count("cp.async.cg.shared.global") == 16 and "ld.param.u32 %nit, [items];" in ptx
     res = _ptxas_usage("gdn_decode_b32", ptx)
     assert res["spill_stores"] == res["stack_frame"] == 0, res
+
+
+def test_pdl_chain_candidates_assemble_and_order_their_loads():
+    """experiments/gdn/pdl_chain_variant.py (CPU-built, not yet run): the b | a kernel's PDL build
+    issues the weight rows' bulk copies before griddepcontrol.wait and x's after, then lets the
+    next grid launch; the GDN PDL build lets it launch first and waits before the projection
+    outputs; both assemble without spills; the promoted PTX is unchanged by the options."""
+    gb, gg = paths.generator("proj", "gen_bf16_gemv"), paths.generator("gdn", "gen_gdn_decode")
+    assert paths.ptx_path("sm_90a", "proj", gb.NAME).read_text() == gb.generate()
+    ba = gb.generate(pdl=True)
+    first_wait = ba.index("griddepcontrol.wait")
+    w_copies = [i for i in range(len(ba)) if ba.startswith("cp.async.bulk", i)]
+    assert len(w_copies) == 16 + 16 and all(i < first_wait for i in w_copies[:16]) and all(i > first_wait for i in w_copies[16:])
+    assert ba.index("griddepcontrol.launch_dependents") > ba.rindex("griddepcontrol.wait")
+    res = _ptxas_usage(gb.NAME, ba)
+    assert res["spill_stores"] == res["stack_frame"] == 0, res
+    gd = gg.generate(pdl=True)
+    assert gd.index("griddepcontrol.launch_dependents") < gd.index("griddepcontrol.wait")
+    res = _ptxas_usage("gdn_decode_b32", gd)
+    assert res["spill_stores"] == res["stack_frame"] == 0, res
+    with pytest.raises(AssertionError):
+        gb.generate(rows="loads", pdl=True)

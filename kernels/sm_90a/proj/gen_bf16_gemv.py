@@ -50,15 +50,19 @@ assert SMEM == BA_SMEM, "the contract's shared memory and this layout disagree"
 ROWS = ("loads", "bulk", "cp_async")
 
 
-def generate(rows: str = "bulk") -> str:
+def generate(rows: str = "bulk", pdl: bool = False) -> str:
     """The PTX. ``rows``: how the weight and x rows reach shared memory. "loads" (promoted at
     e42af1d): 16-byte loads of every thread, then stores; ptxas interleaves each store right
     after its load, so only ~4 loads are in flight before the first store waits a DRAM round
     trip (SASS), which made it 0.6 us slower than "bulk" at M = 1. "bulk" (promoted; measured at
     58c88f0 and in experiments/proj/bf16_variant.json): 16 + M bulk copies from thread 0 onto an
     mbarrier. "cp_async" (measured beside it, slower at M = 1: 2.68 against 2.35 us): every
-    thread's 16 LDGSTS, all in flight, x rows >= M zero-filled by a source size of 0. The same shared rows, so the same outputs bitwise."""
+    thread's 16 LDGSTS, all in flight, x rows >= M zero-filled by a source size of 0. The same shared rows, so the same outputs bitwise.
+    ``pdl`` (a candidate, "bulk" only: experiments/gdn/pdl_chain_variant.py): for a programmatic
+    dependent launch, the weight rows' copies are issued before ``griddepcontrol.wait`` and the
+    x rows' after it; every thread waits, then lets the next grid launch."""
     assert rows in ROWS, f"rows: expected one of {ROWS}, got {rows!r}"
+    assert not pdl or rows == "bulk", "pdl: the bulk-copy build only"
     tma = rows == "bulk"
     L: list[str] = []
 
@@ -105,7 +109,7 @@ def generate(rows: str = "bulk") -> str:
     e(f"add.u32 %bred, %s, {BAR_OFF + 8};")
     e("setp.gt.u32 %pm8, %M, 8;  // a second n-tile of 8 tokens")
     if tma:
-        _rows_by_bulk_copies(e)
+        _rows_by_bulk_copies(e, pdl)
     else:
         _rows_by_loads(e, cp_async=rows == "cp_async")
     e("// 3. wait for the rows; warp w: k16 steps 8 w .. 8 w + 7 of this rank's range" if tma
@@ -267,8 +271,10 @@ def _rows_by_loads(e, cp_async: bool = False) -> None:
     e("bar.sync 0;")
 
 
-def _rows_by_bulk_copies(e) -> None:
-    """Thread 0: 16 + M bulk copies of 1 KB onto one mbarrier; the others zero x rows M..15."""
+def _rows_by_bulk_copies(e, pdl: bool = False) -> None:
+    """Thread 0: 16 + M bulk copies of 1 KB onto one mbarrier; the others zero x rows M..15.
+    ``pdl``: x's copies after griddepcontrol.wait (the weights' before it), then every thread
+    waits and lets the dependent grid launch."""
     e("// 1. thread 0: mbarriers, then the strip's 16 weight rows and the M x rows of this rank's k range")
     e("setp.ne.u32 %p, %th, 0;")
     e("@%p bra ISSUED;")
@@ -284,6 +290,8 @@ def _rows_by_bulk_copies(e) -> None:
     for r in range(16):
         e(f"cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%s+{W_OFF + r * ROWB}], [%pa+{r * 2 * BA_K}], "
           f"{2 * KR}, [%bcp];")
+    if pdl:
+        e("griddepcontrol.wait;  // x is the previous grid's output")
     e(f"mul.lo.u32 %t1, %rank, {2 * KR};")
     e("cvt.u64.u32 %pd, %t1;")
     e("add.u64 %pa, %px, %pd;")
@@ -293,6 +301,9 @@ def _rows_by_bulk_copies(e) -> None:
         e(f"cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%s+{X_OFF + t * ROWB}], [%pa+{t * 2 * BA_K}], "
           f"{2 * KR}, [%bcp];")
     e("ISSUED:")
+    if pdl:
+        e("griddepcontrol.wait;  // every thread: its stores (out) follow the previous grid")
+        e("griddepcontrol.launch_dependents;")
     e("barrier.cluster.arrive.relaxed.aligned;  // started, mbarriers initialized: waited on before the first st.async")
     e("// 2. x rows M..15 to zero (the mma reads 8 or 16 token rows; disjoint from the bulk copies' rows)")
     chunks = KR * 2 // 16  # 16-byte chunks per row
