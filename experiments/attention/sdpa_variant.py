@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import sys
 from pathlib import Path
 
@@ -188,12 +187,14 @@ def run(fn, a):
 
 
 def main():
+    from netra.lifecycle.bench import graph_time
     from netra.lifecycle.metrics import rel_err
 
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
     forms = {"framework": einsum_form, "sdpa": sdpa_form, "lean": lean_form, "ctx": _ctx_call}  # "framework": einsum
-    res = {"method": "CUDA graph of 10 calls on 10 separate caches, replayed 20 times, CUDA events, median per call",
+    res = {"method": "netra.lifecycle.bench.graph_time: a CUDA graph of 10 calls on 10 separate caches, replayed 20 "
+                     "times, CUDA events, median per call",
            "correctness": {}, "timing_us": {}}
     for B in (1, 8, 32):
         a0 = make(B, B, dev)
@@ -231,21 +232,9 @@ def main():
 
         for name, fn in forms.items():
             outs = [torch.empty(B, NH * HD, dtype=torch.bfloat16, device=dev) for _ in layers]
-            step(fn, outs)  # warm: allocator and kernels before capture
-            torch.cuda.synchronize()
-            gr = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(gr):
-                step(fn, outs)
-            times = []
-            for _ in range(20):
-                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                s.record()
-                gr.replay()
-                e.record()
-                torch.cuda.synchronize()
-                times.append(s.elapsed_time(e) * 1e3 / len(layers))
-            res["timing_us"][f"{name} B={B}"] = statistics.median(times)
-            print(name, B, round(statistics.median(times), 2), "us per call", flush=True)
+            us = graph_time(lambda _: step(fn, outs), 1, replays=20)[0] / len(layers)  # noqa: B023
+            res["timing_us"][f"{name} B={B}"] = us
+            print(name, B, round(us, 2), "us per call", flush=True)
     json.dump(res, open(os.path.join(out_dir, "sdpa_variant.json"), "w"), indent=1)
 
 

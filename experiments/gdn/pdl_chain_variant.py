@@ -29,7 +29,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import statistics
 import sys
 from pathlib import Path
 
@@ -105,12 +104,13 @@ def layer_step(L, bufs, chain):
 
 def main():
     import netra.ops as nops
+    from netra.lifecycle.bench import graph_time
 
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
     dev = "cuda"
     chain = candidates()
-    res = {"method": "CUDA graph of 10 GDN mixers (4 launches each, 10 copies of every weight and pool), replayed "
-                     "30 times, CUDA events, median per layer", "correctness": {}, "timing_us_per_layer": {}}
+    res = {"method": "netra.lifecycle.bench.graph_time: a CUDA graph of 10 GDN mixers (4 launches "
+                     "each, 10 copies of every weight and pool), replayed 30 times, CUDA events, median per layer", "correctness": {}, "timing_us_per_layer": {}}
     finals = {}
     for form in ("plain", "pdl", "pdl_chain"):
         layers = make_layers(dev)
@@ -126,30 +126,13 @@ def main():
             torch.cuda.synchronize()
             finals[form] = [bufs.h.clone(), bufs.mix.clone(), bufs.o.clone()] + [t.clone() for L in layers
                                                                                  for t in (L["state_pool"], L["conv_pool"])]
-            g = torch.cuda.CUDAGraph()
-            s = torch.cuda.Stream()
-            s.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(s):
-                for L in layers:
-                    layer_step(L, bufs, use)
-            torch.cuda.current_stream().wait_stream(s)
-            torch.cuda.synchronize()
-            with torch.cuda.graph(g):
-                for L in layers:
-                    layer_step(L, bufs, use)
+            # captured while PDL is on (the launches keep their attribute in the graph)
+            us = graph_time(lambda i: layer_step(layers[i], bufs, use), LAYERS, replays=30)[0]  # noqa: B023
         finally:
             nops.set_pdl(False)
-        times = []
-        for _ in range(30):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            g.replay()
-            b.record()
-            torch.cuda.synchronize()
-            times.append(a.elapsed_time(b) * 1e3 / LAYERS)
-        res["timing_us_per_layer"][form] = statistics.median(times)
-        print(form, round(statistics.median(times), 2), "us per layer", flush=True)
-        del g, layers
+        res["timing_us_per_layer"][form] = us
+        print(form, round(us, 2), "us per layer", flush=True)
+        layers = bufs = None  # freed before the next form's copies
         torch.cuda.empty_cache()
     for form in ("pdl", "pdl_chain"):
         res["correctness"][f"{form} bitwise plain"] = all(torch.equal(x, y) for x, y in zip(finals[form], finals["plain"]))

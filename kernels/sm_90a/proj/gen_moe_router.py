@@ -119,11 +119,14 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
     e("cvta.to.global.u64 %pw, %pw;")
     e("cvta.to.global.u64 %pt, %pt;")
     e("cvta.to.global.u64 %pi, %pi;")
-    if prefetch:  # first of all, and before the barrier: ptxas sinks them otherwise
+    def thread_ids():
         e("mov.u32 %th, %tid.x;")
         e("shr.u32 %warp, %th, 5;")
         e("and.b32 %lane, %th, 31;")
         e("mov.u32 %rank, %cluster_ctarank;")
+
+    if prefetch:  # first of all, and before the barrier: ptxas sinks them otherwise
+        thread_ids()
         e(f"mad.lo.u32 %t0, %rank, {PER_RANK}, 0;")
         e(f"mad.lo.u32 %t0, %warp, {per_warp}, %t0;")
         e(f"mul.lo.u32 %t0, %t0, {ROUTER_K * 2};")
@@ -135,10 +138,7 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
     if start_barrier:
         e("barrier.cluster.arrive.relaxed.aligned;  // this CTA has started (waited for before the first remote store)")
     if not prefetch:
-        e("mov.u32 %th, %tid.x;")
-        e("shr.u32 %warp, %th, 5;")
-        e("and.b32 %lane, %th, 31;")
-        e("mov.u32 %rank, %cluster_ctarank;")
+        thread_ids()
     e("mov.u32 %tok, %ctaid.x;")
     e(f"shr.u32 %tok, %tok, {ROUTER_RANKS.bit_length() - 1};  // one cluster per token")
     e("// x[tok, 256 i + 8 lane ..]: 8 BF16 per load")

@@ -25,6 +25,7 @@ import time
 
 import torch
 
+from .. import contracts
 from .. import ops as nops
 from .. import paths
 from ..lifecycle import records
@@ -328,7 +329,7 @@ def _pdl_engine(packed, b: int, context: int, cfg, steps: int, device, log) -> t
         kernels = kernels_used(runner)  # eager, before capture (a replay calls no Python)
         got = logits_of(runner, pdl=True)
         check["bitwise_equal_to_plain"] = all(torch.equal(x, y) for x, y in zip(ref, got))
-        check["pdl_kernels"] = sorted(k.contract.name for k in nops.OPS.values() if k.contract.pdl and k.kernel is not None)
+        check["pdl_kernels"] = [k for k in kernels if contracts.get(k).pdl]  # what this runner launched with PDL
         if not check["bitwise_equal_to_plain"]:
             log("netra-kernels-pdl-graph: logits differ from the plain launches; not timed")
             return None, check
