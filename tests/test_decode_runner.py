@@ -110,12 +110,12 @@ def test_layer_shadow_catches_a_wrong_op(monkeypatch):
     cfg = tiny(layers=4)
     c = ck.synthetic_checkpoint(cfg, seed=24)
     runner = DecodeRunner(c, batch=1, max_context=32, device="cpu", page_size=16)
-    real = dops.attention_decode
+    real = dops.attention_decode_ctx
 
-    def wrong(q, k, v, gate, cos, sin, *rest):  # RoPE with the sign of sin flipped
-        return real(q, k, v, gate, cos, -sin, *rest)
+    def wrong(q, k, v, gate, c, s, *rest):  # RoPE with the sign of sin flipped
+        return real(q, k, v, gate, c, -s, *rest)
 
-    monkeypatch.setattr(dops, "attention_decode", wrong)
+    monkeypatch.setattr(dops, "attention_decode_ctx", wrong)
     shadow = gates.layer_shadow(runner, c, torch.arange(1, 13), dtype=torch.float64)
     bad = [r["layer"] for r in shadow["layers"] if not r["pass"]]
     assert bad == [3], shadow  # the one attention layer
@@ -147,7 +147,7 @@ def test_op_breakdown_names_the_decode_ops_cpu():
     c = ck.synthetic_checkpoint(tiny(layers=4), seed=26)
     runner = DecodeRunner(c, batch=1, max_context=16, device="cpu", page_size=16)
     names = {r["name"] for r in decode.op_breakdown(runner, steps=2)}
-    assert {"netra::fp8_linear_add", "netra::fp8_linear_norm", "netra::gdn_decode", "netra::attention_decode",
+    assert {"netra::fp8_linear_add", "netra::fp8_linear_norm", "netra::gdn_decode", "netra::attention_decode_ctx",
             "netra::moe_decode", "netra::moe_router_norm",
             "netra::lm_head_argmax"} <= names
 
@@ -266,8 +266,8 @@ def test_decode_ops_skip_the_dispatcher_in_eager_code():
 
 
 def test_attention_decode_is_bitwise_the_measured_forms_cpu():
-    """attention_decode (the lean SDPA form since 7b16591) gives bitwise the output and caches
-    of the SDPA form measured before it (experiments/attention/sdpa_variant.py), and agrees
+    """attention_decode (the lean SDPA form since 7b16591, on a step context since e029eb4) gives
+    bitwise the output and caches of the SDPA and ctx forms measured before it (experiments/attention/sdpa_variant.py), and agrees
     with that script's float64 reference; random block tables and positions."""
     from pathlib import Path
 
@@ -280,10 +280,11 @@ def test_attention_decode_is_bitwise_the_measured_forms_cpu():
     for B in (1, 3):
         a0 = sv.make(B, 40 + B, "cpu")
         got, want = {}, {}
-        for name, fn in (("op", dops.attention_decode), ("sdpa", sv.sdpa_form)):
+        for name, fn in (("op", dops.attention_decode), ("sdpa", sv.sdpa_form), ("ctx", sv._ctx_call)):
             a = {k: (v.clone() if torch.is_tensor(v) else v) for k, v in a0.items()}
             out = torch.full((B, sv.NH * sv.HD), float("nan"), dtype=torch.bfloat16)
             fn(**a, out=out)
             got[name] = (out, a["k_pages"], a["v_pages"])
         assert all(torch.equal(x, y) for x, y in zip(got["op"], got["sdpa"])), B
+        assert all(torch.equal(x, y) for x, y in zip(got["op"], got["ctx"])), B
         assert rel_err(got["op"][0], sv.reference(**a0)) < 1e-2

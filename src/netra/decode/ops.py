@@ -400,29 +400,55 @@ def _rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     return _rope_(x.clone(), cos, sin)
 
 
+def attention_context(cos: Tensor, sin: Tensor, block_table: Tensor, positions: Tensor, page: int) -> tuple:
+    """What attention_decode derives from the positions, the same for every attention layer of a
+    step (the runner computes it once per step): the RoPE rows c, s [B, 1, rotary_dim], the
+    widened block table bt, each new token's flat cache row, the length mask [B, pages * page]."""
+    bt = block_table.long()
+    flat = bt.gather(1, (positions // page)[:, None])[:, 0] * page + positions % page
+    valid = torch.arange(bt.shape[1] * page, device=positions.device) <= positions[:, None]
+    return cos[positions][:, None], sin[positions][:, None], bt, flat, valid
+
+
+@decode_op("attention_decode_ctx", mutates_args=("k_pages", "v_pages", "out"))
+def attention_decode_ctx(q: Tensor, k: Tensor, v: Tensor, gate: Tensor, c: Tensor, s: Tensor, bt: Tensor,
+                         flat: Tensor, valid: Tensor, k_pages: Tensor, v_pages: Tensor, out: Tensor) -> None:
+    """attention_decode on a step's attention_context (c, s, bt, flat, valid): the same ops on
+    every value, so the same bits."""
+    B, nh, hd = q.shape
+    rd = c.shape[-1]
+    # PyTorch ops, kept few (each is a kernel launch; experiments/attention/sdpa_variant.py):
+    # RoPE once on q | k, the append by index_copy_ on flat page rows, one SDPA call on BF16
+    # with enable_gqa and a length mask (no 8x K/V repeat, no float32 copies), the positions'
+    # tensors once per step. 119 -> 40 us per layer at B = 1 and 3067 -> 109 at B = 32 against
+    # the einsum form (context 1024; sdpa_variant_e029eb4.json).
+    qk = torch.cat([q, k], 1)  # [B, nh + nkv, hd]
+    xr = qk[..., :rd].float()
+    rot = torch.cat([-xr[..., rd // 2:], xr[..., :rd // 2]], -1)
+    qk[..., :rd] = xr * c + rot * s  # the copy rounds, as .to(bf16)
+    k_pages.view(-1, *k_pages.shape[2:]).index_copy_(0, flat, qk[:, nh:])
+    v_pages.view(-1, *v_pages.shape[2:]).index_copy_(0, flat, v)
+    K = k_pages[bt].flatten(1, 2).transpose(1, 2)  # [B, nkv, pages * page, hd]
+    V = v_pages[bt].flatten(1, 2).transpose(1, 2)
+    o = F.scaled_dot_product_attention(qk[:, :nh, None, :], K, V, attn_mask=valid[:, None, None, :], enable_gqa=True)
+    torch.mul(o.view(B, nh * hd), torch.sigmoid(gate), out=out)
+
+
+@attention_decode_ctx.register_fake
+def _(q, k, v, gate, c, s, bt, flat, valid, k_pages, v_pages, out):
+    return None
+
+
 @decode_op("attention_decode", mutates_args=("k_pages", "v_pages", "out"))
 def attention_decode(q: Tensor, k: Tensor, v: Tensor, gate: Tensor, cos: Tensor, sin: Tensor,
                      k_pages: Tensor, v_pages: Tensor, block_table: Tensor, positions: Tensor, out: Tensor) -> None:
     """One gated-attention decode step: RoPE on the normed q [B, nh, hd] and k [B, nkv, hd]
     at ``positions`` [B], append k and v to the paged cache (pages [P, page, nkv, hd],
     ``block_table`` [B, pages per sequence]), GQA attention over positions 0..pos with
-    scale hd^-0.5, then ``out`` [B, nh * hd] = attention * sigmoid(gate [B, nh * hd])."""
-    B, nh, hd = q.shape
-    page = k_pages.shape[1]
-    # PyTorch ops, kept few (each is a kernel launch; experiments/attention/sdpa_variant.py):
-    # RoPE once on q | k, the append by index_copy_ on flat page rows, one SDPA call on BF16
-    # with enable_gqa and a length mask (no 8x K/V repeat, no float32 copies). 119 -> 48 us per
-    # layer at B = 1 and 3067 -> 123 at B = 32 against the einsum form (context 1024).
-    qk = _rope_(torch.cat([q, k], 1), cos[positions], sin[positions])  # [B, nh + nkv, hd]
-    bt = block_table.long()
-    flat = bt.gather(1, (positions // page)[:, None])[:, 0] * page + positions % page
-    k_pages.view(-1, *k_pages.shape[2:]).index_copy_(0, flat, qk[:, nh:])
-    v_pages.view(-1, *v_pages.shape[2:]).index_copy_(0, flat, v)
-    K = k_pages[bt].flatten(1, 2).transpose(1, 2)  # [B, nkv, pages * page, hd]
-    V = v_pages[bt].flatten(1, 2).transpose(1, 2)
-    valid = torch.arange(K.shape[2], device=q.device) <= positions[:, None]
-    o = F.scaled_dot_product_attention(qk[:, :nh, None, :], K, V, attn_mask=valid[:, None, None, :], enable_gqa=True)
-    torch.mul(o.view(B, nh * hd), torch.sigmoid(gate), out=out)
+    scale hd^-0.5, then ``out`` [B, nh * hd] = attention * sigmoid(gate [B, nh * hd]).
+    The runner splits it: attention_context once per step, attention_decode_ctx per layer."""
+    ctx = attention_context(cos, sin, block_table, positions, k_pages.shape[1])
+    attention_decode_ctx(q, k, v, gate, *ctx, k_pages, v_pages, out)
 
 
 @attention_decode.register_fake

@@ -98,9 +98,8 @@ class DecodeRunner:
             qg = self.qg.view(B, nh, 2 * hd)
             nops.qk_rmsnorm(qg[:, :, :hd], self.kb.view(B, nkv, hd), lw["q_norm"], lw["k_norm"], eps,
                             out_q=self.qn, out_k=self.kn)
-            dops.attention_decode(self.qn, self.kn, self.vb.view(B, nkv, hd), qg[:, :, hd:].reshape(B, nh * hd),
-                                  self.cos, self.sin, self.k_pages[L], self.v_pages[L], self.block_table,
-                                  self.positions, self.ao)
+            dops.attention_decode_ctx(self.qn, self.kn, self.vb.view(B, nkv, hd), qg[:, :, hd:].reshape(B, nh * hd),
+                                      *self.attn_ctx, self.k_pages[L], self.v_pages[L], self.ao)
             dops.fp8_linear_add(self.ao, *lw["o"], self.h, self.mix)  # mix, and h += mix
         else:
             dops.fp8_linear_norm(self.h, lw["in_norm"], eps, *lw["qkvz"], self.qkvz, self.x)
@@ -114,6 +113,8 @@ class DecodeRunner:
         and next_tokens, advances positions. Captures into a CUDA graph."""
         c, eps = self.cfg, self.cfg.rms_norm_eps
         torch.index_select(self.embed, 0, self.tokens, out=self.h)
+        # the positions' RoPE rows, cache rows and length mask, once for the 10 attention layers
+        self.attn_ctx = dops.attention_context(self.cos, self.sin, self.block_table, self.positions, self.page)
         for L, lw in enumerate(self.layers):
             self._record(L, "h_in", self.h)
             # the first projection computes x = input_layernorm(h) as a prologue, the last one
