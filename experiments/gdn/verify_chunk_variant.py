@@ -1,0 +1,226 @@
+"""Verification in the chunk form with restore data (candidates gen_gdn_verify_chunk.py and
+gen_gdn_commit.py, beside this script), checked and timed against the promoted gdn_verify_t16.
+
+The promoted kernel runs the sequential rule token by token (a serial chain of ~1.2 us per
+token at B = 1) and writes the state after every token to its own slot (2 MiB per token per
+sequence). The candidate reads the state once, computes every token's delta and output from
+S_0^T k_t, S_0^T q_t and the 16 x 16 Gram products (one FMA per (t, s) pair left serial), and
+writes per token only k, delta and the decay (24 KB per sequence). gdn_commit_t16 then writes
+the accepted prefix's state and conv window into a slot (one read and one write of the state).
+
+Checks, at the contract cases (B, T) = (1, 1), (1, 4), (1, 16), (4, 16), (32, 4), 2 seeds:
+- verify_chunk against netra.reference.gdn.verify_restore (float64, the sequential rule): out,
+  ksave, dsave, gsave; NaN-poisoned outputs; two runs bitwise equal;
+- commit against netra.reference.gdn.commit (float64 on the same restore data): both pools;
+- end to end: verify_chunk then commit with accepted counts 0, 1, T // 2, T (per sequence,
+  mixed), the slot's state and window against the sequential float64 state after j tokens
+  (netra.reference.gdn.verify_steps), and with a slot id outside the pool (NaN out, pools
+  untouched).
+Timing (netra.lifecycle.bench.bench_case: CUDA-graph replay, inputs rotated past 4x L2,
+median): verify_chunk, commit, and the promoted gdn_verify_t16 in the same run.
+
+Prediction (written before the run): B = 1, T = 1 ~4 us (the state read, as the decode kernel);
+T = 16 ~6-8 us (<= 2x T = 1: the 3x bar); commit ~4-5 us at B = 1; B = 32, T = 4 slower than it
+should be (130 registers: 3 CTAs per SM).
+
+  PYTHONPATH=src python3 experiments/gdn/verify_chunk_variant.py --out "$OUT"
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+from netra import paths  # noqa: E402
+from netra.contracts import gdn as G  # noqa: E402
+from netra.contracts.spec import Contract, Scalar, Tensor  # noqa: E402
+
+CASES = tuple({"B": b, "T": t, "P": b * (t + 1)} for b, t in ((1, 1), (1, 4), (1, 16), (4, 16), (32, 4)))
+RESTORE = (
+    Tensor("ksave", "f32", ("B", "T", G.NK, G.DK), "out", doc="l2-normed k of every token"),
+    Tensor("dsave", "f32", ("B", "T", G.NV, G.DV), "out", doc="delta of every token"),
+    Tensor("gsave", "f32", ("B", "T", G.NV), "out", align=4, doc="log2 of the decay product through token t"),
+)
+VERIFY = Contract(
+    name="gdn_verify_chunk_t16", family="gdn",
+    summary="Gated DeltaNet verification of T <= 16 tokens of B <= 32 sequences in the chunk form: out and the "
+    "restore data (k, delta, cumulative log2 decay per token); the pools are only read",
+    params=(
+        Tensor("qkv", "bf16", ("B", "T", G.CONV_DIM), "in", strides=("qkv_seq", "qkv_tok", 1), align=4),
+        Tensor("z", "bf16", ("B", "T", G.VALUE_DIM), "in", strides=("z_seq", "z_tok", 1)),
+        Tensor("b_in", "bf16", ("B", "T", G.NV), "in", align=4),
+        Tensor("a_in", "bf16", ("B", "T", G.NV), "in", align=4),
+        Tensor("conv_w", "bf16", (G.CONV_DIM, G.KW), "in", align=16),
+        Tensor("a_log", "f32", (G.NV,), "in", align=4),
+        Tensor("dt_bias", "f32", (G.NV,), "in", align=4),
+        Tensor("norm_w", "bf16", (G.DV,), "in", align=4),
+        Tensor("conv_pool", "bf16", ("P", G.CONV_DIM, G.KW - 1), "in", align=16),
+        Tensor("state_pool", "f32", ("P", G.NV, G.DK, G.DV), "in", align=16),
+        Tensor("slot_in", "i64", ("B",), "in", align=8),
+        Tensor("out", "bf16", ("B", "T", G.VALUE_DIM), "out"),
+        *RESTORE,
+        Scalar("qkv_seq", "u32", value="qkv_seq"), Scalar("qkv_tok", "u32", value="qkv_tok"),
+        Scalar("z_seq", "u32", value="z_seq"), Scalar("z_tok", "u32", value="z_tok"),
+        Scalar("tokens", "u32", value="T"), Scalar("pool_slots", "u32", value="P"), Scalar("eps", "f32"),
+    ),
+    dims={"B": G.BATCH, "T": tuple(range(1, G.MAX_TOKENS + 1)), "P": range(1, 1 << 16)},
+    grid=("128 * B", "1", "1"), threads=128,
+    reduction_order="see experiments/gdn/gen_gdn_verify_chunk.py", tolerance=G.GDN_TOL, deterministic=True,
+    bytes_read=f"B * ({G.STATE_BYTES} + {G.CONV_DIM * (G.KW - 1) * 2} + 8 + T * ({G.QKVZ * 2} + {G.NV * 4}))",
+    bytes_written=f"B * T * ({G.VALUE_DIM * 2} + {(G.NK * G.DK + G.NV * G.DV + G.NV) * 4})",
+    stride_multiple={"qkv_seq": 2, "qkv_tok": 2},
+    max_registers=168, max_static_smem=48 * 1024, cases_override=CASES,
+)
+COMMIT = Contract(
+    name="gdn_commit_t16", family="gdn",
+    summary="the conv window and state after the first accepted[b] of T verified tokens, from slot_in and the "
+    "restore data, into slot_out",
+    params=(
+        Tensor("qkv", "bf16", ("B", "T", G.CONV_DIM), "in", strides=("qkv_seq", "qkv_tok", 1)),
+        Tensor("conv_pool", "bf16", ("P", G.CONV_DIM, G.KW - 1), "inout", align=16),
+        Tensor("state_pool", "f32", ("P", G.NV, G.DK, G.DV), "inout", align=16),
+        Tensor("slot_in", "i64", ("B",), "in", align=8),
+        Tensor("slot_out", "i64", ("B",), "in", align=8),
+        Tensor("accepted", "i64", ("B",), "in", align=8),
+        *(Tensor(t.name, t.dtype, t.shape, "in", align=16) for t in RESTORE),
+        Scalar("qkv_seq", "u32", value="qkv_seq"), Scalar("qkv_tok", "u32", value="qkv_tok"),
+        Scalar("tokens", "u32", value="T"), Scalar("pool_slots", "u32", value="P"),
+    ),
+    dims=VERIFY.dims, grid=("128 * B", "1", "1"), threads=128,
+    reduction_order="S_0 scaled, then the accepted tokens' rank-1 terms in token order", tolerance=G.GDN_TOL,
+    deterministic=True,
+    bytes_read=f"B * ({G.STATE_BYTES} + {G.CONV_DIM * (G.KW - 1) * 2} + T * {(G.NK * G.DK + G.NV * G.DV + G.NV) * 4})",
+    bytes_written=f"B * ({G.STATE_BYTES} + {G.CONV_DIM * (G.KW - 1) * 2})",
+    max_registers=128, max_static_smem=16 * 1024, cases_override=CASES,
+)
+
+
+def testbeds():
+    from netra.lifecycle import testbeds as tbs
+    from netra.reference import gdn as rg
+
+    def vargs(i):
+        return (i["qkv"], i["z"], i["b_in"], i["a_in"], i["conv_w"], i["a_log"], i["dt_bias"], i["norm_w"],
+                i["conv_pool"], i["state_pool"], i["slot_in"], 16, tbs.EPS)
+
+    def make_commit(dims, gen, device):
+        i = tbs._make_gdn(dims, gen, device)
+        r = rg.verify_restore(*vargs(i))
+        B, T = dims["B"], dims["T"]
+        acc = torch.randint(0, T + 1, (B,), generator=gen)
+        acc[0] = T
+        if B > 1:
+            acc[1] = 0
+        return {**i, "slot_out": i["slots_out"][:, 0].contiguous(), "accepted": acc.to(device),
+                **{n: r[n].float().contiguous() for n in ("ksave", "dsave", "gsave")}}
+
+    v = tbs.Testbed(VERIFY, tbs._make_gdn, lambda i: rg.verify_restore(*vargs(i)), None)
+    c = tbs.Testbed(COMMIT, make_commit, lambda i: rg.commit(i["qkv"], i["conv_pool"], i["state_pool"], i["slot_in"],
+                                                             i["slot_out"], i["accepted"], i["ksave"], i["dsave"],
+                                                             i["gsave"]), None, scalars={})
+    return v, c
+
+
+def main():
+    from netra.lifecycle import bench, check
+    from netra.lifecycle.metrics import rel_err
+    from netra.reference import gdn as rg
+    from netra.runtime import launch as rt_launch
+    from netra.runtime import loader
+
+    out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
+    tv, tc = testbeds()
+    keep, go = [], {}
+    for c, gen in ((VERIFY, "gen_gdn_verify_chunk"), (COMMIT, "gen_gdn_commit")):
+        mod = paths.load_module(HERE / f"{gen}.py", gen)
+        module, fn = loader.load_text(c.name, mod.generate())
+        keep.append(module)
+        go[c.name] = rt_launch.make_guard_and_launch(c, function_handle=int(fn), device=0)
+    res = {"correctness": {}, "end_to_end": {}, "timing_us": {}}
+    ok = True
+    for tb in (tv, tc):
+        name = tb.contract.name
+        for case in CASES:
+            for seed in (0, 1):
+                outs = []
+                for _ in range(2):
+                    b = check.Bench(tb, case, seed)
+                    b.reset()
+                    reason = go[name](*tb.args(b.bufs))
+                    assert reason is None, reason
+                    torch.cuda.synchronize()
+                    outs.append(b.results())
+                ref = tb.reference(b.original_inputs())
+                r = {n: rel_err(outs[0][n], ref[n]) for n in outs[0]}
+                r["bitwise_repeat"] = all(torch.equal(outs[0][n], outs[1][n]) for n in outs[0])
+                r["pass"] = max(v for v in r.values() if isinstance(v, float)) <= G.GDN_TOL and r["bitwise_repeat"]
+                ok &= r["pass"]
+                res["correctness"][f"{name} B{case['B']} T{case['T']} seed {seed}"] = r
+                print(name, case, seed, r, flush=True)
+    # end to end: verify_chunk, then commit, against the sequential float64 states
+    for case in CASES:
+        B, T = case["B"], case["T"]
+        b = check.Bench(tv, case, 7)
+        b.reset()
+        assert go[VERIFY.name](*tv.args(b.bufs)) is None
+        ins = b.original_inputs()
+        seq = rg.verify_steps(ins["qkv"], ins["z"], ins["b_in"], ins["a_in"], ins["conv_w"], ins["a_log"], ins["dt_bias"],
+                              ins["norm_w"], ins["conv_pool"], ins["state_pool"], ins["slot_in"], ins["slots_out"], 16,
+                              1e-6)
+        for js in sorted({0, 1, T // 2, T}):
+            acc = torch.tensor([(js + i) % (T + 1) for i in range(B)], device="cuda")
+            conv, state = ins["conv_pool"].clone(), ins["state_pool"].clone()
+            so = ins["slots_out"][:, 0].contiguous()
+            args = dict(qkv=ins["qkv"], conv_pool=conv, state_pool=state, slot_in=ins["slot_in"], slot_out=so,
+                        accepted=acc, ksave=b.bufs["ksave"], dsave=b.bufs["dsave"], gsave=b.bufs["gsave"])
+            assert go[COMMIT.name](*tc.args(args)) is None
+            torch.cuda.synchronize()
+            es, ec = 0.0, True
+            for i in range(B):
+                j = int(acc[i])
+                want = ins["slot_in"][i] if j == 0 else ins["slots_out"][i, j - 1]
+                es = max(es, rel_err(state[so[i]], seq["state_pool"][want]))
+                ec &= torch.equal(conv[so[i]], seq["conv_pool"][want] if j else ins["conv_pool"][want])
+            key = f"B{B} T{T} accepted from {js}"
+            res["end_to_end"][key] = {"state_rel_err": es, "conv_bitwise": bool(ec),
+                                      "out_rel_err": rel_err(b.bufs["out"], seq["out"])}
+            ok &= es <= G.GDN_TOL and ec
+            print("end to end", key, res["end_to_end"][key], flush=True)
+    # a slot id outside the pool: NaN outputs
+    bad = check.Bench(tv, CASES[1], 3)
+    bad.reset()
+    bad.bufs["slot_in"][0] = CASES[1]["P"] + 5
+    assert go[VERIFY.name](*tv.args(bad.bufs)) is None
+    torch.cuda.synchronize()
+    res["bad_slot_out_all_nan"] = bool(torch.isnan(bad.bufs["out"].float()).all())
+    print("bad slot", res["bad_slot_out_all_nan"], flush=True)
+    # timing, with the promoted kernel in the same run
+    from netra import contracts
+    from netra.lifecycle import testbeds as tbs
+
+    tp = tbs.get("gdn_verify_t16")
+    go_p = rt_launch.make_guard_and_launch(tp.contract, function_handle=loader.load("gdn_verify_t16", 0).handle, device=0)
+    floors = (rt_launch.raw_launcher(loader.load("empty_kernel", 0)), rt_launch.raw_launcher(loader.load("read_floor", 0)))
+    assert contracts.get("gdn_verify_t16").cases() == [dict(c) for c in CASES]
+    for case in CASES:
+        key = f"B{case['B']} T{case['T']}"
+        row = {"gdn_verify_t16 (promoted)": bench.bench_case(tp, case, go_p, floors, peers=False, log=print)["median_us"]}
+        if ok:
+            for tb in (tv, tc):
+                row[tb.contract.name] = bench.bench_case(tb, case, go[tb.contract.name], floors, peers=False,
+                                                         log=print)["median_us"]
+        res["timing_us"][key] = row
+        print(key, {k: round(v, 2) for k, v in row.items()}, flush=True)
+    res["all_pass"] = bool(ok)
+    json.dump({"method": bench.METHOD.format(R=bench.REPLAYS), **res}, open(os.path.join(out_dir, "verify_chunk_variant.json"),
+                                                                           "w"), indent=1)
+    del keep
+
+
+if __name__ == "__main__":
+    main()
