@@ -68,7 +68,7 @@ def generate() -> str:
     e("shr.u32 %warp, %th, 5;")
     e("and.b32 %lane, %th, 31;")
     e("mov.u32 %id, %ctaid.x;")
-    e(f"shr.u32 %seq, %id, 7;")
+    e("shr.u32 %seq, %id, 7;")
     e("shr.u32 %h, %id, 2;")
     e(f"and.b32 %h, %h, {NV - 1};")
     e("shr.u32 %kh, %h, 1;")
