@@ -179,11 +179,11 @@ def test_op_names_exist(name):
     if c.op is None:
         assert c.family == "runtime" and not c.bench
         return
-    if c.family == "proj" and c.op.startswith("fp8_linear"):  # one op, a kernel per weight shape, keyed by kernel name
+    if c.name in netra.ops.OPS:  # one op, a kernel per shape (fp8_linear, gdn_verify_chunk): keyed by kernel name
         assert netra.ops.OPS[c.name].contract is c and netra.ops.OPS[c.name].op == c.op
-        return
-    assert c.op in netra.ops.OPS
-    assert netra.ops.OPS[c.op].contract is c
+    else:
+        assert c.op in netra.ops.OPS
+        assert netra.ops.OPS[c.op].contract is c
     if c.family in ("gdn", "proj"):  # a decode op: netra.decode.ops and torch.ops.netra
         import torch
 
@@ -196,7 +196,8 @@ def test_op_names_exist(name):
 
 def test_every_op_has_its_contract():
     proj = {c.name for c in ALL if c.family == "proj" and c.op.startswith("fp8_linear")}
-    assert set(netra.ops.OPS) == {"rmsnorm", "add_rmsnorm", "qk_rmsnorm", "gated_rmsnorm", "smoke_copy", "gdn_decode", "gdn_verify", "bf16_linear2", "moe_router", "moe_router_norm", "moe_down"} | proj
+    assert set(netra.ops.OPS) == {"rmsnorm", "add_rmsnorm", "qk_rmsnorm", "gated_rmsnorm", "smoke_copy", "gdn_decode", "gdn_verify", "bf16_linear2", "moe_router", "moe_router_norm", "moe_down", "gdn_commit", "gdn_verify_chunk_t16", "gdn_decode_b32_pdl",
+                                "gdn_verify_chunk_t16_w8"} | proj
     for key, k in netra.ops.OPS.items():
         assert contracts.REGISTRY[k.contract.name].op == k.op and key in (k.op, k.contract.name)
 

@@ -213,7 +213,7 @@ def test_pdl_chain_candidates_assemble_and_order_their_loads():
     next grid launch; the GDN PDL build lets it launch first and waits before the projection
     outputs; both assemble without spills; the promoted PTX is unchanged by the options."""
     gb, gg = paths.generator("proj", "gen_bf16_gemv"), paths.generator("gdn", "gen_gdn_decode")
-    assert paths.ptx_path("sm_90a", "proj", gb.NAME).read_text() == gb.generate()
+    assert paths.ptx_path("sm_90a", "proj", gb.NAME).read_text() == gb.generate(pdl=True)
     ba = gb.generate(pdl=True)
     first_wait = ba.index("griddepcontrol.wait")
     w_copies = [i for i in range(len(ba)) if ba.startswith("cp.async.bulk", i)]
@@ -227,3 +227,25 @@ def test_pdl_chain_candidates_assemble_and_order_their_loads():
     assert res["spill_stores"] == res["stack_frame"] == 0, res
     with pytest.raises(AssertionError):
         gb.generate(rows="loads", pdl=True)
+
+
+def test_pdl_build_is_promoted_beside_the_plain_one_and_picked_only_under_set_pdl(monkeypatch):
+    """gdn_decode_b32_pdl is gen_gdn_decode.generate(pdl=True) under its own name (same
+    contract otherwise); netra::gdn_decode launches it only while set_pdl is on (the decode
+    runner's PDL capture, where bf16_linear2 runs just before it and triggers after its wait)."""
+    from netra.ops import _dispatch, gdn
+
+    g = _generator()
+    P = contracts.get("gdn_decode_b32_pdl")
+    assert paths.ptx_path("sm_90a", "gdn", P.name).read_text() == g.generate(pdl=True, name=P.name)
+    assert P.pdl and not C.pdl and P.params == C.params and P.grid == C.grid
+    assert contracts.get("bf16_gemv_n64_k2048").pdl  # the kernel the runner launches before it
+    seen = []
+    for k in (gdn.DECODE, gdn.DECODE_PDL):
+        monkeypatch.setattr(k, "go", lambda *a, k=k: seen.append(k.contract.name))
+    i = _inputs(1, 2)
+    out = torch.empty(1, G.VALUE_DIM, dtype=torch.bfloat16)
+    dops.gdn_decode(*testbeds._gdn_args(i), 16, 1e-6, out)
+    monkeypatch.setattr(_dispatch, "_PDL", True)
+    dops.gdn_decode(*testbeds._gdn_args(i), 16, 1e-6, out)
+    assert seen == [C.name, P.name]

@@ -510,6 +510,56 @@ def test_gdn_verify_kernel_is_bitwise_decode_steps(B, T):
     assert torch.equal(i["state_pool"][i["slots_out"][0, :-1]], pristine["state_pool"][i["slots_out"][0, :-1]])
 
 
+@pytest.mark.parametrize("B,T", [(1, 16), (1, 3), (3, 7)])
+def test_gdn_verify_chunk_then_commit_is_the_sequential_kernel(B, T):
+    """gdn_verify_chunk takes its kernel with no miss (the 8-warp one at B = 1), leaves both
+    pools alone, matches float64 and the framework path; gdn_commit of every accepted count
+    gives the state and conv window gdn_verify_t16 wrote after that many tokens (to fp32
+    rounding: another summation order), in place too; a bad slot id gives NaN outputs."""
+    from netra.decode import ops as dops
+    from netra.lifecycle import testbeds
+    from netra.reference import gdn as rg
+
+    i = testbeds.get("gdn_verify_chunk_t16").make({"B": B, "T": T, "P": B * (T + 1)}, torch.Generator().manual_seed(T),
+                                                  "cuda")
+    pristine = {k: i[k].clone() for k in ("conv_pool", "state_pool")}
+    outs = testbeds._restore_outputs(i)
+    for t in outs.values():
+        t.fill_(float("nan"))
+    ops.reset_stats()
+    dops.gdn_verify_chunk(*testbeds._chunk_args(i), 16, 1e-6, *outs.values())
+    torch.cuda.synchronize()
+    key = "gdn_verify_chunk_t16_w8" if B == 1 else "gdn_verify_chunk_t16"
+    assert ops.stats()[key]["misses"] == {} and ops.OPS[key].launches_bound, ops.stats()[key]
+    for k, v in pristine.items():
+        assert torch.equal(i[k], v), k
+    want = rg.verify_restore(*testbeds._chunk_args(i), 16, 1e-6)
+    for k, v in outs.items():
+        assert metrics.rel_err(v, want[k]) <= contracts.get(key).tolerance, k
+    fw = testbeds._restore_outputs(i)
+    dops.gdn_verify_chunk_framework(*testbeds._chunk_args(i), 16, 1e-6, *fw.values())
+    assert metrics.rel_err(outs["out"], fw["out"]) <= 2 * contracts.get(key).tolerance
+    seq_out = torch.empty(B, T, 4096, dtype=torch.bfloat16, device="cuda")
+    dops.gdn_verify(*testbeds._gdn_args(i), 16, 1e-6, seq_out)  # the sequential kernel writes slots_out[:, t]
+    seq = {k: i[k].clone() for k in ("conv_pool", "state_pool")}
+    for j in range(T + 1):
+        conv, state = pristine["conv_pool"].clone(), pristine["state_pool"].clone()
+        acc = torch.full((B,), j, dtype=torch.long, device="cuda")
+        dops.gdn_commit(i["qkv"], conv, state, i["slot_in"], i["slot_in"], acc, *(outs[k] for k in ("ksave", "dsave",
+                                                                                                    "gsave")))
+        torch.cuda.synchronize()
+        assert _misses("gdn_commit") == 0, ops.stats()["gdn_commit"]
+        for b in range(B):
+            src = pristine if j == 0 else seq
+            slot = i["slot_in"][b] if j == 0 else i["slots_out"][b, j - 1]
+            assert metrics.rel_err(state[i["slot_in"][b]], src["state_pool"][slot]) < 1e-3, (j, b)
+            assert torch.equal(conv[i["slot_in"][b]], src["conv_pool"][slot]), (j, b)
+    i["slot_in"][0] = B * (T + 1)  # outside the pool
+    dops.gdn_verify_chunk(*testbeds._chunk_args(i), 16, 1e-6, *outs.values())
+    torch.cuda.synchronize()
+    assert outs["out"][0].isnan().all() and not outs["out"][1:].isnan().any()
+
+
 @pytest.mark.parametrize("M", [1, 9, 16])
 def test_bf16_linear2_runs_the_kernel(M):
     from netra.decode import ops as dops

@@ -159,7 +159,7 @@ def test_bf16_gemv_ptx_is_current_and_framework_path_matches():
     g = paths.generator("proj", "gen_bf16_gemv")
     c = contracts.get("bf16_gemv_n64_k2048")
     assert g.NAME == c.name
-    assert paths.ptx_path("sm_90a", "proj", c.name).read_text() == g.generate(), "run gen_bf16_gemv.py"
+    assert paths.ptx_path("sm_90a", "proj", c.name).read_text() == g.generate(**g.PROMOTED), "run gen_bf16_gemv.py"
     tb = testbeds.get(c.name)
     i = tb.make({"M": 3}, torch.Generator().manual_seed(0), "cpu")
     ob, oa = torch.empty(3, 32, dtype=torch.bfloat16), torch.empty(3, 32, dtype=torch.bfloat16)
@@ -260,7 +260,8 @@ def test_set_pdl_rebinds_only_pdl_kernels_with_the_pdl_launcher(monkeypatch):
         ops.set_pdl(True)
         ops.prepare()
         pdl_names = {k.contract.name for k in ops.OPS.values() if k.contract.pdl}
-        assert pdl_names == {sh.name for sh in SHAPES + FUSED + EXPERTS + (MOE_DOWN,)}
+        assert pdl_names == {sh.name for sh in SHAPES + FUSED + EXPERTS + (MOE_DOWN,)} | {"bf16_gemv_n64_k2048",
+                                                                                     "gdn_decode_b32_pdl"}
         assert all((made[n] == "PDL") == (n in pdl_names) for n in made) and pdl_names <= set(made)
         made.clear()
         ops.set_pdl(False)

@@ -1,5 +1,9 @@
-"""Verification in the chunk form with restore data (candidates gen_gdn_verify_chunk.py and
-gen_gdn_commit.py, beside this script), checked and timed against the promoted gdn_verify_t16.
+"""Verification in the chunk form with restore data (kernels/sm_90a/gdn/gen_gdn_verify_chunk.py and
+gen_gdn_commit.py; candidates here until promoted after the run of verify_chunk_variant.json),
+checked and timed against the sequential gdn_verify_t16. The contracts and test beds are the
+promoted ones (netra.contracts.gdn, netra.lifecycle.testbeds); the builds are generate()'s
+variants: v4 (4 warps), v4f (and silu by div.full: promoted as gdn_verify_chunk_t16), v8 (8
+warps), v8f (promoted as gdn_verify_chunk_t16_w8, the op's choice at B = 1).
 
 The promoted kernel runs the sequential rule token by token (a serial chain of ~1.2 us per
 token at B = 1) and writes the state after every token to its own slot (2 MiB per token per
@@ -38,92 +42,15 @@ import torch
 HERE = Path(__file__).resolve().parent
 from netra import paths  # noqa: E402
 from netra.contracts import gdn as G  # noqa: E402
-from netra.contracts.spec import Contract, Scalar, Tensor  # noqa: E402
 
-CASES = tuple({"B": b, "T": t, "P": b * (t + 1)} for b, t in ((1, 1), (1, 4), (1, 16), (4, 16), (32, 4)))
-RESTORE = (
-    Tensor("ksave", "f32", ("B", "T", G.NK, G.DK), "out", doc="l2-normed k of every token"),
-    Tensor("dsave", "f32", ("B", "T", G.NV, G.DV), "out", doc="delta of every token"),
-    Tensor("gsave", "f32", ("B", "T", G.NV), "out", align=4, doc="log2 of the decay product through token t"),
-)
-VERIFY = Contract(
-    name="gdn_verify_chunk_t16", family="gdn",
-    summary="Gated DeltaNet verification of T <= 16 tokens of B <= 32 sequences in the chunk form: out and the "
-    "restore data (k, delta, cumulative log2 decay per token); the pools are only read",
-    params=(
-        Tensor("qkv", "bf16", ("B", "T", G.CONV_DIM), "in", strides=("qkv_seq", "qkv_tok", 1), align=4),
-        Tensor("z", "bf16", ("B", "T", G.VALUE_DIM), "in", strides=("z_seq", "z_tok", 1)),
-        Tensor("b_in", "bf16", ("B", "T", G.NV), "in", align=4),
-        Tensor("a_in", "bf16", ("B", "T", G.NV), "in", align=4),
-        Tensor("conv_w", "bf16", (G.CONV_DIM, G.KW), "in", align=16),
-        Tensor("a_log", "f32", (G.NV,), "in", align=4),
-        Tensor("dt_bias", "f32", (G.NV,), "in", align=4),
-        Tensor("norm_w", "bf16", (G.DV,), "in", align=4),
-        Tensor("conv_pool", "bf16", ("P", G.CONV_DIM, G.KW - 1), "in", align=16),
-        Tensor("state_pool", "f32", ("P", G.NV, G.DK, G.DV), "in", align=16),
-        Tensor("slot_in", "i64", ("B",), "in", align=8),
-        Tensor("out", "bf16", ("B", "T", G.VALUE_DIM), "out"),
-        *RESTORE,
-        Scalar("qkv_seq", "u32", value="qkv_seq"), Scalar("qkv_tok", "u32", value="qkv_tok"),
-        Scalar("z_seq", "u32", value="z_seq"), Scalar("z_tok", "u32", value="z_tok"),
-        Scalar("tokens", "u32", value="T"), Scalar("pool_slots", "u32", value="P"), Scalar("eps", "f32"),
-    ),
-    dims={"B": G.BATCH, "T": tuple(range(1, G.MAX_TOKENS + 1)), "P": range(1, 1 << 16)},
-    grid=("128 * B", "1", "1"), threads=128,
-    reduction_order="see experiments/gdn/gen_gdn_verify_chunk.py", tolerance=G.GDN_TOL, deterministic=True,
-    bytes_read=f"B * ({G.STATE_BYTES} + {G.CONV_DIM * (G.KW - 1) * 2} + 8 + T * ({G.QKVZ * 2} + {G.NV * 4}))",
-    bytes_written=f"B * T * ({G.VALUE_DIM * 2} + {(G.NK * G.DK + G.NV * G.DV + G.NV) * 4})",
-    stride_multiple={"qkv_seq": 2, "qkv_tok": 2},
-    max_registers=168, max_static_smem=48 * 1024, cases_override=CASES,
-)
-COMMIT = Contract(
-    name="gdn_commit_t16", family="gdn",
-    summary="the conv window and state after the first accepted[b] of T verified tokens, from slot_in and the "
-    "restore data, into slot_out",
-    params=(
-        Tensor("qkv", "bf16", ("B", "T", G.CONV_DIM), "in", strides=("qkv_seq", "qkv_tok", 1)),
-        Tensor("conv_pool", "bf16", ("P", G.CONV_DIM, G.KW - 1), "inout", align=16),
-        Tensor("state_pool", "f32", ("P", G.NV, G.DK, G.DV), "inout", align=16),
-        Tensor("slot_in", "i64", ("B",), "in", align=8),
-        Tensor("slot_out", "i64", ("B",), "in", align=8),
-        Tensor("accepted", "i64", ("B",), "in", align=8),
-        *(Tensor(t.name, t.dtype, t.shape, "in", align=16) for t in RESTORE),
-        Scalar("qkv_seq", "u32", value="qkv_seq"), Scalar("qkv_tok", "u32", value="qkv_tok"),
-        Scalar("tokens", "u32", value="T"), Scalar("pool_slots", "u32", value="P"),
-    ),
-    dims=VERIFY.dims, grid=("128 * B", "1", "1"), threads=128,
-    reduction_order="S_0 scaled, then the accepted tokens' rank-1 terms in token order", tolerance=G.GDN_TOL,
-    deterministic=True,
-    bytes_read=f"B * ({G.STATE_BYTES} + {G.CONV_DIM * (G.KW - 1) * 2} + T * {(G.NK * G.DK + G.NV * G.DV + G.NV) * 4})",
-    bytes_written=f"B * ({G.STATE_BYTES} + {G.CONV_DIM * (G.KW - 1) * 2})",
-    max_registers=128, max_static_smem=16 * 1024, cases_override=CASES,
-)
+CASES = G.VERIFY_CASES
+VERIFY, COMMIT = G.GDN_VERIFY_CHUNK_T16, G.GDN_COMMIT_T16
 
 
 def testbeds():
     from netra.lifecycle import testbeds as tbs
-    from netra.reference import gdn as rg
 
-    def vargs(i):
-        return (i["qkv"], i["z"], i["b_in"], i["a_in"], i["conv_w"], i["a_log"], i["dt_bias"], i["norm_w"],
-                i["conv_pool"], i["state_pool"], i["slot_in"], 16, tbs.EPS)
-
-    def make_commit(dims, gen, device):
-        i = tbs._make_gdn(dims, gen, device)
-        r = rg.verify_restore(*vargs(i))
-        B, T = dims["B"], dims["T"]
-        acc = torch.randint(0, T + 1, (B,), generator=gen)
-        acc[0] = T
-        if B > 1:
-            acc[1] = 0
-        return {**i, "slot_out": i["slots_out"][:, 0].contiguous(), "accepted": acc.to(device),
-                **{n: r[n].float().contiguous() for n in ("ksave", "dsave", "gsave")}}
-
-    v = tbs.Testbed(VERIFY, tbs._make_gdn, lambda i: rg.verify_restore(*vargs(i)), None)
-    c = tbs.Testbed(COMMIT, make_commit, lambda i: rg.commit(i["qkv"], i["conv_pool"], i["state_pool"], i["slot_in"],
-                                                             i["slot_out"], i["accepted"], i["ksave"], i["dsave"],
-                                                             i["gsave"]), None, scalars={})
-    return v, c
+    return tbs.get(VERIFY.name), tbs.get(COMMIT.name)
 
 
 VARIANTS = {"v4": dict(nw=4), "v4f": dict(nw=4, fast_silu=True), "v8": dict(nw=8), "v8f": dict(nw=8, fast_silu=True)}
@@ -144,14 +71,14 @@ def main():
     names = [a for a in sys.argv[1:] if a in VARIANTS] or list(VARIANTS)
     tv, tc = testbeds()
     keep, go, beds = [], {}, {}
-    gv = paths.load_module(HERE / "gen_gdn_verify_chunk.py", "gen_gdn_verify_chunk")
+    gv = paths.generator("gdn", "gen_gdn_verify_chunk")
     for n in names:
         c = dataclasses.replace(VERIFY, threads=32 * VARIANTS[n]["nw"])
         module, fn = loader.load_text(c.name, gv.generate(**VARIANTS[n]))
         keep.append(module)
         go[n] = rt_launch.make_guard_and_launch(c, function_handle=int(fn), device=0)
         beds[n] = dataclasses.replace(tv, contract=c)
-    gc = paths.load_module(HERE / "gen_gdn_commit.py", "gen_gdn_commit")
+    gc = paths.generator("gdn", "gen_gdn_commit")
     module, fn = loader.load_text(COMMIT.name, gc.generate())
     keep.append(module)
     go["commit"] = rt_launch.make_guard_and_launch(COMMIT, function_handle=int(fn), device=0)

@@ -50,6 +50,9 @@ assert SMEM == BA_SMEM, "the contract's shared memory and this layout disagree"
 ROWS = ("loads", "bulk", "cp_async")
 
 
+PROMOTED = dict(rows="bulk", pdl=True)  # the build in bf16_gemv_n64_k2048.ptx (PDL-capable since this session)
+
+
 def generate(rows: str = "bulk", pdl: bool = False) -> str:
     """The PTX. ``rows``: how the weight and x rows reach shared memory. "loads" (promoted at
     e42af1d): 16-byte loads of every thread, then stores; ptxas interleaves each store right
@@ -58,7 +61,7 @@ def generate(rows: str = "bulk", pdl: bool = False) -> str:
     58c88f0 and in experiments/proj/bf16_variant.json): 16 + M bulk copies from thread 0 onto an
     mbarrier. "cp_async" (measured beside it, slower at M = 1: 2.68 against 2.35 us): every
     thread's 16 LDGSTS, all in flight, x rows >= M zero-filled by a source size of 0. The same shared rows, so the same outputs bitwise.
-    ``pdl`` (a candidate, "bulk" only: experiments/gdn/pdl_chain_variant.py): for a programmatic
+    ``pdl`` (promoted: measured in experiments/gdn/pdl_chain_variant.json; "bulk" only): for a programmatic
     dependent launch, the weight rows' copies are issued before ``griddepcontrol.wait`` and the
     x rows' after it; every thread waits, then lets the next grid launch."""
     assert rows in ROWS, f"rows: expected one of {ROWS}, got {rows!r}"
@@ -319,7 +322,7 @@ def _rows_by_bulk_copies(e, pdl: bool = False) -> None:
 
 
 def main() -> int:
-    (HERE / f"{NAME}.ptx").write_text(generate())
+    (HERE / f"{NAME}.ptx").write_text(generate(**PROMOTED))
     print(f"wrote {NAME}.ptx (grid {GRID}, clusters of {RANKS}, {32 * WARPS} threads, {SMEM} B dynamic smem)")
     return 0
 

@@ -4,6 +4,8 @@ kernels/sm_90a/gdn/gen_gdn_decode.py reads them to emit the PTX."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from .spec import Contract, Scalar, Tensor
 
 NK, NV, DK, DV, KW = 16, 32, 128, 128, 4  # key heads, value heads, key/value head dims, conv width
@@ -62,6 +64,20 @@ GDN_DECODE_B32 = Contract(
     cases_override=tuple({"B": b, "P": p} for b, p in ((1, 3), (2, 5), (4, 9), (8, 11), (16, 37), (32, 40))),
 )
 
+# The same step for the decode runner's PDL engine (gen_gdn_decode.generate(pdl=True)): the state is
+# loaded while the kernel before it (bf16_linear2) finishes. Measured in a chain of whole GDN mixers:
+# experiments/gdn/pdl_chain_variant.json (19.60 us per layer plain, 18.28 FP8-only PDL, 16.66 chain).
+GDN_DECODE_B32_PDL = dataclasses.replace(
+    GDN_DECODE_B32,
+    name="gdn_decode_b32_pdl",
+    summary=GDN_DECODE_B32.summary + "; the build for programmatic dependent launch (the decode runner's PDL engine)",
+    pdl="the slot ids, A_log, dt_bias, the norm and conv weights, the conv windows and the state slices before "
+    "griddepcontrol.wait (launch_dependents at once); qkv, z, b, a after it. Safe only where the kernel launched "
+    "just before does not write the pools and triggers its dependents only after its own griddepcontrol.wait, so "
+    "every earlier grid (the last writer of the pools) has completed: the decode runner, where it is bf16_linear2. "
+    "netra::gdn_decode picks this kernel only while set_pdl is on",
+)
+
 GDN_VERIFY_T16 = Contract(
     name="gdn_verify_t16",
     family="gdn",
@@ -107,4 +123,104 @@ GDN_VERIFY_T16 = Contract(
     cases_override=tuple({"B": b, "T": t, "P": b * (t + 1)} for b, t in ((1, 1), (1, 4), (1, 16), (4, 16), (32, 4))),
 )
 
-CONTRACTS = (GDN_DECODE_B32, GDN_VERIFY_T16)
+# Verification in the chunk form (kernels/sm_90a/gdn/gen_gdn_verify_chunk.py): the state is read
+# once and, per token, only what restores the state after any accepted prefix is written; the
+# accepted prefix's state and conv window are then written by gdn_commit_t16.
+RESTORE_BYTES = (NK * DK + NV * DV + NV) * 4  # per token and sequence: k, delta, the cumulative log2 decay
+_RESTORE = (
+    Tensor("ksave", "f32", ("B", "T", NK, DK), "out", doc="the l2-normed k of every token"),
+    Tensor("dsave", "f32", ("B", "T", NV, DV), "out",
+           doc="delta_t = beta_t (v_t - (exp(g_t) S_(t-1))^T k_t) of every token"),
+    Tensor("gsave", "f32", ("B", "T", NV), "out", align=4, doc="c_t: log2 of the decay product through token t"),
+)
+VERIFY_CASES = tuple({"B": b, "T": t, "P": b * (t + 1)} for b, t in ((1, 1), (1, 4), (1, 16), (4, 16), (32, 4)))
+
+
+def _verify_chunk(name: str, threads: int, note: str) -> Contract:
+    return Contract(
+        name=name,
+        family="gdn",
+        summary="Gated DeltaNet verification of T <= 16 tokens of B <= 32 sequences in the chunk form: out for every "
+        "token and the restore data (k, delta, cumulative log2 decay per token); the pools are only read" + note,
+        params=(
+            Tensor("qkv", "bf16", ("B", "T", CONV_DIM), "in", strides=("qkv_seq", "qkv_tok", 1), align=4),
+            Tensor("z", "bf16", ("B", "T", VALUE_DIM), "in", strides=("z_seq", "z_tok", 1)),
+            Tensor("b_in", "bf16", ("B", "T", NV), "in", align=4),
+            Tensor("a_in", "bf16", ("B", "T", NV), "in", align=4),
+            Tensor("conv_w", "bf16", (CONV_DIM, KW), "in", align=16),
+            Tensor("a_log", "f32", (NV,), "in", align=4),
+            Tensor("dt_bias", "f32", (NV,), "in", align=4),
+            Tensor("norm_w", "bf16", (DV,), "in", align=4),
+            Tensor("conv_pool", "bf16", ("P", CONV_DIM, KW - 1), "in", align=16),
+            Tensor("state_pool", "f32", ("P", NV, DK, DV), "in", align=16),
+            Tensor("slot_in", "i64", ("B",), "in", align=8, doc="each sequence's pool slot, in [0, P): else NaN out"),
+            Tensor("out", "bf16", ("B", "T", VALUE_DIM), "out"),
+            *_RESTORE,
+            Scalar("qkv_seq", "u32", value="qkv_seq"),
+            Scalar("qkv_tok", "u32", value="qkv_tok"),
+            Scalar("z_seq", "u32", value="z_seq"),
+            Scalar("z_tok", "u32", value="z_tok"),
+            Scalar("tokens", "u32", value="T"),
+            Scalar("pool_slots", "u32", value="P"),
+            Scalar("eps", "f32"),
+        ),
+        dims={"B": BATCH, "T": tuple(range(1, MAX_TOKENS + 1)), "P": range(1, 1 << 16)},
+        grid=("128 * B", "1", "1"),
+        threads=threads,
+        reduction_order="clusters of 4 CTAs per (sequence, value head); q/k sums of squares: each thread's 2 channels, "
+        "shfl.bfly, then the 2 warps' sums in order; S_0^T k_t, S_0^T q_t: 4 chains of 8 rows per thread, then "
+        "(0 + 1) + (2 + 3), then the 4 row warps in order; Gram products: 4 chains of 32 channels, (0 + 1) + (2 + 3); "
+        "delta_t: beta_t (v_t - e_t kv0_t), then -A[t][s] delta_s for s = 0 .. t - 1 in order; o_t: e_t qs0_t, then "
+        "P[t][s] delta_s for s = 0 .. t in order; the head's sum of o^2: the 4 ranks in order",
+        tolerance=GDN_TOL,
+        deterministic=True,
+        bytes_read=f"B * ({STATE_BYTES} + {CONV_DIM * (KW - 1) * 2} + 8 + T * ({QKVZ * 2} + {NV * 4}))",
+        bytes_written=f"B * T * ({VALUE_DIM * 2} + {RESTORE_BYTES})",
+        stride_multiple={"qkv_seq": 2, "qkv_tok": 2},  # q/k channel pairs by 4-byte loads
+        max_registers=128,
+        max_static_smem=42 * 1024,
+        op="gdn_verify_chunk",
+        reference="netra.reference.gdn.verify_restore (float64: the sequential rule per token, pools untouched)",
+        peers=("framework_op", "gdn_verify_t16"),
+        cases_override=VERIFY_CASES,
+    )
+
+
+GDN_VERIFY_CHUNK_T16 = _verify_chunk("gdn_verify_chunk_t16", 128, "")
+GDN_VERIFY_CHUNK_T16_W8 = _verify_chunk("gdn_verify_chunk_t16_w8", 256, "; 8 warps (the op's choice at B = 1)")
+
+GDN_COMMIT_T16 = Contract(
+    name="gdn_commit_t16",
+    family="gdn",
+    summary="the conv window and state after the first accepted[b] (0..T) verified tokens of sequence b, from slot_in "
+    "and gdn_verify_chunk's restore data, into pool slot slot_out (slot_in itself: in place)",
+    params=(
+        Tensor("qkv", "bf16", ("B", "T", CONV_DIM), "in", strides=("qkv_seq", "qkv_tok", 1)),
+        Tensor("conv_pool", "bf16", ("P", CONV_DIM, KW - 1), "inout", align=16),
+        Tensor("state_pool", "f32", ("P", NV, DK, DV), "inout", align=16),
+        Tensor("slot_in", "i64", ("B",), "in", align=8),
+        Tensor("slot_out", "i64", ("B",), "in", align=8, doc="not another sequence's slot_in"),
+        Tensor("accepted", "i64", ("B",), "in", align=8, doc="0..T; else nothing is written for that sequence"),
+        *(Tensor(t.name, t.dtype, t.shape, "in", align=16, doc=t.doc) for t in _RESTORE),
+        Scalar("qkv_seq", "u32", value="qkv_seq"),
+        Scalar("qkv_tok", "u32", value="qkv_tok"),
+        Scalar("tokens", "u32", value="T"),
+        Scalar("pool_slots", "u32", value="P"),
+    ),
+    dims={"B": BATCH, "T": tuple(range(1, MAX_TOKENS + 1)), "P": range(1, 1 << 16)},
+    grid=("128 * B", "1", "1"),
+    threads=128,
+    reduction_order="S_j = 2^c_(j-1) S_0, then the accepted tokens' terms 2^(c_(j-1) - c_s) k_s delta_s in token order",
+    tolerance=GDN_TOL,
+    deterministic=True,
+    bytes_read=f"B * ({STATE_BYTES} + {CONV_DIM * (KW - 1) * 2} + T * {RESTORE_BYTES})",
+    bytes_written=f"B * ({STATE_BYTES} + {CONV_DIM * (KW - 1) * 2})",
+    max_registers=64,
+    max_static_smem=11 * 1024,
+    op="gdn_commit",
+    reference="netra.reference.gdn.commit (float64 on the same restore data)",
+    peers=("framework_op",),
+    cases_override=VERIFY_CASES,
+)
+
+CONTRACTS = (GDN_DECODE_B32, GDN_DECODE_B32_PDL, GDN_VERIFY_T16, GDN_VERIFY_CHUNK_T16, GDN_VERIFY_CHUNK_T16_W8, GDN_COMMIT_T16)

@@ -386,6 +386,8 @@ BF16_GEMV_N64_K2048 = Contract(
     max_registers=128,
     dynamic_smem=BA_SMEM,
     op="bf16_linear2",
+    pdl="the 16 weight rows (bulk copies) before griddepcontrol.wait; x after it; launch_dependents only after every "
+    "thread's wait (so the GDN kernel after it may prefetch its state: gdn_decode_b32_pdl)",
     reference="x @ w^T in float64 for each of the two weights",
     peers=("cublas_bf16_x2",),
 )

@@ -10,6 +10,7 @@ Shapes below use the real model's sizes; the framework paths accept any consiste
 
 from __future__ import annotations
 
+import math
 import contextlib
 import functools
 
@@ -17,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..ops import gdn, proj
+from ..ops import _dispatch, gdn, proj
 from ..ops.norm import rmsnorm
 
 
@@ -293,12 +294,14 @@ def gdn_decode(qkv: Tensor, z: Tensor, b: Tensor, a: Tensor, conv_weight: Tensor
     both updated in place. Kernel gdn_decode_b32 (netra.contracts.gdn) at Qwen3.6's shapes,
     B <= 32, int64 slots, num_k_heads 16."""
     if num_k_heads == 16:  # the kernel's head grouping; the contract checks every shape
-        reason = gdn.DECODE.go(qkv, z, b, a, conv_weight, A_log, dt_bias, norm_weight, conv_pool, state_pool, slots,
-                               out, eps)
+        # under set_pdl (the decode runner's PDL capture) the build that loads the state before
+        # griddepcontrol.wait: the runner launches it right after bf16_linear2 (contract gdn_decode_b32_pdl)
+        k = gdn.DECODE_PDL if _dispatch._PDL else gdn.DECODE
+        reason = k.go(qkv, z, b, a, conv_weight, A_log, dt_bias, norm_weight, conv_pool, state_pool, slots, out, eps)
         if reason is None:
             return
-        gdn.DECODE.missed(reason, (qkv, z, b, a, conv_weight, A_log, dt_bias, norm_weight, conv_pool, state_pool,
-                                   slots, out, eps))
+        k.missed(reason, (qkv, z, b, a, conv_weight, A_log, dt_bias, norm_weight, conv_pool, state_pool, slots, out,
+                          eps))
     gdn_decode_framework(qkv, z, b, a, conv_weight, A_log, dt_bias, norm_weight, conv_pool, state_pool, slots,
                          num_k_heads, eps, out)
 
@@ -375,6 +378,112 @@ def gdn_verify_framework(qkv: Tensor, z: Tensor, b: Tensor, a: Tensor, conv_weig
 @gdn_verify.register_fake
 def _(qkv, z, b, a, conv_weight, A_log, dt_bias, norm_weight, conv_pool, state_pool, slot_in, slots_out, num_k_heads,
       eps, out):
+    return None
+
+
+# --- gdn_verify_chunk and gdn_commit -----------------------------------------------------------
+@decode_op("gdn_verify_chunk", mutates_args=("out", "ksave", "dsave", "gsave"))
+def gdn_verify_chunk(qkv: Tensor, z: Tensor, b: Tensor, a: Tensor, conv_weight: Tensor, A_log: Tensor,
+                     dt_bias: Tensor, norm_weight: Tensor, conv_pool: Tensor, state_pool: Tensor, slot_in: Tensor,
+                     num_k_heads: int, eps: float, out: Tensor, ksave: Tensor, dsave: Tensor, gsave: Tensor) -> None:
+    """Speculative verification of T tokens of B sequences (qkv [B, T, conv_dim], z [B, T,
+    value_dim], b and a [B, T, nv]) from pool slot ``slot_in`` [B], leaving both pools untouched:
+    ``out`` [B, T, value_dim], and per token what restores the state after any accepted prefix,
+    ``ksave`` [B, T, nk, dk] (the l2-normed k), ``dsave`` [B, T, nv, dv] (delta) and ``gsave``
+    [B, T, nv] (log2 of the decay product through the token), all fp32. ``gdn_commit`` then
+    writes the accepted prefix's state and conv window. Kernels gdn_verify_chunk_t16_w8 at
+    B = 1 and gdn_verify_chunk_t16 otherwise (B <= 32, T <= 16, int64 slots)."""
+    if num_k_heads == 16:
+        k = gdn.VERIFY_CHUNK_W8 if qkv.shape[0] == 1 else gdn.VERIFY_CHUNK
+        args = (qkv, z, b, a, conv_weight, A_log, dt_bias, norm_weight, conv_pool, state_pool, slot_in, out, ksave,
+                dsave, gsave, eps)
+        reason = k.go(*args)
+        if reason is None:
+            return
+        k.missed(reason, args)
+    gdn_verify_chunk_framework(qkv, z, b, a, conv_weight, A_log, dt_bias, norm_weight, conv_pool, state_pool, slot_in,
+                               num_k_heads, eps, out, ksave, dsave, gsave)
+
+
+def gdn_verify_chunk_framework(qkv: Tensor, z: Tensor, b: Tensor, a: Tensor, conv_weight: Tensor, A_log: Tensor,
+                               dt_bias: Tensor, norm_weight: Tensor, conv_pool: Tensor, state_pool: Tensor,
+                               slot_in: Tensor, num_k_heads: int, eps: float, out: Tensor, ksave: Tensor, dsave: Tensor,
+                               gsave: Tensor) -> None:
+    """gdn_verify_chunk's framework path: gdn_decode_framework's math token by token on copies
+    (fp32), keeping k, delta and the decays instead of writing the pools."""
+    B, T = qkv.shape[:2]
+    nv, dk, dv = state_pool.shape[1:]
+    key_dim, rep = num_k_heads * dk, nv // num_k_heads
+    window = conv_pool[slot_in]
+    S = state_pool[slot_in].float()
+    beta = torch.sigmoid(b.float())
+    g = -A_log.float().exp() * F.softplus(a.float() + dt_bias.float())  # [B, T, nv]
+    for t in range(T):
+        w = torch.cat([window, qkv[:, t, :, None]], -1)
+        window = w[:, :, 1:]
+        x = F.silu((w.float() * conv_weight.float()).sum(-1)).to(qkv.dtype).float()
+        q, k, v = torch.split(x, [key_dim, key_dim, nv * dv], -1)
+        q = q.view(B, num_k_heads, dk)
+        k = k.view(B, num_k_heads, dk)
+        q = q * torch.rsqrt(q.pow(2).sum(-1, keepdim=True) + 1e-6) * dk ** -0.5
+        k = k * torch.rsqrt(k.pow(2).sum(-1, keepdim=True) + 1e-6)
+        kr, qr = k.repeat_interleave(rep, 1), q.repeat_interleave(rep, 1)
+        S = S * g[:, t].exp()[:, :, None, None]
+        d = beta[:, t, :, None] * (v.view(B, nv, dv) - torch.einsum("bhkv,bhk->bhv", S, kr))
+        S = S + kr[:, :, :, None] * d[:, :, None, :]
+        o = torch.einsum("bhkv,bhk->bhv", S, qr)
+        o = o * torch.rsqrt(o.pow(2).mean(-1, keepdim=True) + eps)
+        out[:, t] = (norm_weight.float() * o * F.silu(z[:, t].float().view(B, nv, dv))).reshape(B, nv * dv)
+        ksave[:, t] = k
+        dsave[:, t] = d
+    gsave.copy_(torch.cumsum(g, 1) * (1.0 / math.log(2.0)))
+
+
+@gdn_verify_chunk.register_fake
+def _(qkv, z, b, a, conv_weight, A_log, dt_bias, norm_weight, conv_pool, state_pool, slot_in, num_k_heads, eps, out,
+      ksave, dsave, gsave):
+    return None
+
+
+@decode_op("gdn_commit", mutates_args=("conv_pool", "state_pool"))
+def gdn_commit(qkv: Tensor, conv_pool: Tensor, state_pool: Tensor, slot_in: Tensor, slot_out: Tensor,
+               accepted: Tensor, ksave: Tensor, dsave: Tensor, gsave: Tensor) -> None:
+    """After gdn_verify_chunk: sequence b keeps its first ``accepted[b]`` (0..T) tokens; the conv
+    window and state after them go to pool slot ``slot_out[b]`` (``slot_in[b]`` itself for in
+    place; not another sequence's slot_in), rebuilt from slot_in and the restore data:
+    S_j = 2^c_(j-1) S_0 + sum_(s<j) 2^(c_(j-1) - c_s) k_s delta_s^T. A count outside 0..T writes
+    nothing for that sequence. Kernel gdn_commit_t16 (B <= 32, T <= 16, int64 ids)."""
+    args = (qkv, conv_pool, state_pool, slot_in, slot_out, accepted, ksave, dsave, gsave)
+    reason = gdn.COMMIT.go(*args)
+    if reason is None:
+        return
+    gdn.COMMIT.missed(reason, args)
+    gdn_commit_framework(*args)
+
+
+def gdn_commit_framework(qkv: Tensor, conv_pool: Tensor, state_pool: Tensor, slot_in: Tensor, slot_out: Tensor,
+                         accepted: Tensor, ksave: Tensor, dsave: Tensor, gsave: Tensor) -> None:
+    """gdn_commit's framework path (fp32, every sequence at once, no host synchronization)."""
+    B, T = qkv.shape[:2]
+    nv, K1 = state_pool.shape[1], conv_pool.shape[2]
+    j = accepted.long()
+    valid = (j >= 0) & (j <= T)
+    jc = j.clamp(0, T)
+    c = torch.cat([torch.zeros_like(gsave[:, :1]), gsave.float()], 1)  # [B, T + 1, nv]: c_-1 = 0
+    cl = c.gather(1, jc[:, None, None].expand(B, 1, nv))  # c_(j-1)
+    s = torch.arange(T, device=qkv.device)
+    w = torch.where((s[None, :] < jc[:, None])[:, :, None], torch.exp2(cl - c[:, 1:]), 0.0)  # [B, T, nv]
+    k = ksave.float().repeat_interleave(nv // ksave.shape[2], 2)  # [B, T, nv, dk]
+    S = torch.exp2(cl[:, 0])[:, :, None, None] * state_pool[slot_in].float() + torch.einsum(
+        "bsh,bshk,bshv->bhkv", w, k, dsave.float())
+    state_pool[slot_out] = torch.where(valid[:, None, None, None], S, state_pool[slot_out])
+    hist = torch.cat([conv_pool[slot_in], qkv.transpose(1, 2)], -1)  # [B, C, K - 1 + T]
+    idx = (jc[:, None, None] + torch.arange(K1, device=qkv.device)).expand(B, hist.shape[1], K1)
+    conv_pool[slot_out] = torch.where(valid[:, None, None], hist.gather(2, idx), conv_pool[slot_out])
+
+
+@gdn_commit.register_fake
+def _(qkv, conv_pool, state_pool, slot_in, slot_out, accepted, ksave, dsave, gsave):
     return None
 
 

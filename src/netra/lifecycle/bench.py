@@ -145,11 +145,19 @@ def _public_call(name: str, b: dict):
         return lambda: ops.qk_rmsnorm(b["q"], b["k"], b["q_weight"], b["k_weight"], e, out_q=b["out_q"], out_k=b["out_k"])
     if name == "gated_rmsnorm_d128":
         return lambda: ops.gated_rmsnorm(b["o"], b["z"], b["w"], e, out=b["y"])
-    if name in ("gdn_decode_b32", "gdn_verify_t16"):
+    if name in ("gdn_decode_b32", "gdn_decode_b32_pdl", "gdn_verify_t16"):
         from ..decode import ops as dops
 
-        op = dops.gdn_decode if name == "gdn_decode_b32" else dops.gdn_verify
+        op = dops.gdn_verify if name == "gdn_verify_t16" else dops.gdn_decode
         return lambda: op(*testbeds._gdn_args(b), 16, e, b["out"])
+    if name.startswith("gdn_verify_chunk"):
+        from ..decode import ops as dops
+
+        return lambda: dops.gdn_verify_chunk(*testbeds._chunk_args(b), 16, e, b["out"], b["ksave"], b["dsave"], b["gsave"])
+    if name == "gdn_commit_t16":
+        from ..decode import ops as dops
+
+        return lambda: dops.gdn_commit(*testbeds._commit_args(b))
     if name == "moe_router_e256_k2048":
         from ..decode import ops as dops
 

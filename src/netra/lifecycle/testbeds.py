@@ -631,20 +631,87 @@ def _gdn_verify_framework_peer(i, s):
     return {"out": out}
 
 
+def _chunk_args(i):
+    """gdn_verify_chunk's inputs in op order (up to num_k_heads)."""
+    return (i["qkv"], i["z"], i["b_in"], i["a_in"], i["conv_w"], i["a_log"], i["dt_bias"], i["norm_w"], i["conv_pool"],
+            i["state_pool"], i["slot_in"])
+
+
+def _restore_outputs(i):
+    B, T = i["qkv"].shape[:2]
+    dev = i["qkv"].device
+    f = lambda *s: torch.empty(*s, dtype=torch.float32, device=dev)  # noqa: E731
+    return {"out": torch.empty(B, T, 4096, dtype=torch.bfloat16, device=dev), "ksave": f(B, T, 16, 128),
+            "dsave": f(B, T, 32, 128), "gsave": f(B, T, 32)}
+
+
+def _gdn_chunk_framework_peer(i, s):
+    from ..decode import ops as dops
+
+    o = _restore_outputs(i)
+    dops.gdn_verify_chunk_framework(*_chunk_args(i), 16, s["eps"], o["out"], o["ksave"], o["dsave"], o["gsave"])
+    return o
+
+
+def _gdn_chunk_sequential_peer(i, s):
+    """The promoted sequential kernel (gdn_verify_t16 through its op): a state written per token."""
+    from ..decode import ops as dops
+
+    out = torch.empty(*i["qkv"].shape[:2], 4096, dtype=torch.bfloat16, device=i["qkv"].device)
+    dops.gdn_verify(*_gdn_args(i), 16, s["eps"], out)
+    return {"out": out}
+
+
+def _make_commit(dims, gen, device):
+    """_make_gdn's verification inputs, their restore data from the float64 reference (as fp32),
+    slot_out distinct from slot_in, accepted counts in 0..T (sequence 0: T, sequence 1: 0)."""
+    from ..reference import gdn as rg
+
+    i = _make_gdn(dims, gen, device)
+    r = rg.verify_restore(*_chunk_args(i), 16, EPS)
+    B, T = dims["B"], dims["T"]
+    acc = torch.randint(0, T + 1, (B,), generator=gen)
+    acc[0] = T
+    if B > 1:
+        acc[1] = 0
+    return {**i, "slot_out": i["slots_out"][:, 0].contiguous(), "accepted": acc.to(device),
+            **{n: r[n].float().contiguous() for n in ("ksave", "dsave", "gsave")}}
+
+
+def _commit_args(i):
+    return (i["qkv"], i["conv_pool"], i["state_pool"], i["slot_in"], i["slot_out"], i["accepted"], i["ksave"], i["dsave"],
+            i["gsave"])
+
+
+def _gdn_commit_framework_peer(i, s):
+    from ..decode import ops as dops
+
+    conv, state = i["conv_pool"].clone(), i["state_pool"].clone()
+    a = _commit_args(i)
+    dops.gdn_commit_framework(a[0], conv, state, *a[3:])
+    return {"conv_pool": conv, "state_pool": state}
+
+
 def _gdn_testbeds() -> dict:
     from ..reference import gdn as rg
 
-    return {"gdn_verify_t16": Testbed(
+    chunk = {name: Testbed(contracts.get(name), _make_gdn, lambda i: rg.verify_restore(*_chunk_args(i), 16, EPS), None,
+                           {"framework_op": _gdn_chunk_framework_peer, "gdn_verify_t16": _gdn_chunk_sequential_peer})
+             for name in ("gdn_verify_chunk_t16", "gdn_verify_chunk_t16_w8")}
+    chunk["gdn_commit_t16"] = Testbed(contracts.get("gdn_commit_t16"), _make_commit,
+                                      lambda i: rg.commit(*_commit_args(i)), None,
+                                      {"framework_op": _gdn_commit_framework_peer}, scalars={})
+    return {**chunk,"gdn_verify_t16": Testbed(
         contracts.get("gdn_verify_t16"), _make_gdn,
         lambda i: rg.verify_steps(*_gdn_args(i), 16, EPS),
         lambda i: rg.verify_steps(*_gdn_args(i), 16, EPS, step=rg.transformers_step),
         {"framework_op": _gdn_verify_framework_peer},
-    ), "gdn_decode_b32": Testbed(
-        contracts.get("gdn_decode_b32"), _make_gdn,
+    ), **{name: Testbed(
+        contracts.get(name), _make_gdn,
         lambda i: rg.decode_step(*_gdn_args(i), 16, EPS),
         lambda i: rg.transformers_step(*_gdn_args(i), 16, EPS),
         {"framework_op": _gdn_framework_peer, "fla_0_6_0": _gdn_fla_peer},
-    )}
+    ) for name in ("gdn_decode_b32", "gdn_decode_b32_pdl")}}
 
 
 TESTBEDS: dict[str, Testbed] = {

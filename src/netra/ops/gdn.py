@@ -1,10 +1,16 @@
 """Dispatch of the Gated DeltaNet decode and verification steps (netra::gdn_decode and
 netra::gdn_verify, in netra.decode.ops) to their kernels: Qwen3.6's shapes, B <= 32, int64
-slot ids, T <= 16 draft tokens."""
+slot ids, T <= 16 draft tokens; and of the chunk-form verification with restore data
+(netra::gdn_verify_chunk: the 8-warp kernel at B = 1, the 4-warp one otherwise) and its
+commit (netra::gdn_commit)."""
 
 from __future__ import annotations
 
 from ._dispatch import KernelOp
 
 DECODE = KernelOp("gdn_decode", "gdn_decode_b32")
+DECODE_PDL = KernelOp("gdn_decode", "gdn_decode_b32_pdl", key="gdn_decode_b32_pdl")  # while set_pdl is on
 VERIFY = KernelOp("gdn_verify", "gdn_verify_t16")
+VERIFY_CHUNK = KernelOp("gdn_verify_chunk", "gdn_verify_chunk_t16", key="gdn_verify_chunk_t16")
+VERIFY_CHUNK_W8 = KernelOp("gdn_verify_chunk", "gdn_verify_chunk_t16_w8", key="gdn_verify_chunk_t16_w8")  # B = 1
+COMMIT = KernelOp("gdn_commit", "gdn_commit_t16")
