@@ -221,8 +221,12 @@ def test_pdl_chain_candidates_assemble_and_order_their_loads():
     assert ba.index("griddepcontrol.launch_dependents") > ba.rindex("griddepcontrol.wait")
     res = _ptxas_usage(gb.NAME, ba)
     assert res["spill_stores"] == res["stack_frame"] == 0, res
-    gd = gg.generate(pdl=True)
+    gd = gg.generate(pdl=True, coherent=False)  # the build the candidate scripts measured
     assert gd.index("griddepcontrol.launch_dependents") < gd.index("griddepcontrol.wait")
+    promoted = gg.generate(pdl=True)  # gdn_decode_b32_pdl: coherent loads after the wait, then the trigger
+    tail = promoted[promoted.index("griddepcontrol.wait"):]
+    assert promoted.index("griddepcontrol.launch_dependents") > promoted.index("griddepcontrol.wait")
+    assert "ld.global.nc.b16 %xb" not in tail and "ld.global.b16 %xb" in tail and "ld.global.b16 %bb" in tail
     res = _ptxas_usage("gdn_decode_b32", gd)
     assert res["spill_stores"] == res["stack_frame"] == 0, res
     with pytest.raises(AssertionError):

@@ -79,7 +79,7 @@ def candidates():
     out = []
     for fam, gen_name, name in (("proj", "gen_bf16_gemv", BA_K), ("gdn", "gen_gdn_decode", GDN_K)):
         c = dataclasses.replace(contracts.get(name), pdl="candidate: see experiments/gdn/pdl_chain_variant.py")
-        _, fn = loader.load_text(name, paths.generator(fam, gen_name).generate(pdl=True), dynamic_smem=c.dynamic_smem)
+        _, fn = loader.load_text(name, paths.generator(fam, gen_name).generate(**({"pdl": True} if fam == "proj" else {"pdl": True, "coherent": False})), dynamic_smem=c.dynamic_smem)
         out.append(rt_launch.make_guard_and_launch(c, function_handle=int(fn), device=0, launch=rt_launch.pdl_launcher()))
     return out
 

@@ -33,7 +33,7 @@ gen = paths.generator("gdn", "gen_gdn_decode")
 def main():
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else os.path.dirname(__file__)
     tb = testbeds.get(C.name)
-    module, fn = loader.load_text(C.name, gen.generate(pdl=True))
+    module, fn = loader.load_text(C.name, gen.generate(pdl=True, coherent=False))
     go_pdl = rt_launch.make_guard_and_launch(C, function_handle=int(fn), device=0, launch=rt_launch.pdl_launcher())
     go_pdl_plain = rt_launch.make_guard_and_launch(C, function_handle=int(fn), device=0)
     k = loader.load(C.name, 0)

@@ -72,7 +72,7 @@ GDN_DECODE_B32_PDL = dataclasses.replace(
     name="gdn_decode_b32_pdl",
     summary=GDN_DECODE_B32.summary + "; the build for programmatic dependent launch (the decode runner's PDL engine)",
     pdl="the slot ids, A_log, dt_bias, the norm and conv weights, the conv windows and the state slices before "
-    "griddepcontrol.wait (launch_dependents at once); qkv, z, b, a after it. Safe only where the kernel launched "
+    "griddepcontrol.wait; qkv, z, b, a after it by coherent loads, then launch_dependents. Safe only where the kernel launched "
     "just before does not write the pools and triggers its dependents only after its own griddepcontrol.wait, so "
     "every earlier grid (the last writer of the pools) has completed: the decode runner, where it is bf16_linear2. "
     "netra::gdn_decode picks this kernel only while set_pdl is on",
