@@ -155,12 +155,19 @@ def warp_partials(e: Emit, src: str, dst: str, red: str = "red", trailing: bool 
 def gates(e: Emit, b: str, a: str, beta: str, dec: str) -> None:
     """beta = sigmoid(b), dec = exp(g) from BF16 b and a (%alog, %dtb loaded; %f0-%f5 scratch)."""
     e("// beta = sigmoid(b); exp(g), g = -exp(A_log) softplus(a + dt_bias)")
+    gates_log2(e, b, a, beta, "%f5")
+    e(f"ex2.approx.ftz.f32 {dec}, %f5;  // exp(g)")
+
+
+def gates_log2(e: Emit, b: str, a: str, beta: str, lg: str, notes: bool = False) -> None:
+    """beta = sigmoid(b), lg = g log2(e) (the log2 of exp(g)); as gates, without the last ex2.
+    ``notes``: two more comments (gdn_verify_chunk's PTX has them)."""
     e(f"cvt.f32.bf16 %f0, {b};")
     e(f"cvt.f32.bf16 %f1, {a};")
     e(f"mul.f32 %f2, %f0, {f32(-LOG2E)};")
     e("ex2.approx.ftz.f32 %f2, %f2;")
     e(f"add.f32 %f2, %f2, {f32(1.0)};")
-    e(f"rcp.rn.f32 {beta}, %f2;")
+    e(f"rcp.rn.f32 {beta}, %f2;" + ("  // sigmoid(b)" if notes else ""))
     e("add.f32 %f1, %f1, %dtb;")
     e(f"setp.gt.f32 %p, %f1, {f32(20.0)};  // torch softplus threshold")
     e(f"mul.f32 %f5, %f1, {f32(LOG2E)};")
@@ -172,8 +179,7 @@ def gates(e: Emit, b: str, a: str, beta: str, dec: str) -> None:
     e(f"mul.f32 %f3, %alog, {f32(LOG2E)};")
     e("ex2.approx.ftz.f32 %f3, %f3;  // exp(A_log)")
     e("mul.f32 %f5, %f5, %f3;")
-    e(f"mul.f32 %f5, %f5, {f32(-LOG2E)};")
-    e(f"ex2.approx.ftz.f32 {dec}, %f5;  // exp(g)")
+    e(f"mul.f32 {lg}, %f5, {f32(-LOG2E)};" + ("  // log2 of exp(g)" if notes else ""))
 
 
 def load_params(e: Emit) -> dict:
