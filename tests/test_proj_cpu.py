@@ -316,3 +316,23 @@ def test_gate_op_falls_back_to_the_plain_op_and_a_matmul():
     assert torch.equal(out, ref) and torch.equal(gate, x @ gw.T)
     c = contracts.get("fp8_gemv_n1024_k2048_gate")
     assert c.grid_for({"M": 1})[0] == contracts.get("fp8_gemv_n1024_k2048").grid_for({"M": 1})[0] + 1
+
+
+def test_coherent_x_candidates_differ_only_in_the_activation_loads():
+    """gen_fp8_gemv.generate(coherent_x=True) (experiments/proj/coherent_x_variant.py): every
+    activation load after griddepcontrol.wait is ld.global, not .nc (the PDL contract of .nc);
+    nothing else changes, and the promoted PTX is untouched by the option."""
+    from netra import paths
+    from netra.contracts.proj import EXPERTS, FUSED, MOE_DOWN, SHAPES
+
+    g = paths.generator("proj", "gen_fp8_gemv")
+    for sh in SHAPES + FUSED + EXPERTS + (MOE_DOWN,):
+        plain, coh = g.generate(sh), g.generate(sh, coherent_x=True)
+        assert paths.ptx_path("sm_90a", "proj", sh.name).read_text() == g.generate(sh)
+        a, b = plain.splitlines(), coh.splitlines()
+        assert len(a) == len(b)
+        diff = [(x, y) for x, y in zip(a, b) if x != y]
+        assert diff and all(y == x.replace("ld.global.nc.", "ld.global.") for x, y in diff), sh.name
+        tail = coh[coh.index("griddepcontrol.wait"):]
+        # what stays .nc after the wait is a weight (the norm weight, the gate's weight row)
+        assert all("%nw" in ln or "gate_w" in ln for ln in tail.splitlines() if "ld.global.nc" in ln), sh.name

@@ -194,6 +194,14 @@ def x_scale_bits(e: Emit) -> None:
     e("  selp.b32 %t3, 0, %t3, %pz;")
 
 
+# How the activations (the previous grid's output) are loaded after griddepcontrol.wait: the
+# promoted kernels use ld.global.nc; generate(coherent_x=True) (a candidate) uses ld.global, since
+# .nc is defined only for data read-only during the kernel's lifetime, which a PDL launch overlaps
+# with the writer's (gdn_decode_b32_pdl's .nc loads broke the decode PDL engine's bitwise check:
+# experiments/decode/pdl_gdn_variant.json; these kernels' have not, so far).
+_XLD = ["ld.global.nc"]
+
+
 def x_fragments(e: Emit, h: int, nt: int, W: int, K: int) -> None:
     """This thread's x words of k block h W + warp, token 8 nt + g, into %xr{nt}_{h}_0..15
     (0 for a token >= M: the loads are predicated off)."""
@@ -212,7 +220,7 @@ def x_fragments(e: Emit, h: int, nt: int, W: int, K: int) -> None:
     for i in range(8):
         for hh in range(2):
             e(f"  mov.b32 {X}{2 * i + hh}, 0;")
-            e(f"  @%pv ld.global.nc.u32 {X}{2 * i + hh}, [%pa+{32 * i + 16 * hh}];")
+            e(f"  @%pv {_XLD[0]}.u32 {X}{2 * i + hh}, [%pa+{32 * i + 16 * hh}];")
 
 
 def x_rows_load(e: Emit, h: int, nt: int, W: int, K: int, tok_reg: str = "") -> None:
@@ -240,7 +248,7 @@ def x_rows_load(e: Emit, h: int, nt: int, W: int, K: int, tok_reg: str = "") -> 
         regs = ", ".join(f"{X}{4 * j + c}" for c in range(4))
         for c in range(4):
             e(f"  mov.b32 {X}{4 * j + c}, 0;")
-        e(f"  @%pv ld.global.nc.v4.u32 {{{regs}}}, [%pa];")
+        e(f"  @%pv {_XLD[0]}.v4.u32 {{{regs}}}, [%pa];")
 
 
 def x_rows_load_gu(e: Emit, sh: Shape, h: int) -> None:
@@ -280,7 +288,7 @@ def x_rows_load_gu(e: Emit, sh: Shape, h: int) -> None:
             regs = ", ".join(f"{R}{4 * j + c}" for c in range(4))
             for c in range(4):
                 e(f"  mov.b32 {R}{4 * j + c}, 0;")
-            e(f"  @%pv ld.global.nc.v4.u32 {{{regs}}}, [%pa{'+' + str(2 * I) if R == U else ''}];")
+            e(f"  @%pv {_XLD[0]}.v4.u32 {{{regs}}}, [%pa{'+' + str(2 * I) if R == U else ''}];")
 
 
 def silu_mul(e: Emit, h: int) -> None:
@@ -770,7 +778,7 @@ V3 = dict(x_rows=False, skip_nt1=False, packed_amax=False, pre_strips=None, earl
 
 def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bool = True, packed_amax: bool = True,
              pre_strips: int | None | str = "shape", early_trigger: bool = False, split_m8: bool = True,
-             tgroups: bool = False, xpair: bool = False, x_first_m16: bool | None = None) -> str:
+             tgroups: bool = False, xpair: bool = False, x_first_m16: bool | None = None, coherent_x: bool = False) -> str:
     """The PTX. The defaults are the promoted build (v3g); ``generate(sh, **V3)`` is v3 as promoted
     at cb9faad (bitwise the same outputs). ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x, on v3): x comes into
     shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
@@ -799,7 +807,10 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     before griddepcontrol.wait; x's loads go first and every stage's chunk right after them (None:
     the shape's own ``Fp8Gemv.x_first``, promoted after proj_variant.py v3q)
     (trace_v3g.json: at M = 16 the first chunk, requested before x, still lands ~1.2 us later than
-    at M = 1, and x itself waits behind the first chunks in the DRAM queues; proj_variant.py v3q)."""
+    at M = 1, and x itself waits behind the first chunks in the DRAM queues; proj_variant.py v3q).
+    ``coherent_x`` (a candidate, experiments/proj/coherent_x_variant.py): the activations by
+    ld.global instead of ld.global.nc (``_XLD``); the same arithmetic, so the same outputs."""
+    _XLD[0] = "ld.global" if coherent_x else "ld.global.nc"  # a candidate (see _XLD)
     assert x_rows or not skip_nt1
     assert not (stage_x and x_rows), "stage_x is a variant of v3's x prologue: pass **V3 with it"
     assert sh.fuse in ("", "norm", "res", "gate", "moe", "moedown") and (sh.fuse != "norm" or (x_rows and sh.NC == 1))
@@ -961,7 +972,7 @@ def gate_cta(e: Emit, sh: Shape) -> None:
         e(f"  setp.lt.u32 %pv, %m, {m + 1};  // token {m} >= M: zeros")
         e(f"  mov.b32 {X[2 * m]}, 0;")
         e(f"  mov.b32 {X[2 * m + 1]}, 0;")
-        e(f"  @!%pv ld.global.nc.v2.u32 {{{X[2 * m]}, {X[2 * m + 1]}}}, [%pb+{m * 2 * sh.K}];")
+        e(f"  @!%pv {_XLD[0]}.v2.u32 {{{X[2 * m]}, {X[2 * m + 1]}}}, [%pb+{m * 2 * sh.K}];")
     e("  shl.b32 %t0, %t2, 16;")
     e("  mov.b32 %xs0, %t0;")
     e("  and.b32 %t0, %t2, 0xffff0000;")
