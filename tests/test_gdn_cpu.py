@@ -253,3 +253,19 @@ def test_pdl_build_is_promoted_beside_the_plain_one_and_picked_only_under_set_pd
     monkeypatch.setattr(_dispatch, "_PDL", True)
     dops.gdn_decode(*testbeds._gdn_args(i), 16, 1e-6, out)
     assert seen == [C.name, P.name]
+
+
+@pytest.mark.parametrize("pdl", [False, True])
+def test_local_qk_candidate_assembles_without_the_exchange(pdl):
+    """gen_gdn_decode.generate(local_qk=True) (experiments/gdn/local_qk_variant.py, not yet run):
+    no q/k pushes and no bar_qk, one st.async left (the norm sums), each q/k window written under
+    the one-writer predicate, no spills; the promoted PTX is untouched by the option."""
+    g = _generator()
+    kw = dict(pdl=True, name="gdn_decode_b32_pdl") if pdl else {}
+    t = g.generate(local_qk=True, **kw)
+    assert "bar_qk" not in t and t.count("st.async.shared::cluster") == 1
+    assert t.count("barrier.cluster.wait.aligned") == 2  # before the norm exchange, and on the bad-slot path
+    assert t.index("barrier.cluster.wait.aligned") > t.index("qk_s")
+    res = _ptxas_usage(kw.get("name", C.name), t)
+    assert res["spill_stores"] == res["stack_frame"] == 0, res
+    assert paths.ptx_path("sm_90a", "gdn", C.name).read_text() == g.generate()

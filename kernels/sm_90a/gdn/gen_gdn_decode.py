@@ -195,11 +195,12 @@ def load_params(e: Emit) -> dict:
     return {p: f"%a{i}" for i, p in enumerate(PARAMS)}
 
 
-def slot_free_loads(e: Emit, A: dict, act=None, zn_async: bool = False) -> None:
+def slot_free_loads(e: Emit, A: dict, act=None, zn_async: bool = False, conv: bool = True) -> None:
     """The loads that need no slot id: b, a, A_log, dt_bias (all threads), z and the norm weight
     (warp 0; %pw), this thread's conv channel (%ch, %pc, %pq), its qkv value and conv weights.
     ``act`` emits the loads of the projection outputs (a no-op under pdl: they follow the wait);
-    ``zn_async``: z and the norm weight by cp.async (zn_async_loads)."""
+    ``zn_async``: z and the norm weight by cp.async (zn_async_loads). ``conv=False`` (local_qk):
+    without the conv channel's loads."""
     act = e if act is None else act
     e(f"mad.lo.u32 %t0, %seq, {NV}, %h;")
     e("mul.wide.u32 %pt, %t0, 2;")
@@ -225,6 +226,8 @@ def slot_free_loads(e: Emit, A: dict, act=None, zn_async: bool = False) -> None:
         e("mul.wide.u32 %pt, %t1, 2;")
         e(f"add.u64 %pt, {A['z']}, %pt;")
         act("@%pw ld.global.nc.b16 %zb, [%pt];")
+    if not conv:
+        return
     e("// this thread's conv channel: q (th < 16), k (th < 32), v (th < 64)")
     conv_channel(e)
     e("mad.lo.u32 %t1, %seq, %qrow, %ch;")
@@ -364,6 +367,96 @@ def gate_z(e: Emit) -> None:
     e("cvt.rn.bf16.f32 %u0, %o;")
 
 
+# --- local_qk (a candidate): every rank convolves all 256 q/k channels of its key head itself ---
+def _lqk_channels(e: Emit) -> None:
+    """local_qk: %ch = q channel kh 128 + th, %ck = k channel 2048 + %ch (every thread); %cv = this
+    rank's v channel 4096 + h 128 + 32 r + th (warp 0, %pw); %pc: the thread writes the q and k
+    windows (th / 16 == rank: each channel's window has one writer in the cluster)."""
+    e(f"mad.lo.u32 %ch, %kh, {DK}, %th;  // q channel")
+    e(f"add.u32 %ck, %ch, {NK * DK};  // k channel")
+    e(f"mad.lo.u32 %cv, %h, {DV}, %col;")
+    e(f"add.u32 %cv, %cv, {2 * NK * DK};  // v channel (warp 0)")
+    e(f"shr.u32 %t0, %th, {(QK_PER_RANK - 1).bit_length()};")
+    e("setp.eq.u32 %pc, %t0, %rank;  // this rank writes the q, k windows of threads 16 rank ..")
+
+
+def _lqk_act_loads(e: Emit, A: dict, nc: str) -> None:
+    """local_qk: the token's qkv values of the thread's q, k (and, warp 0, v) channels."""
+    e("mad.lo.u32 %t1, %seq, %qrow, %ch;")
+    e("mul.wide.u32 %pt, %t1, 2;")
+    e(f"add.u64 %pt, {A['qkv']}, %pt;")
+    e(f"ld.global{nc}.b16 %xb, [%pt];")
+    e(f"ld.global{nc}.b16 %xk, [%pt+{2 * NK * DK}];")
+    e("mad.lo.u32 %t1, %seq, %qrow, %cv;")
+    e("mul.wide.u32 %pt, %t1, 2;")
+    e(f"add.u64 %pt, {A['qkv']}, %pt;")
+    e(f"@%pw ld.global{nc}.b16 %xv, [%pt];")
+
+
+def _lqk_weights(e: Emit, A: dict) -> None:
+    e("mul.wide.u32 %pt, %ch, 8;")
+    e(f"add.u64 %pt, {A['conv_w']}, %pt;")
+    e("ld.global.nc.v2.b32 {%wlo, %whi}, [%pt];  // conv_w[q channel]")
+    e(f"ld.global.nc.v2.b32 {{%klo, %khi}}, [%pt+{8 * NK * DK}];  // conv_w[k channel]")
+    e("mul.wide.u32 %pt, %cv, 8;")
+    e(f"add.u64 %pt, {A['conv_w']}, %pt;")
+    e("@%pw ld.global.nc.v2.b32 {%vlo, %vhi}, [%pt];  // conv_w[v channel]")
+
+
+def _lqk_windows(e: Emit, pool: str) -> None:
+    """local_qk: the three channels' conv windows at the slot (%pcv: q's; k's is 2048 channels on)."""
+    conv_window_address(e, pool)
+    for i, (q, k) in enumerate((("%u1", "%y1"), ("%u2", "%y2"), ("%u3", "%y3"))):
+        e(f"ld.global.b16 {q}, [%pcv+{2 * i}];")
+        e(f"ld.global.b16 {k}, [%pcv+{2 * i + 6 * NK * DK}];")
+    e(f"mul.lo.u64 %pcw, %slot, {CONV};")
+    e("cvt.u64.u32 %pt, %cv;")
+    e("add.u64 %pcw, %pcw, %pt;")
+    e(f"mul.lo.u64 %pcw, %pcw, {2 * (KW - 1)};")
+    e(f"add.u64 %pcw, {pool}, %pcw;  // conv_pool[slot, v channel, 0..2]")
+    for i, v in enumerate(("%v1", "%v2", "%v3")):
+        e(f"@%pw ld.global.b16 {v}, [%pcw+{2 * i}];")
+
+
+def _conv_of(e: Emit, lo: str, hi: str, w: tuple, xb: str, out: str) -> None:
+    """out = bf16(silu(conv)) of one channel: weights (lo, hi), window w (oldest first), new xb;
+    the same instructions as conv_math + _silu_bf16."""
+    for i, (reg, mask) in enumerate(((lo, False), (lo, True), (hi, False), (hi, True))):
+        e(f"and.b32 %t0, {reg}, 0xffff0000;" if mask else f"shl.b32 %t0, {reg}, 16;")
+        e(f"mov.b32 %f{i}, %t0;")
+    for i, u in enumerate((*w, xb)):
+        e(f"cvt.f32.bf16 %f{4 + i}, {u};")
+    e(f"mul.f32 {out}, %f0, %f4;")
+    for i in range(1, 4):
+        e(f"fma.rn.f32 {out}, %f{i}, %f{4 + i}, {out};")
+    _silu_bf16(e, out, out)
+
+
+def _lqk_conv(e: Emit) -> None:
+    """local_qk step 2: q and k of channel th to qk_s[th], qk_s[128 + th] (no exchange), v of the
+    rank's column th to v_s (warp 0); each window written by its one writer."""
+    _conv_of(e, "%wlo", "%whi", ("%u1", "%u2", "%u3"), "%xb", "%q")
+    _conv_of(e, "%klo", "%khi", ("%y1", "%y2", "%y3"), "%xk", "%k")
+    e("@!%pc bra QK_WINDOWS_DONE;")
+    for i, (q, k) in enumerate((("%u2", "%y2"), ("%u3", "%y3"), ("%xb", "%xk"))):
+        e(f"st.global.b16 [%pcv+{2 * i}], {q};")
+        e(f"st.global.b16 [%pcv+{2 * i + 6 * NK * DK}], {k};")
+    e("QK_WINDOWS_DONE:")
+    e("shl.b32 %t1, %th, 2;")
+    e("mov.u32 %t0, qk_s;")
+    e("add.u32 %t0, %t0, %t1;")
+    e("st.shared.f32 [%t0], %q;")
+    e(f"st.shared.f32 [%t0+{4 * DK}], %k;")
+    e("@!%pw bra V_DONE;")
+    _conv_of(e, "%vlo", "%vhi", ("%v1", "%v2", "%v3"), "%xv", "%x")
+    for i, v in enumerate(("%v2", "%v3", "%xv")):
+        e(f"st.global.b16 [%pcw+{2 * i}], {v};")
+    e("mov.u32 %t0, v_s;")
+    e("add.u32 %t0, %t0, %t1;")
+    e("st.shared.f32 [%t0], %x;")
+    e("V_DONE:")
+
+
 def zn_async_loads(e: Emit, A: dict, after_wait: bool, act) -> None:
     """Warp 0 lanes 0-3 copy the CTA's 32 norm weights (64 B) and lanes 4-7 its 32 z values by
     16-byte cp.async into zn_s (no register holds them until the end). The norm weight goes
@@ -395,7 +488,8 @@ def zn_async_loads(e: Emit, A: dict, after_wait: bool, act) -> None:
     e("cp.async.commit_group;")
 
 
-def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: str = NAME, coherent: bool = True) -> str:
+def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: str = NAME, coherent: bool = True,
+             local_qk: bool = False) -> str:
     """The PTX. ``pdl`` (experiments/gdn/pdl_variant.py, not promoted): for a programmatic
     dependent launch, let the next grid launch at once and load the slot id, the weights, the
     conv windows and the state before ``griddepcontrol.wait``; the projection outputs (qkv,
@@ -411,7 +505,14 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
     PDL overlaps the writer's), and launch_dependents follows the wait. coherent=False is the
     build measured by experiments/gdn/pdl_variant.py and pdl_chain_variant.py: in the decode
     runner's PDL engine its logits differed from plain launches at batch 1 and 8
-    (experiments/decode/pdl_gdn_variant.json; either change alone made them bitwise)."""
+    (experiments/decode/pdl_gdn_variant.json; either change alone made them bitwise).
+    ``local_qk`` (a candidate, CPU-built): every rank convolves all 256 q and k channels of its
+    key head itself (two per thread; warp 0 also its 32 v channels) instead of 16 + 16 pushed to
+    the 8 ranks by st.async: no q/k exchange and no wait for it on the critical path, the cluster
+    barrier only before the norm exchange. Each channel's conv is the same instructions and each
+    thread holds the same q[th], k[th] as after the exchange, so the outputs are bitwise the
+    promoted kernel's; each window still has one writer (rank th / 16)."""
+    assert not (local_qk and zn_async), "local_qk is built on the promoted build"
     e = Emit()
     act = (lambda line: None) if pdl else e  # the loads of the projection outputs, moved after the wait under pdl
     e(f"// {name}: Gated DeltaNet decode step for B <= 32 sequences. Generated by gen_gdn_decode.py (the design is there).")
@@ -435,6 +536,10 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
     e(".reg .pred %p, %pc, %pq, %pv, %pw;")
     e(".reg .b32 %th, %warp, %lane, %rank, %cl, %seq, %kh, %h, %r, %col, %ch, %t<4>, %qrow, %zrow, %npool, %wlo, %whi, %sr, %sq;")
     e(".reg .b16 %u<4>, %xb, %bb, %ab, %nwb, %zb;")
+    if local_qk:
+        e(".reg .b32 %ck, %cv, %klo, %khi, %vlo, %vhi;")
+        e(".reg .b16 %xk, %xv, %y<4>, %v<4>;")
+        e(".reg .b64 %pcw;")
     e(f".reg .f32 %s<{CHUNK}>, %f<12>, %q, %k, %v, %x, %kn, %qn, %beta, %dec, %kv, %dl, %o, %ss, %eps, %alog, %dtb;")
     e(".reg .b64 %a<12>, %pt, %pst, %pcv, %slot;")
     e(f".shared .align 16 .f32 qk_s[{2 * DK}];  // q | k of the key head, from all 8 ranks")
@@ -444,15 +549,18 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
     e(".shared .align 16 .f32 norm_s[4];  // sum of o^2 of each of the value head's 4 ranks")
     if zn_async:
         e(f".shared .align 16 .b16 zn_s[{2 * CHUNK}];  // warp 0: the 32 norm weights | the 32 z values, by cp.async")
-    e(".shared .align 8 .b64 bar_qk;  // completes when the 8 ranks' q and k (1 KB) have landed")
+    if not local_qk:
+        e(".shared .align 8 .b64 bar_qk;  // completes when the 8 ranks' q and k (1 KB) have landed")
     e(".shared .align 8 .b64 bar_norm;  // completes when the head's 4 sums of o^2 (16 B) have landed")
     A = load_params(e)
     cluster_coords(e)
     e("setp.eq.u32 %p, %th, 0;")
     e("@!%p bra INIT_DONE;")
-    e("mbarrier.init.shared::cta.b64 [bar_qk], 1;")
+    if not local_qk:
+        e("mbarrier.init.shared::cta.b64 [bar_qk], 1;")
     e("mbarrier.init.shared::cta.b64 [bar_norm], 1;")
-    e(f"mbarrier.arrive.expect_tx.shared::cta.b64 _, [bar_qk], {2 * DK * 4};")
+    if not local_qk:
+        e(f"mbarrier.arrive.expect_tx.shared::cta.b64 _, [bar_qk], {2 * DK * 4};")
     e("mbarrier.arrive.expect_tx.shared::cta.b64 _, [bar_norm], 16;")
     e("fence.mbarrier_init.release.cluster;")
     e("INIT_DONE:")
@@ -465,15 +573,25 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
     e("mul.wide.u32 %pt, %seq, 8;")
     e(f"add.u64 %pt, {A['slots']}, %pt;")
     e("ld.global.nc.u64 %slot, [%pt];")
-    slot_free_loads(e, A, act, zn_async)
+    if local_qk:
+        slot_free_loads(e, A, act, zn_async, conv=False)
+        _lqk_channels(e)
+        if not pdl:
+            _lqk_act_loads(e, A, ".nc")
+        _lqk_weights(e, A)
+    else:
+        slot_free_loads(e, A, act, zn_async)
     e("// the conv window and the state slice, at the slot id")
     e("cvt.u64.u32 %pt, %npool;")
     e("setp.ge.u64 %p, %slot, %pt;  // also a negative slot id: the whole cluster shares it")
     e("@%p bra BAD_SLOT;")
-    conv_window_address(e, A["conv_pool"])
-    e("@%pc ld.global.b16 %u1, [%pcv];")
-    e("@%pc ld.global.b16 %u2, [%pcv+2];")
-    e("@%pc ld.global.b16 %u3, [%pcv+4];")
+    if local_qk:
+        _lqk_windows(e, A["conv_pool"])
+    else:
+        conv_window_address(e, A["conv_pool"])
+        e("@%pc ld.global.b16 %u1, [%pcv];")
+        e("@%pc ld.global.b16 %u2, [%pcv+2];")
+        e("@%pc ld.global.b16 %u3, [%pcv+4];")
     e(f"// state_pool + ((slot * {NV} + h) * {DK} + 32 warp + i) * {DV} + col")
     state_address(e, A["state_pool"])
     for i in range(CHUNK):
@@ -498,46 +616,55 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
             e("mul.wide.u32 %pt, %t1, 2;")
             e(f"add.u64 %pt, {A['z']}, %pt;")
             e(f"@%pw ld.global{nc}.b16 %zb, [%pt];")
-        e("mad.lo.u32 %t1, %seq, %qrow, %ch;")
-        e("mul.wide.u32 %pt, %t1, 2;")
-        e(f"add.u64 %pt, {A['qkv']}, %pt;")
-        e(f"@%pc ld.global{nc}.b16 %xb, [%pt];")
+        if local_qk:
+            _lqk_act_loads(e, A, nc)
+        else:
+            e("mad.lo.u32 %t1, %seq, %qrow, %ch;")
+            e("mul.wide.u32 %pt, %t1, 2;")
+            e(f"add.u64 %pt, {A['qkv']}, %pt;")
+            e(f"@%pc ld.global{nc}.b16 %xb, [%pt];")
 
-    e("// 2. conv update of this thread's channel; its new window is written by its only reader")
-    e("@!%pc bra CONV_DONE;")
-    conv_math(e)
-    e("st.global.b16 [%pcv], %u2;")
-    e("st.global.b16 [%pcv+2], %u3;")
-    e("st.global.b16 [%pcv+4], %xb;")
-    _silu_bf16(e, "%x", "%x")
-    e("CONV_DONE:")
-    e("barrier.cluster.wait.aligned;  // every rank has started")
-    e("@!%pq bra PUSH_V;")
-    e("// q or k: pushed to qk_s of all 8 ranks at (th < 16 ? 0 : 128) + 16 rank + th % 16")
-    e(f"and.b32 %t0, %th, {QK_PER_RANK - 1};")
-    e(f"mad.lo.u32 %t0, %rank, {QK_PER_RANK}, %t0;")
-    e(f"setp.ge.u32 %p, %th, {QK_PER_RANK};")
-    e(f"@%p add.u32 %t0, %t0, {DK};")
-    e("mov.u32 %t1, qk_s;")
-    e("mad.lo.u32 %t1, %t0, 4, %t1;")
-    e("mov.u32 %t0, bar_qk;")
-    for j in range(CLUSTER):
-        e(f"mapa.shared::cluster.u32 %t2, %t1, {j};")
-        e(f"mapa.shared::cluster.u32 %t3, %t0, {j};")
-        e("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%t2], %x, [%t3];")
-    e("bra.uni PUSHED;")
-    e("PUSH_V:")
-    e("@!%pc bra PUSHED;")
-    e(f"sub.u32 %t0, %th, {2 * QK_PER_RANK};")
-    e("mov.u32 %t1, v_s;")
-    e("mad.lo.u32 %t1, %t0, 4, %t1;")
-    e("st.shared.f32 [%t1], %x;")
-    e("PUSHED:")
-    _wait(e, "bar_qk", "WAIT_QK")
+    if local_qk:
+        e("// 2. conv of the key head's q and k channel th (every rank) and of v column th (warp 0)")
+        _lqk_conv(e)
+    else:
+        e("// 2. conv update of this thread's channel; its new window is written by its only reader")
+        e("@!%pc bra CONV_DONE;")
+        conv_math(e)
+        e("st.global.b16 [%pcv], %u2;")
+        e("st.global.b16 [%pcv+2], %u3;")
+        e("st.global.b16 [%pcv+4], %xb;")
+        _silu_bf16(e, "%x", "%x")
+        e("CONV_DONE:")
+        e("barrier.cluster.wait.aligned;  // every rank has started")
+        e("@!%pq bra PUSH_V;")
+        e("// q or k: pushed to qk_s of all 8 ranks at (th < 16 ? 0 : 128) + 16 rank + th % 16")
+        e(f"and.b32 %t0, %th, {QK_PER_RANK - 1};")
+        e(f"mad.lo.u32 %t0, %rank, {QK_PER_RANK}, %t0;")
+        e(f"setp.ge.u32 %p, %th, {QK_PER_RANK};")
+        e(f"@%p add.u32 %t0, %t0, {DK};")
+        e("mov.u32 %t1, qk_s;")
+        e("mad.lo.u32 %t1, %t0, 4, %t1;")
+        e("mov.u32 %t0, bar_qk;")
+        for j in range(CLUSTER):
+            e(f"mapa.shared::cluster.u32 %t2, %t1, {j};")
+            e(f"mapa.shared::cluster.u32 %t3, %t0, {j};")
+            e("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%t2], %x, [%t3];")
+        e("bra.uni PUSHED;")
+        e("PUSH_V:")
+        e("@!%pc bra PUSHED;")
+        e(f"sub.u32 %t0, %th, {2 * QK_PER_RANK};")
+        e("mov.u32 %t1, v_s;")
+        e("mad.lo.u32 %t1, %t0, 4, %t1;")
+        e("st.shared.f32 [%t1], %x;")
+        e("PUSHED:")
+        _wait(e, "bar_qk", "WAIT_QK")
 
     e("// 3. l2norm of q and k over dk, q scaled by dk^-1/2 (the same sums in every rank)")
     qk_norms_gates(e, "qk_s")
     delta_rule(e)
+    if local_qk:
+        e("barrier.cluster.wait.aligned;  // every rank has started: st.async may target it")
     e("// 5. gated RMSNorm over the value head's 128 columns: this rank's sum of o^2 to the head's 4 ranks")
     e("@!%pw bra NORM_PUSHED;")
     e("mul.f32 %f10, %o, %o;")
