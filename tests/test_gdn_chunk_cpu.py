@@ -78,6 +78,27 @@ def test_framework_paths_agree_with_float64_and_leave_the_pools():
         assert torch.equal(i["conv_pool"][so[b]], seq["conv_pool"][want] if j else before[0][want])
 
 
+def test_commit_framework_masks_unaccepted_tokens_and_skips_bad_slots():
+    """Tokens past the accepted count are not read (NaN there changes nothing); a slot id outside
+    the pool (in or out) writes nothing and does not raise, as the kernel."""
+    B, T = 3, 4
+    i = _inputs(B, T, seed=9)
+    r = rg.verify_restore(*testbeds._chunk_args(i), 16, 1e-6)
+    ks, ds, gs = (r[n].float().clone() for n in ("ksave", "dsave", "gsave"))
+    ds[0, 2:] = float("nan")
+    ks[0, 2:] = float("nan")
+    conv, state = i["conv_pool"].clone(), i["state_pool"].clone()
+    P = state.shape[0]
+    so = i["slots_out"][:, 0].clone()
+    sin = i["slot_in"].clone()
+    sin[2] = P + 3
+    dops.gdn_commit_framework(i["qkv"], conv, state, sin, so, torch.tensor([2, 1, 1]), ks, ds, gs)
+    seq = rg.verify_steps(*testbeds._gdn_args(i), 16, 1e-6)
+    assert rel_err(state[so[0]], seq["state_pool"][i["slots_out"][0, 1]]) < 1e-5
+    assert rel_err(state[so[1]], seq["state_pool"][i["slots_out"][1, 0]]) < 1e-5
+    assert torch.equal(state[so[2]], i["state_pool"][so[2]]) and torch.equal(conv[so[2]], i["conv_pool"][so[2]])
+
+
 def test_commit_framework_in_place_and_bad_counts():
     """slot_out = slot_in commits in place; a count outside 0..T leaves that sequence's slot alone."""
     B, T = 2, 4

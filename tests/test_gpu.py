@@ -554,10 +554,32 @@ def test_gdn_verify_chunk_then_commit_is_the_sequential_kernel(B, T):
             slot = i["slot_in"][b] if j == 0 else i["slots_out"][b, j - 1]
             assert metrics.rel_err(state[i["slot_in"][b]], src["state_pool"][slot]) < 1e-3, (j, b)
             assert torch.equal(conv[i["slot_in"][b]], src["conv_pool"][slot]), (j, b)
-    i["slot_in"][0] = B * (T + 1)  # outside the pool
+    # the commit's reject paths: a count outside 0..T, a slot id outside the pool: nothing written
+    if B > 1:
+        conv, state = pristine["conv_pool"].clone(), pristine["state_pool"].clone()
+        so = i["slots_out"][:, 0].contiguous()
+        bad_out = so.clone()
+        bad_out[1] = B * (T + 1)
+        acc = torch.tensor([T + 1] + [1] * (B - 1), device="cuda")
+        dops.gdn_commit(i["qkv"], conv, state, i["slot_in"], bad_out, acc, *(outs[k] for k in ("ksave", "dsave",
+                                                                                               "gsave")))
+        torch.cuda.synchronize()
+        assert _misses("gdn_commit") == 0
+        for b in (0, 1):
+            assert torch.equal(state[so[b]], pristine["state_pool"][so[b]]), b
+            assert torch.equal(conv[so[b]], pristine["conv_pool"][so[b]]), b
+        assert metrics.rel_err(state[so[2]], seq["state_pool"][i["slots_out"][2, 0]]) < 1e-3
+    i["slot_in"][0] = B * (T + 1)  # outside the pool: NaN outputs, no restore data written
+    for t in outs.values():
+        t.fill_(float("nan"))
     dops.gdn_verify_chunk(*testbeds._chunk_args(i), 16, 1e-6, *outs.values())
     torch.cuda.synchronize()
     assert outs["out"][0].isnan().all() and not outs["out"][1:].isnan().any()
+    for k in ("ksave", "dsave", "gsave"):
+        if k == "ksave":  # a key head's k is written by rank 0 of its even value head: all heads of seq 0 NaN
+            assert outs[k][0].isnan().all(), k
+        else:
+            assert outs[k][0].isnan().all() and not outs[k][1:].isnan().any(), k
 
 
 @pytest.mark.parametrize("M", [1, 9, 16])

@@ -22,11 +22,12 @@ its 2 ulp almost always; measured, experiments/gdn/verify_chunk_variant.json).
 Every CTA computes the conv and l2norm of all 128 q and 128 k channels of its key head for the
 T tokens itself (no exchange: 8 KB of L2 reads instead of st.async fan-out); only the gated
 norm's sums of o^2 cross CTAs (st.async into the 4 ranks, one mbarrier).
-1. loads: slot id, per-token b and a (warp 0), q/k inputs and conv weights (thread th: q and k
-   channel th of the key head), v inputs of the CTA's 32 channels (thread (w, lane): tokens
-   w + 4m), z and the norm weight; then the conv windows and the 32 state values per thread;
+1. loads: slot id, per-token b and a (warp 0), q/k inputs and conv weights (threads 0-63: q
+   channels 2 th, 2 th + 1 of the key head; 64-127: the k pair; by 4-byte loads), v inputs of
+   the CTA's 32 channels (thread (w, lane): tokens w + 4m), z and the norm weight; then the conv
+   windows and the 32 state values per thread;
 2. conv + SiLU (BF16-rounded, as the model) of q, k (per thread, tokens in order) and v (from
-   shared memory); the q/k sums of squares (shfl.bfly, then the 4 warps' sums in warp order);
+   shared memory); the q/k sums of squares (shfl.bfly, then warps 0 + 1 for q, 2 + 3 for k);
    the gates and the inclusive scan of the log2 decays (warp 0, shfl.up in a fixed order);
 3. kv0 and qs0 (a runtime loop over the T tokens, 4 partial chains of 8 rows per vector, the
    4 warps' partials added in warp order);

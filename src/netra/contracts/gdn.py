@@ -195,13 +195,15 @@ GDN_COMMIT_T16 = Contract(
     summary="the conv window and state after the first accepted[b] (0..T) verified tokens of sequence b, from slot_in "
     "and gdn_verify_chunk's restore data, into pool slot slot_out (slot_in itself: in place)",
     params=(
-        Tensor("qkv", "bf16", ("B", "T", CONV_DIM), "in", strides=("qkv_seq", "qkv_tok", 1)),
+        Tensor("qkv", "bf16", ("B", "T", CONV_DIM), "in", strides=("qkv_seq", "qkv_tok", 1), align=4),
         Tensor("conv_pool", "bf16", ("P", CONV_DIM, KW - 1), "inout", align=16),
         Tensor("state_pool", "f32", ("P", NV, DK, DV), "inout", align=16),
         Tensor("slot_in", "i64", ("B",), "in", align=8),
-        Tensor("slot_out", "i64", ("B",), "in", align=8, doc="not another sequence's slot_in"),
+        Tensor("slot_out", "i64", ("B",), "in", align=8,
+               doc="distinct across the sequences and not another sequence's slot_in"),
         Tensor("accepted", "i64", ("B",), "in", align=8, doc="0..T; else nothing is written for that sequence"),
-        *(Tensor(t.name, t.dtype, t.shape, "in", align=16, doc=t.doc) for t in _RESTORE),
+        # k and delta by 16-byte cp.async; c by scalar loads
+        *(Tensor(t.name, t.dtype, t.shape, "in", align=4 if t.name == "gsave" else 16, doc=t.doc) for t in _RESTORE),
         Scalar("qkv_seq", "u32", value="qkv_seq"),
         Scalar("qkv_tok", "u32", value="qkv_tok"),
         Scalar("tokens", "u32", value="T"),

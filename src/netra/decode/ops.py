@@ -295,7 +295,9 @@ def gdn_decode(qkv: Tensor, z: Tensor, b: Tensor, a: Tensor, conv_weight: Tensor
     B <= 32, int64 slots, num_k_heads 16."""
     if num_k_heads == 16:  # the kernel's head grouping; the contract checks every shape
         # under set_pdl (the decode runner's PDL capture) the build that loads the state before
-        # griddepcontrol.wait: the runner launches it right after bf16_linear2 (contract gdn_decode_b32_pdl)
+        # griddepcontrol.wait: the runner launches it right after bf16_linear2 (contract
+        # gdn_decode_b32_pdl). Never two gdn_decode calls on the same pools back to back under set_pdl:
+        # the second would read the state before the first has written it
         k = gdn.DECODE_PDL if _dispatch._PDL else gdn.DECODE
         reason = k.go(qkv, z, b, a, conv_weight, A_log, dt_bias, norm_weight, conv_pool, state_pool, slots, out, eps)
         if reason is None:
@@ -463,23 +465,26 @@ def gdn_commit(qkv: Tensor, conv_pool: Tensor, state_pool: Tensor, slot_in: Tens
 
 def gdn_commit_framework(qkv: Tensor, conv_pool: Tensor, state_pool: Tensor, slot_in: Tensor, slot_out: Tensor,
                          accepted: Tensor, ksave: Tensor, dsave: Tensor, gsave: Tensor) -> None:
-    """gdn_commit's framework path (fp32, every sequence at once, no host synchronization)."""
+    """gdn_commit's framework path (fp32, every sequence at once, no host synchronization). As the
+    kernel, a sequence whose count is outside 0..T or whose slot ids are outside the pool changes
+    nothing (its slot_out is rewritten with its own contents; slot_out must be distinct across the
+    sequences), and tokens past the accepted count are not read (masked, so a NaN there is harmless)."""
     B, T = qkv.shape[:2]
-    nv, K1 = state_pool.shape[1], conv_pool.shape[2]
-    j = accepted.long()
-    valid = (j >= 0) & (j <= T)
-    jc = j.clamp(0, T)
+    P, nv, K1 = state_pool.shape[0], state_pool.shape[1], conv_pool.shape[2]
+    j, si, so = accepted.long(), slot_in.long(), slot_out.long()
+    valid = (j >= 0) & (j <= T) & (si >= 0) & (si < P) & (so >= 0) & (so < P)
+    jc, si, so = j.clamp(0, T), si.clamp(0, P - 1), so.clamp(0, P - 1)
     c = torch.cat([torch.zeros_like(gsave[:, :1]), gsave.float()], 1)  # [B, T + 1, nv]: c_-1 = 0
     cl = c.gather(1, jc[:, None, None].expand(B, 1, nv))  # c_(j-1)
-    s = torch.arange(T, device=qkv.device)
-    w = torch.where((s[None, :] < jc[:, None])[:, :, None], torch.exp2(cl - c[:, 1:]), 0.0)  # [B, T, nv]
-    k = ksave.float().repeat_interleave(nv // ksave.shape[2], 2)  # [B, T, nv, dk]
-    S = torch.exp2(cl[:, 0])[:, :, None, None] * state_pool[slot_in].float() + torch.einsum(
-        "bsh,bshk,bshv->bhkv", w, k, dsave.float())
-    state_pool[slot_out] = torch.where(valid[:, None, None, None], S, state_pool[slot_out])
-    hist = torch.cat([conv_pool[slot_in], qkv.transpose(1, 2)], -1)  # [B, C, K - 1 + T]
+    taken = torch.arange(T, device=qkv.device)[None, :] < jc[:, None]  # [B, T]
+    w = torch.where(taken[:, :, None], torch.exp2(cl - c[:, 1:]), 0.0)  # [B, T, nv]
+    d = torch.where(taken[:, :, None, None], dsave.float(), 0.0)
+    k = torch.where(taken[:, :, None, None], ksave.float(), 0.0).repeat_interleave(nv // ksave.shape[2], 2)
+    S = torch.exp2(cl[:, 0])[:, :, None, None] * state_pool[si].float() + torch.einsum("bsh,bshk,bshv->bhkv", w, k, d)
+    state_pool[so] = torch.where(valid[:, None, None, None], S, state_pool[so])
+    hist = torch.cat([conv_pool[si], qkv.transpose(1, 2)], -1)  # [B, C, K - 1 + T]
     idx = (jc[:, None, None] + torch.arange(K1, device=qkv.device)).expand(B, hist.shape[1], K1)
-    conv_pool[slot_out] = torch.where(valid[:, None, None], hist.gather(2, idx), conv_pool[slot_out])
+    conv_pool[so] = torch.where(valid[:, None, None], hist.gather(2, idx), conv_pool[so])
 
 
 @gdn_commit.register_fake
