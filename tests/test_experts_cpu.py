@@ -358,3 +358,18 @@ def test_router_norm_ptx_is_current_and_its_framework_path_is_norm_then_router()
 
     assert torch.equal(want["idx"], router_topk(router_logits(x, i["w"]), TOP_K)[1])
     assert not torch.equal(tb.reference(i)["x_out"], x.double())  # the float64 x is not the BF16 one
+
+
+@pytest.mark.parametrize("norm", [False, True])
+def test_router_16_rank_candidate_assembles(norm):
+    """gen_moe_router.generate(ranks=16) (experiments/proj/router/router_ranks_variant.py, not yet
+    run): a cluster of 16, 16 experts per CTA (one pair per warp), the token from ctaid / 16, no
+    spills; the promoted 8-rank PTX is untouched by the option."""
+    from test_proj_cpu import _assembles_without_spills
+
+    g = paths.generator("proj", "gen_moe_router")
+    t = g.generate(norm=norm, ranks=16)
+    assert ".reqnctapercluster 16, 1, 1" in t and "shr.u32 %tok, %tok, 4;" in t
+    assert "mad.lo.u32 %ex, %rank, 16, 0;" in t
+    _assembles_without_spills(g.NORM_NAME if norm else g.NAME, t)
+    assert paths.ptx_path("sm_90a", "proj", g.NORM_NAME if norm else g.NAME).read_text() == g.generate(norm=norm)
