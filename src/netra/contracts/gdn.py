@@ -78,6 +78,17 @@ GDN_DECODE_B32_PDL = dataclasses.replace(
     "netra::gdn_decode picks this kernel only while set_pdl is on",
 )
 
+# the verification kernels' scalars: token-major row strides of qkv and z, T, the pool size, eps
+_VERIFY_SCALARS = (
+    Scalar("qkv_seq", "u32", value="qkv_seq"),
+    Scalar("qkv_tok", "u32", value="qkv_tok"),
+    Scalar("z_seq", "u32", value="z_seq"),
+    Scalar("z_tok", "u32", value="z_tok"),
+    Scalar("tokens", "u32", value="T"),
+    Scalar("pool_slots", "u32", value="P"),
+    Scalar("eps", "f32"),
+)
+
 GDN_VERIFY_T16 = Contract(
     name="gdn_verify_t16",
     family="gdn",
@@ -97,13 +108,7 @@ GDN_VERIFY_T16 = Contract(
         Tensor("slot_in", "i64", ("B",), "in", align=8, doc="the slot each sequence starts from (read only)"),
         Tensor("slots_out", "i64", ("B", "T"), "in", align=8, doc="the slot that receives the state after token t"),
         Tensor("out", "bf16", ("B", "T", VALUE_DIM), "out"),
-        Scalar("qkv_seq", "u32", value="qkv_seq"),
-        Scalar("qkv_tok", "u32", value="qkv_tok"),
-        Scalar("z_seq", "u32", value="z_seq"),
-        Scalar("z_tok", "u32", value="z_tok"),
-        Scalar("tokens", "u32", value="T"),
-        Scalar("pool_slots", "u32", value="P"),
-        Scalar("eps", "f32"),
+        *_VERIFY_SCALARS,
     ),
     dims={"B": BATCH, "T": tuple(range(1, MAX_TOKENS + 1)), "P": range(1, 1 << 16)},
     grid=("128 * B", "1", "1"),
@@ -156,13 +161,7 @@ def _verify_chunk(name: str, threads: int, note: str) -> Contract:
             Tensor("slot_in", "i64", ("B",), "in", align=8, doc="each sequence's pool slot, in [0, P): else NaN out"),
             Tensor("out", "bf16", ("B", "T", VALUE_DIM), "out"),
             *_RESTORE,
-            Scalar("qkv_seq", "u32", value="qkv_seq"),
-            Scalar("qkv_tok", "u32", value="qkv_tok"),
-            Scalar("z_seq", "u32", value="z_seq"),
-            Scalar("z_tok", "u32", value="z_tok"),
-            Scalar("tokens", "u32", value="T"),
-            Scalar("pool_slots", "u32", value="P"),
-            Scalar("eps", "f32"),
+            *_VERIFY_SCALARS,
         ),
         dims={"B": BATCH, "T": tuple(range(1, MAX_TOKENS + 1)), "P": range(1, 1 << 16)},
         grid=("128 * B", "1", "1"),
