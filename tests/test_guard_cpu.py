@@ -766,3 +766,26 @@ def test_public_op_dispatch_hygiene(op, fake_bound):
     assert len(fake.calls) == 1
     assert _forbidden(events) == []
     assert dict(k.misses) == {}
+
+
+@pytest.mark.parametrize("dims,allowed", [((0, 0, 0), False), ((8, 1, 1), False), ((16, 1, 1), True), ((4, 4, 1), True)])
+def test_loader_allows_non_portable_clusters_only_above_8(monkeypatch, dims, allowed):
+    """loader.allow_cluster_size: a compiled-in cluster of more than 8 CTAs gets the driver's
+    non-portable attribute (else its launch fails); 8 or fewer, or none, are left alone. (Driver
+    faked: no GPU here.)"""
+    from types import SimpleNamespace
+
+    from netra.runtime import loader
+
+    A = loader.cu.CUfunction_attribute
+    attrs = {A.CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH: dims[0], A.CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT: dims[1],
+             A.CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH: dims[2]}
+    ok = loader.cu.CUresult.CUDA_SUCCESS
+    set_calls = []
+    fake = SimpleNamespace(CUfunction_attribute=A, CUresult=loader.cu.CUresult,
+                           cuFuncGetAttribute=lambda a, f: (ok, attrs[a]),
+                           cuFuncSetAttribute=lambda f, a, v: set_calls.append((a, v)) or (ok,))
+    monkeypatch.setattr(loader, "cu", fake)
+    size = loader.allow_cluster_size(object(), "k")
+    assert size == (0 if dims[0] == 0 else dims[0] * dims[1] * dims[2])
+    assert set_calls == ([(A.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)] if allowed else [])

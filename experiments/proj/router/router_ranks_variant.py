@@ -5,8 +5,8 @@ spills), each CTA taking 16 experts instead of 32.
 Why: at M = 1 a token's 1 MB of router weight streams into the 8 SMs of its cluster, 128 KB each,
 in ~6.2 us (norm build): ~20 GB/s per SM... per-SM bandwidth bounds it, not DRAM
 (router_warps_variant: more loads in flight per SM and an L2 prefetch did not help). 16 SMs halve
-each one's share. A cluster of 16 is non-portable: the function attribute is set here (the loader
-would do it from the contract on promotion). The scheduler may place two CTAs of a cluster on
+each one's share. A cluster of 16 is non-portable: the function attribute is set here (and, since this
+commit, by the loader itself for any kernel compiled with a cluster of more than 8). The scheduler may place two CTAs of a cluster on
 one SM (256 threads, 94-128 registers): the `_1sm` builds also ask for 120 KB of dynamic shared
 memory they do not use, which leaves room for one CTA per SM.
 

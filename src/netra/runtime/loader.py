@@ -58,6 +58,27 @@ def param_layout(function, n: int) -> list[tuple[int, int]]:
     return layout
 
 
+def allow_cluster_size(function, name: str) -> int:
+    """The cluster size compiled into ``function`` (``.reqnctapercluster``; 0: none). A cluster
+    of more than 8 CTAs is non-portable: the driver launches it only once the function allows
+    it, which this does. (No promoted kernel needs it yet: the MoE router's 16-rank candidate.)"""
+    A = cu.CUfunction_attribute
+    dims = []
+    for a in (A.CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH, A.CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT,
+              A.CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH):
+        err, v = cu.cuFuncGetAttribute(a, function)
+        if err != cu.CUresult.CUDA_SUCCESS:
+            return 0  # an older driver: no compile-time cluster to allow
+        dims.append(int(v))
+    if dims[0] == 0:
+        return 0
+    size = dims[0] * max(dims[1], 1) * max(dims[2], 1)
+    if size > 8:
+        check(cu.cuFuncSetAttribute(function, A.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
+              f"{name}: allow a cluster of {size} CTAs")
+    return size
+
+
 def load(name: str, device: int) -> LoadedKernel:
     """The loaded kernel for this device, loading it on first use. Not for the dispatch path:
     it may build, read files and call the driver; ops call it once and keep the result."""
@@ -99,6 +120,7 @@ def load(name: str, device: int) -> LoadedKernel:
             if contract.dynamic_smem > 48 * 1024:
                 check(cu.cuFuncSetAttribute(function, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                             contract.dynamic_smem), f"kernel {name}: raise dynamic shared memory")
+            allow_cluster_size(function, f"kernel {name}")
         kernel = LoadedKernel(contract, device, module, function, int(function), digest, entry["ptx_sha256"], regs)
         _loaded[key] = kernel
         return kernel
@@ -133,6 +155,7 @@ def load_text(name: str, ptx: str, device: int = 0, dynamic_smem: int = 0):
         if dynamic_smem > 48 * 1024:
             check(cu.cuFuncSetAttribute(function, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                         dynamic_smem), f"{name}: raise dynamic shared memory")
+        allow_cluster_size(function, name)
         return module, function
 
 
