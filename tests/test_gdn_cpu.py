@@ -257,7 +257,7 @@ def test_pdl_build_is_promoted_beside_the_plain_one_and_picked_only_under_set_pd
 
 @pytest.mark.parametrize("pdl", [False, True])
 def test_local_qk_candidate_assembles_without_the_exchange(pdl):
-    """gen_gdn_decode.generate(local_qk=True) (experiments/gdn/local_qk_variant.py, not yet run):
+    """gen_gdn_decode.generate(local_qk=True) (experiments/gdn/decode_variant.py, not yet run):
     no q/k pushes and no bar_qk, one st.async left (the norm sums), each q/k window written under
     the one-writer predicate, no spills; the promoted PTX is untouched by the option."""
     g = _generator()
@@ -269,3 +269,16 @@ def test_local_qk_candidate_assembles_without_the_exchange(pdl):
     res = _ptxas_usage(kw.get("name", C.name), t)
     assert res["spill_stores"] == res["stack_frame"] == 0, res
     assert paths.ptx_path("sm_90a", "gdn", C.name).read_text() == g.generate()
+
+
+def test_stream_state_candidate_only_changes_the_state_cache_operator():
+    """generate(stream_state=True) (experiments/gdn/decode_variant.py): the 32 state loads and 32
+    stores per thread with .cs, nothing else; no spills."""
+    g = _generator()
+    a, b = g.generate().splitlines(), g.generate(stream_state=True).splitlines()
+    diff = [(x, y) for x, y in zip(a, b) if x != y]
+    assert len(a) == len(b) and len(diff) == 64
+    assert all(y in (x.replace("ld.global.f32", "ld.global.cs.f32"), x.replace("st.global.f32", "st.global.cs.f32"))
+               for x, y in diff)
+    res = _ptxas_usage(C.name, g.generate(stream_state=True))
+    assert res["spill_stores"] == res["stack_frame"] == 0, res

@@ -313,7 +313,7 @@ def qk_norms_gates(e: Emit, qk: str) -> None:
     e("bar.sync 0;")
 
 
-def delta_rule(e: Emit, store_guard: str = "") -> None:
+def delta_rule(e: Emit, store_guard: str = "", st: str = "st.global") -> None:
     """Step 4 on the state registers, q and k at %sq: decay, kv = S^T k, delta, S += k delta,
     o = S^T q (partials in warp order), S stored at %pst (each store under ``store_guard``)."""
     e("// 4. S *= exp(g); kv = S^T k over the warp's rows; partials in warp order")
@@ -343,7 +343,7 @@ def delta_rule(e: Emit, store_guard: str = "") -> None:
         e(f"ld.shared.f32 %f1, [%t1+{4 * i}];")
         e(f"fma.rn.f32 %o, %s{i}, %f1, %o;")
     for i in range(CHUNK):
-        e(f"{store_guard}st.global.f32 [%pst+{i * DV * 4}], %s{i};")
+        e(f"{store_guard}{st}.f32 [%pst+{i * DV * 4}], %s{i};")
     warp_partials(e, "%o", "%o")
 
 
@@ -489,7 +489,7 @@ def zn_async_loads(e: Emit, A: dict, after_wait: bool, act) -> None:
 
 
 def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: str = NAME, coherent: bool = True,
-             local_qk: bool = False) -> str:
+             local_qk: bool = False, stream_state: bool = False) -> str:
     """The PTX. ``pdl`` (experiments/gdn/pdl_variant.py, not promoted): for a programmatic
     dependent launch, let the next grid launch at once and load the slot id, the weights, the
     conv windows and the state before ``griddepcontrol.wait``; the projection outputs (qkv,
@@ -511,7 +511,11 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
     the 8 ranks by st.async: no q/k exchange and no wait for it on the critical path, the cluster
     barrier only before the norm exchange. Each channel's conv is the same instructions and each
     thread holds the same q[th], k[th] as after the exchange, so the outputs are bitwise the
-    promoted kernel's; each window still has one writer (rank th / 16)."""
+    promoted kernel's; each window still has one writer (rank th / 16). ``stream_state`` (a
+    candidate, CPU-built): the state slice loaded and stored with the .cs (streaming, evict-first)
+    cache operator: each is touched once per step, and ncu put the B = 32 kernel at 36.5 us alone
+    against 43 back to back, where the previous launch's dirty state lines are written back
+    during it (experiments/gdn/README.md, occupancy); the same arithmetic, so bitwise."""
     assert not (local_qk and zn_async), "local_qk is built on the promoted build"
     e = Emit()
     act = (lambda line: None) if pdl else e  # the loads of the projection outputs, moved after the wait under pdl
@@ -595,7 +599,7 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
     e(f"// state_pool + ((slot * {NV} + h) * {DK} + 32 warp + i) * {DV} + col")
     state_address(e, A["state_pool"])
     for i in range(CHUNK):
-        e(f"ld.global.f32 %s{i}, [%pst+{i * DV * 4}];")
+        e(f"{'ld.global.cs' if stream_state else 'ld.global'}.f32 %s{i}, [%pst+{i * DV * 4}];")
     if pdl:
         e("griddepcontrol.wait;  // the projection outputs are complete from here")
         nc = "" if coherent else ".nc"  # written by the grids before: not read-only for this kernel's lifetime
@@ -662,7 +666,7 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
 
     e("// 3. l2norm of q and k over dk, q scaled by dk^-1/2 (the same sums in every rank)")
     qk_norms_gates(e, "qk_s")
-    delta_rule(e)
+    delta_rule(e, st="st.global.cs" if stream_state else "st.global")
     if local_qk:
         e("barrier.cluster.wait.aligned;  // every rank has started: st.async may target it")
     e("// 5. gated RMSNorm over the value head's 128 columns: this rank's sum of o^2 to the head's 4 ranks")
