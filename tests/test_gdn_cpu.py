@@ -259,13 +259,19 @@ def test_pdl_build_is_promoted_beside_the_plain_one_and_picked_only_under_set_pd
 def test_local_qk_candidate_assembles_without_the_exchange(pdl):
     """gen_gdn_decode.generate(local_qk=True) (experiments/gdn/decode_variant.py, not yet run):
     no q/k pushes and no bar_qk, one st.async left (the norm sums), each q/k window written under
-    the one-writer predicate, no spills; the promoted PTX is untouched by the option."""
+    the one-writer predicate and only after the cluster barrier that follows every rank's reads
+    (the first draft wrote it right after its own conv: a race with the other 7 readers, found in
+    review before any run), no spills; the promoted PTX is untouched by the option."""
     g = _generator()
     kw = dict(pdl=True, name="gdn_decode_b32_pdl") if pdl else {}
     t = g.generate(local_qk=True, **kw)
     assert "bar_qk" not in t and t.count("st.async.shared::cluster") == 1
     assert t.count("barrier.cluster.wait.aligned") == 2  # before the norm exchange, and on the bad-slot path
-    assert t.index("barrier.cluster.wait.aligned") > t.index("qk_s")
+    assert t.count("barrier.cluster.arrive.relaxed.aligned") == 2  # after the conv, and on the bad-slot path
+    # 8 ranks read each q/k window, one writes it: only after every rank's arrive (after its conv)
+    arrive, wait = t.index("barrier.cluster.arrive.relaxed.aligned"), t.index("barrier.cluster.wait.aligned")
+    first_q_window_store = t.index("st.global.b16 [%pcv+0], %u2;")
+    assert t.index("cvt.f32.bf16 %f7, %xk;") < arrive < wait < first_q_window_store
     res = _ptxas_usage(kw.get("name", C.name), t)
     assert res["spill_stores"] == res["stack_frame"] == 0, res
     assert paths.ptx_path("sm_90a", "gdn", C.name).read_text() == g.generate()

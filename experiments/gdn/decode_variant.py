@@ -3,8 +3,9 @@
 - `local_qk` (gen_gdn_decode.generate(local_qk=True)): every rank of a cluster convolves all 256
   q and k channels of its key head itself (two per thread; warp 0 also its 32 v channels)
   instead of each rank computing 16 + 16 and pushing them to the 8 ranks by st.async, so the
-  critical path loses the fan-out and the wait for the last rank's q and k. 80 registers (72
-  promoted): 6 CTAs per SM instead of 7.
+  critical path loses the fan-out and the wait for the last rank's q and k. Every q/k window now
+  has 8 readers and one writer, so the writer stores it after a cluster barrier whose arrive
+  follows every rank's conv. 78 registers (72 promoted): 6 CTAs per SM instead of 7.
 - `stream` (stream_state=True): the state slice loaded and stored with the .cs cache operator
   (streaming, evict-first). ncu measured the B = 32 kernel at 36.5 us alone and 43 back to back,
   where the previous launch's dirty state lines are written back during it.

@@ -371,7 +371,8 @@ def gate_z(e: Emit) -> None:
 def _lqk_channels(e: Emit) -> None:
     """local_qk: %ch = q channel kh 128 + th, %ck = k channel 2048 + %ch (every thread); %cv = this
     rank's v channel 4096 + h 128 + 32 r + th (warp 0, %pw); %pc: the thread writes the q and k
-    windows (th / 16 == rank: each channel's window has one writer in the cluster)."""
+    windows (th / 16 == rank: each channel's window has one writer in the cluster), after the
+    cluster barrier that follows every rank's reads of them (8 readers, one writer)."""
     e(f"mad.lo.u32 %ch, %kh, {DK}, %th;  // q channel")
     e(f"add.u32 %ck, %ch, {NK * DK};  // k channel")
     e(f"mad.lo.u32 %cv, %h, {DV}, %col;")
@@ -437,11 +438,6 @@ def _lqk_conv(e: Emit) -> None:
     rank's column th to v_s (warp 0); each window written by its one writer."""
     _conv_of(e, "%wlo", "%whi", ("%u1", "%u2", "%u3"), "%xb", "%q")
     _conv_of(e, "%klo", "%khi", ("%y1", "%y2", "%y3"), "%xk", "%k")
-    e("@!%pc bra QK_WINDOWS_DONE;")
-    for i, (q, k) in enumerate((("%u2", "%y2"), ("%u3", "%y3"), ("%xb", "%xk"))):
-        e(f"st.global.b16 [%pcv+{2 * i}], {q};")
-        e(f"st.global.b16 [%pcv+{2 * i + 6 * NK * DK}], {k};")
-    e("QK_WINDOWS_DONE:")
     e("shl.b32 %t1, %th, 2;")
     e("mov.u32 %t0, qk_s;")
     e("add.u32 %t0, %t0, %t1;")
@@ -455,6 +451,17 @@ def _lqk_conv(e: Emit) -> None:
     e("add.u32 %t0, %t0, %t1;")
     e("st.shared.f32 [%t0], %x;")
     e("V_DONE:")
+    e("barrier.cluster.arrive.relaxed.aligned;  // this rank has read (and used) every q/k window it needs")
+
+
+def _lqk_window_stores(e: Emit) -> None:
+    """local_qk: after every rank's arrive (each has consumed the old q/k windows), the owners
+    (th / 16 == rank) write the new ones; the v windows were written at the conv (one reader)."""
+    e("@!%pc bra QK_WINDOWS_DONE;")
+    for i, (q, k) in enumerate((("%u2", "%y2"), ("%u3", "%y3"), ("%xb", "%xk"))):
+        e(f"st.global.b16 [%pcv+{2 * i}], {q};")
+        e(f"st.global.b16 [%pcv+{2 * i + 6 * NK * DK}], {k};")
+    e("QK_WINDOWS_DONE:")
 
 
 def zn_async_loads(e: Emit, A: dict, after_wait: bool, act) -> None:
@@ -511,7 +518,9 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
     the 8 ranks by st.async: no q/k exchange and no wait for it on the critical path, the cluster
     barrier only before the norm exchange. Each channel's conv is the same instructions and each
     thread holds the same q[th], k[th] as after the exchange, so the outputs are bitwise the
-    promoted kernel's; each window still has one writer (rank th / 16). ``stream_state`` (a
+    promoted kernel's; each q/k window has 8 readers and one writer (rank th / 16), which writes
+    it only after the cluster barrier whose arrive follows every rank's conv (the arrive moves
+    from the start to there). ``stream_state`` (a
     candidate, CPU-built): the state slice loaded and stored with the .cs (streaming, evict-first)
     cache operator: each is touched once per step, and ncu put the B = 32 kernel at 36.5 us alone
     against 43 back to back, where the previous launch's dirty state lines are written back
@@ -568,7 +577,8 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
     e("mbarrier.arrive.expect_tx.shared::cta.b64 _, [bar_norm], 16;")
     e("fence.mbarrier_init.release.cluster;")
     e("INIT_DONE:")
-    e("barrier.cluster.arrive.relaxed.aligned;  // started, barriers initialized: waited on before the first st.async")
+    if not local_qk:  # local_qk arrives after its conv: every rank has read the windows the owners then rewrite
+        e("barrier.cluster.arrive.relaxed.aligned;  // started, barriers initialized: waited on before the first st.async")
     if pdl and not coherent:
         e("griddepcontrol.launch_dependents;")
 
@@ -668,7 +678,8 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
     qk_norms_gates(e, "qk_s")
     delta_rule(e, st="st.global.cs" if stream_state else "st.global")
     if local_qk:
-        e("barrier.cluster.wait.aligned;  // every rank has started: st.async may target it")
+        e("barrier.cluster.wait.aligned;  // every rank has started and read its conv windows")
+        _lqk_window_stores(e)
     e("// 5. gated RMSNorm over the value head's 128 columns: this rank's sum of o^2 to the head's 4 ranks")
     e("@!%pw bra NORM_PUSHED;")
     e("mul.f32 %f10, %o, %o;")
@@ -711,6 +722,8 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
     e("OUT_DONE:")
     e("ret;")
     e("BAD_SLOT:  // a slot id outside the pool: no state is touched, this head's output is NaN")
+    if local_qk:
+        e("barrier.cluster.arrive.relaxed.aligned;")
     e("barrier.cluster.wait.aligned;")
     if pdl:
         e("griddepcontrol.wait;")
