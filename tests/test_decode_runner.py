@@ -287,4 +287,12 @@ def test_attention_decode_is_bitwise_the_measured_forms_cpu():
             got[name] = (out, a["k_pages"], a["v_pages"])
         assert all(torch.equal(x, y) for x, y in zip(got["op"], got["sdpa"])), B
         assert all(torch.equal(x, y) for x, y in zip(got["op"], got["ctx"])), B
+        ao = sv.in_order_pages(a0)  # the runner's block table: view_form (a candidate) is bitwise ctx_form
+        pair = {}
+        for name, fn in (("view", sv._view_call), ("ctx", sv._ctx_call)):
+            a = {k: (v.clone() if torch.is_tensor(v) else v) for k, v in ao.items()}
+            out = torch.full((B, sv.NH * sv.HD), float("nan"), dtype=torch.bfloat16)
+            fn(**a, out=out)
+            pair[name] = (out, a["k_pages"], a["v_pages"])
+        assert all(torch.equal(x, y) for x, y in zip(pair["view"], pair["ctx"])), B
         assert rel_err(got["op"][0], sv.reference(**a0)) < 1e-2

@@ -7,7 +7,12 @@ graph at b6e8212's profile). Since c54cb71 also ctx_form (a candidate, not yet r
 on a step_context computed once per step and shared by the 10 layers (RoPE rows, block table,
 flat cache rows, mask: ~10 kernels per layer), bitwise lean_form; the timing graph now puts every
 layer at the same positions and block table, as in a runner step. Prediction: ~48 -> ~36 us per
-layer at B = 1 (~0.12 ms per batch-1 step).
+layer at B = 1 (~0.12 ms per batch-1 step). Measured at e029eb4 (sdpa_variant_e029eb4.json):
+48.7 -> 39.7 us at B = 1; promoted (attention_context + attention_decode_ctx). Since this
+commit also view_form (a candidate, not yet run): with the runner's in-order block table the cache
+is read as a view, without the two gathers of every sequence's K and V (2 MB per layer at B = 1,
+64 MB at B = 32), bitwise ctx_form (checked: outputs and caches). Prediction: ~3-5 us less per
+layer at B = 1, ~25-35 us at B = 32 (0.25-0.35 ms of a 14.5 ms batch-32 step).
 
 Why: at 4fce6e6 attention (framework path, 10 layers) was 1.18 ms of device time per batch-1 step,
 now about a third of the step, and no kernel covers it. The framework path gathers every page of
@@ -137,6 +142,37 @@ def ctx_form(q, k, v, gate, ctx, k_pages, v_pages, out):
     torch.mul(o.view(B, nh * hd), torch.sigmoid(gate), out=out)
 
 
+def view_form(q, k, v, gate, ctx, k_pages, v_pages, out):
+    """ctx_form where sequence b's pages are b * pages .. (b + 1) * pages - 1 in order, as the
+    decode runner builds its block table (a candidate, not yet run): the cache is read as a view,
+    no gather of every sequence's K and V (2 MB per layer at B = 1, 64 MB at B = 32). The view
+    has the gathered tensor's shape, strides and values, so SDPA computes the same bits."""
+    B, nh, hd = q.shape
+    rd = ctx["c"].shape[-1]
+    qk = torch.cat([q, k], 1)
+    xr = qk[..., :rd].float()
+    rot = torch.cat([-xr[..., rd // 2:], xr[..., :rd // 2]], -1)
+    qk[..., :rd] = xr * ctx["c"] + rot * ctx["s"]
+    k_pages.view(-1, *k_pages.shape[2:]).index_copy_(0, ctx["flat"], qk[:, nh:])
+    v_pages.view(-1, *v_pages.shape[2:]).index_copy_(0, ctx["flat"], v)
+    K = k_pages.view(B, -1, *k_pages.shape[2:]).transpose(1, 2)  # [B, nkv, pages * page, hd]
+    V = v_pages.view(B, -1, *v_pages.shape[2:]).transpose(1, 2)
+    o = F.scaled_dot_product_attention(qk[:, :nh, None, :], K, V, attn_mask=ctx["valid"][:, None, None, :],
+                                       enable_gqa=True)
+    torch.mul(o.view(B, nh * hd), torch.sigmoid(gate), out=out)
+
+
+def _view_call(q, k, v, gate, cos, sin, k_pages, v_pages, block_table, positions, out):
+    """view_form with its own context; block_table must be the in-order one (in_order_pages)."""
+    view_form(q, k, v, gate, step_context(cos, sin, block_table, positions, k_pages.shape[1]), k_pages, v_pages, out)
+
+
+def in_order_pages(a: dict) -> dict:
+    """The inputs with sequence b's pages b * pages .. in order (the runner's block table)."""
+    B, pages = a["block_table"].shape
+    return {**a, "block_table": torch.arange(B * pages, device=a["block_table"].device, dtype=torch.int32).view(B, pages)}
+
+
 def _ctx_call(q, k, v, gate, cos, sin, k_pages, v_pages, block_table, positions, out):
     """ctx_form with its own context (for the correctness checks)."""
     ctx_form(q, k, v, gate, step_context(cos, sin, block_table, positions, k_pages.shape[1]), k_pages, v_pages, out)
@@ -193,6 +229,7 @@ def main():
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
     forms = {"framework": einsum_form, "sdpa": sdpa_form, "lean": lean_form, "ctx": _ctx_call}  # "framework": einsum
+    timed = {**forms, "view": _view_call}  # ctx and view timed on the in-order block table (the runner's)
     res = {"method": "netra.lifecycle.bench.graph_time: a CUDA graph of 10 calls on 10 separate caches, replayed 20 "
                      "times, CUDA events, median per call",
            "correctness": {}, "timing_us": {}}
@@ -213,6 +250,16 @@ def main():
         res["correctness"][f"lean out bitwise sdpa B={B}"] = torch.equal(outs["lean"], outs["sdpa"])
         res["correctness"][f"ctx out and caches bitwise lean B={B}"] = (
             torch.equal(outs["ctx"], outs["lean"]) and all(torch.equal(x, y) for x, y in zip(caches["ctx"], caches["lean"])))
+        ao = in_order_pages(a0)
+        got_v, got_c = {}, {}
+        for name, fn, store in (("view", _view_call, got_v), ("ctx", _ctx_call, got_c)):
+            a = {k: (v.clone() if torch.is_tensor(v) else v) for k, v in ao.items()}
+            store["out"] = run(fn, a)
+            store["caches"] = (a["k_pages"], a["v_pages"])
+        res["correctness"][f"view out and caches bitwise ctx (pages in order) B={B}"] = (
+            torch.equal(got_v["out"], got_c["out"]) and all(torch.equal(x, y) for x, y in zip(got_v["caches"],
+                                                                                              got_c["caches"])))
+        res["correctness"][f"view rel_err B={B}"] = rel_err(got_v["out"], reference(**ao))
         print(B, {k: v for k, v in res["correctness"].items() if f"B={B}" in k}, flush=True)
         if dev != "cuda":
             continue
@@ -221,16 +268,19 @@ def main():
             a["block_table"], a["positions"] = layers[0]["block_table"], layers[0]["positions"]
         shared = {n: layers[0][n] for n in ("cos", "sin", "block_table", "positions")}
 
+        ordered = in_order_pages(layers[0])["block_table"]
+
         def step(fn, outs):
-            if fn is _ctx_call:  # the context once, then every layer
-                ctx = step_context(**shared, page=PAGE)
+            if fn in (_ctx_call, _view_call):  # the context once, then every layer
+                ctx = step_context(**{**shared, "block_table": ordered}, page=PAGE)
+                form = ctx_form if fn is _ctx_call else view_form
                 for a, o in zip(layers, outs):
-                    ctx_form(a["q"], a["k"], a["v"], a["gate"], ctx, a["k_pages"], a["v_pages"], o)
+                    form(a["q"], a["k"], a["v"], a["gate"], ctx, a["k_pages"], a["v_pages"], o)
             else:
                 for a, o in zip(layers, outs):
                     fn(**a, out=o)
 
-        for name, fn in forms.items():
+        for name, fn in timed.items():
             outs = [torch.empty(B, NH * HD, dtype=torch.bfloat16, device=dev) for _ in layers]
             us = graph_time(lambda _: step(fn, outs), 1, replays=20)[0] / len(layers)  # noqa: B023
             res["timing_us"][f"{name} B={B}"] = us
