@@ -279,7 +279,7 @@ def test_attention_decode_is_bitwise_the_measured_forms_cpu():
                            "sdpa_variant")
     for B in (1, 3):
         a0 = sv.make(B, 40 + B, "cpu")
-        got, want = {}, {}
+        got = {}
         for name, fn in (("op", dops.attention_decode), ("sdpa", sv.sdpa_form), ("ctx", sv._ctx_call)):
             a = {k: (v.clone() if torch.is_tensor(v) else v) for k, v in a0.items()}
             out = torch.full((B, sv.NH * sv.HD), float("nan"), dtype=torch.bfloat16)
