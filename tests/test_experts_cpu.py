@@ -373,3 +373,22 @@ def test_router_16_rank_candidate_assembles(norm):
     assert "mad.lo.u32 %ex, %rank, 16, 0;" in t
     _assembles_without_spills(g.NORM_NAME if norm else g.NAME, t)
     assert paths.ptx_path("sm_90a", "proj", g.NORM_NAME if norm else g.NAME).read_text() == g.generate(norm=norm)
+
+
+@pytest.mark.parametrize("norm", [False, True])
+def test_router_expert_prefetch_candidate(norm):
+    """gen_moe_router.generate(prefetch_experts=True) (experiments/proj/router/moe_prefetch_variant.py,
+    not yet run): two more parameters (w13, w2) after the promoted ones, 48 bulk L2 prefetches of
+    512 KB (the 8 chosen experts' gate | up and down) issued by rank 0 after the selection and
+    before the weights are computed, no spills; the promoted PTX is untouched by the option."""
+    from test_proj_cpu import _assembles_without_spills
+
+    g = paths.generator("proj", "gen_moe_router")
+    t = g.generate(norm=norm, prefetch_experts=True)
+    head = t[t.index(".entry"):t.index(")", t.index(".entry"))]
+    assert head.rstrip().endswith(".param .u64 w13,\n  .param .u64 w2")
+    assert t.count("cp.async.bulk.prefetch.L2.global [%o64], 524288;") == 2  # a loop body emitted per 32 pieces
+    assert t.index("// selection 7") < t.index("cp.async.bulk.prefetch") < t.index("// weights: exp")
+    assert 8 * (g.W13_BYTES + g.W2_BYTES) // g.PIECE == 48
+    _assembles_without_spills(g.NORM_NAME if norm else g.NAME, t)
+    assert paths.ptx_path("sm_90a", "proj", g.NORM_NAME if norm else g.NAME).read_text() == g.generate(norm=norm)

@@ -52,8 +52,13 @@ NEG_INF = "0fFF800000"
 NORM_NAME = f"moe_router_norm_e{NUM_EXPERTS}_k{ROUTER_K}"  # with the post-attention norm (netra::moe_router_norm)
 
 
+# prefetch_experts: the chosen experts' packed gate | up (the expert kernel's [E, 64, 16, 2048]) and
+# down ([E, 128, 4, 2048], moe_down's) bytes per expert, prefetched into L2 in pieces of PIECE bytes
+W13_BYTES, W2_BYTES, PIECE = 64 * 16 * 2048, 128 * 4 * 2048, 512 * 1024
+
+
 def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS, prefetch: bool = False,
-             ranks: int = ROUTER_RANKS) -> str:
+             ranks: int = ROUTER_RANKS, prefetch_experts: bool = False) -> str:
     """The PTX; ``start_barrier=False`` is the build measured at bab7443 (racecheck hazards).
     ``warps`` (a candidate at 16: experiments/proj/router/router_warps_variant.py): warps per
     CTA; each takes PER_RANK / warps experts, two rows' loads in flight at a time, so 16 warps
@@ -74,7 +79,13 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
     weight streams into twice the SMs (the 8-rank kernel reads 128 KB per SM: per-SM bandwidth,
     not DRAM, bounds it). A cluster of 16 is non-portable (the function attribute must allow it);
     each expert's sum is the same instructions wherever it runs, so the outputs are bitwise the
-    8-rank kernel's. Rank 0 still selects from all 256 logits; ranks 0..7 write x_out's blocks."""
+    8-rank kernel's. Rank 0 still selects from all 256 logits; ranks 0..7 write x_out's blocks.
+    ``prefetch_experts`` (a candidate, experiments/proj/router/moe_prefetch_variant.py; CPU-built):
+    two more parameters, the packed expert weights w13 and w2 the next kernels read (gate | up,
+    down); as soon as rank 0 has selected the 8 experts, its warp asks L2 for their weights
+    (cp.async.bulk.prefetch.L2, 512 KB pieces: 24 MB per token). The expert kernel cannot request
+    them before its griddepcontrol.wait (the ids are this kernel's output), so today its first
+    bytes leave DRAM only after this grid has ended and it has launched."""
     assert ranks in (8, 16) and LOADS == 8, "x_out is written by ranks 0..7 (one 256-channel block each)"
     per_rank = NUM_EXPERTS // ranks
     name = NORM_NAME if norm else NAME
@@ -95,13 +106,14 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
     e(f".visible .entry {name}(")
     for p in ("h" if norm else "x", "w", "top", "idx"):
         e(f"  .param .u64 {p},")
+    tail = ",\n  .param .u64 w13,\n  .param .u64 w2" if prefetch_experts else ""
     if norm:
         e("  .param .u32 M,")
         e("  .param .u64 norm_w,")
         e("  .param .u64 x_out,")
-        e("  .param .f32 eps")
+        e("  .param .f32 eps" + tail)
     else:
-        e("  .param .u32 M")
+        e("  .param .u32 M" + tail)
     e(")")
     per_warp = per_rank // warps
     assert per_warp % 2 == 0 and per_warp * warps == per_rank
@@ -116,6 +128,9 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
     e(".reg .b32 %si<8>;")
     e(".reg .b16 %h;")
     e(".reg .b64 %px, %pw, %pt, %pi, %pa, %o64;")
+    if prefetch_experts:
+        e(".reg .b64 %p13, %p2;")
+        e(".reg .b32 %pe, %pp;")
     if norm:
         e(".reg .b32 %nw<4>;")
         e(".reg .f32 %eps, %ss<8>, %r, %e<8>;")
@@ -237,6 +252,8 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
         for j in range(8):
             e(f"setp.eq.u32 %p, %t1, {j};")
             e(f"@%p mov.f32 %v{j}, {NEG_INF};")
+    if prefetch_experts:
+        _prefetch_experts(e)
     e("// weights: exp(l_j - l_0) / their sum, in selection order")
     e("mov.f32 %sum, 0f00000000;")
     for j in range(TOP_K):
@@ -260,6 +277,39 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
     e("ret;")
     e("}")
     return "\n".join(L) + "\n"
+
+
+def _prefetch_experts(e) -> None:
+    """Rank 0's warp 0, every lane holding the 8 selected ids (%si0..7): the experts' gate | up
+    (W13_BYTES each) and down (W2_BYTES each) into L2, piece p = lane + 32 i of the 8 x
+    (W13 + W2) / PIECE: expert p / per, piece p % per of its gate | up, then of its down."""
+    per13, per2 = W13_BYTES // PIECE, W2_BYTES // PIECE
+    per = per13 + per2
+    e(f"// the 8 experts' weights into L2 for the kernels after this one ({TOP_K} x {per} pieces of {PIECE} B)")
+    e("ld.param.u64 %p13, [w13];")
+    e("ld.param.u64 %p2, [w2];")
+    e("cvta.to.global.u64 %p13, %p13;")
+    e("cvta.to.global.u64 %p2, %p2;")
+    for i in range(-(-TOP_K * per // 32)):
+        e(f"add.u32 %pp, %lane, {32 * i};  // piece")
+        e(f"setp.lt.u32 %p, %pp, {TOP_K * per};")
+        e(f"@!%p bra PREFETCHED_{i};")
+        e(f"div.u32 %t0, %pp, {per};  // which of the 8")
+        e(f"rem.u32 %pp, %pp, {per};  // which piece of it")
+        e("mov.u32 %pe, %si0;")
+        for j in range(1, TOP_K):
+            e(f"setp.eq.u32 %q, %t0, {j};")
+            e(f"@%q mov.u32 %pe, %si{j};")
+        e(f"setp.lt.u32 %q, %pp, {per13};  // gate | up, else down")
+        e(f"@%q mul.wide.u32 %o64, %pe, {W13_BYTES};")
+        e(f"@%q mad.wide.u32 %o64, %pp, {PIECE}, %o64;")
+        e("@%q add.u64 %o64, %p13, %o64;")
+        e(f"@!%q sub.u32 %pp, %pp, {per13};")
+        e(f"@!%q mul.wide.u32 %o64, %pe, {W2_BYTES};")
+        e(f"@!%q mad.wide.u32 %o64, %pp, {PIECE}, %o64;")
+        e("@!%q add.u64 %o64, %p2, %o64;")
+        e(f"cp.async.bulk.prefetch.L2.global [%o64], {PIECE};")
+        e(f"PREFETCHED_{i}:")
 
 
 def _unpack(e, words: list[str], dst: str) -> None:
