@@ -55,6 +55,7 @@ NORM_NAME = f"moe_router_norm_e{NUM_EXPERTS}_k{ROUTER_K}"  # with the post-atten
 # prefetch_experts: the chosen experts' packed gate | up (the expert kernel's [E, 64, 16, 2048]) and
 # down ([E, 128, 4, 2048], moe_down's) bytes per expert, prefetched into L2 in pieces of PIECE bytes
 W13_BYTES, W2_BYTES, PIECE = 64 * 16 * 2048, 128 * 4 * 2048, 512 * 1024
+PREFETCH_MAX_M = 2  # beyond it every token's cluster would prefetch its own 24 MB: the L2 holds 60 MB
 
 
 def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS, prefetch: bool = False,
@@ -85,7 +86,8 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
     down); as soon as rank 0 has selected the 8 experts, its warp asks L2 for their weights
     (cp.async.bulk.prefetch.L2, 512 KB pieces: 24 MB per token). The expert kernel cannot request
     them before its griddepcontrol.wait (the ids are this kernel's output), so today its first
-    bytes leave DRAM only after this grid has ended and it has launched."""
+    bytes leave DRAM only after this grid has ended and it has launched. At M > PREFETCH_MAX_M
+    nothing is prefetched (every token's cluster would ask for its own 24 MB)."""
     assert ranks in (8, 16) and LOADS == 8, "x_out is written by ranks 0..7 (one 256-channel block each)"
     per_rank = NUM_EXPERTS // ranks
     name = NORM_NAME if norm else NAME
@@ -285,7 +287,11 @@ def _prefetch_experts(e) -> None:
     (W13 + W2) / PIECE: expert p / per, piece p % per of its gate | up, then of its down."""
     per13, per2 = W13_BYTES // PIECE, W2_BYTES // PIECE
     per = per13 + per2
-    e(f"// the 8 experts' weights into L2 for the kernels after this one ({TOP_K} x {per} pieces of {PIECE} B)")
+    e(f"// the 8 experts' weights into L2 for the kernels after this one ({TOP_K} x {per} pieces of {PIECE} B),")
+    e(f"// at M <= {PREFETCH_MAX_M} only")
+    e("ld.param.u32 %pp, [M];")
+    e(f"setp.gt.u32 %p, %pp, {PREFETCH_MAX_M};")
+    e("@%p bra PREFETCHED;")
     e("ld.param.u64 %p13, [w13];")
     e("ld.param.u64 %p2, [w2];")
     e("cvta.to.global.u64 %p13, %p13;")
@@ -310,6 +316,7 @@ def _prefetch_experts(e) -> None:
         e("@!%q add.u64 %o64, %p2, %o64;")
         e(f"cp.async.bulk.prefetch.L2.global [%o64], {PIECE};")
         e(f"PREFETCHED_{i}:")
+    e("PREFETCHED:")
 
 
 def _unpack(e, words: list[str], dst: str) -> None:
