@@ -295,4 +295,10 @@ def test_attention_decode_is_bitwise_the_measured_forms_cpu():
             fn(**a, out=out)
             pair[name] = (out, a["k_pages"], a["v_pages"])
         assert all(torch.equal(x, y) for x, y in zip(pair["view"], pair["ctx"])), B
+        a = {k: (v.clone() if torch.is_tensor(v) else v) for k, v in ao.items()}  # the op's pages_in_order path
+        out = torch.full((B, sv.NH * sv.HD), float("nan"), dtype=torch.bfloat16)
+        ctx = dops.attention_context(a["cos"], a["sin"], a["block_table"], a["positions"], a["k_pages"].shape[1])
+        dops.attention_decode_ctx(a["q"], a["k"], a["v"], a["gate"], *ctx, a["k_pages"], a["v_pages"], out,
+                                  pages_in_order=True)
+        assert all(torch.equal(x, y) for x, y in zip((out, a["k_pages"], a["v_pages"]), pair["ctx"])), B
         assert rel_err(got["op"][0], sv.reference(**a0)) < 1e-2

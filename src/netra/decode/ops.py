@@ -526,9 +526,14 @@ def attention_context(cos: Tensor, sin: Tensor, block_table: Tensor, positions: 
 
 @decode_op("attention_decode_ctx", mutates_args=("k_pages", "v_pages", "out"))
 def attention_decode_ctx(q: Tensor, k: Tensor, v: Tensor, gate: Tensor, c: Tensor, s: Tensor, bt: Tensor,
-                         flat: Tensor, valid: Tensor, k_pages: Tensor, v_pages: Tensor, out: Tensor) -> None:
+                         flat: Tensor, valid: Tensor, k_pages: Tensor, v_pages: Tensor, out: Tensor,
+                         pages_in_order: bool = False) -> None:
     """attention_decode on a step's attention_context (c, s, bt, flat, valid): the same ops on
-    every value, so the same bits."""
+    every value, so the same bits. ``pages_in_order``: the caller's block table gives sequence b
+    pages b * pages .. (b + 1) * pages - 1 in order (the decode runner's), so the cache is read
+    as a view, without gathering every sequence's K and V; the view has the gathered tensor's
+    shape, strides and values (the same bits; experiments/attention/sdpa_variant.py view_form,
+    not yet measured on the H200, so the runner does not pass it yet)."""
     B, nh, hd = q.shape
     rd = c.shape[-1]
     # PyTorch ops, kept few (each is a kernel launch; experiments/attention/sdpa_variant.py):
@@ -542,14 +547,18 @@ def attention_decode_ctx(q: Tensor, k: Tensor, v: Tensor, gate: Tensor, c: Tenso
     qk[..., :rd] = xr * c + rot * s  # the copy rounds, as .to(bf16)
     k_pages.view(-1, *k_pages.shape[2:]).index_copy_(0, flat, qk[:, nh:])
     v_pages.view(-1, *v_pages.shape[2:]).index_copy_(0, flat, v)
-    K = k_pages[bt].flatten(1, 2).transpose(1, 2)  # [B, nkv, pages * page, hd]
-    V = v_pages[bt].flatten(1, 2).transpose(1, 2)
+    if pages_in_order:
+        K = k_pages.view(B, -1, *k_pages.shape[2:]).transpose(1, 2)  # [B, nkv, pages * page, hd]
+        V = v_pages.view(B, -1, *v_pages.shape[2:]).transpose(1, 2)
+    else:
+        K = k_pages[bt].flatten(1, 2).transpose(1, 2)  # [B, nkv, pages * page, hd]
+        V = v_pages[bt].flatten(1, 2).transpose(1, 2)
     o = F.scaled_dot_product_attention(qk[:, :nh, None, :], K, V, attn_mask=valid[:, None, None, :], enable_gqa=True)
     torch.mul(o.view(B, nh * hd), torch.sigmoid(gate), out=out)
 
 
 @attention_decode_ctx.register_fake
-def _(q, k, v, gate, c, s, bt, flat, valid, k_pages, v_pages, out):
+def _(q, k, v, gate, c, s, bt, flat, valid, k_pages, v_pages, out, pages_in_order=False):
     return None
 
 
