@@ -124,9 +124,10 @@ def step_context(cos, sin, block_table, positions, page):
             "valid": torch.arange(bt.shape[1] * page, device=positions.device) <= positions[:, None]}
 
 
-def ctx_form(q, k, v, gate, ctx, k_pages, v_pages, out):
-    """lean_form on a step_context computed once per step (a candidate: ~10 fewer kernels per
-    layer for 9 of the 10 layers); the same ops on every value, so the same bits."""
+def ctx_form(q, k, v, gate, ctx, k_pages, v_pages, out, in_order: bool = False):
+    """lean_form on a step_context computed once per step (measured at e029eb4 and promoted as
+    attention_context + attention_decode_ctx); the same ops on every value, so the same bits.
+    ``in_order`` (view_form)."""
     B, nh, hd = q.shape
     rd = ctx["c"].shape[-1]
     qk = torch.cat([q, k], 1)
@@ -135,8 +136,12 @@ def ctx_form(q, k, v, gate, ctx, k_pages, v_pages, out):
     qk[..., :rd] = xr * ctx["c"] + rot * ctx["s"]
     k_pages.view(-1, *k_pages.shape[2:]).index_copy_(0, ctx["flat"], qk[:, nh:])
     v_pages.view(-1, *v_pages.shape[2:]).index_copy_(0, ctx["flat"], v)
-    K = k_pages[ctx["bt"]].flatten(1, 2).transpose(1, 2)
-    V = v_pages[ctx["bt"]].flatten(1, 2).transpose(1, 2)
+    if in_order:
+        K = k_pages.view(B, -1, *k_pages.shape[2:]).transpose(1, 2)  # [B, nkv, pages * page, hd]
+        V = v_pages.view(B, -1, *v_pages.shape[2:]).transpose(1, 2)
+    else:
+        K = k_pages[ctx["bt"]].flatten(1, 2).transpose(1, 2)
+        V = v_pages[ctx["bt"]].flatten(1, 2).transpose(1, 2)
     o = F.scaled_dot_product_attention(qk[:, :nh, None, :], K, V, attn_mask=ctx["valid"][:, None, None, :],
                                        enable_gqa=True)
     torch.mul(o.view(B, nh * hd), torch.sigmoid(gate), out=out)
@@ -147,19 +152,7 @@ def view_form(q, k, v, gate, ctx, k_pages, v_pages, out):
     decode runner builds its block table (a candidate, not yet run): the cache is read as a view,
     no gather of every sequence's K and V (2 MB per layer at B = 1, 64 MB at B = 32). The view
     has the gathered tensor's shape, strides and values, so SDPA computes the same bits."""
-    B, nh, hd = q.shape
-    rd = ctx["c"].shape[-1]
-    qk = torch.cat([q, k], 1)
-    xr = qk[..., :rd].float()
-    rot = torch.cat([-xr[..., rd // 2:], xr[..., :rd // 2]], -1)
-    qk[..., :rd] = xr * ctx["c"] + rot * ctx["s"]
-    k_pages.view(-1, *k_pages.shape[2:]).index_copy_(0, ctx["flat"], qk[:, nh:])
-    v_pages.view(-1, *v_pages.shape[2:]).index_copy_(0, ctx["flat"], v)
-    K = k_pages.view(B, -1, *k_pages.shape[2:]).transpose(1, 2)  # [B, nkv, pages * page, hd]
-    V = v_pages.view(B, -1, *v_pages.shape[2:]).transpose(1, 2)
-    o = F.scaled_dot_product_attention(qk[:, :nh, None, :], K, V, attn_mask=ctx["valid"][:, None, None, :],
-                                       enable_gqa=True)
-    torch.mul(o.view(B, nh * hd), torch.sigmoid(gate), out=out)
+    ctx_form(q, k, v, gate, ctx, k_pages, v_pages, out, in_order=True)
 
 
 def _view_call(q, k, v, gate, cos, sin, k_pages, v_pages, block_table, positions, out):

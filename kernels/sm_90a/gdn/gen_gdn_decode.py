@@ -278,15 +278,20 @@ def state_address(e: Emit, pool: str) -> None:
 
 def conv_math(e: Emit) -> None:
     """%x = the conv of the thread's channel: conv_w (%wlo, %whi) . (window %u1..%u3, new %xb), fp32."""
-    conv_weights(e)
-    e("cvt.f32.bf16 %f4, %u1;")
-    e("cvt.f32.bf16 %f5, %u2;")
-    e("cvt.f32.bf16 %f6, %u3;")
-    e("cvt.f32.bf16 %f7, %xb;")
-    e("mul.f32 %x, %f0, %f4;")
-    e("fma.rn.f32 %x, %f1, %f5, %x;")
-    e("fma.rn.f32 %x, %f2, %f6, %x;")
-    e("fma.rn.f32 %x, %f3, %f7, %x;")
+    conv_sum(e, "%wlo", "%whi", ("%u1", "%u2", "%u3"), "%xb", "%x")
+
+
+def conv_sum(e: Emit, lo: str, hi: str, w: tuple, xb: str, out: str) -> None:
+    """out = conv weights (lo, hi: 4 BF16) . (window w, oldest first, then xb), fp32 in k order
+    (%f0..%f7 scratch)."""
+    for i, (reg, mask) in enumerate(((lo, False), (lo, True), (hi, False), (hi, True))):
+        e(f"and.b32 %t0, {reg}, 0xffff0000;" if mask else f"shl.b32 %t0, {reg}, 16;")
+        e(f"mov.b32 %f{i}, %t0;")
+    for i, u in enumerate((*w, xb)):
+        e(f"cvt.f32.bf16 %f{4 + i}, {u};")
+    e(f"mul.f32 {out}, %f0, %f4;")
+    for i in range(1, 4):
+        e(f"fma.rn.f32 {out}, %f{i}, %f{4 + i}, {out};")
 
 
 def qk_norms_gates(e: Emit, qk: str) -> None:
@@ -422,14 +427,7 @@ def _lqk_windows(e: Emit, pool: str) -> None:
 def _conv_of(e: Emit, lo: str, hi: str, w: tuple, xb: str, out: str) -> None:
     """out = bf16(silu(conv)) of one channel: weights (lo, hi), window w (oldest first), new xb;
     the same instructions as conv_math + _silu_bf16."""
-    for i, (reg, mask) in enumerate(((lo, False), (lo, True), (hi, False), (hi, True))):
-        e(f"and.b32 %t0, {reg}, 0xffff0000;" if mask else f"shl.b32 %t0, {reg}, 16;")
-        e(f"mov.b32 %f{i}, %t0;")
-    for i, u in enumerate((*w, xb)):
-        e(f"cvt.f32.bf16 %f{4 + i}, {u};")
-    e(f"mul.f32 {out}, %f0, %f4;")
-    for i in range(1, 4):
-        e(f"fma.rn.f32 {out}, %f{i}, %f{4 + i}, {out};")
+    conv_sum(e, lo, hi, w, xb, out)
     _silu_bf16(e, out, out)
 
 

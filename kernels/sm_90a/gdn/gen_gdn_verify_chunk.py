@@ -65,15 +65,13 @@ SCALARS = ("qkv_seq", "qkv_tok", "z_seq", "z_tok", "tokens", "pool_slots")
 STATE_SLOT = NV * DK * DV * 4
 
 
-_FAST = [False]  # generate(fast_silu=): the conv's silu divides by div.full (2 ulp) instead of div.rn
-
-
-def _silu_round(e, x: str) -> None:
-    """x = bf16-rounded silu(x) as f32 (%f9, %u0 scratch), as gen_gdn_decode._silu_bf16."""
+def _silu_round(e, x: str, div: str) -> None:
+    """x = bf16-rounded silu(x) as f32 (%f9, %u0 scratch), as gen_gdn_decode._silu_bf16; ``div``:
+    "rn", or "full" (2 ulp; generate(fast_silu=True))."""
     e(f"mul.f32 %f9, {x}, {f32(-LOG2E)};")
     e("ex2.approx.ftz.f32 %f9, %f9;")
     e(f"add.f32 %f9, %f9, {f32(1.0)};")
-    e(f"div.{'full' if _FAST[0] else 'rn'}.f32 {x}, {x}, %f9;")
+    e(f"div.{div}.f32 {x}, {x}, %f9;")
     e(f"cvt.rn.bf16.f32 %u0, {x};")
     e(f"cvt.f32.bf16 {x}, %u0;")
 
@@ -90,33 +88,21 @@ def _unpack_w(e, lo: str, hi: str, dst: list[str]) -> None:
     e(f"mov.b32 {dst[3]}, %t0;")
 
 
-def _conv(e, w: list[str], hist: list[str], out: str) -> None:
-    """out = w . hist (4 BF16 inputs, oldest first) in decode's order, then silu and the BF16 rounding."""
-    for i, hreg in enumerate(hist):
-        e(f"cvt.f32.bf16 %f{4 + i}, {hreg};")
+def _conv(e, w: list[str], hist: list, out: str, div: str) -> None:
+    """out = w . hist (4 BF16 inputs, oldest first) in decode's order, then silu and the BF16
+    rounding. An input is a b16 register, or (word, hi): a half of a packed pair (two channels per
+    thread)."""
+    for i, src in enumerate(hist):
+        if isinstance(src, tuple):
+            word, hi = src
+            e(f"and.b32 %t0, {word}, 0xffff0000;" if hi else f"shl.b32 %t0, {word}, 16;")
+            e(f"mov.b32 %f{4 + i}, %t0;")
+        else:
+            e(f"cvt.f32.bf16 %f{4 + i}, {src};")
     e(f"mul.f32 {out}, {w[0]}, %f4;")
     for i in range(1, 4):
         e(f"fma.rn.f32 {out}, {w[i]}, %f{4 + i}, {out};")
-    _silu_round(e, out)
-
-
-def _half(e, word: str, hi: int, dst: str) -> None:
-    """dst = the BF16 in the low (hi 0) or high half of ``word`` as f32 (exact)."""
-    if hi:
-        e(f"and.b32 %t0, {word}, 0xffff0000;")
-    else:
-        e(f"shl.b32 %t0, {word}, 16;")
-    e(f"mov.b32 {dst}, %t0;")
-
-
-def _conv2(e, w: list[str], hist: list[tuple[str, int]], out: str) -> None:
-    """_conv on BF16 halves of packed words (two channels per thread)."""
-    for i, (word, hi) in enumerate(hist):
-        _half(e, word, hi, f"%f{4 + i}")
-    e(f"mul.f32 {out}, {w[0]}, %f4;")
-    for i in range(1, 4):
-        e(f"fma.rn.f32 {out}, {w[i]}, %f{4 + i}, {out};")
-    _silu_round(e, out)
+    _silu_round(e, out, div)
 
 
 BUILDS = {NAME: dict(nw=4, fast_silu=True), f"{NAME}_w8": dict(nw=8, fast_silu=True)}  # the promoted kernels
@@ -129,7 +115,7 @@ def generate(nw: int = 4, fast_silu: bool = False) -> str:
     warp and two warps per scheduler to hide each other's latencies. ``fast_silu``: the conv's
     silu by div.full.f32 (the BF16 rounding after it hides the 2 ulp almost always)."""
     assert nw in (4, 8)
-    _FAST[0] = fast_silu
+    div = "full" if fast_silu else "rn"
     TPW, G = MAXT // nw, nw // 4  # tokens per warp slot (w + nw m); token groups of the q/k conv
     TG = MAXT // G  # tokens per q/k conv group
     name = NAME if nw == 4 else f"{NAME}_w{nw}"
@@ -352,8 +338,8 @@ def generate(nw: int = 4, fast_silu: bool = False) -> str:
         e("@%pt bra QK_CONV_DONE;")
         for t in range(g0, g0 + 4):
             j = t - g0
-            _conv2(e, ["%ca0", "%ca1", "%ca2", "%ca3"], ha[t:t + 4], f"%g{2 * j}")
-            _conv2(e, ["%cb0", "%cb1", "%cb2", "%cb3"], hb[t:t + 4], f"%g{2 * j + 1}")
+            _conv(e, ["%ca0", "%ca1", "%ca2", "%ca3"], ha[t:t + 4], f"%g{2 * j}", div)
+            _conv(e, ["%cb0", "%cb1", "%cb2", "%cb3"], hb[t:t + 4], f"%g{2 * j + 1}", div)
             e(f"st.shared.v2.f32 [%sb+{4 * TS * t}], {{%g{2 * j}, %g{2 * j + 1}}};")
         for j in range(4):
             e(f"mul.f32 %g{8 + j}, %g{2 * j}, %g{2 * j};")
@@ -405,7 +391,7 @@ def generate(nw: int = 4, fast_silu: bool = False) -> str:
         e(f"mad.lo.u32 %t1, %t0, {2 * CHUNK}, %t2;")
         for i in range(4):
             e(f"ld.shared.b16 %u{i}, [%t1+{2 * CHUNK * i}];")
-        _conv(e, ["%cv0", "%cv1", "%cv2", "%cv3"], ["%u0", "%u1", "%u2", "%u3"], "%x")
+        _conv(e, ["%cv0", "%cv1", "%cv2", "%cv3"], ["%u0", "%u1", "%u2", "%u3"], "%x", div)
         e(f"mad.lo.u32 %t1, %t0, {4 * CHUNK}, %t5;")
         e("st.shared.f32 [%t1], %x;")
     e("V_CONV_DONE:")

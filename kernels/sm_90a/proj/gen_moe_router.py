@@ -36,7 +36,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "src"))
-from netra.contracts.proj import NUM_EXPERTS, ROUTER_K, ROUTER_RANKS, TOP_K  # noqa: E402  (written once)
+from netra.contracts.proj import MOE_I, NUM_EXPERTS, ROUTER_K, ROUTER_RANKS, TOP_K  # noqa: E402  (written once)
 
 NAME = f"moe_router_e{NUM_EXPERTS}_k{ROUTER_K}"
 WARPS = 8
@@ -54,7 +54,7 @@ NORM_NAME = f"moe_router_norm_e{NUM_EXPERTS}_k{ROUTER_K}"  # with the post-atten
 
 # prefetch_experts: the chosen experts' packed gate | up (the expert kernel's [E, 64, 16, 2048]) and
 # down ([E, 128, 4, 2048], moe_down's) bytes per expert, prefetched into L2 in pieces of PIECE bytes
-W13_BYTES, W2_BYTES, PIECE = 64 * 16 * 2048, 128 * 4 * 2048, 512 * 1024
+W13_BYTES, W2_BYTES, PIECE = 2 * MOE_I * ROUTER_K, ROUTER_K * MOE_I, 512 * 1024  # FP8: one byte per weight
 PREFETCH_MAX_M = 2  # beyond it every token's cluster would prefetch its own 24 MB: the L2 holds 60 MB
 
 

@@ -638,11 +638,13 @@ def _chunk_args(i):
 
 
 def _restore_outputs(i):
+    from ..contracts import gdn as G
+
     B, T = i["qkv"].shape[:2]
     dev = i["qkv"].device
     f = lambda *s: torch.empty(*s, dtype=torch.float32, device=dev)  # noqa: E731
-    return {"out": torch.empty(B, T, 4096, dtype=torch.bfloat16, device=dev), "ksave": f(B, T, 16, 128),
-            "dsave": f(B, T, 32, 128), "gsave": f(B, T, 32)}
+    return {"out": torch.empty(B, T, G.VALUE_DIM, dtype=torch.bfloat16, device=dev), "ksave": f(B, T, G.NK, G.DK),
+            "dsave": f(B, T, G.NV, G.DV), "gsave": f(B, T, G.NV)}
 
 
 def _gdn_chunk_framework_peer(i, s):
@@ -657,7 +659,7 @@ def _gdn_chunk_sequential_peer(i, s):
     """The promoted sequential kernel (gdn_verify_t16 through its op): a state written per token."""
     from ..decode import ops as dops
 
-    out = torch.empty(*i["qkv"].shape[:2], 4096, dtype=torch.bfloat16, device=i["qkv"].device)
+    out = torch.empty(*i["qkv"].shape[:2], i["z"].shape[-1], dtype=torch.bfloat16, device=i["qkv"].device)
     dops.gdn_verify(*_gdn_args(i), 16, s["eps"], out)
     return {"out": out}
 
