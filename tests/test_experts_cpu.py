@@ -335,9 +335,10 @@ def test_router_norm_ptx_is_current_and_its_framework_path_is_norm_then_router()
     name = "moe_router_norm_e256_k2048"
     g = paths.generator("proj", "gen_moe_router")
     assert g.NORM_NAME == name
-    ptx = g.generate(norm=True)
+    ptx = g.generate(norm=True, pdl=True)
     assert paths.ptx_path("sm_90a", "proj", name).read_text() == ptx, "run gen_moe_router.py"
     c = contracts.get(name)
+    assert c.pdl and not contracts.get(g.NAME).pdl
     assert _assembles_without_spills(name, ptx)["registers"] <= c.max_registers
     assert ptx.count("st.global.v4.b32 [%pxo") == 8 and "rsqrt.approx.f32" in ptx
     assert c.exact_outputs == ("idx",) and c.op == "moe_router_norm" and c.grid_for({"M": 3}) == (24, 1, 1)
@@ -360,10 +361,39 @@ def test_router_norm_ptx_is_current_and_its_framework_path_is_norm_then_router()
     assert not torch.equal(tb.reference(i)["x_out"], x.double())  # the float64 x is not the BF16 one
 
 
+def test_router_norm_pdl_build():
+    """The promoted norm router is its pdl build: against generate(norm=True) only L2 prefetches of
+    the weight rows (token 0's cluster, 4 per lane, predicated) and the cluster arrive come before
+    griddepcontrol.wait, launch_dependents follows it at once, h is read after it by coherent
+    loads; in SASS the prefetches (CCTL) precede the wait (ACQBULK); no spills."""
+    from test_proj_cpu import _assembles_without_spills
+
+    g = paths.generator("proj", "gen_moe_router")
+    plain, pdl = g.generate(norm=True), g.generate(norm=True, pdl=True)
+    head, tail = pdl.split("griddepcontrol.wait;", 1)
+    assert tail.lstrip().split("\n", 1)[1].lstrip().startswith("griddepcontrol.launch_dependents;")
+    assert head.count("@%p prefetch.global.L2 [%o64+") == 4 and "setp.lt.u32 %p, %t0, 8;" in head
+    assert not any(w in head for w in ("ld.global", "st.global", "st.shared", "cp.async"))
+    x_loads = [ln for ln in tail.splitlines() if "%pa+" in ln and "{%x" in ln and "ld.global" in ln]
+    assert len(x_loads) == 8 and not any(".nc" in ln for ln in x_loads)
+    assert "griddepcontrol" not in plain and "prefetch" not in plain
+    from collections import Counter
+
+    from netra.runtime import build
+
+    norm_pdl = Counter(ln.replace("ld.global.v4", "ld.global.nc.v4") for ln in pdl.splitlines())
+    assert not Counter(plain.splitlines()) - norm_pdl  # nothing of the plain build is lost
+    added = norm_pdl - Counter(plain.splitlines())
+    assert all(ln in head or "griddepcontrol" in ln for ln in added) and len(added) == 14, added
+    _assembles_without_spills(g.NORM_NAME, pdl)
+    sass = build.disasm(g.NORM_NAME)
+    assert sass.count("CCTL.E.PF2") == 4 and sass.rindex("CCTL.E.PF2") < sass.index("ACQBULK") < sass.index("PREEXIT")
+
+
 @pytest.mark.parametrize("norm", [False, True])
 def test_router_16_rank_candidate_assembles(norm):
-    """gen_moe_router.generate(ranks=16) (experiments/proj/router/router_ranks_variant.py, not yet
-    run): a cluster of 16, 16 experts per CTA (one pair per warp), the token from ctaid / 16, no
+    """gen_moe_router.generate(ranks=16) (experiments/proj/router/router_ranks_variant.json:
+    bitwise; faster at M <= 8, slower at M >= 16; not promoted): a cluster of 16, 16 experts per CTA (one pair per warp), the token from ctaid / 16, no
     spills; the promoted 8-rank PTX is untouched by the option."""
     from test_proj_cpu import _assembles_without_spills
 
@@ -372,13 +402,13 @@ def test_router_16_rank_candidate_assembles(norm):
     assert ".reqnctapercluster 16, 1, 1" in t and "shr.u32 %tok, %tok, 4;" in t
     assert "mad.lo.u32 %ex, %rank, 16, 0;" in t
     _assembles_without_spills(g.NORM_NAME if norm else g.NAME, t)
-    assert paths.ptx_path("sm_90a", "proj", g.NORM_NAME if norm else g.NAME).read_text() == g.generate(norm=norm)
+    assert paths.ptx_path("sm_90a", "proj", g.NORM_NAME if norm else g.NAME).read_text() == g.generate(norm=norm, pdl=norm)
 
 
 @pytest.mark.parametrize("norm", [False, True])
 def test_router_expert_prefetch_candidate(norm):
-    """gen_moe_router.generate(prefetch_experts=True) (experiments/proj/router/moe_prefetch_variant.py,
-    not yet run): two more parameters (w13, w2) after the promoted ones, 48 bulk L2 prefetches of
+    """gen_moe_router.generate(prefetch_experts=True) (experiments/proj/router/moe_prefetch_variant.json:
+    bitwise, 3x slower; rejected): two more parameters (w13, w2) after the promoted ones, 48 bulk L2 prefetches of
     512 KB (the 8 chosen experts' gate | up and down) issued by rank 0 after the selection and
     before the weights are computed, no spills; the promoted PTX is untouched by the option."""
     from test_proj_cpu import _assembles_without_spills
@@ -391,4 +421,4 @@ def test_router_expert_prefetch_candidate(norm):
     assert t.index("// selection 7") < t.index("cp.async.bulk.prefetch") < t.index("// weights: exp")
     assert 8 * (g.W13_BYTES + g.W2_BYTES) // g.PIECE == 48
     _assembles_without_spills(g.NORM_NAME if norm else g.NAME, t)
-    assert paths.ptx_path("sm_90a", "proj", g.NORM_NAME if norm else g.NAME).read_text() == g.generate(norm=norm)
+    assert paths.ptx_path("sm_90a", "proj", g.NORM_NAME if norm else g.NAME).read_text() == g.generate(norm=norm, pdl=norm)

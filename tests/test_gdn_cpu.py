@@ -277,14 +277,15 @@ def test_local_qk_candidate_assembles_without_the_exchange(pdl):
     assert paths.ptx_path("sm_90a", "gdn", C.name).read_text() == g.generate()
 
 
-def test_stream_state_candidate_only_changes_the_state_cache_operator():
-    """generate(stream_state=True) (experiments/gdn/decode_variant.py): the 32 state loads and 32
-    stores per thread with .cs, nothing else; no spills."""
+def test_stream_state_only_changes_the_state_cache_operator():
+    """stream_state (promoted after experiments/gdn/decode_variant.json): against the build
+    before (stream_state=False), the 32 state loads and 32 stores per thread carry .cs, nothing
+    else; no spills."""
     g = _generator()
-    a, b = g.generate().splitlines(), g.generate(stream_state=True).splitlines()
+    a, b = g.generate(stream_state=False).splitlines(), g.generate().splitlines()
     diff = [(x, y) for x, y in zip(a, b) if x != y]
     assert len(a) == len(b) and len(diff) == 64
     assert all(y in (x.replace("ld.global.f32", "ld.global.cs.f32"), x.replace("st.global.f32", "st.global.cs.f32"))
                for x, y in diff)
-    res = _ptxas_usage(C.name, g.generate(stream_state=True))
+    res = _ptxas_usage(C.name, g.generate())
     assert res["spill_stores"] == res["stack_frame"] == 0, res

@@ -261,7 +261,8 @@ def test_set_pdl_rebinds_only_pdl_kernels_with_the_pdl_launcher(monkeypatch):
         ops.prepare()
         pdl_names = {k.contract.name for k in ops.OPS.values() if k.contract.pdl}
         assert pdl_names == {sh.name for sh in SHAPES + FUSED + EXPERTS + (MOE_DOWN,)} | {"bf16_gemv_n64_k2048",
-                                                                                     "gdn_decode_b32_pdl"}
+                                                                                     "gdn_decode_b32_pdl",
+                                                                                     "moe_router_norm_e256_k2048"}
         assert all((made[n] == "PDL") == (n in pdl_names) for n in made) and pdl_names <= set(made)
         made.clear()
         ops.set_pdl(False)
@@ -318,17 +319,17 @@ def test_gate_op_falls_back_to_the_plain_op_and_a_matmul():
     assert c.grid_for({"M": 1})[0] == contracts.get("fp8_gemv_n1024_k2048").grid_for({"M": 1})[0] + 1
 
 
-def test_coherent_x_candidates_differ_only_in_the_activation_loads():
-    """gen_fp8_gemv.generate(coherent_x=True) (experiments/proj/coherent_x_variant.py): every
+def test_coherent_x_differs_only_in_the_activation_loads():
+    """coherent_x (promoted after experiments/proj/coherent_x_variant_98716c5.json): every
     activation load after griddepcontrol.wait is ld.global, not .nc (the PDL contract of .nc);
-    nothing else changes, and the promoted PTX is untouched by the option."""
+    against the build before (coherent_x=False) nothing else changes."""
     from netra import paths
     from netra.contracts.proj import EXPERTS, FUSED, MOE_DOWN, SHAPES
 
     g = paths.generator("proj", "gen_fp8_gemv")
     for sh in SHAPES + FUSED + EXPERTS + (MOE_DOWN,):
-        plain, coh = g.generate(sh), g.generate(sh, coherent_x=True)
-        assert paths.ptx_path("sm_90a", "proj", sh.name).read_text() == g.generate(sh)
+        plain, coh = g.generate(sh, coherent_x=False), g.generate(sh)
+        assert paths.ptx_path("sm_90a", "proj", sh.name).read_text() == coh
         a, b = plain.splitlines(), coh.splitlines()
         assert len(a) == len(b)
         diff = [(x, y) for x, y in zip(a, b) if x != y]
@@ -336,3 +337,24 @@ def test_coherent_x_candidates_differ_only_in_the_activation_loads():
         tail = coh[coh.index("griddepcontrol.wait"):]
         # what stays .nc after the wait is a weight (the norm weight, the gate's weight row)
         assert all("%nw" in ln or "gate_w" in ln for ln in tail.splitlines() if "ld.global.nc" in ln), sh.name
+
+
+def test_ids_early_candidates_read_the_ids_and_request_every_chunk_before_the_wait():
+    """gen_fp8_gemv.generate(ids_early=True) (experiments/proj/ids_early_variant.py): for the expert
+    kernels, the ids are loaded by ld.relaxed.gpu and every stage's chunks requested before
+    griddepcontrol.wait, nothing of the ids is left after it, no spills; other shapes are
+    untouched by the option, and the promoted PTX is the build without it."""
+    from netra import paths
+    from netra.contracts.proj import EXPERTS, MOE_DOWN
+
+    g = paths.generator("proj", "gen_fp8_gemv")
+    for sh in EXPERTS + (MOE_DOWN,):
+        t = g.generate(sh, ids_early=True)
+        assert paths.ptx_path("sm_90a", "proj", sh.name).read_text() == g.generate(sh) != t
+        head, tail = t.split("  griddepcontrol.wait;", 1)
+        assert head.count("ld.relaxed.gpu.global.u64 %rid") == 1 and "%rid" not in tail
+        issued = head.count("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint")
+        assert issued == (sh.NS // sh.NC) * sh.NC * (3 if sh.fuse == "moedown" else 1), (sh.name, issued)
+        assert head.index("INIT_BARS:") < head.index("cp.async.bulk.shared::cluster")
+        _assembles_without_spills(sh.name, t)
+    assert g.generate(SHAPES[0], ids_early=True) == g.generate(SHAPES[0])

@@ -1,4 +1,6 @@
-"""Candidate builds of the GDN decode step beside the promoted kernels (CPU-built, not yet run):
+"""Candidate builds of the GDN decode step beside the promoted kernels, measured at 98716c5
+(decode_variant.json; `stream` promoted after it, so run at a later commit the promoted row is the
+stream build; `git checkout 98716c5` reproduces the JSON):
 
 - `local_qk` (gen_gdn_decode.generate(local_qk=True)): every rank of a cluster convolves all 256
   q and k channels of its key head itself (two per thread; warp 0 also its 32 v channels)

@@ -1,5 +1,7 @@
 """The FP8 kernels with their activations read by ld.global instead of ld.global.nc after
 griddepcontrol.wait (gen_fp8_gemv.generate(coherent_x=True)), beside the promoted builds.
+Measured at d0e3321 (coherent_x_variant.json) and 98716c5 (coherent_x_variant_98716c5.json), then
+promoted: at a later commit both rows are the same build (`git checkout 98716c5` reproduces it).
 
 Why: .nc is defined only for data that is read-only while the kernel runs; under programmatic
 dependent launch the kernel starts while the grid that writes its x is still running. The GDN

@@ -494,7 +494,7 @@ def zn_async_loads(e: Emit, A: dict, after_wait: bool, act) -> None:
 
 
 def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: str = NAME, coherent: bool = True,
-             local_qk: bool = False, stream_state: bool = False) -> str:
+             local_qk: bool = False, stream_state: bool = True) -> str:
     """The PTX. ``pdl`` (experiments/gdn/pdl_variant.py, not promoted): for a programmatic
     dependent launch, let the next grid launch at once and load the slot id, the weights, the
     conv windows and the state before ``griddepcontrol.wait``; the projection outputs (qkv,
@@ -518,8 +518,9 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
     thread holds the same q[th], k[th] as after the exchange, so the outputs are bitwise the
     promoted kernel's; each q/k window has 8 readers and one writer (rank th / 16), which writes
     it only after the cluster barrier whose arrive follows every rank's conv (the arrive moves
-    from the start to there). ``stream_state`` (a
-    candidate, CPU-built): the state slice loaded and stored with the .cs (streaming, evict-first)
+    from the start to there). ``stream_state`` (promoted
+    after experiments/gdn/decode_variant.json: bitwise; B = 1 PDL chain 2.72 -> 2.50 us, B = 32
+    43.2 -> 41.3 us plain; ``stream_state=False`` is the build before): the state slice loaded and stored with the .cs (streaming, evict-first)
     cache operator: each is touched once per step, and ncu put the B = 32 kernel at 36.5 us alone
     against 43 back to back, where the previous launch's dirty state lines are written back
     during it (experiments/gdn/README.md, occupancy); the same arithmetic, so bitwise."""

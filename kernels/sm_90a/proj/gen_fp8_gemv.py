@@ -194,12 +194,12 @@ def x_scale_bits(e: Emit) -> None:
     e("  selp.b32 %t3, 0, %t3, %pz;")
 
 
-# How the activations (the previous grid's output) are loaded after griddepcontrol.wait: the
-# promoted kernels use ld.global.nc; generate(coherent_x=True) (a candidate) uses ld.global, since
-# .nc is defined only for data read-only during the kernel's lifetime, which a PDL launch overlaps
-# with the writer's (gdn_decode_b32_pdl's .nc loads broke the decode PDL engine's bitwise check:
-# experiments/decode/pdl_gdn_variant.json; these kernels' have not, so far).
-_XLD = ["ld.global.nc"]
+# How the activations (the previous grid's output) are loaded after griddepcontrol.wait: ld.global
+# (coherent_x, promoted after experiments/proj/coherent_x_variant_98716c5.json), not .nc: .nc is
+# defined only for data read-only during the kernel's lifetime, which a PDL launch overlaps with
+# the writer's (gdn_decode_b32_pdl's .nc loads broke the decode PDL engine's bitwise check:
+# experiments/decode/pdl_gdn_variant.json; these kernels' never did, but were outside the contract).
+_XLD = ["ld.global"]
 
 
 def x_fragments(e: Emit, h: int, nt: int, W: int, K: int) -> None:
@@ -778,7 +778,8 @@ V3 = dict(x_rows=False, skip_nt1=False, packed_amax=False, pre_strips=None, earl
 
 def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bool = True, packed_amax: bool = True,
              pre_strips: int | None | str = "shape", early_trigger: bool = False, split_m8: bool = True,
-             tgroups: bool = False, xpair: bool = False, x_first_m16: bool | None = None, coherent_x: bool = False) -> str:
+             tgroups: bool = False, xpair: bool = False, x_first_m16: bool | None = None, coherent_x: bool = True,
+             ids_early: bool = False) -> str:
     """The PTX. The defaults are the promoted build (v3g); ``generate(sh, **V3)`` is v3 as promoted
     at cb9faad (bitwise the same outputs). ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x, on v3): x comes into
     shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
@@ -808,9 +809,17 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     the shape's own ``Fp8Gemv.x_first``, promoted after proj_variant.py v3q)
     (trace_v3g.json: at M = 16 the first chunk, requested before x, still lands ~1.2 us later than
     at M = 1, and x itself waits behind the first chunks in the DRAM queues; proj_variant.py v3q).
-    ``coherent_x`` (a candidate, experiments/proj/coherent_x_variant.py): the activations by
-    ld.global instead of ld.global.nc (``_XLD``); the same arithmetic, so the same outputs."""
-    _XLD[0] = "ld.global" if coherent_x else "ld.global.nc"  # a candidate (see _XLD)
+    ``coherent_x`` (promoted after experiments/proj/coherent_x_variant_98716c5.json: bitwise, the
+    times within run spread): the activations by ld.global (``_XLD``); ``coherent_x=False`` is the
+    build before, with ld.global.nc; the same arithmetic, so the same outputs. ``ids_early`` (moe and
+    moedown; a candidate, experiments/proj/ids_early_variant.py): the expert ids are read (coherent,
+    ld.relaxed.gpu) and every stage's chunks requested before griddepcontrol.wait, so under a PDL
+    launch the weights stream during the previous kernel. Valid only where the ids were written by
+    a grid that completed before the previous kernel's own wait returned, and that kernel triggers
+    after its wait (the decode chain router -> shared gate | up -> experts -> moe_down; the router
+    is two or three grids back); launched plainly it is always valid. The same arithmetic."""
+    _XLD[0] = "ld.global" if coherent_x else "ld.global.nc"  # see _XLD
+    ids_early = ids_early and sh.fuse in ("moe", "moedown")
     assert x_rows or not skip_nt1
     assert not (stage_x and x_rows), "stage_x is a variant of v3's x prologue: pass **V3 with it"
     assert sh.fuse in ("", "norm", "res", "gate", "moe", "moedown") and (sh.fuse != "norm" or (x_rows and sh.NC == 1))
@@ -822,7 +831,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     assert not (tgroups and sh.fuse in ("norm", "res")), "token groups: plain and gate kernels"
     x_off, x_stride, x_bar = x_stage_layout(sh)
     skip_nt1 = skip_nt1 and NC == 1 and not split_m8
-    pre = NS // NC if pre_strips is None else min(pre_strips, NS // NC)
+    pre = NS // NC if pre_strips is None or ids_early else min(pre_strips, NS // NC)
+    x_first_m16 = x_first_m16 and not ids_early
     assert x_rows or pre == NS // NC
     assert N % 128 == 0 and K % 128 == 0 and sh.KB % W == 0 and NS % NC == 0 and W <= 16
     e = Emit()
@@ -915,13 +925,22 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         e("  @%p bra GATE;")
     e(f"  add.u32 %bars, %sbase, {sh.bar_off};  // full[i] at bars + 8 i")
     e("  createpolicy.fractional.L2::evict_first.b64 %pol, 1.0;  // weights are read once per step")
+    if ids_early:
+        e("  // the ids before the wait: written two or more grids back (the op's PDL contract), read coherently")
+        ids_load(e, sh, "ld.relaxed.gpu.global.u64")
+        ids_store(e, sh, barrier=False)
     e("  setp.ne.u32 %p, %th, 0;")
-    e("  @%p bra INIT_DONE;")
+    e("  @%p bra " + ("INIT_BARS;" if ids_early else "INIT_DONE;"))
     for i in range(NS):
         e(f"  mbarrier.init.shared::cta.b64 [%bars+{8 * i}], 1;")
     if stage_x:
         e(f"  mbarrier.init.shared::cta.b64 [%sbase+{x_bar}], 1;  // x rows")
     e("  fence.mbarrier_init.release.cluster;  // visible to the async proxy (the bulk copies)")
+    if ids_early:
+        e("INIT_BARS:")
+        e("  bar.sync 0;  // the ids table, before thread 0 requests any chunk")
+        e("  setp.ne.u32 %p, %th, 0;")
+        e("  @%p bra INIT_DONE;")
     e("  // the first " + ("NS chunks" if pre == NS // NC else "strip's chunks")
       + ", before griddepcontrol.wait: weights do not depend on the previous kernel")
     if x_first_m16 and split_m8 and sh.fuse != "norm":
@@ -937,7 +956,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     e("  mov.u32 %stage, 0;")
     e("  mov.u32 %phase, 0;")
     e("  setp.gt.u32 %pm8, %m, 8;  // a second n-tile of 8 tokens")
-    o = dict(stage_x=stage_x, x_rows=x_rows, skip_nt1=skip_nt1, packed_amax=packed_amax, pre=pre, xpair=False)
+    o = dict(stage_x=stage_x, x_rows=x_rows, skip_nt1=skip_nt1, packed_amax=packed_amax, pre=pre, xpair=False,
+             ids_early=ids_early)
     if sh.fuse in ("norm", "moedown") or tgroups:  # M <= 8 only (the norm's contract; a token group of at most 8)
         _body(e, sh, (0,), "_M8", **o)
     elif split_m8:
@@ -1011,8 +1031,33 @@ def gate_cta(e: Emit, sh: Shape) -> None:
     e("  ret;")
 
 
+def ids_load(e: Emit, sh: Shape, ld: str) -> None:
+    """moe, moedown: thread t < P (the pairs, or the M x 8 (token, expert) ids) loads ids[t] (int64)
+    into %rid (-1 past P; %pq: t < P)."""
+    e(f"  shl.b32 %t0, %m, {TOP_K.bit_length() - 1 if sh.fuse == 'moedown' else sh.pair_shift};" + (f"  // the {TOP_K} M (token, expert) ids" if sh.fuse == "moedown" else ""))
+    e("  setp.lt.u32 %pq, %th, %t0;")
+    e("  mul.wide.u32 %pt64, %th, 8;")
+    e("  add.u64 %pa, %pid, %pt64;")
+    e("  mov.u64 %rid, -1;")
+    e(f"  @%pq {ld} %rid, [%pa];")
+
+
+def ids_store(e: Emit, sh: Shape, barrier: bool = True) -> None:
+    """moe, moedown: %rid (0xffffffff outside 0..E-1) to the shared ids table; then (``barrier``)
+    a bar.sync before thread 0 requests any chunk."""
+    e("  cvt.u64.u32 %pt64, %ne;")
+    e("  setp.lt.u64 %pe, %rid, %pt64;  // unsigned: a negative id is outside too")
+    e("  cvt.u32.u64 %t0, %rid;")
+    e("  selp.b32 %t0, %t0, 0xffffffff, %pe;")
+    e("  shl.b32 %t1, %th, 2;")
+    e("  add.u32 %t1, %t1, %sbase;")
+    e(f"  @%pq st.shared.u32 [%t1+{sh.ids_off}], %t0;")
+    if barrier:
+        e("  bar.sync 0;  // the ids table, before thread 0 requests any chunk")
+
+
 def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool, x_rows: bool, skip_nt1: bool,
-          packed_amax: bool, pre: int, xpair: bool = False) -> None:
+          packed_amax: bool, pre: int, xpair: bool = False, ids_early: bool = False) -> None:
     """Everything after griddepcontrol.wait, to ret: the x prologue and the strip loop. ``nts``:
     the n-tiles this copy computes ((0,) for M <= 8, (0, 1) for M > 8: no predicate on the
     second n-tile), or None for one copy for every M (the second n-tile's mma predicated on
@@ -1057,14 +1102,9 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool, x_rows
         e("  barrier.cluster.arrive.relaxed.aligned;")
         e("  mapa.shared::cluster.u32 %xpb, %xpb, %peer;  // from here: the peer's x mbarrier")
     else:
-        if sh.fuse in ("moe", "moedown"):
+        if sh.fuse in ("moe", "moedown") and not ids_early:
             e("  // the pairs' expert ids: thread t < P loads ids[t] (int64), stored to shared after the x loads")
-            e(f"  shl.b32 %t0, %m, {TOP_K.bit_length() - 1 if sh.fuse == 'moedown' else sh.pair_shift};" + (f"  // the {TOP_K} M (token, expert) ids" if sh.fuse == "moedown" else ""))
-            e("  setp.lt.u32 %pq, %th, %t0;")
-            e("  mul.wide.u32 %pt64, %th, 8;")
-            e("  add.u64 %pa, %pid, %pt64;")
-            e("  mov.u64 %rid, -1;")
-            e("  @%pq ld.global.u64 %rid, [%pa];")
+            ids_load(e, sh, "ld.global.u64")
         e("  // every x load (both n-tiles; past M predicated off) before any is used; n-tile 1 without a")
         e("  // branch (a branch made ptxas spill; this runs once per CTA)")
     if xpair:
@@ -1083,15 +1123,8 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool, x_rows
                 x_fragments(e, h, nt, W, K)
     if sh.fuse == "norm":
         norm_load(e, sh)
-    if sh.fuse in ("moe", "moedown"):
-        e("  cvt.u64.u32 %pt64, %ne;")
-        e("  setp.lt.u64 %pe, %rid, %pt64;  // unsigned: a negative id is outside too")
-        e("  cvt.u32.u64 %t0, %rid;")
-        e("  selp.b32 %t0, %t0, 0xffffffff, %pe;")
-        e("  shl.b32 %t1, %th, 2;")
-        e("  add.u32 %t1, %t1, %sbase;")
-        e(f"  @%pq st.shared.u32 [%t1+{sh.ids_off}], %t0;")
-        e("  bar.sync 0;  // the ids table, before thread 0 requests any chunk")
+    if sh.fuse in ("moe", "moedown") and not ids_early:
+        ids_store(e, sh)
     if pre < NS // NC:
         e("  // thread 0: the remaining first chunks, now that x is requested")
         e("  setp.ne.u32 %p, %th, 0;")

@@ -59,7 +59,7 @@ PREFETCH_MAX_M = 2  # beyond it every token's cluster would prefetch its own 24 
 
 
 def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS, prefetch: bool = False,
-             ranks: int = ROUTER_RANKS, prefetch_experts: bool = False) -> str:
+             ranks: int = ROUTER_RANKS, prefetch_experts: bool = False, pdl: bool = False) -> str:
     """The PTX; ``start_barrier=False`` is the build measured at bab7443 (racecheck hazards).
     ``warps`` (a candidate at 16: experiments/proj/router/router_warps_variant.py): warps per
     CTA; each takes PER_RANK / warps experts, two rows' loads in flight at a time, so 16 warps
@@ -87,7 +87,15 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
     (cp.async.bulk.prefetch.L2, 512 KB pieces: 24 MB per token). The expert kernel cannot request
     them before its griddepcontrol.wait (the ids are this kernel's output), so today its first
     bytes leave DRAM only after this grid has ended and it has launched. At M > PREFETCH_MAX_M
-    nothing is prefetched (every token's cluster would ask for its own 24 MB)."""
+    nothing is prefetched (every token's cluster would ask for its own 24 MB).
+    ``pdl`` (the norm build promoted as moe_router_norm_e256_k2048, for the decode runner's PDL
+    engine; plainly launched, griddepcontrol is a no-op): token 0's cluster asks L2 for the whole
+    router weight (each lane one 128-byte line of each of its warp's rows, ``prefetch.global.L2``,
+    no registers) before ``griddepcontrol.wait``, so the rows' DRAM round trips overlap the
+    previous kernel's tail (the other clusters' loads then hit L2 too; every cluster asking
+    cost 1.9 us at M = 32: router_warps_variant_7b16591.json); h is read after the wait by
+    ld.global, not .nc (the previous kernel writes it); launch_dependents right after the wait
+    (one dependent grid at a time); nothing is written before the wait."""
     assert ranks in (8, 16) and LOADS == 8, "x_out is written by ranks 0..7 (one 256-channel block each)"
     per_rank = NUM_EXPERTS // ranks
     name = NORM_NAME if norm else NAME
@@ -151,8 +159,12 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
         e("and.b32 %lane, %th, 31;")
         e("mov.u32 %rank, %cluster_ctarank;")
 
-    if prefetch:  # first of all, and before the barrier: ptxas sinks them otherwise
+    assert not (prefetch and pdl), "pdl prefetches from token 0's cluster only"
+    if prefetch or pdl:  # first of all, and before the barrier: ptxas sinks them otherwise
         thread_ids()
+        if pdl:
+            e("mov.u32 %t0, %ctaid.x;")
+            e(f"setp.lt.u32 %p, %t0, {ranks};  // token 0's cluster asks for the whole weight")
         e(f"mad.lo.u32 %t0, %rank, {per_rank}, 0;")
         e(f"mad.lo.u32 %t0, %warp, {per_warp}, %t0;")
         e(f"mul.lo.u32 %t0, %t0, {ROUTER_K * 2};")
@@ -160,10 +172,13 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
         e("cvt.u64.u32 %o64, %t0;")
         e("add.u64 %o64, %pw, %o64;")
         for r in range(per_warp):
-            e(f"prefetch.global.L2 [%o64+{r * ROUTER_K * 2}];  // line lane of the warp's row {r}")
+            e(f"{'@%p ' if pdl else ''}prefetch.global.L2 [%o64+{r * ROUTER_K * 2}];  // line lane of the warp's row {r}")
     if start_barrier:
         e("barrier.cluster.arrive.relaxed.aligned;  // this CTA has started (waited for before the first remote store)")
-    if not prefetch:
+    if pdl:
+        e("griddepcontrol.wait;  // h, and the outputs the previous kernels may still read, from here")
+        e("griddepcontrol.launch_dependents;  // after the wait: one dependent grid at a time")
+    if not (prefetch or pdl):
         thread_ids()
     e("mov.u32 %tok, %ctaid.x;")
     e(f"shr.u32 %tok, %tok, {ranks.bit_length() - 1};  // one cluster per token")
@@ -172,8 +187,9 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
     e("mad.lo.u32 %t0, %lane, 8, %t0;")
     e("mul.wide.u32 %o64, %t0, 2;")
     e("add.u64 %pa, %px, %o64;")
+    xld = "ld.global" if pdl else "ld.global.nc"  # under PDL the previous grid writes h while this one runs
     for i in range(LOADS):
-        e(f"ld.global.nc.v4.u32 {{%x{4 * i}, %x{4 * i + 1}, %x{4 * i + 2}, %x{4 * i + 3}}}, [%pa+{512 * i}];")
+        e(f"{xld}.v4.u32 {{%x{4 * i}, %x{4 * i + 1}, %x{4 * i + 2}, %x{4 * i + 3}}}, [%pa+{512 * i}];")
     if norm:
         norm_prologue(e)
     e(f"mad.lo.u32 %ex, %rank, {per_rank}, 0;")
@@ -379,7 +395,7 @@ def norm_prologue(e) -> None:
 
 def main() -> int:
     (HERE / f"{NAME}.ptx").write_text(generate())
-    (HERE / f"{NORM_NAME}.ptx").write_text(generate(norm=True))
+    (HERE / f"{NORM_NAME}.ptx").write_text(generate(norm=True, pdl=True))
     print(f"wrote {NAME}.ptx, {NORM_NAME}.ptx")
     return 0
 

@@ -448,6 +448,8 @@ MOE_ROUTER_NORM = dataclasses.replace(
     bytes_read=f"M * {2 * ROUTER_K} + {2 * NUM_EXPERTS * ROUTER_K} + {2 * ROUTER_K}",
     bytes_written=f"M * {TOP_K * (2 + 8) + 2 * ROUTER_K}",
     op="moe_router_norm",
+    pdl="only L2 prefetches of w (token 0's cluster) before griddepcontrol.wait; h by coherent loads after it, "
+        "launch_dependents right after it",
     reference="x_out: netra.reference.norm.rmsnorm (float64); top, idx: netra.reference.proj.router_topk on the "
               "kernel's x_out (checked first; the ids are exactly defined only on a BF16 x) in the kernel's fp32 order",
     peers=("rmsnorm_then_router",),

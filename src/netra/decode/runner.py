@@ -99,7 +99,8 @@ class DecodeRunner:
             nops.qk_rmsnorm(qg[:, :, :hd], self.kb.view(B, nkv, hd), lw["q_norm"], lw["k_norm"], eps,
                             out_q=self.qn, out_k=self.kn)
             dops.attention_decode_ctx(self.qn, self.kn, self.vb.view(B, nkv, hd), qg[:, :, hd:].reshape(B, nh * hd),
-                                      *self.attn_ctx, self.k_pages[L], self.v_pages[L], self.ao)
+                                      *self.attn_ctx, self.k_pages[L], self.v_pages[L], self.ao,
+                                      pages_in_order=True)  # block_table is arange(B * pages): read the cache as a view
             dops.fp8_linear_add(self.ao, *lw["o"], self.h, self.mix)  # mix, and h += mix
         else:
             dops.fp8_linear_norm(self.h, lw["in_norm"], eps, *lw["qkvz"], self.qkvz, self.x)
