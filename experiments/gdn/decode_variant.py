@@ -34,7 +34,11 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 BUILDS = {"local_qk": dict(local_qk=True), "stream": dict(stream_state=True),
-          "local_qk_stream": dict(local_qk=True, stream_state=True)}
+          "local_qk_stream": dict(local_qk=True, stream_state=True),
+          # after stream's promotion (0bfb57b): the .maxnreg 64 builds again (8 CTAs per SM instead of 7),
+          # with z and the norm weight by cp.async (no spill) or without (an 8-byte spill); B = 32 at
+          # 78.5% of the state roofline plainly, 79.6% as a PDL chain in the 0bfb57b records (bar: 80%)
+          "r64": dict(maxnreg=64), "r64_zn": dict(maxnreg=64, zn_async=True)}
 
 
 def main():
@@ -45,6 +49,7 @@ def main():
 
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
     names = [a for a in sys.argv[1:] if a in BUILDS] or list(BUILDS)
+    out_name = "decode_variant.json" if names == list(BUILDS)[:3] else f"decode_variant_{'_'.join(names)}.json"
     g = paths.generator("gdn", "gen_gdn_decode")
     floors = (rt_launch.raw_launcher(loader.load("empty_kernel", 0)), rt_launch.raw_launcher(loader.load("read_floor", 0)))
     res = {"method": bench.METHOD.format(R=bench.REPLAYS), "builds": {n: BUILDS[n] for n in names}, "cases": {}}
@@ -84,7 +89,7 @@ def main():
                     row[n] = {"us": r["median_us"], "pdl_chain_us": r.get("pdl_chain_us")}
             res["cases"][f"{kname} {case}"] = row
             print(kname, case, {k: (round(v["us"], 2), round(v["pdl_chain_us"], 2)) for k, v in row.items()}, flush=True)
-            json.dump(res, open(os.path.join(out_dir, "decode_variant.json"), "w"), indent=1)
+            json.dump(res, open(os.path.join(out_dir, out_name), "w"), indent=1)
     del keep
 
 
