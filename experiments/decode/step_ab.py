@@ -1,0 +1,116 @@
+"""Which of this session's changes moved the decode step, in one process (the decode records at
+d0e3321 and c375ea1 ran on different machine loans, and the plain runner moved 2.57 -> 2.69 ms at
+batch 1 while the PDL engine moved 2.39 -> 2.28; a rerun at e0e50e8 gave 2.68 and 2.41).
+
+Each form swaps one change back to its previous build in the same runner (batch 1, synthetic
+40-layer checkpoint, context 1024, as `netra decode`), then captures and times the step plainly
+and with PDL (CUDA-graph replay, CUDA events, median of 64 steps). The forms are timed in the order
+current, each swap, current again, so drift shows as a difference between the two currents.
+- attn_gather: attention reads the KV cache by gathering (pages_in_order=False), as before 0bfb57b;
+- router_prev: moe_router_norm_e256_k2048 without its PDL build (no prefetch, no griddepcontrol);
+- gdn_prev: gdn_decode_b32 and _pdl without .cs on the state (stream_state=False);
+- fp8_prev: the 15 FP8 kernels with .nc activation loads (coherent_x=False);
+- all_prev: all four.
+Every form's logits over 4 teacher-forced steps are compared bitwise with the current plain
+runner's (every swap keeps the arithmetic).
+
+  PYTHONPATH=src python3 experiments/decode/step_ab.py --out "$OUT"
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_prev", "current_again")
+
+
+def previous_builds(form: str) -> dict[str, tuple[str, int]]:
+    """kernel name -> (its previous PTX, dynamic smem) for the form's swapped kernels."""
+    from netra import contracts, paths
+    from netra.contracts.proj import EXPERTS, FUSED, MOE_DOWN, SHAPES
+
+    out = {}
+    if form in ("router_prev", "all_prev"):
+        g = paths.generator("proj", "gen_moe_router")
+        out[g.NORM_NAME] = (g.generate(norm=True), 0)
+    if form in ("gdn_prev", "all_prev"):
+        g = paths.generator("gdn", "gen_gdn_decode")
+        out["gdn_decode_b32"] = (g.generate(stream_state=False), 0)
+        out["gdn_decode_b32_pdl"] = (g.generate(pdl=True, name="gdn_decode_b32_pdl", stream_state=False), 0)
+    if form in ("fp8_prev", "all_prev"):
+        g = paths.generator("proj", "gen_fp8_gemv")
+        for sh in SHAPES + FUSED + EXPERTS + (MOE_DOWN,):
+            out[sh.name] = (g.generate(sh, coherent_x=False), contracts.get(sh.name).dynamic_smem)
+    return out
+
+
+def main():
+    import netra.ops as nops
+    from netra.decode import main as dm
+    from netra.decode import ops as dops
+    from netra.decode import runner as rmod
+    from netra.model import checkpoint as ck
+    from netra.model.config import QWEN36_35B_A3B
+    from netra.model.packed import pack
+    from netra.ops import _dispatch
+    from netra.runtime import loader
+
+    out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
+    B, context, steps = 1, 1024, 64
+    cfg = QWEN36_35B_A3B
+    packed = pack(ck.synthetic_checkpoint(cfg, seed=0, device="cuda"))
+    tokens = torch.randint(0, cfg.vocab_size, (4, B), generator=torch.Generator().manual_seed(3)).to("cuda")
+    real_load, real_attn = loader.load, dops.attention_decode_ctx
+
+    def rebind_all():
+        for k in _dispatch.OPS.values():
+            k._launch, k.launches_bound = None, False
+            if k.go is not k._switched_off:
+                k.go = k._bind_then_go
+
+    res = {"method": f"batch {B}, synthetic 40-layer checkpoint, context {context}; CUDA-graph replay of one step, "
+                     f"CUDA events, median of {steps} (netra.decode.main._time_replays), plain and PDL capture; "
+                     "logits of 4 teacher-forced plain steps compared bitwise with the current form's",
+           "forms": {}}
+    ref, keep = None, []
+    for form in FORMS:
+        swaps = {}
+        for name, (ptx, smem) in previous_builds(form).items():
+            module, fn = loader.load_text(name, ptx, dynamic_smem=smem)
+            keep.append(module)
+            swaps[name] = int(fn)
+        try:
+            loader.load = lambda n, d, s=swaps: SimpleNamespace(handle=s[n]) if n in s else real_load(n, d)
+            if form in ("attn_gather", "all_prev"):
+                rmod.dops.attention_decode_ctx = lambda *a, pages_in_order=False: real_attn(*a, pages_in_order=False)
+            row = {}
+            for pdl in (False, True):
+                rebind_all()
+                runner = rmod.DecodeRunner(packed, B, context, device="cuda")
+                runner.capture(pdl=pdl)
+                logits = [runner.step(t).clone() for t in tokens]
+                if ref is None:
+                    ref = logits
+                row["bitwise_equal_to_current" + (" (pdl)" if pdl else "")] = all(torch.equal(x, y) for x, y in zip(ref, logits))
+                row["pdl_ms" if pdl else "plain_ms"] = dm._time_replays(runner, steps)
+                del runner
+                nops.set_pdl(False)
+                torch.cuda.empty_cache()
+        finally:
+            loader.load, rmod.dops.attention_decode_ctx = real_load, real_attn
+            rebind_all()
+        res["forms"][form] = row
+        print(form, row, flush=True)
+        json.dump(res, open(os.path.join(out_dir, "step_ab.json"), "w"), indent=1)
+    del keep
+
+
+if __name__ == "__main__":
+    main()
