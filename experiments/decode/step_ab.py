@@ -7,14 +7,17 @@ Each form swaps one change back to its previous build in the same runner (batch 
 and with PDL (CUDA-graph replay, CUDA events, median of 64 steps). The forms are timed in the order
 current, each swap, current again, so drift shows as a difference between the two currents.
 - attn_gather: attention reads the KV cache by gathering (pages_in_order=False), as before 0bfb57b;
-- router_prev: moe_router_norm_e256_k2048 without its PDL build (no prefetch, no griddepcontrol);
+- router_prev: moe_router_norm_e256_k2048 without its PDL build (no prefetch, no griddepcontrol),
+  so launched plainly under PDL capture too (its op's contract without pdl, as before 0bfb57b; the
+  first run at 3069270 launched the old build with the PDL attribute: a race, and its PDL logits
+  differed, as they should);
 - gdn_prev: gdn_decode_b32 and _pdl without .cs on the state (stream_state=False);
 - fp8_prev: the 15 FP8 kernels with .nc activation loads (coherent_x=False);
 - all_prev: all four.
 Every form's logits over 4 teacher-forced steps are compared bitwise with the current plain
 runner's (every swap keeps the arithmetic).
 
-  PYTHONPATH=src python3 experiments/decode/step_ab.py --out "$OUT"
+  PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] --out "$OUT"
 """
 
 from __future__ import annotations
@@ -52,6 +55,8 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
 
 
 def main():
+    import dataclasses
+
     import netra.ops as nops
     from netra.decode import main as dm
     from netra.decode import ops as dops
@@ -68,6 +73,9 @@ def main():
     packed = pack(ck.synthetic_checkpoint(cfg, seed=0, device="cuda"))
     tokens = torch.randint(0, cfg.vocab_size, (4, B), generator=torch.Generator().manual_seed(3)).to("cuda")
     real_load, real_attn = loader.load, dops.attention_decode_ctx
+    router_op = _dispatch.OPS["moe_router_norm"]
+    real_router_contract = router_op.contract
+    forms = [a for a in sys.argv[1:] if a in FORMS] or list(FORMS)
 
     def rebind_all():
         for k in _dispatch.OPS.values():
@@ -80,7 +88,7 @@ def main():
                      "logits of 4 teacher-forced plain steps compared bitwise with the current form's",
            "forms": {}}
     ref, keep = None, []
-    for form in FORMS:
+    for form in forms:
         swaps = {}
         for name, (ptx, smem) in previous_builds(form).items():
             module, fn = loader.load_text(name, ptx, dynamic_smem=smem)
@@ -88,6 +96,8 @@ def main():
             swaps[name] = int(fn)
         try:
             loader.load = lambda n, d, s=swaps: SimpleNamespace(handle=s[n]) if n in s else real_load(n, d)
+            if form in ("router_prev", "all_prev"):
+                router_op.contract = dataclasses.replace(real_router_contract, pdl="")
             if form in ("attn_gather", "all_prev"):
                 rmod.dops.attention_decode_ctx = lambda *a, pages_in_order=False: real_attn(*a, pages_in_order=False)
             row = {}
@@ -105,10 +115,11 @@ def main():
                 torch.cuda.empty_cache()
         finally:
             loader.load, rmod.dops.attention_decode_ctx = real_load, real_attn
+            router_op.contract = real_router_contract
             rebind_all()
         res["forms"][form] = row
         print(form, row, flush=True)
-        json.dump(res, open(os.path.join(out_dir, "step_ab.json"), "w"), indent=1)
+        json.dump(res, open(os.path.join(out_dir, "step_ab.json" if forms == list(FORMS) else "step_ab_" + "_".join(forms) + ".json"), "w"), indent=1)
     del keep
 
 
