@@ -112,8 +112,8 @@ def test_layer_shadow_catches_a_wrong_op(monkeypatch):
     runner = DecodeRunner(c, batch=1, max_context=32, device="cpu", page_size=16)
     real = dops.attention_decode_ctx
 
-    def wrong(q, k, v, gate, c, s, *rest):  # RoPE with the sign of sin flipped
-        return real(q, k, v, gate, c, -s, *rest)
+    def wrong(q, k, v, gate, c, s, *rest, **kw):  # RoPE with the sign of sin flipped
+        return real(q, k, v, gate, c, -s, *rest, **kw)
 
     monkeypatch.setattr(dops, "attention_decode_ctx", wrong)
     shadow = gates.layer_shadow(runner, c, torch.arange(1, 13), dtype=torch.float64)

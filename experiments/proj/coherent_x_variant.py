@@ -2,6 +2,8 @@
 griddepcontrol.wait (gen_fp8_gemv.generate(coherent_x=True)), beside the promoted builds.
 Measured at d0e3321 (coherent_x_variant.json) and 98716c5 (coherent_x_variant_98716c5.json), then
 promoted: at a later commit both rows are the same build (`git checkout 98716c5` reproduces it).
+Since 0bfb57b the measurement is variant_ab.run (2 seeds, the candidate also launched with the PDL
+launcher); the two JSONs were written by this script's earlier form (1 seed, plain launches).
 
 Why: .nc is defined only for data that is read-only while the kernel runs; under programmatic
 dependent launch the kernel starts while the grid that writes its x is still running. The GDN
@@ -21,58 +23,21 @@ bytes through L1 instead of the texture path).
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 from pathlib import Path
 
-import torch
-
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
 
 
 def main():
-    from netra import contracts, paths
-    from netra.contracts.proj import EXPERTS, FUSED, MOE_DOWN, SHAPES
-    from netra.lifecycle import bench, check, testbeds
-    from netra.runtime import launch as rt_launch
-    from netra.runtime import loader
+    import variant_ab
 
-    out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
-    g = paths.generator("proj", "gen_fp8_gemv")
-    floors = (rt_launch.raw_launcher(loader.load("empty_kernel", 0)), rt_launch.raw_launcher(loader.load("read_floor", 0)))
-    res = {"method": bench.METHOD.format(R=bench.REPLAYS), "kernels": {}}
-    keep = []
-    for sh in SHAPES + FUSED + EXPERTS + (MOE_DOWN,):
-        c = contracts.get(sh.name)
-        tb = testbeds.get(sh.name)
-        module, fn = loader.load_text(c.name, g.generate(sh, coherent_x=True), dynamic_smem=c.dynamic_smem)
-        keep.append(module)
-        go_c = rt_launch.make_guard_and_launch(c, function_handle=int(fn), device=0)
-        go_c_pdl = rt_launch.make_guard_and_launch(c, function_handle=int(fn), device=0, launch=rt_launch.pdl_launcher())
-        h = loader.load(c.name, 0).handle
-        go_p = rt_launch.make_guard_and_launch(c, function_handle=h, device=0)
-        go_p_pdl = rt_launch.make_guard_and_launch(c, function_handle=h, device=0, launch=rt_launch.pdl_launcher())
-        cases = c.cases()
-        rows = {}
-        for case in (cases[0], cases[-1]):
-            outs = []
-            for go in (go_p, go_c):
-                b = check.Bench(tb, case, 0)
-                b.reset()
-                assert go(*tb.args(b.bufs)) is None
-                torch.cuda.synchronize()
-                outs.append(b.results())
-            same = all(torch.equal(outs[0][n], outs[1][n]) for n in outs[0])
-            row = {"bitwise_equal_to_promoted": same}
-            for label, go, go_pdl in (("promoted", go_p, go_p_pdl), ("coherent_x", go_c, go_c_pdl)):
-                r = bench.bench_case(tb, case, go, floors, peers=False, log=lambda *_: None, go_pdl=go_pdl)
-                row[label] = {"us": r["median_us"], "pdl_chain_us": r.get("pdl_chain_us")}
-            rows[str(case)] = row
-            print(sh.name, case, row, flush=True)
-        res["kernels"][sh.name] = rows
-        json.dump(res, open(os.path.join(out_dir, "coherent_x_variant.json"), "w"), indent=1)  # after every kernel
-    del keep
+    from netra.contracts.proj import EXPERTS, FUSED, MOE_DOWN, SHAPES
+
+    ends = lambda c: (c.cases()[0], c.cases()[-1])  # noqa: E731
+    variant_ab.run("coherent_x", {"coherent_x": True}, [(sh, ends) for sh in SHAPES + FUSED + EXPERTS + (MOE_DOWN,)],
+                   variant_ab.out_path("coherent_x_variant.json", HERE))
 
 
 if __name__ == "__main__":

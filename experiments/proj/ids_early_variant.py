@@ -19,64 +19,28 @@ kernel's on the same inputs (NaN-poisoned outputs), then both timed by the bench
 and the first chunks' DRAM latency leave the critical path).
 
   PYTHONPATH=src python3 experiments/proj/ids_early_variant.py --out "$OUT"
+
+ids_early_variant.json (0bfb57b) was written by this script's first form, the same measurement
+before it moved into variant_ab.run.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 from pathlib import Path
 
-import torch
-
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
 
 
 def main():
-    from netra import contracts, paths
-    from netra.contracts.proj import EXPERTS, MOE_DOWN, NUM_EXPERTS
-    from netra.lifecycle import bench, check, testbeds
-    from netra.runtime import launch as rt_launch
-    from netra.runtime import loader
+    import variant_ab
 
-    out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
-    g = paths.generator("proj", "gen_fp8_gemv")
-    floors = (rt_launch.raw_launcher(loader.load("empty_kernel", 0)), rt_launch.raw_launcher(loader.load("read_floor", 0)))
-    res = {"method": bench.METHOD.format(R=bench.REPLAYS), "kernels": {}}
-    keep = []
-    for sh, Ms in ((EXPERTS[0], (1, 8, 16)), (EXPERTS[1], (1, 8)), (MOE_DOWN, (1, 8))):
-        c = contracts.get(sh.name)
-        tb = testbeds.get(sh.name)
-        module, fn = loader.load_text(c.name, g.generate(sh, ids_early=True), dynamic_smem=c.dynamic_smem)
-        keep.append(module)
-        mk = lambda h, **k: rt_launch.make_guard_and_launch(c, function_handle=h, device=0, **k)  # noqa: E731, B023
-        h = loader.load(c.name, 0).handle
-        gos = {"promoted": (mk(h), mk(h, launch=rt_launch.pdl_launcher())),
-               "ids_early": (mk(int(fn)), mk(int(fn), launch=rt_launch.pdl_launcher()))}
-        rows = {}
-        for M in Ms:
-            case = {"M": M, "E": NUM_EXPERTS}
-            outs = []
-            for go in (gos["promoted"][0], gos["ids_early"][0], gos["ids_early"][1]):
-                for seed in (0, 1):
-                    b = check.Bench(tb, case, seed)
-                    b.reset()
-                    assert go(*tb.args(b.bufs)) is None
-                    torch.cuda.synchronize()
-                    outs.append(b.results())
-            bits = lambda t: t.contiguous().view(torch.uint8)  # noqa: E731  (a NaN row, for a bad id, equals itself)
-            same = all(torch.equal(bits(outs[i][n]), bits(outs[j][n])) for n in outs[0] for i, j in ((0, 2), (1, 3), (0, 4), (1, 5)))
-            row = {"bitwise_equal_to_promoted": same,
-                   "finite": all(bool(torch.isfinite(v.float()).all()) for v in outs[0].values() if v.is_floating_point())}
-            for label, (go, go_pdl) in gos.items():
-                r = bench.bench_case(tb, case, go, floors, peers=False, log=lambda *_: None, go_pdl=go_pdl)
-                row[label] = {"us": r["median_us"], "pdl_chain_us": r.get("pdl_chain_us")}
-            rows[str(M)] = row
-            print(sh.name, case, row, flush=True)
-        res["kernels"][sh.name] = rows
-        json.dump(res, open(os.path.join(out_dir, "ids_early_variant.json"), "w"), indent=1)  # after every kernel
-    del keep
+    from netra.contracts.proj import EXPERTS, MOE_DOWN, NUM_EXPERTS
+
+    at = lambda *Ms: lambda c: [{"M": M, "E": NUM_EXPERTS} for M in Ms]  # noqa: E731
+    variant_ab.run("ids_early", {"ids_early": True}, ((EXPERTS[0], at(1, 8, 16)), (EXPERTS[1], at(1, 8)), (MOE_DOWN, at(1, 8))),
+                   variant_ab.out_path("ids_early_variant.json", HERE))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,64 @@
+"""Shared by the FP8 candidate scripts that time a build option of gen_fp8_gemv beside the promoted
+kernels (coherent_x_variant.py, ids_early_variant.py): for each (shape, cases), the candidate's
+outputs against the promoted kernel's on the same NaN-poisoned inputs (2 seeds, the candidate
+launched plainly and with the PDL launcher: bitwise, NaN rows included), then both timed by the
+bench's method (CUDA-graph replay, inputs and weights rotated past 4x L2), plainly and as a chain
+of PDL launches of itself."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import torch
+
+
+def run(label: str, options: dict, shape_cases, out_path: str) -> dict:
+    from netra import contracts, paths
+    from netra.lifecycle import bench, check, testbeds
+    from netra.runtime import launch as rt_launch
+    from netra.runtime import loader
+
+    g = paths.generator("proj", "gen_fp8_gemv")
+    floors = (rt_launch.raw_launcher(loader.load("empty_kernel", 0)), rt_launch.raw_launcher(loader.load("read_floor", 0)))
+    res = {"method": bench.METHOD.format(R=bench.REPLAYS), "candidate": {label: options}, "kernels": {}}
+    keep = []
+    bits = lambda t: t.contiguous().view(torch.uint8)  # noqa: E731  (a NaN row, for a bad id, equals itself)
+    for sh, cases in shape_cases:
+        c = contracts.get(sh.name)
+        tb = testbeds.get(sh.name)
+        module, fn = loader.load_text(c.name, g.generate(sh, **options), dynamic_smem=c.dynamic_smem)
+        keep.append(module)
+        h = loader.load(c.name, 0).handle
+        gos = {}
+        for name, handle in (("promoted", h), (label, int(fn))):
+            gos[name] = tuple(rt_launch.make_guard_and_launch(c, function_handle=handle, device=0, **k)
+                              for k in ({}, {"launch": rt_launch.pdl_launcher()}))
+        rows = {}
+        for case in cases(c):
+            outs = []
+            for go in (gos["promoted"][0], gos[label][0], gos[label][1]):
+                for seed in (0, 1):
+                    b = check.Bench(tb, case, seed)
+                    b.reset()
+                    assert go(*tb.args(b.bufs)) is None
+                    torch.cuda.synchronize()
+                    outs.append(b.results())
+            row = {"bitwise_equal_to_promoted": all(torch.equal(bits(outs[i][n]), bits(outs[j][n])) for n in outs[0]
+                                                    for i, j in ((0, 2), (1, 3), (0, 4), (1, 5)))}
+            for name, (go, go_pdl) in gos.items():
+                r = bench.bench_case(tb, case, go, floors, peers=False, log=lambda *_: None, go_pdl=go_pdl)
+                row[name] = {"us": r["median_us"], "pdl_chain_us": r.get("pdl_chain_us")}
+            rows[str(case)] = row
+            print(sh.name, case, row, flush=True)
+        res["kernels"][sh.name] = rows
+        json.dump(res, open(out_path, "w"), indent=1)  # after every kernel
+    del keep
+    return res
+
+
+def out_path(name: str, here) -> str:
+    import sys
+
+    out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(here)
+    return os.path.join(out_dir, name)
