@@ -277,6 +277,30 @@ def test_local_qk_candidate_assembles_without_the_exchange(pdl):
     assert paths.ptx_path("sm_90a", "gdn", C.name).read_text() == g.generate()
 
 
+def test_smem_state_candidate():
+    """generate(smem_state=True) (experiments/gdn/decode_variant.py smem, CPU-built): the slice comes
+    by 8 cp.async of 16 B per thread (4 whole 128-byte lines per warp instruction, evict-first)
+    instead of 32 register loads; the delta rule's arithmetic lines are the promoted kernel's, in
+    the same order, up to register names; no spills, fewer registers, and the promoted PTX is
+    untouched by the option."""
+    import re
+
+    g = _generator()
+    t = g.generate(smem_state=True)
+    assert paths.ptx_path("sm_90a", "gdn", C.name).read_text() == g.generate() != t
+    assert t.count("cp.async.cg.shared.global.L2::cache_hint") == 8 and "ld.global.cs.f32 %s" not in t
+    assert t.index("cp.async.wait_all;") < t.index("// 3. l2norm")
+    arith = lambda ptx: [re.sub(r"%s\d+", "%s", ln.split("//")[0].strip()) for ln in ptx.splitlines()  # noqa: E731
+                         if re.match(r"\s*(fma\.rn|mul)\.f32 %(s|kv|o)\d*,", ln)]
+    promoted = arith(g.generate())
+    mine = [ln for ln in arith(t) if ln != "mul.f32 %s, %s, %dec;"]
+    assert promoted.count("mul.f32 %s, %s, %dec;") == 32 and arith(t).count("mul.f32 %s, %s, %dec;") == 64
+    assert mine == [ln for ln in promoted if ln != "mul.f32 %s, %s, %dec;"]
+    res = _ptxas_usage(C.name, t)
+    assert res["spill_stores"] == res["stack_frame"] == 0 and res["registers"] <= 48, res
+    assert res["static_smem"] <= 18 * 1024, res
+
+
 def test_stream_state_only_changes_the_state_cache_operator():
     """stream_state (promoted after experiments/gdn/decode_variant.json): against the build
     before (stream_state=False), the 32 state loads and 32 stores per thread carry .cs, nothing

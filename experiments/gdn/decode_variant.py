@@ -38,7 +38,11 @@ BUILDS = {"local_qk": dict(local_qk=True), "stream": dict(stream_state=True),
           # after stream's promotion (0bfb57b): the .maxnreg 64 builds again (8 CTAs per SM instead of 7),
           # with z and the norm weight by cp.async (no spill) or without (an 8-byte spill); B = 32 at
           # 78.5% of the state roofline plainly, 79.6% as a PDL chain in the 0bfb57b records (bar: 80%)
-          "r64": dict(maxnreg=64), "r64_zn": dict(maxnreg=64, zn_async=True)}
+          "r64": dict(maxnreg=64), "r64_zn": dict(maxnreg=64, zn_async=True),
+          # the slice in shared memory by cp.async (CPU-built after 0bfb57b): 48 registers, 17.7 KB of
+          # shared memory, 10 CTAs per SM instead of 7; prediction: B = 32 40.7 -> 36-38 us (the 80% bar
+          # is 38.7), B = 1 within +0.3 us (the shared-memory round trip on the critical path)
+          "smem": dict(smem_state=True)}
 
 
 def main():

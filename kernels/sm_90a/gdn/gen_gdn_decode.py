@@ -352,6 +352,70 @@ def delta_rule(e: Emit, store_guard: str = "", st: str = "st.global") -> None:
     warp_partials(e, "%o", "%o")
 
 
+def state_async_loads(e: Emit) -> None:
+    """smem_state: the warp's 32 rows of the CTA's 128 x 32 slice into st_s (row-major, 128 B per
+    row) by cp.async: lane l copies 16 B of row 32 warp + 4 j + l / 8 at byte 16 (l % 8), j = 0..7,
+    so each warp instruction moves 4 whole 128-byte lines; evict-first in L2 (each state line is
+    touched once per step). %pst (this thread's column of row 32 warp) must be set."""
+    e("createpolicy.fractional.L2::evict_first.b64 %pol, 1.0;")
+    e("shr.u32 %t0, %lane, 3;")
+    e("and.b32 %t1, %lane, 7;")
+    e(f"mul.lo.u32 %t2, %t0, {DV * 4};")
+    e("mad.lo.u32 %t2, %t1, 16, %t2;")
+    e("shl.b32 %t3, %lane, 2;")
+    e("sub.u32 %t2, %t2, %t3;  // from this thread's column of row 32 warp to its 16 B of row 32 warp + l / 8")
+    e("cvt.u64.u32 %pt, %t2;")
+    e("add.u64 %pt, %pst, %pt;")
+    e("mov.u32 %sa, st_s;")
+    e(f"mad.lo.u32 %sa, %warp, {32 * CHUNK * 4}, %sa;")
+    e(f"mad.lo.u32 %sa, %t0, {CHUNK * 4}, %sa;")
+    e("mad.lo.u32 %sa, %t1, 16, %sa;")
+    for j in range(8):
+        e(f"cp.async.cg.shared.global.L2::cache_hint [%sa+{j * 4 * CHUNK * 4}], [%pt+{j * 4 * DV * 4}], 16, %pol;")
+    e("cp.async.commit_group;")
+
+
+def delta_rule_smem(e: Emit, st: str) -> None:
+    """delta_rule on the slice in st_s (smem_state): the same instructions on the same values in
+    the same order, each s read from shared memory in both passes (the decay multiplied again in
+    the second: the same product), so the same bits; nothing of the slice held in registers."""
+    e("// 4. S *= exp(g); kv = S^T k over the warp's rows (S from st_s); partials in warp order")
+    e("mov.u32 %sa, st_s;")
+    e(f"mad.lo.u32 %sa, %warp, {32 * CHUNK * 4}, %sa;")
+    e("shl.b32 %t0, %lane, 2;")
+    e("add.u32 %sa, %sa, %t0;  // this thread's column of the warp's first row")
+    e("mov.f32 %kv, 0f00000000;")
+    e("shl.b32 %t0, %warp, 7;  // 32 rows x 4 B")
+    e(f"add.u32 %sr, %sq, {4 * DK};")
+    e("add.u32 %sr, %sr, %t0;  // k of the warp's rows")
+    for i in range(CHUNK):
+        e(f"ld.shared.f32 %s{i % 8}, [%sa+{i * CHUNK * 4}];")
+        e(f"mul.f32 %s{i % 8}, %s{i % 8}, %dec;")
+        e(f"ld.shared.f32 %f0, [%sr+{4 * i}];")
+        e(f"fma.rn.f32 %kv, %s{i % 8}, %f0, %kv;")
+    warp_partials(e, "%kv", "%kv")
+    e("// delta = beta (v - kv); S += k delta; o = S^T q")
+    e("mov.u32 %t0, v_s;")
+    e("shl.b32 %t1, %lane, 2;")
+    e("add.u32 %t0, %t0, %t1;")
+    e("ld.shared.f32 %v, [%t0];")
+    e("sub.f32 %dl, %v, %kv;")
+    e("mul.f32 %dl, %dl, %beta;")
+    e("mov.f32 %o, 0f00000000;")
+    e("shl.b32 %t0, %warp, 7;")
+    e("add.u32 %t1, %sq, %t0;  // q of the warp's rows")
+    for i in range(CHUNK):
+        r = f"%s{8 + i % 8}"
+        e(f"ld.shared.f32 {r}, [%sa+{i * CHUNK * 4}];")
+        e(f"mul.f32 {r}, {r}, %dec;")
+        e(f"ld.shared.f32 %f0, [%sr+{4 * i}];")
+        e(f"fma.rn.f32 {r}, %f0, %dl, {r};")
+        e(f"ld.shared.f32 %f1, [%t1+{4 * i}];")
+        e(f"fma.rn.f32 %o, {r}, %f1, %o;")
+        e(f"{st}.f32 [%pst+{i * DV * 4}], {r};")
+    warp_partials(e, "%o", "%o")
+
+
 def norm_scale(e: Emit) -> None:
     """%o *= rsqrt(the head's mean of o^2 + eps), the sum already in %ss."""
     e(f"fma.rn.f32 %ss, %ss, {f32(1.0 / DV)}, %eps;")
@@ -494,7 +558,7 @@ def zn_async_loads(e: Emit, A: dict, after_wait: bool, act) -> None:
 
 
 def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: str = NAME, coherent: bool = True,
-             local_qk: bool = False, stream_state: bool = True) -> str:
+             local_qk: bool = False, stream_state: bool = True, smem_state: bool = False) -> str:
     """The PTX. ``pdl`` (experiments/gdn/pdl_variant.py, not promoted): for a programmatic
     dependent launch, let the next grid launch at once and load the slot id, the weights, the
     conv windows and the state before ``griddepcontrol.wait``; the projection outputs (qkv,
@@ -523,8 +587,16 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
     43.2 -> 41.3 us plain; ``stream_state=False`` is the build before): the state slice loaded and stored with the .cs (streaming, evict-first)
     cache operator: each is touched once per step, and ncu put the B = 32 kernel at 36.5 us alone
     against 43 back to back, where the previous launch's dirty state lines are written back
-    during it (experiments/gdn/README.md, occupancy); the same arithmetic, so bitwise."""
+    during it (experiments/gdn/README.md, occupancy); the same arithmetic, so bitwise.
+    ``smem_state`` (a candidate, CPU-built; experiments/gdn/decode_variant.py smem): the slice
+    comes into shared memory by cp.async (16 KB per CTA, evict-first) instead of 32 registers per
+    thread, and the delta rule reads it from there in both passes (delta_rule_smem: the same
+    arithmetic in the same order, so bitwise). Why: at B = 32 the kernel is at 78.5% of the state
+    roofline where a copy reaches 88-89%, because each CTA holds its 16 KB in registers from load to
+    store and only 7 CTAs (72 registers) fit per SM; with the slice in shared memory the registers
+    fall and shared memory (17.8 KB per CTA) allows 12 per SM, so more state is in flight."""
     assert not (local_qk and zn_async), "local_qk is built on the promoted build"
+    assert not (smem_state and (local_qk or zn_async)), "smem_state is built on the promoted build"
     e = Emit()
     act = (lambda line: None) if pdl else e  # the loads of the projection outputs, moved after the wait under pdl
     e(f"// {name}: Gated DeltaNet decode step for B <= 32 sequences. Generated by gen_gdn_decode.py (the design is there).")
@@ -554,6 +626,10 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
         e(".reg .b64 %pcw;")
     e(f".reg .f32 %s<{CHUNK}>, %f<12>, %q, %k, %v, %x, %kn, %qn, %beta, %dec, %kv, %dl, %o, %ss, %eps, %alog, %dtb;")
     e(".reg .b64 %a<12>, %pt, %pst, %pcv, %slot;")
+    if smem_state:
+        e(".reg .b32 %sa;")
+        e(".reg .b64 %pol;")
+        e(f".shared .align 128 .f32 st_s[{DK * CHUNK}];  // the CTA's 128 x 32 state slice (smem_state)")
     e(f".shared .align 16 .f32 qk_s[{2 * DK}];  // q | k of the key head, from all 8 ranks")
     e(f".shared .align 16 .f32 v_s[{CHUNK}];")
     e(f".shared .align 16 .f32 red[{4 * CHUNK}];")
@@ -607,8 +683,11 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
         e("@%pc ld.global.b16 %u3, [%pcv+4];")
     e(f"// state_pool + ((slot * {NV} + h) * {DK} + 32 warp + i) * {DV} + col")
     state_address(e, A["state_pool"])
-    for i in range(CHUNK):
-        e(f"{'ld.global.cs' if stream_state else 'ld.global'}.f32 %s{i}, [%pst+{i * DV * 4}];")
+    if smem_state:
+        state_async_loads(e)
+    else:
+        for i in range(CHUNK):
+            e(f"{'ld.global.cs' if stream_state else 'ld.global'}.f32 %s{i}, [%pst+{i * DV * 4}];")
     if pdl:
         e("griddepcontrol.wait;  // the projection outputs are complete from here")
         nc = "" if coherent else ".nc"  # written by the grids before: not read-only for this kernel's lifetime
@@ -673,9 +752,14 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
         e("PUSHED:")
         _wait(e, "bar_qk", "WAIT_QK")
 
+    if smem_state:
+        e("cp.async.wait_all;  // this thread's pieces of the slice; the bar.sync in step 3 shows every warp's to all")
     e("// 3. l2norm of q and k over dk, q scaled by dk^-1/2 (the same sums in every rank)")
     qk_norms_gates(e, "qk_s")
-    delta_rule(e, st="st.global.cs" if stream_state else "st.global")
+    if smem_state:
+        delta_rule_smem(e, st="st.global.cs" if stream_state else "st.global")
+    else:
+        delta_rule(e, st="st.global.cs" if stream_state else "st.global")
     if local_qk:
         e("barrier.cluster.wait.aligned;  // every rank has started and read its conv windows")
         _lqk_window_stores(e)
