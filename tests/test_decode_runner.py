@@ -301,8 +301,10 @@ def test_attention_decode_is_bitwise_the_measured_forms_cpu():
         dops.attention_decode_ctx(a["q"], a["k"], a["v"], a["gate"], *ctx, a["k_pages"], a["v_pages"], out,
                                   pages_in_order=True)
         assert all(torch.equal(x, y) for x, y in zip((out, a["k_pages"], a["v_pages"]), pair["ctx"])), B
-        bigger = torch.cat([a["k_pages"], a["k_pages"][:1]])  # not B x pages: refused, not misread
+        bigger = torch.cat([a["k_pages"], a["k_pages"][:1]])  # not B x pages: refused before any write
+        kept = bigger.clone()
         with pytest.raises(ValueError, match="pages_in_order"):
             dops.attention_decode_ctx(a["q"], a["k"], a["v"], a["gate"], *ctx, bigger, torch.cat([a["v_pages"], a["v_pages"][:1]]),
                                       out, pages_in_order=True)
+        assert torch.equal(bigger, kept)
         assert rel_err(got["op"][0], sv.reference(**a0)) < 1e-2

@@ -536,6 +536,10 @@ def attention_decode_ctx(q: Tensor, k: Tensor, v: Tensor, gate: Tensor, c: Tenso
     view_form: 39.6 -> 35.8 us per layer at B = 1, 109.3 -> 70.8 at B = 32; the runner passes it).
     A pool that is not exactly B x pages is refused (ValueError)."""
     B, nh, hd = q.shape
+    if pages_in_order and (k_pages.shape[0] != bt.numel() or bt.shape[0] != B):  # before anything is written
+        raise ValueError(f"attention_decode_ctx(pages_in_order=True): expected a pool of B x pages = "
+                         f"{B} x {bt.shape[-1]} pages in block-table order, got {k_pages.shape[0]} pages "
+                         f"and a block table of {tuple(bt.shape)}")
     rd = c.shape[-1]
     # PyTorch ops, kept few (each is a kernel launch; experiments/attention/sdpa_variant.py):
     # RoPE once on q | k, the append by index_copy_ on flat page rows, one SDPA call on BF16
@@ -549,10 +553,6 @@ def attention_decode_ctx(q: Tensor, k: Tensor, v: Tensor, gate: Tensor, c: Tenso
     k_pages.view(-1, *k_pages.shape[2:]).index_copy_(0, flat, qk[:, nh:])
     v_pages.view(-1, *v_pages.shape[2:]).index_copy_(0, flat, v)
     if pages_in_order:
-        if k_pages.shape[0] != bt.numel() or bt.shape[0] != B:
-            raise ValueError(f"attention_decode_ctx(pages_in_order=True): expected a pool of B x pages = "
-                             f"{B} x {bt.shape[-1]} pages in block-table order, got {k_pages.shape[0]} pages "
-                             f"and a block table of {tuple(bt.shape)}")
         K = k_pages.view(B, -1, *k_pages.shape[2:]).transpose(1, 2)  # [B, nkv, pages * page, hd]
         V = v_pages.view(B, -1, *v_pages.shape[2:]).transpose(1, 2)
     else:
