@@ -308,3 +308,33 @@ def test_attention_decode_is_bitwise_the_measured_forms_cpu():
                                       out, pages_in_order=True)
         assert torch.equal(bigger, kept)
         assert rel_err(got["op"][0], sv.reference(**a0)) < 1e-2
+
+
+@pytest.mark.parametrize("shared_first", [False, True])
+def test_moe_shared_first_only_reorders_two_independent_launches(monkeypatch, shared_first):
+    """netra.decode.ops.MOE_SHARED_FIRST (a candidate for the PDL engine, experiments/decode/step_ab.py
+    shared_first): the shared gate | up goes before the routed experts' instead of after; nothing
+    else moves, and the block's outputs are the same bits (a small synthetic MoE on the CPU)."""
+    from netra.decode import ops as dops
+    from netra.model.packed import pack
+
+    cfg = tiny(layers=1)
+    lw = pack(ck.synthetic_checkpoint(cfg, seed=1)).layer(0, "cpu")
+    calls = []
+    for name in ("moe_router_norm", "fp8_linear_experts", "fp8_linear_gate", "moe_down"):
+        real = getattr(dops, name)
+        monkeypatch.setattr(dops, name, lambda *a, _r=real, _n=name, **k: (calls.append(_n), _r(*a, **k))[1])
+    outs = {}
+    for flag in (False, shared_first):
+        monkeypatch.setattr(dops, "MOE_SHARED_FIRST", flag)
+        calls.clear()
+        h = (torch.randn(2, cfg.hidden_size, generator=torch.Generator().manual_seed(4)) * 2).to(torch.bfloat16)
+        x, out = torch.empty_like(h), torch.empty_like(h)
+        dops.moe_decode(x, lw["router"], lw["w13"], lw["s13"], lw["w2"], lw["s2"], *lw["sw13"], *lw["sw2"], lw["sgate"],
+                        cfg.num_experts_per_tok, out, h, lw["post_norm"], 1e-6)
+        outs[flag] = (list(calls), h, x, out)
+    order = ["moe_router_norm", "fp8_linear_experts", "fp8_linear_gate", "moe_down"]
+    if shared_first:
+        order[1:3] = order[2:0:-1]
+    assert outs[shared_first][0][:4] == order  # (moe_down's framework path calls fp8_linear_experts after)
+    assert all(torch.equal(a, b) for a, b in zip(outs[False][1:], outs[shared_first][1:]))

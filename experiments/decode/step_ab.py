@@ -13,7 +13,11 @@ current, each swap, current again, so drift shows as a difference between the tw
   differed, as they should);
 - gdn_prev: gdn_decode_b32 and _pdl without .cs on the state (stream_state=False);
 - fp8_prev: the 15 FP8 kernels with .nc activation loads (coherent_x=False);
-- all_prev: all four.
+- all_prev: all four;
+- shared_first (a candidate, not a swap back): the MoE block launches the shared expert's gate | up
+  before the routed experts' (netra.decode.ops.MOE_SHARED_FIRST), so under PDL its weights stream
+  while the router runs on 8 SMs per token. Prediction: PDL step 40-60 us less at batch 1 (1-1.5 us
+  per layer), plain unchanged; bitwise (independent launches).
 Every form's logits over 4 teacher-forced steps are compared bitwise with the current plain
 runner's (every swap keeps the arithmetic).
 
@@ -31,7 +35,7 @@ from types import SimpleNamespace
 import torch
 
 HERE = Path(__file__).resolve().parent
-FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_prev", "current_again")
+FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_prev", "shared_first", "current_again")
 
 
 def previous_builds(form: str) -> dict[str, tuple[str, int]]:
@@ -96,6 +100,7 @@ def main():
             swaps[name] = int(fn)
         try:
             loader.load = lambda n, d, s=swaps: SimpleNamespace(handle=s[n]) if n in s else real_load(n, d)
+            dops.MOE_SHARED_FIRST = form == "shared_first"
             if form in ("router_prev", "all_prev"):
                 router_op.contract = dataclasses.replace(real_router_contract, pdl="")
             if form in ("attn_gather", "all_prev"):
@@ -116,6 +121,7 @@ def main():
         finally:
             loader.load, rmod.dops.attention_decode_ctx = real_load, real_attn
             router_op.contract = real_router_contract
+            dops.MOE_SHARED_FIRST = False
             rebind_all()
         res["forms"][form] = row
         print(form, row, flush=True)

@@ -585,6 +585,13 @@ def _(q, k, v, gate, cos, sin, k_pages, v_pages, block_table, positions, out):
 
 
 # --- moe -------------------------------------------------------------------------------------
+# The MoE block's launch order after the router (a candidate: experiments/decode/step_ab.py
+# shared_first). False: routed gate | up, then the shared gate | up. True: the shared one first,
+# so under PDL its weights (no expert ids needed) stream while the router runs on its 8 SMs per
+# token, and the routed experts follow. The two launches are independent: the same bits either way.
+MOE_SHARED_FIRST = False
+
+
 @decode_op("moe_decode", mutates_args=("x", "out", "residual"))
 def moe_decode(x: Tensor, router: Tensor, w13: Tensor, s13: Tensor, w2: Tensor, s2: Tensor,
                shared_w13: Tensor, shared_s13: Tensor, shared_w2: Tensor, shared_s2: Tensor,
@@ -611,10 +618,13 @@ def moe_decode(x: Tensor, router: Tensor, w13: Tensor, s13: Tensor, w2: Tensor, 
     else:
         moe_router(x, router, top, idx)
     gu = torch.empty(B, top_k, s13.shape[1] * 128, dtype=x.dtype, device=x.device)
-    fp8_linear_experts(x, w13, s13, idx, gu)  # every (token, expert) pair's gate | up
     sgu = torch.empty(B, shared_s13.shape[0] * 128, dtype=x.dtype, device=x.device)
     glogit = torch.empty(B, 1, dtype=x.dtype, device=x.device)
-    fp8_linear_gate(x, shared_w13, shared_s13, shared_gate, sgu, glogit)  # gate | up and the gate's logit, one launch
+    if MOE_SHARED_FIRST:
+        fp8_linear_gate(x, shared_w13, shared_s13, shared_gate, sgu, glogit)
+    fp8_linear_experts(x, w13, s13, idx, gu)  # every (token, expert) pair's gate | up
+    if not MOE_SHARED_FIRST:
+        fp8_linear_gate(x, shared_w13, shared_s13, shared_gate, sgu, glogit)  # gate | up and the gate's logit, one launch
     h = residual if residual is not None else torch.zeros_like(out)  # bf16(0 + out) = out
     moe_down(gu.view(B, -1), w2, s2, idx, top, sgu, shared_w2, shared_s2, glogit, h, out)  # out, and h += out
 
