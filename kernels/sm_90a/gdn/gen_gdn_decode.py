@@ -318,18 +318,37 @@ def qk_norms_gates(e: Emit, qk: str) -> None:
     e("bar.sync 0;")
 
 
-def delta_rule(e: Emit, store_guard: str = "", st: str = "st.global") -> None:
+def delta_rule(e: Emit, store_guard: str = "", st: str = "st.global", smem: bool = False) -> None:
     """Step 4 on the state registers, q and k at %sq: decay, kv = S^T k, delta, S += k delta,
-    o = S^T q (partials in warp order), S stored at %pst (each store under ``store_guard``)."""
+    o = S^T q (partials in warp order), S stored at %pst (each store under ``store_guard``).
+    ``smem`` (smem_state): the slice is in st_s and each s is read from there in both passes (the
+    decay multiplied again in the second: the same product), the same arithmetic in the same order,
+    so the same bits; nothing of the slice is held in registers."""
     e("// 4. S *= exp(g); kv = S^T k over the warp's rows; partials in warp order")
+    if smem:
+        e("mov.u32 %sa, st_s;")
+        e(f"mad.lo.u32 %sa, %warp, {32 * CHUNK * 4}, %sa;")
+        e("shl.b32 %t0, %lane, 2;")
+        e("add.u32 %sa, %sa, %t0;  // this thread's column of the warp's first row, in st_s")
     e("mov.f32 %kv, 0f00000000;")
     e("shl.b32 %t0, %warp, 7;  // 32 rows x 4 B")
     e(f"add.u32 %sr, %sq, {4 * DK};")
     e("add.u32 %sr, %sr, %t0;  // k of the warp's rows")
+
+    def s_of(i: int, second: bool) -> str:  # the register holding row i's s (decayed), loaded from st_s under smem
+        if not smem:
+            return f"%s{i}"
+        r = f"%s{8 * second + i % 8}"
+        e(f"ld.shared.f32 {r}, [%sa+{i * CHUNK * 4}];")
+        if second:
+            e(f"mul.f32 {r}, {r}, %dec;")
+        return r
+
     for i in range(CHUNK):
-        e(f"mul.f32 %s{i}, %s{i}, %dec;")
+        r = s_of(i, False)
+        e(f"mul.f32 {r}, {r}, %dec;")
         e(f"ld.shared.f32 %f0, [%sr+{4 * i}];")
-        e(f"fma.rn.f32 %kv, %s{i}, %f0, %kv;")
+        e(f"fma.rn.f32 %kv, {r}, %f0, %kv;")
 
     warp_partials(e, "%kv", "%kv")
     e("// delta = beta (v - kv); S += k delta; o = S^T q")
@@ -343,12 +362,16 @@ def delta_rule(e: Emit, store_guard: str = "", st: str = "st.global") -> None:
     e("shl.b32 %t0, %warp, 7;")
     e("add.u32 %t1, %sq, %t0;  // q of the warp's rows")
     for i in range(CHUNK):
+        r = s_of(i, True)
         e(f"ld.shared.f32 %f0, [%sr+{4 * i}];")
-        e(f"fma.rn.f32 %s{i}, %f0, %dl, %s{i};")
+        e(f"fma.rn.f32 {r}, %f0, %dl, {r};")
         e(f"ld.shared.f32 %f1, [%t1+{4 * i}];")
-        e(f"fma.rn.f32 %o, %s{i}, %f1, %o;")
-    for i in range(CHUNK):
-        e(f"{store_guard}{st}.f32 [%pst+{i * DV * 4}], %s{i};")
+        e(f"fma.rn.f32 %o, {r}, %f1, %o;")
+        if smem:
+            e(f"{store_guard}{st}.f32 [%pst+{i * DV * 4}], {r};")
+    if not smem:
+        for i in range(CHUNK):
+            e(f"{store_guard}{st}.f32 [%pst+{i * DV * 4}], %s{i};")
     warp_partials(e, "%o", "%o")
 
 
@@ -373,47 +396,6 @@ def state_async_loads(e: Emit) -> None:
     for j in range(8):
         e(f"cp.async.cg.shared.global.L2::cache_hint [%sa+{j * 4 * CHUNK * 4}], [%pt+{j * 4 * DV * 4}], 16, %pol;")
     e("cp.async.commit_group;")
-
-
-def delta_rule_smem(e: Emit, st: str) -> None:
-    """delta_rule on the slice in st_s (smem_state): the same instructions on the same values in
-    the same order, each s read from shared memory in both passes (the decay multiplied again in
-    the second: the same product), so the same bits; nothing of the slice held in registers."""
-    e("// 4. S *= exp(g); kv = S^T k over the warp's rows (S from st_s); partials in warp order")
-    e("mov.u32 %sa, st_s;")
-    e(f"mad.lo.u32 %sa, %warp, {32 * CHUNK * 4}, %sa;")
-    e("shl.b32 %t0, %lane, 2;")
-    e("add.u32 %sa, %sa, %t0;  // this thread's column of the warp's first row")
-    e("mov.f32 %kv, 0f00000000;")
-    e("shl.b32 %t0, %warp, 7;  // 32 rows x 4 B")
-    e(f"add.u32 %sr, %sq, {4 * DK};")
-    e("add.u32 %sr, %sr, %t0;  // k of the warp's rows")
-    for i in range(CHUNK):
-        e(f"ld.shared.f32 %s{i % 8}, [%sa+{i * CHUNK * 4}];")
-        e(f"mul.f32 %s{i % 8}, %s{i % 8}, %dec;")
-        e(f"ld.shared.f32 %f0, [%sr+{4 * i}];")
-        e(f"fma.rn.f32 %kv, %s{i % 8}, %f0, %kv;")
-    warp_partials(e, "%kv", "%kv")
-    e("// delta = beta (v - kv); S += k delta; o = S^T q")
-    e("mov.u32 %t0, v_s;")
-    e("shl.b32 %t1, %lane, 2;")
-    e("add.u32 %t0, %t0, %t1;")
-    e("ld.shared.f32 %v, [%t0];")
-    e("sub.f32 %dl, %v, %kv;")
-    e("mul.f32 %dl, %dl, %beta;")
-    e("mov.f32 %o, 0f00000000;")
-    e("shl.b32 %t0, %warp, 7;")
-    e("add.u32 %t1, %sq, %t0;  // q of the warp's rows")
-    for i in range(CHUNK):
-        r = f"%s{8 + i % 8}"
-        e(f"ld.shared.f32 {r}, [%sa+{i * CHUNK * 4}];")
-        e(f"mul.f32 {r}, {r}, %dec;")
-        e(f"ld.shared.f32 %f0, [%sr+{4 * i}];")
-        e(f"fma.rn.f32 {r}, %f0, %dl, {r};")
-        e(f"ld.shared.f32 %f1, [%t1+{4 * i}];")
-        e(f"fma.rn.f32 %o, {r}, %f1, %o;")
-        e(f"{st}.f32 [%pst+{i * DV * 4}], {r};")
-    warp_partials(e, "%o", "%o")
 
 
 def norm_scale(e: Emit) -> None:
@@ -590,8 +572,8 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
     during it (experiments/gdn/README.md, occupancy); the same arithmetic, so bitwise.
     ``smem_state`` (a candidate, CPU-built; experiments/gdn/decode_variant.py smem): the slice
     comes into shared memory by cp.async (16 KB per CTA, evict-first) instead of 32 registers per
-    thread, and the delta rule reads it from there in both passes (delta_rule_smem: the same
-    arithmetic in the same order, so bitwise). Why: at B = 32 the kernel is at 78.5% of the state
+    thread, and the delta rule reads it from there in both passes (delta_rule(smem=True): the
+    same arithmetic in the same order, so bitwise). Why: at B = 32 the kernel is at 78.5% of the state
     roofline where a copy reaches 88-89%, because each CTA holds its 16 KB in registers from load to
     store and only 7 CTAs (72 registers) fit per SM; with the slice in shared memory the registers
     fall and shared memory (17.8 KB per CTA) allows 12 per SM, so more state is in flight."""
@@ -756,10 +738,7 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
         e("cp.async.wait_all;  // this thread's pieces of the slice; the bar.sync in step 3 shows every warp's to all")
     e("// 3. l2norm of q and k over dk, q scaled by dk^-1/2 (the same sums in every rank)")
     qk_norms_gates(e, "qk_s")
-    if smem_state:
-        delta_rule_smem(e, st="st.global.cs" if stream_state else "st.global")
-    else:
-        delta_rule(e, st="st.global.cs" if stream_state else "st.global")
+    delta_rule(e, st="st.global.cs" if stream_state else "st.global", smem=smem_state)
     if local_qk:
         e("barrier.cluster.wait.aligned;  // every rank has started and read its conv windows")
         _lqk_window_stores(e)
