@@ -17,7 +17,10 @@ current, each swap, current again, so drift shows as a difference between the tw
 - shared_first (a candidate, not a swap back): the MoE block launches the shared expert's gate | up
   before the routed experts' (netra.decode.ops.MOE_SHARED_FIRST), so under PDL its weights stream
   while the router runs on 8 SMs per token. Prediction: PDL step 40-60 us less at batch 1 (1-1.5 us
-  per layer), plain unchanged; bitwise (independent launches).
+  per layer), plain unchanged; bitwise (independent launches);
+- after_profile (a diagnosis, last): the current form timed after netra.decode.main.op_breakdown has
+  run torch.profiler over 4 eager steps, as `netra decode` does before its kernel engines. If the
+  CLI's extra 0.12-0.26 ms per step is CUPTI left active by the profiler, this form shows it.
 Every form's logits over 4 teacher-forced steps are compared bitwise with the current plain
 runner's (every swap keeps the arithmetic).
 
@@ -35,7 +38,8 @@ from types import SimpleNamespace
 import torch
 
 HERE = Path(__file__).resolve().parent
-FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_prev", "shared_first", "current_again")
+FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_prev", "shared_first", "current_again",
+         "after_profile")
 
 
 def previous_builds(form: str) -> dict[str, tuple[str, int]]:
@@ -106,6 +110,10 @@ def main():
             if form in ("attn_gather", "all_prev"):
                 rmod.dops.attention_decode_ctx = lambda *a, pages_in_order=False: real_attn(*a, pages_in_order=False)
             row = {}
+            if form == "after_profile":  # torch.profiler over 4 eager steps first, as `netra decode` does
+                profiled = rmod.DecodeRunner(packed, B, context, device="cuda")
+                row["profiled_rows"] = len(dm.op_breakdown(profiled))
+                del profiled
             for pdl in (False, True):
                 rebind_all()
                 runner = rmod.DecodeRunner(packed, B, context, device="cuda")
