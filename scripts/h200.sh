@@ -25,7 +25,7 @@ for step in $steps; do
     experiments) for e in experiments/runtime/host_dispatch.py experiments/norm/add_rmsnorm_variants.py; do
                    python3 "$e" --out "$OUT" 2>&1 | tee -a "$OUT/run.log"; done ;;
     host) python3 -m netra.cli bench --host-only 2>&1 | tee -a "$OUT/run.log" ;;
-    exp:*) python3 "${step#exp:}" --out "$OUT" 2>&1 | tee -a "$OUT/run.log" ;;  # one experiment script
+    exp:*) spec=${step#exp:}; python3 ${spec//,/ } --out "$OUT" 2>&1 | tee -a "$OUT/run.log" ;;  # one experiment script (exp:SCRIPT,ARG,ARG)
     bench:*) python3 -m netra.cli bench ${step#bench:} 2>&1 | tee -a "$OUT/run.log" ;;
     decode-tests) python3 -m pytest -q -m gpu tests/test_decode_runner.py 2>&1 | tee -a "$OUT/run.log" ;;
     decode) python3 -m netra.cli decode 2>&1 | tee -a "$OUT/run.log" ;;
