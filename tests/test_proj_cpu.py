@@ -358,3 +358,23 @@ def test_ids_early_candidates_read_the_ids_and_request_every_chunk_before_the_wa
         assert head.index("INIT_BARS:") < head.index("cp.async.bulk.shared::cluster")
         _assembles_without_spills(sh.name, t)
     assert g.generate(SHAPES[0], ids_early=True) == g.generate(SHAPES[0])
+
+
+@pytest.mark.parametrize("stages", [4, 5])
+def test_more_stages_candidate_for_the_expert_gate_up(stages):
+    """Fp8Gemv.stages (experiments/proj/moe_stages_variant.py): the expert gate | up kernel with 4 or
+    5 weight stages keeps its name and arithmetic, fits one CTA per SM (dynamic shared memory under
+    227 KB), assembles without spills; the promoted kernel keeps 3 stages."""
+    import dataclasses
+
+    from netra import paths
+    from netra.contracts.proj import EXPERTS
+
+    g = paths.generator("proj", "gen_fp8_gemv")
+    sh = EXPERTS[0]
+    s2 = dataclasses.replace(sh, stages=stages)
+    assert sh.NS == 3 and s2.NS == stages and s2.name == sh.name and s2.smem <= 227 * 1024
+    t = g.generate(s2)
+    assert t.count("mbarrier.init.shared::cta.b64 [%bars+") == stages
+    assert paths.ptx_path("sm_90a", "proj", sh.name).read_text() == g.generate(sh) != t
+    _assembles_without_spills(sh.name, t)

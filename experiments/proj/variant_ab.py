@@ -13,7 +13,11 @@ import os
 import torch
 
 
-def run(label: str, options: dict, shape_cases, out_path: str) -> dict:
+def run(label: str, options: dict, shape_cases, out_path: str, candidate_shape=None) -> dict:
+    """``candidate_shape`` (sh -> a replaced Fp8Gemv, e.g. more stages): the candidate is built
+    from it and launched with its dynamic shared memory; the promoted kernel as registered."""
+    import dataclasses
+
     from netra import contracts, paths
     from netra.lifecycle import bench, check, testbeds
     from netra.runtime import launch as rt_launch
@@ -27,12 +31,14 @@ def run(label: str, options: dict, shape_cases, out_path: str) -> dict:
     for sh, cases in shape_cases:
         c = contracts.get(sh.name)
         tb = testbeds.get(sh.name)
-        module, fn = loader.load_text(c.name, g.generate(sh, **options), dynamic_smem=c.dynamic_smem)
+        sh2 = candidate_shape(sh) if candidate_shape else sh
+        c2 = dataclasses.replace(c, dynamic_smem=sh2.smem)
+        module, fn = loader.load_text(c.name, g.generate(sh2, **options), dynamic_smem=c2.dynamic_smem)
         keep.append(module)
         h = loader.load(c.name, 0).handle
         gos = {}
-        for name, handle in (("promoted", h), (label, int(fn))):
-            gos[name] = tuple(rt_launch.make_guard_and_launch(c, function_handle=handle, device=0, **k)
+        for name, handle, cc in (("promoted", h, c), (label, int(fn), c2)):
+            gos[name] = tuple(rt_launch.make_guard_and_launch(cc, function_handle=handle, device=0, **k)
                               for k in ({}, {"launch": rt_launch.pdl_launcher()}))
         rows = {}
         for case in cases(c):

@@ -27,6 +27,7 @@ class Fp8Gemv:
     # "moedown": a candidate (experiments/proj/moedown): the 8 routed experts' and the shared expert's
     # down as one GEMV over K = 9 x 512, weighted, added to the residual
     pairs_per_x: int = 1  # "moe": (token, expert) pairs that share one row of x (top-k for gate | up, 1 for down)
+    stages: int = 0  # the ring's stages when not 0 (a candidate's; the promoted shapes use the rule in NS)
 
     @property
     def name(self) -> str:
@@ -56,6 +57,9 @@ class Fp8Gemv:
 
     @property
     def NS(self) -> int:  # stages, a multiple of NC
+        if self.stages:
+            assert self.stages % self.NC == 0, (self.name, self.stages, self.NC)
+            return self.stages
         if self.fuse == "moe" and self.SB <= 8192:  # K = 512: 8 KB chunks; more of them in flight (MOE_STAGES)
             return MOE_STAGES
         return max(self.NC, STAGES // self.NC * self.NC)
