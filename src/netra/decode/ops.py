@@ -10,9 +10,9 @@ Shapes below use the real model's sizes; the framework paths accept any consiste
 
 from __future__ import annotations
 
-import math
 import contextlib
 import functools
+import math
 
 import torch
 import torch.nn.functional as F
@@ -540,16 +540,12 @@ def attention_decode_ctx(q: Tensor, k: Tensor, v: Tensor, gate: Tensor, c: Tenso
         raise ValueError(f"attention_decode_ctx(pages_in_order=True): expected a pool of B x pages = "
                          f"{B} x {bt.shape[-1]} pages in block-table order, got {k_pages.shape[0]} pages "
                          f"and a block table of {tuple(bt.shape)}")
-    rd = c.shape[-1]
     # PyTorch ops, kept few (each is a kernel launch; experiments/attention/sdpa_variant.py):
     # RoPE once on q | k, the append by index_copy_ on flat page rows, one SDPA call on BF16
     # with enable_gqa and a length mask (no 8x K/V repeat, no float32 copies), the positions'
     # tensors once per step. 119 -> 40 us per layer at B = 1 and 3067 -> 109 at B = 32 against
     # the einsum form (context 1024; sdpa_variant_e029eb4.json).
-    qk = torch.cat([q, k], 1)  # [B, nh + nkv, hd]
-    xr = qk[..., :rd].float()
-    rot = torch.cat([-xr[..., rd // 2:], xr[..., :rd // 2]], -1)
-    qk[..., :rd] = xr * c + rot * s  # the copy rounds, as .to(bf16)
+    qk = _rope_(torch.cat([q, k], 1), c[:, 0], s[:, 0])  # [B, nh + nkv, hd]
     k_pages.view(-1, *k_pages.shape[2:]).index_copy_(0, flat, qk[:, nh:])
     v_pages.view(-1, *v_pages.shape[2:]).index_copy_(0, flat, v)
     if pages_in_order:
