@@ -33,7 +33,7 @@ def run(label: str, options: dict, shape_cases, out_path: str, candidate_shape=N
         tb = testbeds.get(sh.name)
         sh2 = candidate_shape(sh) if candidate_shape else sh
         c2 = dataclasses.replace(c, dynamic_smem=sh2.smem)
-        module, fn = loader.load_text(c.name, g.generate(sh2, **options), dynamic_smem=c2.dynamic_smem)
+        module, fn = loader.load_text(sh2.name, g.generate(sh2, **options), dynamic_smem=c2.dynamic_smem)  # its .entry
         keep.append(module)
         h = loader.load(c.name, 0).handle
         gos = {}

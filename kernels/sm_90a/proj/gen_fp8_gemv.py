@@ -39,7 +39,9 @@ experiments/proj/README.md):
   them; at M > 8, where a CTA streams at most two strips of K >= 2048 (`Fp8Gemv.x_first`:
   2048 x 4096, 4096 x 2048, 1024 x 2048), no chunk goes before x (the x prologue is then the
   critical path: trace_v3g.json, v3q_variant.json), and where a CTA streams one strip
-  (`Fp8Gemv.pre_strips` = 0: 2048 x 4096, 1024 x 2048) none at any M (v3r_variant.json); x is read and out written after the wait; `griddepcontrol.launch_dependents` follows
+  (`Fp8Gemv.pre_strips` = 0: 2048 x 4096, whose strip is two chunks) none at any M
+  (v3r_variant.json; 1024 x 2048's one-chunk strip goes first: pre_strips_variant_0a74e03.json);
+  x is read and out written after the wait; `griddepcontrol.launch_dependents` follows
   the wait (one dependent grid at a time). Launched plainly (the op's default) the two
   instructions are no-ops.
 - Fused variants (netra.contracts.proj.FUSED): "norm" takes h and the norm weight and makes x =

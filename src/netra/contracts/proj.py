@@ -27,11 +27,12 @@ class Fp8Gemv:
     # "moedown": a candidate (experiments/proj/moedown): the 8 routed experts' and the shared expert's
     # down as one GEMV over K = 9 x 512, weighted, added to the residual
     pairs_per_x: int = 1  # "moe": (token, expert) pairs that share one row of x (top-k for gate | up, 1 for down)
-    stages: int = 0  # the ring's stages when not 0 (a candidate's; the promoted shapes use the rule in NS)
+    stages: int = 0  # the ring's stages when not 0 (named _s<stages>); otherwise the rule in NS
 
     @property
     def name(self) -> str:
-        return f"fp8_gemv_n{self.N}_k{self.K}" + (f"_{self.fuse}" if self.fuse else "")
+        return (f"fp8_gemv_n{self.N}_k{self.K}" + (f"_{self.fuse}" if self.fuse else "")
+                + (f"_s{self.stages}" if self.stages else ""))
 
     @property
     def S(self) -> int:  # 16-row strips (the mma's M side)
@@ -90,11 +91,16 @@ class Fp8Gemv:
     @property
     def pre_strips(self) -> int:
         """Strips whose chunks are requested before griddepcontrol.wait at M <= 8: none where x goes
-        first and each CTA streams one strip (x's prologue is then the critical path at every M),
-        else the first. Measured (experiments/proj/v3r_variant.json, us, none / one): 2048 x 4096
-        M = 1 4.56 / 5.45, M = 8 4.64 / 5.81; 1024 x 2048 2.98 / 3.04, 3.05 / 3.21; slower where
-        CTAs stream two strips (4096 x 2048 M = 1 4.68 / 4.44)."""
-        return 0 if self.x_first and (self.S <= self.grid or self.fuse in ("moe", "moedown")) else 1
+        first and each CTA streams one strip of two or more chunks (x's prologue is then the critical
+        path at every M), else the first. Measured (experiments/proj/v3r_variant.json, plain, us,
+        none / one): 2048 x 4096 M = 1 4.56 / 5.45, M = 8 4.64 / 5.81; slower where CTAs stream two
+        strips (4096 x 2048 M = 1 4.68 / 4.44). Where the strip is one 32 KB chunk (1024 x 2048 and
+        its gate build) the first strip goes before the wait: as a PDL chain, the way the decode
+        runner launches them, M = 1 2.40 / 2.09 and 2.41 / 2.18, M = 8 2.45 / 2.21; plainly within
+        +0.03 at M = 1, +0.12-0.18 at M = 8 (experiments/proj/pre_strips_variant_0a74e03.json)."""
+        if self.fuse in ("moe", "moedown"):
+            return 0
+        return 0 if self.x_first and self.S <= self.grid and self.NC > 1 else 1
 
     # dynamic shared memory: NS stages | their W weight scales (64 B each) | 2 reduction buffers | NS mbarriers
     @property
@@ -163,7 +169,13 @@ MOE_STAGES = 8  # K = 512 (down): 8 chunks of 8 KB in flight per CTA instead of 
 EXPERTS = (
     Fp8Gemv(1024, 2048, "routed experts' gate | up: pair j = (token j / 8, its j % 8-th expert)", "moe", TOP_K),
     Fp8Gemv(2048, 512, "routed experts' down: pair j's own input row silu(gate) * up", "moe", 1),
+    # the same gate | up with 4 stages, which the op takes at M > 8: there each CTA streams ~62 strips
+    # and the deeper ring is 10% faster at M = 16; at M = 1 it is 0.7 us slower, the chunks then
+    # arriving out of order (experiments/proj/moe_stages_4_variant_0a74e03.json)
+    Fp8Gemv(1024, 2048, "routed experts' gate | up at M > 8 (a deeper ring): pair j = (token j / 8, its "
+            "j % 8-th expert)", "moe", TOP_K, stages=4),
 )
+MOE_WIDE_M = 8  # fp8_linear_experts takes the 4-stage gate | up build above this many x rows
 MOE_I = 512  # moe_intermediate_size: the experts' (and the shared expert's) width
 # the MoE block after gate | up in one launch: silu(gate) * up, then the 8 routed experts' and
 # the shared expert's down as one GEMV over K = 9 x 512, weighted, into the residual (M <= 8)
