@@ -5,7 +5,7 @@ set -uo pipefail
 OUT=${OUT:-/tmp/netra-out}
 mkdir -p "$OUT"
 export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1  # keeps carried wheels (/tmp/site)
-steps=${*:-"tests check sanitize bench report"}  # check:NAME, sanitize:NAME, bench:NAME: one kernel or family
+steps=${*:-"tests check sanitize bench report"}  # check:NAME[,NAME], sanitize:..., bench:...: kernels or families
 {
   date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
   python3 -c "import torch, cuda.bindings, transformers; print('torch', torch.__version__, 'cuda-bindings', cuda.bindings.__version__, 'transformers', transformers.__version__)"
@@ -17,8 +17,8 @@ for step in $steps; do
   case $step in
     tests) python3 -m pytest -q -m gpu tests/test_gpu.py 2>&1 | tee -a "$OUT/run.log" ;;
     check) python3 -m netra.cli check 2>&1 | tee -a "$OUT/run.log" ;;
-    check:*) python3 -m netra.cli check ${step#check:} 2>&1 | tee -a "$OUT/run.log" ;;
-    sanitize:*) python3 -m netra.cli sanitize ${step#sanitize:} --log "$OUT/sanitizer.log" 2>&1 | tee -a "$OUT/run.log" ;;
+    check:*) spec=${step#check:}; python3 -m netra.cli check ${spec//,/ } 2>&1 | tee -a "$OUT/run.log" ;;
+    sanitize:*) spec=${step#sanitize:}; python3 -m netra.cli sanitize ${spec//,/ } --log "$OUT/sanitizer.log" 2>&1 | tee -a "$OUT/run.log" ;;
     sanitize) python3 -m netra.cli sanitize --log "$OUT/sanitizer.log" 2>&1 | tee -a "$OUT/run.log" ;;
     bench) python3 -m netra.cli bench 2>&1 | tee -a "$OUT/run.log" ;;
     quickbench) python3 -m netra.cli bench --quick 2>&1 | tee -a "$OUT/run.log" ;;
@@ -26,7 +26,7 @@ for step in $steps; do
                    python3 "$e" --out "$OUT" 2>&1 | tee -a "$OUT/run.log"; done ;;
     host) python3 -m netra.cli bench --host-only 2>&1 | tee -a "$OUT/run.log" ;;
     exp:*) spec=${step#exp:}; python3 ${spec//,/ } --out "$OUT" 2>&1 | tee -a "$OUT/run.log" ;;  # one experiment script (exp:SCRIPT,ARG,ARG)
-    bench:*) python3 -m netra.cli bench ${step#bench:} 2>&1 | tee -a "$OUT/run.log" ;;
+    bench:*) spec=${step#bench:}; python3 -m netra.cli bench ${spec//,/ } 2>&1 | tee -a "$OUT/run.log" ;;
     decode-tests) python3 -m pytest -q -m gpu tests/test_decode_runner.py 2>&1 | tee -a "$OUT/run.log" ;;
     decode) python3 -m netra.cli decode 2>&1 | tee -a "$OUT/run.log" ;;
     decode:*) spec=${step#decode:}; python3 -m netra.cli decode ${spec//,/ } 2>&1 | tee -a "$OUT/run.log" ;;
