@@ -21,10 +21,16 @@ current, each swap, current again, so drift shows as a difference between the tw
 - after_profile (a diagnosis, last): the current form timed after netra.decode.main.op_breakdown has
   run torch.profiler over 4 eager steps, as `netra decode` does before its kernel engines. If the
   CLI's extra 0.12-0.26 ms per step is CUPTI left active by the profiler, this form shows it.
+- pre_strips_prev (after a8cba41): fp8_gemv_n1024_k2048 and _gate with x first (pre_strips=0), as
+  before a8cba41. Prediction from the kernel records: ~10 us less per batch-1 PDL step for the
+  current form (0.23-0.32 us per call, 40 calls), plain within +-5 us;
+- moe_s4_off (after a8cba41; meaningful at --batch 32): fp8_linear_experts keeps the 3-stage gate | up
+  build at every M (netra.ops.proj.MOE_WIDE_M raised). Prediction from the records: the current form
+  ~0.6-0.7 ms faster per batch-32 step (two M = 16 launches per layer, 8.9 us each, 40 layers).
 Every form's logits over 4 teacher-forced steps are compared bitwise with the current plain
 runner's (every swap keeps the arithmetic).
 
-  PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] --out "$OUT"
+  PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
 from __future__ import annotations
@@ -38,8 +44,8 @@ from types import SimpleNamespace
 import torch
 
 HERE = Path(__file__).resolve().parent
-FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_prev", "shared_first", "current_again",
-         "after_profile")
+FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_prev", "shared_first", "pre_strips_prev",
+         "moe_s4_off", "current_again", "after_profile")
 
 
 def previous_builds(form: str) -> dict[str, tuple[str, int]]:
@@ -59,6 +65,11 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
         g = paths.generator("proj", "gen_fp8_gemv")
         for sh in SHAPES + FUSED + EXPERTS + (MOE_DOWN,):
             out[sh.name] = (g.generate(sh, coherent_x=False), contracts.get(sh.name).dynamic_smem)
+    if form == "pre_strips_prev":
+        g = paths.generator("proj", "gen_fp8_gemv")
+        for sh in SHAPES + FUSED:
+            if sh.N == 1024:
+                out[sh.name] = (g.generate(sh, pre_strips=0), contracts.get(sh.name).dynamic_smem)
     return out
 
 
@@ -73,16 +84,19 @@ def main():
     from netra.model.config import QWEN36_35B_A3B
     from netra.model.packed import pack
     from netra.ops import _dispatch
+    from netra.ops import proj as oproj
     from netra.runtime import loader
 
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
-    B, context, steps = 1, 1024, 64
+    B = int(next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--batch=")), 1))
+    context, steps = 1024, 64
     cfg = QWEN36_35B_A3B
     packed = pack(ck.synthetic_checkpoint(cfg, seed=0, device="cuda"))
     tokens = torch.randint(0, cfg.vocab_size, (4, B), generator=torch.Generator().manual_seed(3)).to("cuda")
     real_load, real_attn = loader.load, dops.attention_decode_ctx
     router_op = _dispatch.OPS["moe_router_norm"]
     real_router_contract = router_op.contract
+    real_wide_m = oproj.MOE_WIDE_M
     forms = [a for a in sys.argv[1:] if a in FORMS] or list(FORMS)
 
     def rebind_all():
@@ -105,6 +119,7 @@ def main():
         try:
             loader.load = lambda n, d, s=swaps: SimpleNamespace(handle=s[n]) if n in s else real_load(n, d)
             dops.MOE_SHARED_FIRST = form == "shared_first"
+            oproj.MOE_WIDE_M = 1 << 30 if form == "moe_s4_off" else real_wide_m
             if form in ("router_prev", "all_prev"):
                 router_op.contract = dataclasses.replace(real_router_contract, pdl="")
             if form in ("attn_gather", "all_prev"):
@@ -130,10 +145,11 @@ def main():
             loader.load, rmod.dops.attention_decode_ctx = real_load, real_attn
             router_op.contract = real_router_contract
             dops.MOE_SHARED_FIRST = False
+            oproj.MOE_WIDE_M = real_wide_m
             rebind_all()
         res["forms"][form] = row
         print(form, row, flush=True)
-        json.dump(res, open(os.path.join(out_dir, "step_ab.json" if forms == list(FORMS) else "step_ab_" + "_".join(forms) + ".json"), "w"), indent=1)
+        json.dump(res, open(os.path.join(out_dir, ("step_ab" if forms == list(FORMS) else "step_ab_" + "_".join(forms)) + (f"_b{B}" if B != 1 else "") + ".json"), "w"), indent=1)
     del keep
 
 
