@@ -27,6 +27,15 @@ current, each swap, current again, so drift shows as a difference between the tw
 - moe_s4_off (after a8cba41; meaningful at --batch 32): fp8_linear_experts keeps the 3-stage gate | up
   build at every M (netra.ops.proj.MOE_WIDE_M raised). Prediction from the records: the current form
   ~0.6-0.7 ms faster per batch-32 step (two M = 16 launches per layer, 8.9 us each, 40 layers).
+- moedown_s6 (a candidate after a8cba41): fp8_gemv_n2048_k4608_moedown with 6 stages at every M
+  (experiments/proj/moedown_stages_6_variant_59299e0.json: M = 8 25.3 -> 22.3 us, M = 4 14.6 -> 13.8,
+  M = 1 +0.2 plainly, the same as a chain). Prediction: batch 8 ~0.12 ms less per step (one M = 8
+  launch per layer), batch 32 ~0.48 (four), batch 1 within +-10 us, unless the step's experts come
+  from L2 (see expert_stats);
+- expert_stats (a diagnosis, no timing): in one eager step, the distinct experts among each layer's
+  B x 8 (token, expert) pairs. moe_s4_off was neutral at batch 32 where the kernel records (every
+  pair a random expert, cold weights) predicted 0.6 ms: if the synthetic model's tokens share
+  experts, the weights come from L2 and ring depth matters less.
 Every form's logits over 4 teacher-forced steps are compared bitwise with the current plain
 runner's (every swap keeps the arithmetic).
 
@@ -45,11 +54,13 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_prev", "shared_first", "pre_strips_prev",
-         "moe_s4_off", "current_again", "after_profile")
+         "moe_s4_off", "moedown_s6", "expert_stats", "current_again", "after_profile")
 
 
 def previous_builds(form: str) -> dict[str, tuple[str, int]]:
     """kernel name -> (its previous PTX, dynamic smem) for the form's swapped kernels."""
+    import dataclasses
+
     from netra import contracts, paths
     from netra.contracts.proj import EXPERTS, FUSED, MOE_DOWN, SHAPES
 
@@ -65,12 +76,42 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
         g = paths.generator("proj", "gen_fp8_gemv")
         for sh in SHAPES + FUSED + EXPERTS + (MOE_DOWN,):
             out[sh.name] = (g.generate(sh, coherent_x=False), contracts.get(sh.name).dynamic_smem)
+    if form == "moedown_s6":
+        g = paths.generator("proj", "gen_fp8_gemv")
+        s6 = dataclasses.replace(MOE_DOWN, stages=6)
+        out[MOE_DOWN.name] = (g.generate(s6).replace(s6.name, MOE_DOWN.name), s6.smem)  # its .entry under the promoted name
     if form == "pre_strips_prev":
         g = paths.generator("proj", "gen_fp8_gemv")
         for sh in SHAPES + FUSED:
             if sh.N == 1024:
                 out[sh.name] = (g.generate(sh, pre_strips=0), contracts.get(sh.name).dynamic_smem)
     return out
+
+
+def expert_stats(dops, rmod, packed, B, context, tokens) -> dict:
+    """Distinct experts among each layer's B x 8 pairs over the teacher-forced eager steps (the
+    routed gate | up op's ids, read back with a sync: a diagnosis, never timed)."""
+    real, seen = dops.fp8_linear_experts, []
+
+    def spy(x, weight, scale, ids, out):
+        real(x, weight, scale, ids, out)
+        if ids.dim() == 2:  # gate | up: ids [M, k]
+            seen.append(int(ids.unique().numel()))
+
+    dops.fp8_linear_experts = spy
+    try:
+        runner = rmod.DecodeRunner(packed, B, context, device="cuda")
+        per_step = []
+        for t in tokens:
+            seen.clear()
+            runner.step(t)
+            per_step.append(list(seen))
+        del runner
+    finally:
+        dops.fp8_linear_experts = real
+    flat = [n for step in per_step for n in step]
+    return {"pairs_per_layer": B * 8, "distinct_experts_per_layer": per_step,
+            "mean_distinct": sum(flat) / max(len(flat), 1), "min_distinct": min(flat, default=0)}
 
 
 def main():
@@ -97,6 +138,8 @@ def main():
     router_op = _dispatch.OPS["moe_router_norm"]
     real_router_contract = router_op.contract
     real_wide_m = oproj.MOE_WIDE_M
+    down_op = _dispatch.OPS["moe_down"]
+    real_down_contract = down_op.contract
     forms = [a for a in sys.argv[1:] if a in FORMS] or list(FORMS)
 
     def rebind_all():
@@ -122,6 +165,13 @@ def main():
             oproj.MOE_WIDE_M = 1 << 30 if form == "moe_s4_off" else real_wide_m
             if form in ("router_prev", "all_prev"):
                 router_op.contract = dataclasses.replace(real_router_contract, pdl="")
+            if form == "moedown_s6":  # the swapped build's shared memory at launch
+                down_op.contract = dataclasses.replace(real_down_contract, dynamic_smem=previous_builds(form)[
+                    real_down_contract.name][1])
+            if form == "expert_stats":
+                res["forms"][form] = expert_stats(dops, rmod, packed, B, context, tokens)
+                print(form, res["forms"][form], flush=True)
+                continue
             if form in ("attn_gather", "all_prev"):
                 rmod.dops.attention_decode_ctx = lambda *a, pages_in_order=False: real_attn(*a, pages_in_order=False)
             row = {}
@@ -144,6 +194,7 @@ def main():
         finally:
             loader.load, rmod.dops.attention_decode_ctx = real_load, real_attn
             router_op.contract = real_router_contract
+            down_op.contract = real_down_contract
             dops.MOE_SHARED_FIRST = False
             oproj.MOE_WIDE_M = real_wide_m
             rebind_all()
