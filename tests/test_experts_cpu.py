@@ -284,6 +284,26 @@ def test_moe_down_framework_path_matches_float64_and_chunks_tokens():
         assert torch.equal(o1[0], out[t]) and torch.equal(h1[0], h[t])
 
 
+def test_moe_down_builds_and_the_op_choice():
+    """fp8_gemv_n2048_k4608_moedown_s6: the fused MoE down with 6 stages, the same contract but for
+    its name and shared memory, its committed PTX current; moe_down takes it from 4 tokens."""
+    from netra.contracts.proj import MOE_DOWN_S6, MOE_DOWN_WIDE_M
+
+    from test_proj_cpu import _assembles_without_spills
+
+    c, c6 = contracts.get(MOE_DOWN.name), contracts.get(MOE_DOWN_S6.name)
+    assert MOE_DOWN.NS == 3 and MOE_DOWN_S6.NS == 6 and MOE_DOWN_S6.name == MOE_DOWN.name + "_s6"
+    assert c6.params == c.params and c6.dims == c.dims and c6.grid == c.grid and c6.op == c.op == "moe_down"
+    assert c6.dynamic_smem == MOE_DOWN_S6.smem <= 227 * 1024 and c.dynamic_smem == MOE_DOWN.smem
+    ptx = _gen().generate(MOE_DOWN_S6)
+    assert paths.ptx_path("sm_90a", "proj", MOE_DOWN_S6.name).read_text() == ptx, "run gen_fp8_gemv.py"
+    assert ptx.count("mbarrier.init.shared::cta.b64 [%bars+") == 6
+    assert _assembles_without_spills(MOE_DOWN_S6.name, ptx)["registers"] <= c6.max_registers
+    assert MOE_DOWN_WIDE_M == 4
+    assert [proj.moe_down_kernel_for(m).contract.name for m in (1, 3, 4, 8, 32)] == [MOE_DOWN.name] * 2 + [
+        MOE_DOWN_S6.name] * 3
+
+
 def test_moe_down_guard_refuses_what_it_cannot_take():
     c = contracts.get(MOE_DOWN.name)
     fake = _Fake()
@@ -308,18 +328,18 @@ def test_moe_down_guard_refuses_what_it_cannot_take():
 
 def test_moe_ops_launch_more_tokens_as_chunks(monkeypatch):
     """With the kernels bound to a fake launch: moe_down takes 19 tokens as launches of 8, 8
-    and 3 tokens, fp8_linear_experts (gate | up) 19 tokens as 16 and 3 on its 4-stage build,
+    and 3 tokens on its 6-stage build, fp8_linear_experts (gate | up) 19 tokens as 16 and 3 on its 4-stage build,
     with no miss; nothing falls to the framework path (the outputs stay NaN: the fake writes
     nothing)."""
     c = contracts.get(MOE_DOWN.name)
     tb = testbeds.get(MOE_DOWN.name)
     i = tb.make({"M": 19, "E": NUM_EXPERTS}, torch.Generator().manual_seed(6), "cpu")
-    for k in (proj.MOE_DOWN_KERNEL, proj.EXPERT_KERNELS_WIDE[(GATE_UP.S, GATE_UP.KB)]):
+    for k in (proj.MOE_DOWN_KERNEL_S6, proj.EXPERT_KERNELS_WIDE[(GATE_UP.S, GATE_UP.KB)]):
         fake = _Fake()
         fn = make_guard_and_launch(k.contract, function_handle=1, device=-1, launch=fake, stream=lambda d: 0)
         monkeypatch.setattr(k, "go", fn)
         k.misses.clear()
-        if k is proj.MOE_DOWN_KERNEL:
+        if k is proj.MOE_DOWN_KERNEL_S6:
             h, out = i["h"].clone(), torch.full_like(i["h"], float("nan"))
             dops.moe_down(i["x"], i["w"], i["scale"], i["ids"], i["top"], i["xs"], i["ws"], i["ss"], i["glogit"], h, out)
             assert [g for g, _, _ in fake.calls] == [c.grid_for({"M": m, "E": NUM_EXPERTS}) for m in (8, 8, 3)]

@@ -8,7 +8,7 @@ import torch
 
 import netra.ops as ops
 from netra import contracts, paths
-from netra.contracts.proj import EXPERTS, FUSED, MOE_DOWN, SHAPES
+from netra.contracts.proj import EXPERTS, FUSED, MOE_DOWN, MOE_DOWNS, SHAPES
 from netra.decode import ops as dops
 from netra.model import checkpoint as ck
 from netra.ops import proj
@@ -261,7 +261,7 @@ def test_set_pdl_rebinds_only_pdl_kernels_with_the_pdl_launcher(monkeypatch):
         ops.set_pdl(True)
         ops.prepare()
         pdl_names = {k.contract.name for k in ops.OPS.values() if k.contract.pdl}
-        assert pdl_names == {sh.name for sh in SHAPES + FUSED + EXPERTS + (MOE_DOWN,)} | {"bf16_gemv_n64_k2048",
+        assert pdl_names == {sh.name for sh in SHAPES + FUSED + EXPERTS + MOE_DOWNS} | {"bf16_gemv_n64_k2048",
                                                                                      "gdn_decode_b32_pdl",
                                                                                      "moe_router_norm_e256_k2048"}
         assert all((made[n] == "PDL") == (n in pdl_names) for n in made) and pdl_names <= set(made)
@@ -325,10 +325,10 @@ def test_coherent_x_differs_only_in_the_activation_loads():
     activation load after griddepcontrol.wait is ld.global, not .nc (the PDL contract of .nc);
     against the build before (coherent_x=False) nothing else changes."""
     from netra import paths
-    from netra.contracts.proj import EXPERTS, FUSED, MOE_DOWN, SHAPES
+    from netra.contracts.proj import EXPERTS, FUSED, MOE_DOWNS, SHAPES
 
     g = paths.generator("proj", "gen_fp8_gemv")
-    for sh in SHAPES + FUSED + EXPERTS + (MOE_DOWN,):
+    for sh in SHAPES + FUSED + EXPERTS + MOE_DOWNS:
         plain, coh = g.generate(sh, coherent_x=False), g.generate(sh)
         assert paths.ptx_path("sm_90a", "proj", sh.name).read_text() == coh
         a, b = plain.splitlines(), coh.splitlines()
@@ -346,10 +346,10 @@ def test_ids_early_candidates_read_the_ids_and_request_every_chunk_before_the_wa
     griddepcontrol.wait, nothing of the ids is left after it, no spills; other shapes are
     untouched by the option, and the promoted PTX is the build without it."""
     from netra import paths
-    from netra.contracts.proj import EXPERTS, MOE_DOWN
+    from netra.contracts.proj import EXPERTS, MOE_DOWNS
 
     g = paths.generator("proj", "gen_fp8_gemv")
-    for sh in EXPERTS + (MOE_DOWN,):
+    for sh in EXPERTS + MOE_DOWNS:
         t = g.generate(sh, ids_early=True)
         assert paths.ptx_path("sm_90a", "proj", sh.name).read_text() == g.generate(sh) != t
         head, tail = t.split("  griddepcontrol.wait;", 1)

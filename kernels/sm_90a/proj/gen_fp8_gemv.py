@@ -72,7 +72,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "src"))
-from netra.contracts.proj import EXPERTS, FUSED, MOE_DOWN, SHAPES, TOP_K, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
+from netra.contracts.proj import EXPERTS, FUSED, MOE_DOWN, MOE_DOWNS, SHAPES, TOP_K, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
 
 
 class Emit:
@@ -1250,7 +1250,7 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool, x_rows
 
 
 def main(argv=None) -> int:
-    for sh in SHAPES + FUSED + EXPERTS + (MOE_DOWN,):
+    for sh in SHAPES + FUSED + EXPERTS + MOE_DOWNS:
         (HERE / f"{sh.name}.ptx").write_text(generate(sh))
         grid = "min(P S, 132)" if sh.fuse == "moe" else sh.grid
         print(f"wrote {sh.name}.ptx ({sh.threads} threads, grid {grid}, {sh.NS} stages, {sh.smem} B dynamic smem)")

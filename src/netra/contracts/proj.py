@@ -182,6 +182,14 @@ MOE_I = 512  # moe_intermediate_size: the experts' (and the shared expert's) wid
 MOE_DOWN = Fp8Gemv(2048, (TOP_K + 1) * MOE_I, "the 8 routed experts' and the shared expert's down, weighted, "
                    "added to the residual", "moedown")
 MOE_DOWN_TOKENS = tuple(range(1, 9))
+# the same with 6 stages (two strips in flight), which moe_down takes from MOE_DOWN_WIDE_M tokens:
+# M = 8 25.3 -> 22.3 us, M = 4 14.6 -> 13.8, M = 1 0.2 us slower plainly
+# (experiments/proj/moedown_stages_6_variant_59299e0.json); in the decode step 0.09 ms less at
+# batch 8, 0.4 at batch 32 (experiments/decode/step_ab_moedown_s6_*_76bc758.json)
+MOE_DOWN_S6 = Fp8Gemv(2048, (TOP_K + 1) * MOE_I, "the 8 routed experts' and the shared expert's down, weighted, "
+                      "added to the residual, from 4 tokens (a deeper ring)", "moedown", stages=6)
+MOE_DOWNS = (MOE_DOWN, MOE_DOWN_S6)
+MOE_DOWN_WIDE_M = 4
 ROUTER_K = 2048  # the router's input: the hidden size
 ROUTER_RANKS = 8  # moe_router: a cluster of 8 CTAs per token, 32 experts each
 ROUTER_TOKENS = tuple(range(1, 33))  # any decode batch up to 32 (one cluster per token)
@@ -522,4 +530,4 @@ def _contract_moe_down(s: Fp8Gemv) -> Contract:
 
 
 CONTRACTS = tuple(_contract(s) for s in SHAPES + FUSED + EXPERTS) + (
-    BF16_GEMV_N64_K2048, MOE_ROUTER, MOE_ROUTER_NORM, _contract_moe_down(MOE_DOWN))
+    BF16_GEMV_N64_K2048, MOE_ROUTER, MOE_ROUTER_NORM, *(_contract_moe_down(s) for s in MOE_DOWNS))

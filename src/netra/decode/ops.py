@@ -256,7 +256,7 @@ def moe_down(x: Tensor, w2: Tensor, s2: Tensor, ids: Tensor, top: Tensor, xs: Te
     launch: silu * up in its x prologue, one GEMV over the 9 experts' K with the weights folded
     into the x scales, the residual add as its epilogue); otherwise moe_down_unfused."""
     # 8 tokens per launch; a chunk the guard refuses takes the unfused path alone (h gains each row once)
-    for s in proj.MOE_DOWN_KERNEL.rows(x, w2, s2, h, ids, top, xs, shared_w2, shared_s2, glogit, out):
+    for s in proj.moe_down_kernel_for(x.shape[0]).rows(x, w2, s2, h, ids, top, xs, shared_w2, shared_s2, glogit, out):
         moe_down_unfused(x[s], w2, s2, ids[s], top[s], xs[s], shared_w2, shared_s2, glogit[s], h[s], out[s])
 
 

@@ -179,7 +179,7 @@ def _public_call(name: str, b: dict):
             return lambda: dops.fp8_linear_gate(b["x"], b["w"], b["scale"], b["gate_w"], b["out"], b["gate_out"])
         if name.endswith("_res"):
             return lambda: dops.fp8_linear_add(b["x"], b["w"], b["scale"], b["h"], b["out"])
-        if name.endswith("_moedown"):
+        if name.endswith(("_moedown", "_moedown_s6")):  # the public op picks the build by M
             return lambda: dops.moe_down(b["x"], b["w"], b["scale"], b["ids"], b["top"], b["xs"], b["ws"], b["ss"],
                                          b["glogit"], b["h"], b["out"])
         if name.endswith(("_moe", "_moe_s4")):  # the public op picks the build by M (the contract's first case)

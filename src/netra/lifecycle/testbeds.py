@@ -515,7 +515,7 @@ def _moe_down_peer(i, s):
 
 
 def _proj_testbeds() -> dict:
-    from ..contracts.proj import EXPERTS, FUSED, MOE_DOWN, SHAPES
+    from ..contracts.proj import EXPERTS, FUSED, MOE_DOWNS, SHAPES
     from ..reference.proj import fp8_linear
 
     beds = {sh.name: Testbed(contracts.get(sh.name), _make_fp8_gemv(sh),
@@ -543,8 +543,9 @@ def _proj_testbeds() -> dict:
     beds["moe_router_norm_e256_k2048"] = Testbed(contracts.get("moe_router_norm_e256_k2048"), _make_router_norm,
                                                  _router_norm_ref, None, {"rmsnorm_then_router": _router_norm_peer},
                                                  chained=("x_out",))
-    beds[MOE_DOWN.name] = Testbed(contracts.get(MOE_DOWN.name), _make_moe_down, _moe_down_ref, None,
-                                  {"moe_decode_unfused": _moe_down_peer}, scalars={})
+    for sh in MOE_DOWNS:
+        beds[sh.name] = Testbed(contracts.get(sh.name), _make_moe_down, _moe_down_ref, None,
+                                {"moe_decode_unfused": _moe_down_peer}, scalars={})
     beds["bf16_gemv_n64_k2048"] = Testbed(
         contracts.get("bf16_gemv_n64_k2048"), _make_ba,
         lambda i: {"out_b": i["x"].double() @ i["w_b"].double().T, "out_a": i["x"].double() @ i["w_a"].double().T},

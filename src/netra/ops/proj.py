@@ -13,7 +13,7 @@ import functools
 import torch
 from torch import Tensor
 
-from ..contracts.proj import EXPERTS, FUSED, MOE_DOWN, MOE_WIDE_M, SHAPES
+from ..contracts.proj import EXPERTS, FUSED, MOE_DOWN, MOE_DOWN_S6, MOE_DOWN_WIDE_M, MOE_WIDE_M, SHAPES
 from ._dispatch import KernelOp
 
 KERNELS = {(s.S, s.KB): KernelOp("fp8_linear", s.name, key=s.name) for s in SHAPES}
@@ -29,6 +29,11 @@ BA = KernelOp("bf16_linear2", "bf16_gemv_n64_k2048")  # GDN in_proj_b | in_proj_
 ROUTER = KernelOp("moe_router", "moe_router_e256_k2048")  # the MoE router and its top-k, one launch
 ROUTER_NORM = KernelOp("moe_router_norm", "moe_router_norm_e256_k2048")  # the same after the post-attention norm
 MOE_DOWN_KERNEL = KernelOp("moe_down", MOE_DOWN.name)  # the routed and shared experts' down, weighted, + residual
+MOE_DOWN_KERNEL_S6 = KernelOp("moe_down", MOE_DOWN_S6.name, key=MOE_DOWN_S6.name)  # the same, 6 stages: from MOE_DOWN_WIDE_M rows
+
+
+def moe_down_kernel_for(rows: int) -> KernelOp:
+    return MOE_DOWN_KERNEL_S6 if rows >= MOE_DOWN_WIDE_M else MOE_DOWN_KERNEL
 
 
 @functools.cache
