@@ -16,7 +16,7 @@ from netra.model import checkpoint as ck
 from netra.ops import proj
 from netra.runtime.launch import make_guard_and_launch
 
-GATE_UP, DOWN, GATE_UP_S4 = EXPERTS
+GATE_UP, DOWN = EXPERTS
 
 
 def _gen():
@@ -46,18 +46,7 @@ def test_contract_geometry():
         c = contracts.get(sh.name)
         assert c.dynamic_smem == sh.smem and sh.ids_off >= sh.bar_off + 8 * sh.NS and sh.ids_off % 16 == 0
         assert c.op == "fp8_linear_experts" and c.pdl and sh.pre_strips == 0
-    assert DOWN.NS == 8 and GATE_UP.NS == 3 and GATE_UP_S4.NS == 4
-    # the deeper-ring gate | up: the same shape, pairs and arithmetic, one more stage, its own name
-    assert (GATE_UP_S4.N, GATE_UP_S4.K, GATE_UP_S4.pairs_per_x) == (GATE_UP.N, GATE_UP.K, GATE_UP.pairs_per_x)
-    assert GATE_UP_S4.name == GATE_UP.name + "_s4" and GATE_UP_S4.smem <= 227 * 1024
-    g4 = contracts.get(GATE_UP_S4.name)
-    assert g4.params == g.params and g4.dims == g.dims and g4.grid == g.grid
-    w = torch.empty(NUM_EXPERTS, GATE_UP.S, GATE_UP.KB, 2048, dtype=torch.float8_e4m3fn)
-    assert [proj.expert_kernel_for(w, m).contract.name for m in (1, 8, 9, 16, 32)] == [GATE_UP.name] * 2 + [
-        GATE_UP_S4.name] * 3
-    wd = torch.empty(NUM_EXPERTS, DOWN.S, DOWN.KB, 2048, dtype=torch.float8_e4m3fn)
-    assert proj.expert_kernel_for(wd, 16).contract.name == DOWN.name  # no deeper build: the promoted one
-    assert proj.expert_kernel_for(w[0], 16) is None  # not a stack of experts
+    assert DOWN.NS == 8 and GATE_UP.NS == 3
 
 
 class _Fake:
@@ -328,13 +317,13 @@ def test_moe_down_guard_refuses_what_it_cannot_take():
 
 def test_moe_ops_launch_more_tokens_as_chunks(monkeypatch):
     """With the kernels bound to a fake launch: moe_down takes 19 tokens as launches of 8, 8
-    and 3 tokens on its 6-stage build, fp8_linear_experts (gate | up) 19 tokens as 16 and 3 on its 4-stage build,
+    and 3 tokens on its 6-stage build, fp8_linear_experts (gate | up) 19 tokens as 16 and 3,
     with no miss; nothing falls to the framework path (the outputs stay NaN: the fake writes
     nothing)."""
     c = contracts.get(MOE_DOWN.name)
     tb = testbeds.get(MOE_DOWN.name)
     i = tb.make({"M": 19, "E": NUM_EXPERTS}, torch.Generator().manual_seed(6), "cpu")
-    for k in (proj.MOE_DOWN_KERNEL_S6, proj.EXPERT_KERNELS_WIDE[(GATE_UP.S, GATE_UP.KB)]):
+    for k in (proj.MOE_DOWN_KERNEL_S6, proj.EXPERT_KERNELS[(GATE_UP.S, GATE_UP.KB)]):
         fake = _Fake()
         fn = make_guard_and_launch(k.contract, function_handle=1, device=-1, launch=fake, stream=lambda d: 0)
         monkeypatch.setattr(k, "go", fn)

@@ -8,6 +8,10 @@ the MoE kernels' rows kept. Profiling runs last in each process by design (it le
 and nothing here is a speed record: only the two builds' in-step kernel times side by side.
 
   PYTHONPATH=src python3 experiments/decode/moe_breakdown.py --out "$OUT"
+
+Ran at c7bfb0f (experts_graph) and 27bbe03 (moe_breakdown), while the op took the 4-stage build
+above netra.ops.proj.MOE_WIDE_M rows; that build and the switch were withdrawn at the next commit,
+so re-running needs one of those commits.
 """
 
 from __future__ import annotations

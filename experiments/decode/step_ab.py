@@ -24,9 +24,10 @@ current, each swap, current again, so drift shows as a difference between the tw
 - pre_strips_prev (after a8cba41): fp8_gemv_n1024_k2048 and _gate with x first (pre_strips=0), as
   before a8cba41. Prediction from the kernel records: ~10 us less per batch-1 PDL step for the
   current form (0.23-0.32 us per call, 40 calls), plain within +-5 us;
-- moe_s4_off (after a8cba41; meaningful at --batch 32): fp8_linear_experts keeps the 3-stage gate | up
-  build at every M (netra.ops.proj.MOE_WIDE_M raised). Prediction from the records: the current form
-  ~0.6-0.7 ms faster per batch-32 step (two M = 16 launches per layer, 8.9 us each, 40 layers).
+- moe_s4_off (ran at 59299e0 and 27bbe03, removed since): the op kept the 3-stage gate | up build at
+  every M instead of its 4-stage build above 8 rows. Predicted the current form ~0.6-0.7 ms faster
+  per batch-32 step; measured neutral twice, and the 4-stage build was withdrawn
+  (experts_graph_c7bfb0f.json);
 - moedown_s6 (a candidate after a8cba41): fp8_gemv_n2048_k4608_moedown with 6 stages at every M
   (experiments/proj/moedown_stages_6_variant_59299e0.json: M = 8 25.3 -> 22.3 us, M = 4 14.6 -> 13.8,
   M = 1 +0.2 plainly, the same as a chain). Prediction: batch 8 ~0.12 ms less per step (one M = 8
@@ -54,7 +55,7 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_prev", "shared_first", "pre_strips_prev",
-         "moe_s4_off", "moedown_s6", "expert_stats", "current_again", "after_profile")
+         "moedown_s6", "expert_stats", "current_again", "after_profile")
 
 
 def previous_builds(form: str) -> dict[str, tuple[str, int]]:
@@ -125,7 +126,6 @@ def main():
     from netra.model.config import QWEN36_35B_A3B
     from netra.model.packed import pack
     from netra.ops import _dispatch
-    from netra.ops import proj as oproj
     from netra.runtime import loader
 
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
@@ -137,7 +137,6 @@ def main():
     real_load, real_attn = loader.load, dops.attention_decode_ctx
     router_op = _dispatch.OPS["moe_router_norm"]
     real_router_contract = router_op.contract
-    real_wide_m = oproj.MOE_WIDE_M
     down_op = _dispatch.OPS["moe_down"]
     real_down_contract = down_op.contract
     forms = [a for a in sys.argv[1:] if a in FORMS] or list(FORMS)
@@ -162,7 +161,6 @@ def main():
         try:
             loader.load = lambda n, d, s=swaps: SimpleNamespace(handle=s[n]) if n in s else real_load(n, d)
             dops.MOE_SHARED_FIRST = form == "shared_first"
-            oproj.MOE_WIDE_M = 1 << 30 if form == "moe_s4_off" else real_wide_m
             if form in ("router_prev", "all_prev"):
                 router_op.contract = dataclasses.replace(real_router_contract, pdl="")
             if form == "moedown_s6":  # the swapped build's shared memory at launch
@@ -196,7 +194,6 @@ def main():
             router_op.contract = real_router_contract
             down_op.contract = real_down_contract
             dops.MOE_SHARED_FIRST = False
-            oproj.MOE_WIDE_M = real_wide_m
             rebind_all()
         res["forms"][form] = row
         print(form, row, flush=True)

@@ -169,13 +169,10 @@ MOE_STAGES = 8  # K = 512 (down): 8 chunks of 8 KB in flight per CTA instead of 
 EXPERTS = (
     Fp8Gemv(1024, 2048, "routed experts' gate | up: pair j = (token j / 8, its j % 8-th expert)", "moe", TOP_K),
     Fp8Gemv(2048, 512, "routed experts' down: pair j's own input row silu(gate) * up", "moe", 1),
-    # the same gate | up with 4 stages, which the op takes at M > 8: there each CTA streams ~62 strips
-    # and the deeper ring is 10% faster at M = 16; at M = 1 it is 0.7 us slower, the chunks then
-    # arriving out of order (experiments/proj/moe_stages_4_variant_0a74e03.json)
-    Fp8Gemv(1024, 2048, "routed experts' gate | up at M > 8 (a deeper ring): pair j = (token j / 8, its "
-            "j % 8-th expert)", "moe", TOP_K, stages=4),
+    # (a 4-stage gate | up build, fp8_gemv_n1024_k2048_moe_s4, was promoted for M > 8 at 0fee1a5 and
+    # withdrawn at this commit: 10% faster in its kernel record at M = 16, the same as this build in
+    # a 40-layer graph of real expert stacks; experiments/decode/experts_graph_c7bfb0f.json)
 )
-MOE_WIDE_M = 8  # fp8_linear_experts takes the 4-stage gate | up build above this many x rows
 MOE_I = 512  # moe_intermediate_size: the experts' (and the shared expert's) width
 # the MoE block after gate | up in one launch: silu(gate) * up, then the 8 routed experts' and
 # the shared expert's down as one GEMV over K = 9 x 512, weighted, into the residual (M <= 8)

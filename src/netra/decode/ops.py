@@ -180,9 +180,8 @@ def fp8_linear_experts(x: Tensor, weight: Tensor, scale: Tensor, ids: Tensor, ou
     or packed for the kernels [E, N / 16, K / 128, 2048]; scale fp32 [E, N / 128, K / 128].
     The ids stay on the device (no host sync: the step captures into one graph). Kernels
     fp8_gemv_n1024_k2048_moe (gate | up) and fp8_gemv_n2048_k512_moe (down), 16 x rows per
-    launch (gate | up above 8 rows: fp8_gemv_n1024_k2048_moe_s4, a deeper ring); otherwise gather,
-    dequantize, bmm (experts_framework)."""
-    kern = proj.expert_kernel_for(weight, x.shape[0])
+    launch; otherwise gather, dequantize, bmm (experts_framework)."""
+    kern = proj.kernel_for(weight, proj.EXPERT_KERNELS)
     for s in (kern.rows(x, weight, scale, out, ids) if kern is not None else [slice(None)]):  # 16 x rows per launch
         experts_framework(x[s], weight, scale, ids[s], out[s])
 

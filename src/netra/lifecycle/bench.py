@@ -182,7 +182,7 @@ def _public_call(name: str, b: dict):
         if name.endswith(("_moedown", "_moedown_s6")):  # the public op picks the build by M
             return lambda: dops.moe_down(b["x"], b["w"], b["scale"], b["ids"], b["top"], b["xs"], b["ws"], b["ss"],
                                          b["glogit"], b["h"], b["out"])
-        if name.endswith(("_moe", "_moe_s4")):  # the public op picks the build by M (the contract's first case)
+        if name.endswith("_moe"):
             return lambda: dops.fp8_linear_experts(b["x"], b["w"], b["scale"], b["ids"], b["out"])
         return lambda: dops.linear(b["x"], b["w"], b["scale"], b["out"])
     raise KeyError(name)

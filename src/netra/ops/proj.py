@@ -13,7 +13,7 @@ import functools
 import torch
 from torch import Tensor
 
-from ..contracts.proj import EXPERTS, FUSED, MOE_DOWN, MOE_DOWN_S6, MOE_DOWN_WIDE_M, MOE_WIDE_M, SHAPES
+from ..contracts.proj import EXPERTS, FUSED, MOE_DOWN, MOE_DOWN_S6, MOE_DOWN_WIDE_M, SHAPES
 from ._dispatch import KernelOp
 
 KERNELS = {(s.S, s.KB): KernelOp("fp8_linear", s.name, key=s.name) for s in SHAPES}
@@ -22,9 +22,7 @@ NORM_KERNELS = {(s.S, s.KB): KernelOp("fp8_linear_norm", s.name, key=s.name) for
 RES_KERNELS = {(s.S, s.KB): KernelOp("fp8_linear_add", s.name, key=s.name) for s in FUSED if s.fuse == "res"}
 GATE_KERNELS = {(s.S, s.KB): KernelOp("fp8_linear_gate", s.name, key=s.name) for s in FUSED if s.fuse == "gate"}
 # the routed experts' kernels, by the stacked packed weight's (S, KB) per expert
-EXPERT_KERNELS = {(s.S, s.KB): KernelOp("fp8_linear_experts", s.name, key=s.name) for s in EXPERTS if not s.stages}
-# their deeper-ring builds, taken above MOE_WIDE_M x rows (expert_kernel_for)
-EXPERT_KERNELS_WIDE = {(s.S, s.KB): KernelOp("fp8_linear_experts", s.name, key=s.name) for s in EXPERTS if s.stages}
+EXPERT_KERNELS = {(s.S, s.KB): KernelOp("fp8_linear_experts", s.name, key=s.name) for s in EXPERTS}
 BA = KernelOp("bf16_linear2", "bf16_gemv_n64_k2048")  # GDN in_proj_b | in_proj_a, one launch
 ROUTER = KernelOp("moe_router", "moe_router_e256_k2048")  # the MoE router and its top-k, one launch
 ROUTER_NORM = KernelOp("moe_router_norm", "moe_router_norm_e256_k2048")  # the same after the post-attention norm
@@ -72,13 +70,7 @@ def unpack_weight(p: Tensor) -> Tensor:
 
 
 def kernel_for(weight: Tensor, kernels: dict = KERNELS) -> KernelOp | None:
-    if kernels is EXPERT_KERNELS or kernels is EXPERT_KERNELS_WIDE:  # stacked experts [E, S, KB, 2048]
+    if kernels is EXPERT_KERNELS:  # stacked experts [E, S, KB, 2048]
         return kernels.get(tuple(weight.shape[1:3])) if weight.dim() == 4 else None
     return kernels.get(tuple(weight.shape[:2])) if weight.dim() == 3 else None
 
-
-def expert_kernel_for(weight: Tensor, rows: int) -> KernelOp | None:
-    """The routed experts' kernel for ``rows`` x rows: the deeper-ring build above MOE_WIDE_M
-    where the shape has one (gate | up), else the promoted one."""
-    wide = kernel_for(weight, EXPERT_KERNELS_WIDE) if rows > MOE_WIDE_M else None
-    return wide or kernel_for(weight, EXPERT_KERNELS)
