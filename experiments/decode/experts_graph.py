@@ -11,9 +11,8 @@ not, the kernel's gain does not survive back-to-back graph launches of this kind
 
   PYTHONPATH=src python3 experiments/decode/experts_graph.py --out "$OUT"
 
-Ran at c7bfb0f (experts_graph) and 27bbe03 (moe_breakdown), while the op took the 4-stage build
-above netra.ops.proj.MOE_WIDE_M rows; that build and the switch were withdrawn at the next commit,
-so re-running needs one of those commits.
+Ran at c7bfb0f, while the op took the 4-stage build above netra.ops.proj.MOE_WIDE_M rows; this result
+withdrew that build and the switch at 8fe3aaa, so re-running needs c7bfb0f.
 """
 
 from __future__ import annotations

@@ -9,9 +9,7 @@ and nothing here is a speed record: only the two builds' in-step kernel times si
 
   PYTHONPATH=src python3 experiments/decode/moe_breakdown.py --out "$OUT"
 
-Ran at c7bfb0f (experts_graph) and 27bbe03 (moe_breakdown), while the op took the 4-stage build
-above netra.ops.proj.MOE_WIDE_M rows; that build and the switch were withdrawn at the next commit,
-so re-running needs one of those commits.
+Ran at 27bbe03; the 4-stage build and MOE_WIDE_M were withdrawn at 8fe3aaa (see experts_graph.py).
 """
 
 from __future__ import annotations

@@ -170,7 +170,7 @@ EXPERTS = (
     Fp8Gemv(1024, 2048, "routed experts' gate | up: pair j = (token j / 8, its j % 8-th expert)", "moe", TOP_K),
     Fp8Gemv(2048, 512, "routed experts' down: pair j's own input row silu(gate) * up", "moe", 1),
     # (a 4-stage gate | up build, fp8_gemv_n1024_k2048_moe_s4, was promoted for M > 8 at 0fee1a5 and
-    # withdrawn at this commit: 10% faster in its kernel record at M = 16, the same as this build in
+    # withdrawn at 8fe3aaa: 10% faster in its kernel record at M = 16, the same as this build in
     # a 40-layer graph of real expert stacks; experiments/decode/experts_graph_c7bfb0f.json)
 )
 MOE_I = 512  # moe_intermediate_size: the experts' (and the shared expert's) width
@@ -183,8 +183,7 @@ MOE_DOWN_TOKENS = tuple(range(1, 9))
 # M = 8 25.3 -> 22.3 us, M = 4 14.6 -> 13.8, M = 1 0.2 us slower plainly
 # (experiments/proj/moedown_stages_6_variant_59299e0.json); in the decode step 0.09 ms less at
 # batch 8, 0.4 at batch 32 (experiments/decode/step_ab_moedown_s6_*_76bc758.json)
-MOE_DOWN_S6 = Fp8Gemv(2048, (TOP_K + 1) * MOE_I, "the 8 routed experts' and the shared expert's down, weighted, "
-                      "added to the residual, from 4 tokens (a deeper ring)", "moedown", stages=6)
+MOE_DOWN_S6 = dataclasses.replace(MOE_DOWN, use=MOE_DOWN.use + ", from 4 tokens (a deeper ring)", stages=6)
 MOE_DOWNS = (MOE_DOWN, MOE_DOWN_S6)
 MOE_DOWN_WIDE_M = 4
 ROUTER_K = 2048  # the router's input: the hidden size

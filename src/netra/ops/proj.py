@@ -73,4 +73,3 @@ def kernel_for(weight: Tensor, kernels: dict = KERNELS) -> KernelOp | None:
     if kernels is EXPERT_KERNELS:  # stacked experts [E, S, KB, 2048]
         return kernels.get(tuple(weight.shape[1:3])) if weight.dim() == 4 else None
     return kernels.get(tuple(weight.shape[:2])) if weight.dim() == 3 else None
-
