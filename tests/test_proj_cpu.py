@@ -8,7 +8,7 @@ import torch
 
 import netra.ops as ops
 from netra import contracts, paths
-from netra.contracts.proj import EXPERTS, FUSED, MOE_DOWN, MOE_DOWNS, SHAPES
+from netra.contracts.proj import EXPERTS, FUSED, KSPLIT, MOE_DOWN, MOE_DOWNS, SHAPES, Fp8Gemv
 from netra.decode import ops as dops
 from netra.model import checkpoint as ck
 from netra.ops import proj
@@ -19,7 +19,7 @@ def _generator():
     return paths.generator("proj", "gen_fp8_gemv")
 
 
-@pytest.mark.parametrize("sh", SHAPES + FUSED, ids=lambda s: s.name)
+@pytest.mark.parametrize("sh", SHAPES + FUSED + KSPLIT, ids=lambda s: s.name)
 def test_generated_ptx_is_current(sh):
     committed = paths.ptx_path("sm_90a", "proj", sh.name).read_text()
     assert committed == _generator().generate(sh), f"{sh.name}.ptx differs from its generator: run gen_fp8_gemv.py"
@@ -41,6 +41,30 @@ def test_contract_tiling(sh):
     assert sh.smem == (sh.norm_off + norm if norm else sh.bar_off + 8 * sh.NS) and sh.norm_off >= sh.bar_off + 8 * sh.NS
     assert sh.scl_off % 16 == 0 and sh.red_off % 16 == 0 and sh.bar_off % 8 == 0 and 4 * sh.W % 16 == 0
     assert sh.grid == min(sh.S, 132) and c.pdl
+
+
+@pytest.mark.parametrize("sh", KSPLIT, ids=lambda s: s.name)
+def test_ksplit_builds(sh):
+    """The k-split builds (clusters of 2, docs/notes/proj.md): the plain kernel's arguments, shapes,
+    tolerance and bytes; each rank's chunks are half of a strip's k blocks; the exchange buffer
+    and its mbarrier follow the ring's; one CTA per SM; the PTX asks for the cluster, offsets x,
+    the tiles and the scales by the rank, and exchanges by st.async in both bodies (M <= 8 and
+    M > 8) behind one cluster barrier at the start and one at the end; no spills."""
+    c, plain = contracts.get(sh.name), contracts.get(Fp8Gemv(sh.N, sh.K, sh.use).name)
+    assert sh.name == plain.name + "_ks2" and c.op == plain.op == "fp8_linear"
+    assert (c.params, c.dims, c.tolerance, c.bytes_read, c.bytes_written) == (
+        plain.params, plain.dims, plain.tolerance, plain.bytes_read, plain.bytes_written)
+    assert sh.W * sh.NC * 2 == sh.KB and sh.grid % 2 == 0 and sh.walkers * 2 == sh.grid <= 132
+    assert c.grid == (str(sh.grid), "1", "1") and c.threads == sh.threads >= 256  # one output per thread
+    assert sh.NS * sh.SB == 3 * 32768 and sh.x_first and sh.pre_strips == 1
+    assert sh.xch_off >= sh.bar_off + 8 * sh.NS and sh.xch_off % 16 == 0
+    assert c.dynamic_smem == sh.smem == sh.xch_off + 1024 + 8 <= 227 * 1024
+    ptx = paths.ptx_path("sm_90a", "proj", sh.name).read_text()
+    assert ".reqnctapercluster 2, 1, 1" in ptx and "mov.u32 %rank, %cluster_ctarank;" in ptx
+    assert f"mul.wide.u32 %pt64, %rank, {sh.K};" in ptx and f"mul.wide.u32 %pt64, %rank, {sh.KB // 2 * 2048};" in ptx
+    assert ptx.count("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32") == 2
+    assert ptx.count("barrier.cluster.arrive.relaxed.aligned") == 3 and ptx.count("barrier.cluster.wait") == 4
+    _assembles_without_spills(sh.name, ptx)
 
 
 def test_pack_layout_is_the_mma_fragment_order():
@@ -325,10 +349,8 @@ def test_coherent_x_differs_only_in_the_activation_loads():
     activation load after griddepcontrol.wait is ld.global, not .nc (the PDL contract of .nc);
     against the build before (coherent_x=False) nothing else changes."""
     from netra import paths
-    from netra.contracts.proj import EXPERTS, FUSED, MOE_DOWNS, SHAPES
-
     g = paths.generator("proj", "gen_fp8_gemv")
-    for sh in SHAPES + FUSED + EXPERTS + MOE_DOWNS:
+    for sh in SHAPES + FUSED + EXPERTS + MOE_DOWNS + KSPLIT:
         plain, coh = g.generate(sh, coherent_x=False), g.generate(sh)
         assert paths.ptx_path("sm_90a", "proj", sh.name).read_text() == coh
         a, b = plain.splitlines(), coh.splitlines()

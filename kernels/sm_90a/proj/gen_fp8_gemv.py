@@ -72,7 +72,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "src"))
-from netra.contracts.proj import EXPERTS, FUSED, MOE_DOWN, MOE_DOWNS, SHAPES, TOP_K, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
+from netra.contracts.proj import EXPERTS, FUSED, KSPLIT, MOE_DOWN, MOE_DOWNS, SHAPES, TOP_K, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
 
 
 class Emit:
@@ -671,6 +671,80 @@ def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: 
             e(f"{done}_{r}:")
 
 
+def ksplit_offsets(e: Emit, sh: Shape) -> None:
+    """ksplit: cluster c walks strips c, c + clusters, ...; rank r takes k half r of each (x columns,
+    weight tiles and scales from r K / 2, r KB / 2), so the chunks and the x prologue are those of
+    a K / 2 kernel."""
+    kbs = sh.KB // sh.ksplit
+    e("  mov.u32 %rank, %cluster_ctarank;")
+    e("  xor.b32 %peer, %rank, 1;")
+    e(f"  mul.wide.u32 %pt64, %rank, {2 * sh.K // sh.ksplit};  // x: k from r K / 2 (BF16)")
+    e("  add.u64 %px, %px, %pt64;")
+    e(f"  mul.wide.u32 %pt64, %rank, {kbs * 2048};  // the strip's packed tiles from block r KB / 2")
+    e("  add.u64 %pw, %pw, %pt64;")
+    e(f"  mul.wide.u32 %pt64, %rank, {kbs * 4};  // their scales")
+    e("  add.u64 %ps, %ps, %pt64;")
+    e("  mov.u32 %s, %clusterid.x;  // this cluster's first strip; then += the clusters")
+    e("  mov.u32 %nct, %nclusterid.x;")
+
+
+def sum_split_store(e: Emit, sh: Shape, red_base: str, done: str, res: bool = False) -> None:
+    """ksplit: as sum_warps_store for output o = tid < 16 M (row o % 16, token o / 16), on this
+    rank's half of k; strip i of the cluster belongs to rank i % 2: the other rank sends its sum
+    by st.async into the owner's exchange buffer (completing the owner's mbarrier, which expects
+    16 M x 4 bytes), the owner adds it (one fp32 add, commutative: the same bits on either rank)
+    and stores. Why a strip's exchange cannot overtake the previous one: the sender of strip i + 2
+    has received strip i + 1 from the owner, which sent it after the barrier that follows its
+    reads of strip i's exchange."""
+    assert sh.threads >= 256, "one output per thread"
+    e("  setp.eq.u32 %pown, %it, %rank;  // this strip's output is this rank's")
+    e("  xor.b32 %it, %it, 1;")
+    e("  shl.b32 %t1, %m, 4;")
+    e("  setp.ge.u32 %p, %th, %t1;")
+    e(f"  @%p bra {done};")
+    e(red_base)
+    e("  mad.lo.u32 %t0, %th, 4, %t0;")
+    e("  ld.shared.f32 %f0, [%t0];")
+    for w_ in range(1, sh.W):
+        e(f"  ld.shared.f32 %f1, [%t0+{w_ * 1024}];")
+        e("  add.f32 %f0, %f0, %f1;")
+    e(f"  @%pown bra {done}_OWN;")
+    e("  // the peer's strip: this rank's sum into the peer's exchange buffer")
+    e("  mad.lo.u32 %t0, %th, 4, %sbase;")
+    e(f"  add.u32 %t0, %t0, {sh.xch_off};")
+    e("  mapa.shared::cluster.u32 %ta, %t0, %peer;")
+    e("  st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%ta], %f0, [%xpb];")
+    e(f"  bra.uni {done};")
+    e(f"{done}_OWN:")
+    e("  setp.eq.u32 %p, %th, 0;")
+    e("  shl.b32 %t1, %m, 6;  // 16 M partials of 4 bytes")
+    e("  @%p mbarrier.arrive.expect_tx.shared::cta.b64 _, [%xb], %t1;")
+    e(f"{done}_XW:")
+    e("  mbarrier.try_wait.parity.shared::cta.b64 %p, [%xb], %xph;")
+    e(f"  @!%p bra {done}_XW;")
+    e("  mad.lo.u32 %t0, %th, 4, %sbase;")
+    e(f"  ld.shared.f32 %f1, [%t0+{sh.xch_off}];")
+    e("  add.f32 %f0, %f0, %f1;")
+    e("  cvt.rn.bf16.f32 %q0, %f0;")
+    e("  and.b32 %t2, %th, 15;")
+    e("  shr.u32 %t3, %th, 4;")
+    e(f"  mad.lo.u32 %t0, %t3, {sh.N}, %t2;")
+    e("  mad.lo.u32 %t0, %s, 16, %t0;")
+    e("  mul.wide.u32 %pt64, %t0, 2;")
+    e("  add.u64 %pb, %po, %pt64;")
+    if res:  # as sum_warps_store: the product, then h + product
+        e("  add.u64 %pc, %pmo, %pt64;")
+        e("  st.global.b16 [%pc], %q0;")
+        e("  ld.global.b16 %q1, [%pb];  // h: read and written by this thread only")
+        e("  cvt.f32.bf16 %f1, %q1;")
+        e("  cvt.f32.bf16 %f0, %q0;")
+        e("  add.rn.f32 %f0, %f1, %f0;")
+        e("  cvt.rn.bf16.f32 %q0, %f0;")
+    e("  st.global.b16 [%pb], %q0;")
+    e(f"{done}:")
+    e("  @%pown xor.b32 %xph, %xph, 1;  // the owner's phase flips once per owned strip")
+
+
 def bfly_sum(e: Emit, reg: str, tmp: str) -> None:
     """reg = the warp's sum of reg, by shfl.bfly 16, 8, 4, 2, 1 (every lane gets the same bits)."""
     for d in (16, 8, 4, 2, 1):
@@ -857,7 +931,9 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     e("// the warps' partials added in warp order. Deterministic.")
     if sh.fuse == "gate":
         e(f"// Plus one more CTA (ctaid {sh.grid}): gate_out = x @ gate_w^T, the BF16 shared_expert_gate (gate_cta).")
-    header(e, "8.1" if xpair else "8.0")  # st.async: PTX 8.1
+    ks = sh.ksplit > 1
+    assert not (ks and (xpair or tgroups or stage_x or not split_m8 or sh.fuse not in ("", "res")))
+    header(e, "8.1" if xpair or ks else "8.0")  # st.async: PTX 8.1
     e()
     e(".extern .shared .align 128 .b8 dsm[];")
     e()
@@ -865,6 +941,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     e(f".reqntid {sh.threads}")
     if xpair:
         e(".reqnctapercluster 2, 1, 1  // x pairs: each CTA loads one n-tile of x for both (M > 8)")
+    if ks:
+        e(f".reqnctapercluster {sh.ksplit}, 1, 1  // k split: rank r streams and converts k half r of the cluster's strips")
     e("{")
     e("  .reg .pred %p, %pm8, %pv, %pz;")
     e("  .reg .b32 %th, %warp, %lane, %g, %tig, %m, %s, %sn, %nct, %t0, %t1, %t2, %t3, %tok, %kb, %src;")
@@ -875,6 +953,9 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         e("  .reg .b32 %xst;")
     if xpair:
         e("  .reg .b32 %rank, %peer, %xr8, %xpo, %xpb;")
+    if ks:
+        e("  .reg .pred %pown;")
+        e("  .reg .b32 %rank, %peer, %it, %xph, %xb, %xpb;")
     e("  .reg .b32 %wa<16>, %a<4>;")
     for nt in range(2):
         for h in range(NC):
@@ -915,8 +996,11 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         if sh.fuse == "gate":
             e("  mul.wide.u32 %pt64, %t1, 2;")
             e("  add.u64 %pgo, %pgo, %pt64;")
-    e("  mov.u32 %s, %ctaid.x;  // this CTA's first strip; then += gridDim.x")
-    e("  mov.u32 %nct, %nctaid.x;")
+    if ks:
+        ksplit_offsets(e, sh)
+    else:
+        e("  mov.u32 %s, %ctaid.x;  // this CTA's first strip; then += gridDim.x")
+        e("  mov.u32 %nct, %nctaid.x;")
     e("  mov.u32 %sbase, dsm;")
     if sh.fuse in ("moe", "moedown"):
         e(f"  shl.b32 %sv, %m, {sh.pair_shift};  // " + ("M tokens" if sh.fuse == "moedown" else "P pairs") + f" of {S} strips each")
@@ -937,7 +1021,9 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         e(f"  mbarrier.init.shared::cta.b64 [%bars+{8 * i}], 1;")
     if stage_x:
         e(f"  mbarrier.init.shared::cta.b64 [%sbase+{x_bar}], 1;  // x rows")
-    e("  fence.mbarrier_init.release.cluster;  // visible to the async proxy (the bulk copies)")
+    if ks:
+        e(f"  mbarrier.init.shared::cta.b64 [%sbase+{sh.xch_off + 1024}], 1;  // the peer's partials (exchange buffer)")
+    e("  fence.mbarrier_init.release.cluster;  // visible to the async proxy (the bulk copies)" + (" and the peer" if ks else ""))
     if ids_early:
         e("INIT_BARS:")
         e("  bar.sync 0;  // the ids table, before thread 0 requests any chunk")
@@ -950,6 +1036,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         e("  @%pm8 bra INIT_DONE;  // M > 8: x first, the chunks after it (the M > 8 copy)")
     issue_strips(e, sh, "%s", pre, "0", "INIT_DONE")
     e("  bar.sync 0;")
+    if ks:
+        e("  barrier.cluster.arrive.relaxed.aligned;  // (after fence.mbarrier_init) this CTA's exchange mbarrier is initialized (waited before the loop)")
     if early_trigger:
         e("  griddepcontrol.launch_dependents;  // every CTA of this grid has started: the next grid may launch")
     e("  griddepcontrol.wait;  // x, and the output the previous kernel may still read, from here")
@@ -1176,6 +1264,12 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool, x_rows
                     moedown_mult(e, sh, h, nt)
     if x_rows:
         e("  bar.sync 0;  // every warp is done with its x region before any strip's partials land there")
+    if sh.ksplit > 1:
+        e("  barrier.cluster.wait.acquire.aligned;  // the peer's exchange mbarrier is initialized")
+        e("  mov.u32 %it, 0;  // the cluster's strip count mod 2: strip i's output is rank i % 2's")
+        e("  mov.u32 %xph, 0;  // this rank's exchange mbarrier phase")
+        e(f"  add.u32 %xb, %sbase, {sh.xch_off + 1024};")
+        e("  mapa.shared::cluster.u32 %xpb, %xb, %peer;")
     e("  mov.u32 %buf, 0;")
     e(f"STRIP{sfx}:")
     e("  mov.u32 %st0, %stage;  // this strip's first stage")
@@ -1239,18 +1333,24 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool, x_rows
     issue_strips(e, sh, "%t2", 1, "%st0", "REFILLED" + sfx)
     e("  // the warp-order sum, BF16 out")
     red = f"  mad.lo.u32 %t0, %buf, {W * 1024}, %sbase;\n  add.u32 %t0, %t0, {sh.red_off};"
-    sum_warps_store(e, sh.threads, W, N, red, "SUM_DONE" + sfx, res=sh.fuse in ("res", "moedown"),
-                    moe=sh if sh.fuse in ("moe", "moedown") else None)
-    e(f"SUM_DONE{sfx}:")
+    if sh.ksplit > 1:
+        sum_split_store(e, sh, red, "SUM_DONE" + sfx, res=sh.fuse == "res")
+    else:
+        sum_warps_store(e, sh.threads, W, N, red, "SUM_DONE" + sfx, res=sh.fuse in ("res", "moedown"),
+                        moe=sh if sh.fuse in ("moe", "moedown") else None)
+        e(f"SUM_DONE{sfx}:")
     e("  xor.b32 %buf, %buf, 1;  // two buffers: the next strip's partials never overwrite ones still being summed")
     e("  add.u32 %s, %s, %nct;")
     e(f"  setp.lt.u32 %p, %s, {'%sv' if sh.fuse in ('moe', 'moedown') else S};")
     e(f"  @%p bra STRIP{sfx};")
+    if sh.ksplit > 1:
+        e("  barrier.cluster.arrive.relaxed.aligned;  // neither CTA exits while its peer may still write to it")
+        e("  barrier.cluster.wait.acquire.aligned;")
     e("  ret;")
 
 
 def main(argv=None) -> int:
-    for sh in SHAPES + FUSED + EXPERTS + MOE_DOWNS:
+    for sh in SHAPES + FUSED + EXPERTS + MOE_DOWNS + KSPLIT:
         (HERE / f"{sh.name}.ptx").write_text(generate(sh))
         grid = "min(P S, 132)" if sh.fuse == "moe" else sh.grid
         print(f"wrote {sh.name}.ptx ({sh.threads} threads, grid {grid}, {sh.NS} stages, {sh.smem} B dynamic smem)")

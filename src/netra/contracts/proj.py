@@ -28,11 +28,12 @@ class Fp8Gemv:
     # down as one GEMV over K = 9 x 512, weighted, added to the residual
     pairs_per_x: int = 1  # "moe": (token, expert) pairs that share one row of x (top-k for gate | up, 1 for down)
     stages: int = 0  # the ring's stages when not 0 (named _s<stages>); otherwise the rule in NS
+    ksplit: int = 1  # 2: clusters of 2 CTAs split k in halves (named _ks2); the owner rank adds the peer's partial
 
     @property
     def name(self) -> str:
         return (f"fp8_gemv_n{self.N}_k{self.K}" + (f"_{self.fuse}" if self.fuse else "")
-                + (f"_s{self.stages}" if self.stages else ""))
+                + (f"_s{self.stages}" if self.stages else "") + (f"_ks{self.ksplit}" if self.ksplit > 1 else ""))
 
     @property
     def S(self) -> int:  # 16-row strips (the mma's M side)
@@ -46,11 +47,11 @@ class Fp8Gemv:
     def W(self) -> int:  # warps per CTA = k blocks per chunk; warp w owns k block h W + w of chunk h
         if self.fuse == "moedown":  # 36 k blocks: 3 chunks of 3 experts x 4 blocks
             return 12
-        return min(16, self.KB)
+        return min(16, self.KB // self.ksplit)
 
     @property
-    def NC(self) -> int:  # chunks per strip
-        return self.KB // self.W
+    def NC(self) -> int:  # chunks per strip (per rank's half of k where ksplit = 2)
+        return self.KB // self.ksplit // self.W
 
     @property
     def SB(self) -> int:  # bytes of one chunk = one stage of the ring (W packed tiles)
@@ -63,6 +64,8 @@ class Fp8Gemv:
             return self.stages
         if self.fuse == "moe" and self.SB <= 8192:  # K = 512: 8 KB chunks; more of them in flight (MOE_STAGES)
             return MOE_STAGES
+        if self.ksplit > 1:  # as many bytes in flight per SM as the 3 x 32 KB of the unsplit kernels
+            return max(self.NC, STAGES * 32768 // self.SB)
         return max(self.NC, STAGES // self.NC * self.NC)
 
     @property
@@ -74,8 +77,12 @@ class Fp8Gemv:
         return min(248, 65536 // self.threads // 8 * 8)
 
     @property
-    def grid(self) -> int:  # persistent: CTA c takes strips c, c + grid, ...
-        return min(self.S, SMS)
+    def grid(self) -> int:  # persistent: CTA c takes strips c, c + grid, ... (ksplit: cluster c, c + walkers, ...)
+        return min(self.S * self.ksplit, SMS) // self.ksplit * self.ksplit
+
+    @property
+    def walkers(self) -> int:  # what walks the strips: the CTAs, or with ksplit the clusters
+        return self.grid // self.ksplit
 
     @property
     def x_first(self) -> bool:
@@ -86,7 +93,8 @@ class Fp8Gemv:
         stream more strips (9216 x 2048 8.66 / 8.37) and at K = 512 (2.69 / 2.55)."""
         if self.fuse in ("moe", "moedown"):  # the expert ids come from the previous kernel: nothing before the wait
             return True
-        return self.K >= 2048 and self.S <= 2 * self.grid and self.fuse != "norm"
+        # at most 64 KB of weights per CTA (S <= 2 grid at K = 2048, as measured; the ksplit builds' halves too)
+        return self.K >= 2048 and self.S * self.K <= 4096 * self.grid and self.fuse != "norm"
 
     @property
     def pre_strips(self) -> int:
@@ -100,7 +108,7 @@ class Fp8Gemv:
         +0.03 at M = 1, +0.12-0.18 at M = 8 (experiments/proj/pre_strips_variant_0a74e03.json)."""
         if self.fuse in ("moe", "moedown"):
             return 0
-        return 0 if self.x_first and self.S <= self.grid and self.NC > 1 else 1
+        return 0 if self.x_first and self.S <= self.walkers and self.NC > 1 else 1
 
     # dynamic shared memory: NS stages | their W weight scales (64 B each) | 2 reduction buffers | NS mbarriers
     @property
@@ -125,10 +133,17 @@ class Fp8Gemv:
     def ids_off(self) -> int:
         return self.norm_off
 
+    # ksplit: then the exchange buffer (the peer's 16 x 16 fp32 partial, [token][row]) and its mbarrier
+    @property
+    def xch_off(self) -> int:
+        return (self.bar_off + 8 * self.NS + 15) // 16 * 16
+
     @property
     def smem(self) -> int:
         if self.fuse in ("moe", "moedown"):
             return self.ids_off + 4 * MAX_PAIRS
+        if self.ksplit > 1:
+            return self.xch_off + 1024 + 8
         return self.norm_off + 16 * 256 * 4 + 64 if self.fuse == "norm" else self.bar_off + 8 * self.NS
 
     @property
@@ -173,6 +188,10 @@ EXPERTS = (
     # withdrawn at 8fe3aaa: 10% faster in its kernel record at M = 16, the same as this build in
     # a 40-layer graph of real expert stacks; experiments/decode/experts_graph_c7bfb0f.json)
 )
+# k split in halves over clusters of 2 CTAs, for the shapes whose M > 8 body streams at most 64 KB
+# of weights per CTA: there the x prologue (each CTA converting all of x) is the M = 16 critical
+# path (trace_v3g.json); each rank converts half (docs/notes/proj.md, the last section)
+KSPLIT = tuple(Fp8Gemv(s.N, s.K, s.use, ksplit=2) for s in SHAPES if s.x_first)
 MOE_I = 512  # moe_intermediate_size: the experts' (and the shared expert's) width
 # the MoE block after gate | up in one launch: silu(gate) * up, then the 8 routed experts' and
 # the shared expert's down as one GEMV over K = 9 x 512, weighted, into the residual (M <= 8)
@@ -206,6 +225,8 @@ def _contract(s: Fp8Gemv) -> Contract:
         return _contract_res(s)
     if s.fuse == "gate":
         return _contract_gate(s)
+    if s.ksplit > 1:
+        return _contract_ksplit(s)
     return Contract(
         name=s.name,
         family="proj",
@@ -238,6 +259,18 @@ def _contract(s: Fp8Gemv) -> Contract:
         reference="netra.reference.proj.fp8_linear (float64 on the exactly dequantized weights)",
         peers=("cublas_bf16", "scaled_mm_1x128", "dequant_matmul"),
     )
+
+
+def _contract_ksplit(s: Fp8Gemv) -> Contract:
+    plain = _contract(Fp8Gemv(s.N, s.K, s.use))
+    return dataclasses.replace(
+        plain, name=s.name,
+        summary=plain.summary[:-1] + f"; k split in halves over clusters of {s.ksplit} CTAs)",
+        grid=(str(s.grid), "1", "1"), threads=s.threads, max_registers=s.max_registers, dynamic_smem=s.smem,
+        reduction_order=f"per strip, on each rank's half of k: mma.sync k16 steps in k order (fp32), times the "
+                        f"block's weight scale and the token's inverse x scale, the {s.W} warps' partials in warp "
+                        "order; then the two ranks' sums added (one fp32 add: the same bits on either rank)",
+        pdl="w and scale (the first strip's chunks, M <= 8): weights are never written while kernels run")
 
 
 # The norm prologue is serial work before the first mma (all x loads, two block barriers, the
@@ -525,5 +558,5 @@ def _contract_moe_down(s: Fp8Gemv) -> Contract:
     )
 
 
-CONTRACTS = tuple(_contract(s) for s in SHAPES + FUSED + EXPERTS) + (
+CONTRACTS = tuple(_contract(s) for s in SHAPES + FUSED + EXPERTS + KSPLIT) + (
     BF16_GEMV_N64_K2048, MOE_ROUTER, MOE_ROUTER_NORM, *(_contract_moe_down(s) for s in MOE_DOWNS))
