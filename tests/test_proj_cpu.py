@@ -47,9 +47,9 @@ def test_contract_tiling(sh):
 def test_ksplit_builds(sh):
     """The k-split builds (clusters of 2, docs/notes/proj.md): the plain kernel's arguments, shapes,
     tolerance and bytes; each rank's chunks are half of a strip's k blocks; the exchange buffer
-    and its mbarrier follow the ring's; one CTA per SM; the PTX asks for the cluster, offsets x,
-    the tiles and the scales by the rank, and exchanges by st.async in both bodies (M <= 8 and
-    M > 8) behind one cluster barrier at the start and one at the end; no spills."""
+    slots (one per strip of a cluster) and their mbarriers follow the ring's; one CTA per SM; the
+    PTX asks for the cluster, offsets x, the tiles and the scales by the rank, and exchanges by
+    st.async in both bodies (M <= 8 and M > 8) after one cluster barrier; no spills."""
     c, plain = contracts.get(sh.name), contracts.get(Fp8Gemv(sh.N, sh.K, sh.use).name)
     assert sh.name == plain.name + "_ks2" and c.op == plain.op == "fp8_linear"
     assert (c.params, c.dims, c.tolerance, c.bytes_read, c.bytes_written) == (
@@ -57,13 +57,14 @@ def test_ksplit_builds(sh):
     assert sh.W * sh.NC * 2 == sh.KB and sh.grid % 2 == 0 and sh.walkers * 2 == sh.grid <= 132
     assert c.grid == (str(sh.grid), "1", "1") and c.threads == sh.threads >= 256  # one output per thread
     assert sh.NS * sh.SB == 3 * 32768 and sh.x_first and sh.pre_strips == 1
-    assert sh.xch_off >= sh.bar_off + 8 * sh.NS and sh.xch_off % 16 == 0
-    assert c.dynamic_smem == sh.smem == sh.xch_off + 1024 + 8 <= 227 * 1024
+    assert sh.slots == -(-sh.S // sh.walkers) and sh.xch_off >= sh.bar_off + 8 * sh.NS and sh.xch_off % 16 == 0
+    assert c.dynamic_smem == sh.smem == sh.xch_off + (2048 + 8) * sh.slots <= 227 * 1024
     ptx = paths.ptx_path("sm_90a", "proj", sh.name).read_text()
     assert ".reqnctapercluster 2, 1, 1" in ptx and "mov.u32 %rank, %cluster_ctarank;" in ptx
     assert f"mul.wide.u32 %pt64, %rank, {sh.K};" in ptx and f"mul.wide.u32 %pt64, %rank, {sh.KB // 2 * 2048};" in ptx
     assert ptx.count("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32") == 2
-    assert ptx.count("barrier.cluster.arrive.relaxed.aligned") == 3 and ptx.count("barrier.cluster.wait") == 4
+    assert ptx.count("barrier.cluster.arrive.relaxed.aligned") == 1 and ptx.count("barrier.cluster.wait") == 2
+    assert ptx.count("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%sbase+") == sh.slots
     _assembles_without_spills(sh.name, ptx)
 
 

@@ -688,17 +688,13 @@ def ksplit_offsets(e: Emit, sh: Shape) -> None:
     e("  mov.u32 %nct, %nclusterid.x;")
 
 
-def sum_split_store(e: Emit, sh: Shape, red_base: str, done: str, res: bool = False) -> None:
-    """ksplit: as sum_warps_store for output o = tid < 16 M (row o % 16, token o / 16), on this
-    rank's half of k; strip i of the cluster belongs to rank i % 2: the other rank sends its sum
-    by st.async into the owner's exchange buffer (completing the owner's mbarrier, which expects
-    16 M x 4 bytes), the owner adds it (one fp32 add, commutative: the same bits on either rank)
-    and stores. Why a strip's exchange cannot overtake the previous one: the sender of strip i + 2
-    has received strip i + 1 from the owner, which sent it after the barrier that follows its
-    reads of strip i's exchange."""
+def split_keep(e: Emit, sh: Shape, red_base: str, done: str) -> None:
+    """ksplit, after a strip's partials: thread o < 16 M sums output o's (row o % 16, token o / 16)
+    partials over the warps in warp order, on this rank's half of k, into slot it = the strip's
+    index in the cluster, [rank][o]: here where the row is this rank's (rows 8 r .. 8 r + 7), else
+    by st.async into the peer's slot (completing the peer's slot mbarrier). The sums wait until
+    every strip is streamed (split_finish), so neither rank waits for the other inside the loop."""
     assert sh.threads >= 256, "one output per thread"
-    e("  setp.eq.u32 %pown, %it, %rank;  // this strip's output is this rank's")
-    e("  xor.b32 %it, %it, 1;")
     e("  shl.b32 %t1, %m, 4;")
     e("  setp.ge.u32 %p, %th, %t1;")
     e(f"  @%p bra {done};")
@@ -708,26 +704,48 @@ def sum_split_store(e: Emit, sh: Shape, red_base: str, done: str, res: bool = Fa
     for w_ in range(1, sh.W):
         e(f"  ld.shared.f32 %f1, [%t0+{w_ * 1024}];")
         e("  add.f32 %f0, %f0, %f1;")
-    e(f"  @%pown bra {done}_OWN;")
-    e("  // the peer's strip: this rank's sum into the peer's exchange buffer")
-    e("  mad.lo.u32 %t0, %th, 4, %sbase;")
-    e(f"  add.u32 %t0, %t0, {sh.xch_off};")
+    e("  bfe.u32 %t2, %th, 3, 1;  // the row's owner: row / 8")
+    e("  setp.eq.u32 %pown, %t2, %rank;")
+    e("  mad.lo.u32 %t0, %it, 2048, %sbase;")
+    e("  mad.lo.u32 %t0, %rank, 1024, %t0;")
+    e("  mad.lo.u32 %t0, %th, 4, %t0;")
+    e(f"  add.u32 %t0, %t0, {sh.xch_off};  // slot it, [rank][o]")
+    e("  @%pown st.shared.f32 [%t0], %f0;")
+    e(f"  @%pown bra {done};")
     e("  mapa.shared::cluster.u32 %ta, %t0, %peer;")
-    e("  st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%ta], %f0, [%xpb];")
-    e(f"  bra.uni {done};")
-    e(f"{done}_OWN:")
-    e("  setp.eq.u32 %p, %th, 0;")
-    e("  shl.b32 %t1, %m, 6;  // 16 M partials of 4 bytes")
-    e("  @%p mbarrier.arrive.expect_tx.shared::cta.b64 _, [%xb], %t1;")
-    e(f"{done}_XW:")
-    e("  mbarrier.try_wait.parity.shared::cta.b64 %p, [%xb], %xph;")
-    e(f"  @!%p bra {done}_XW;")
-    e("  mad.lo.u32 %t0, %th, 4, %sbase;")
-    e(f"  ld.shared.f32 %f1, [%t0+{sh.xch_off}];")
-    e("  add.f32 %f0, %f0, %f1;")
-    e("  cvt.rn.bf16.f32 %q0, %f0;")
+    e("  mad.lo.u32 %t3, %it, 8, %xb;")
+    e("  mapa.shared::cluster.u32 %t3, %t3, %peer;")
+    e("  st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%ta], %f0, [%t3];")
+    e(f"{done}:")
+    e("  add.u32 %it, %it, 1;")
+
+
+def split_finish(e: Emit, sh: Shape, sfx: str, res: bool = False) -> None:
+    """ksplit, after the strip loop: for each strip of the cluster, this rank's rows (o < 16 M with
+    row / 8 = rank): wait for the peer's half (the slot's mbarrier, one phase), rank 0's sum plus
+    rank 1's, BF16 out (with ``res``: as sum_warps_store, the product, then h + product)."""
+    e("  // the rows this rank owns, for every strip of the cluster: the peer's sums, added, stored")
+    e("  shl.b32 %t1, %m, 4;")
+    e("  setp.ge.u32 %p, %th, %t1;")
+    e(f"  @%p bra FIN{sfx};")
+    e("  bfe.u32 %t2, %th, 3, 1;")
+    e("  setp.ne.u32 %p, %t2, %rank;")
+    e(f"  @%p bra FIN{sfx};")
+    e("  mov.u32 %it, 0;")
+    e("  mov.u32 %s, %clusterid.x;")
     e("  and.b32 %t2, %th, 15;")
     e("  shr.u32 %t3, %th, 4;")
+    e(f"FINS{sfx}:")
+    e("  mad.lo.u32 %bf, %it, 8, %xb;")
+    e(f"FINW{sfx}:")
+    e("  mbarrier.try_wait.parity.shared::cta.b64 %p, [%bf], 0;")
+    e(f"  @!%p bra FINW{sfx};")
+    e("  mad.lo.u32 %t0, %it, 2048, %sbase;")
+    e("  mad.lo.u32 %t0, %th, 4, %t0;")
+    e(f"  ld.shared.f32 %f0, [%t0+{sh.xch_off}];")
+    e(f"  ld.shared.f32 %f1, [%t0+{sh.xch_off + 1024}];")
+    e("  add.f32 %f0, %f0, %f1;")
+    e("  cvt.rn.bf16.f32 %q0, %f0;")
     e(f"  mad.lo.u32 %t0, %t3, {sh.N}, %t2;")
     e("  mad.lo.u32 %t0, %s, 16, %t0;")
     e("  mul.wide.u32 %pt64, %t0, 2;")
@@ -741,8 +759,11 @@ def sum_split_store(e: Emit, sh: Shape, red_base: str, done: str, res: bool = Fa
         e("  add.rn.f32 %f0, %f1, %f0;")
         e("  cvt.rn.bf16.f32 %q0, %f0;")
     e("  st.global.b16 [%pb], %q0;")
-    e(f"{done}:")
-    e("  @%pown xor.b32 %xph, %xph, 1;  // the owner's phase flips once per owned strip")
+    e("  add.u32 %it, %it, 1;")
+    e("  add.u32 %s, %s, %nct;")
+    e(f"  setp.lt.u32 %p, %s, {sh.S};")
+    e(f"  @%p bra FINS{sfx};")
+    e(f"FIN{sfx}:")
 
 
 def bfly_sum(e: Emit, reg: str, tmp: str) -> None:
@@ -955,7 +976,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         e("  .reg .b32 %rank, %peer, %xr8, %xpo, %xpb;")
     if ks:
         e("  .reg .pred %pown;")
-        e("  .reg .b32 %rank, %peer, %it, %xph, %xb, %xpb;")
+        e("  .reg .b32 %rank, %peer, %it, %xb;")
     e("  .reg .b32 %wa<16>, %a<4>;")
     for nt in range(2):
         for h in range(NC):
@@ -1021,9 +1042,13 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         e(f"  mbarrier.init.shared::cta.b64 [%bars+{8 * i}], 1;")
     if stage_x:
         e(f"  mbarrier.init.shared::cta.b64 [%sbase+{x_bar}], 1;  // x rows")
-    if ks:
-        e(f"  mbarrier.init.shared::cta.b64 [%sbase+{sh.xch_off + 1024}], 1;  // the peer's partials (exchange buffer)")
+    for i in range(sh.slots):
+        e(f"  mbarrier.init.shared::cta.b64 [%sbase+{sh.xbar_off + 8 * i}], 1;  // strip {i} of the cluster: the peer's half")
     e("  fence.mbarrier_init.release.cluster;  // visible to the async proxy (the bulk copies)" + (" and the peer" if ks else ""))
+    if ks:
+        e("  shl.b32 %t1, %m, 5;  // each slot expects the peer's 8 M sums of 4 bytes")
+        for i in range(sh.slots):
+            e(f"  mbarrier.arrive.expect_tx.shared::cta.b64 _, [%sbase+{sh.xbar_off + 8 * i}], %t1;")
     if ids_early:
         e("INIT_BARS:")
         e("  bar.sync 0;  // the ids table, before thread 0 requests any chunk")
@@ -1037,7 +1062,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     issue_strips(e, sh, "%s", pre, "0", "INIT_DONE")
     e("  bar.sync 0;")
     if ks:
-        e("  barrier.cluster.arrive.relaxed.aligned;  // (after fence.mbarrier_init) this CTA's exchange mbarrier is initialized (waited before the loop)")
+        e("  barrier.cluster.arrive.relaxed.aligned;  // (after fence.mbarrier_init) this CTA's slot mbarriers are initialized")
     if early_trigger:
         e("  griddepcontrol.launch_dependents;  // every CTA of this grid has started: the next grid may launch")
     e("  griddepcontrol.wait;  // x, and the output the previous kernel may still read, from here")
@@ -1265,11 +1290,9 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool, x_rows
     if x_rows:
         e("  bar.sync 0;  // every warp is done with its x region before any strip's partials land there")
     if sh.ksplit > 1:
-        e("  barrier.cluster.wait.acquire.aligned;  // the peer's exchange mbarrier is initialized")
-        e("  mov.u32 %it, 0;  // the cluster's strip count mod 2: strip i's output is rank i % 2's")
-        e("  mov.u32 %xph, 0;  // this rank's exchange mbarrier phase")
-        e(f"  add.u32 %xb, %sbase, {sh.xch_off + 1024};")
-        e("  mapa.shared::cluster.u32 %xpb, %xb, %peer;")
+        e("  barrier.cluster.wait.acquire.aligned;  // the peer's slot mbarriers are initialized")
+        e("  mov.u32 %it, 0;  // the strip's index in the cluster: its slot")
+        e(f"  add.u32 %xb, %sbase, {sh.xbar_off};")
     e("  mov.u32 %buf, 0;")
     e(f"STRIP{sfx}:")
     e("  mov.u32 %st0, %stage;  // this strip's first stage")
@@ -1334,7 +1357,7 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool, x_rows
     e("  // the warp-order sum, BF16 out")
     red = f"  mad.lo.u32 %t0, %buf, {W * 1024}, %sbase;\n  add.u32 %t0, %t0, {sh.red_off};"
     if sh.ksplit > 1:
-        sum_split_store(e, sh, red, "SUM_DONE" + sfx, res=sh.fuse == "res")
+        split_keep(e, sh, red, "SUM_DONE" + sfx)
     else:
         sum_warps_store(e, sh.threads, W, N, red, "SUM_DONE" + sfx, res=sh.fuse in ("res", "moedown"),
                         moe=sh if sh.fuse in ("moe", "moedown") else None)
@@ -1343,9 +1366,8 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool, x_rows
     e("  add.u32 %s, %s, %nct;")
     e(f"  setp.lt.u32 %p, %s, {'%sv' if sh.fuse in ('moe', 'moedown') else S};")
     e(f"  @%p bra STRIP{sfx};")
-    if sh.ksplit > 1:
-        e("  barrier.cluster.arrive.relaxed.aligned;  // neither CTA exits while its peer may still write to it")
-        e("  barrier.cluster.wait.acquire.aligned;")
+    if sh.ksplit > 1:  # every write into this CTA's slots has landed before it exits (it waits for them)
+        split_finish(e, sh, sfx, res=sh.fuse == "res")
     e("  ret;")
 
 

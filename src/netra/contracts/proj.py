@@ -133,17 +133,26 @@ class Fp8Gemv:
     def ids_off(self) -> int:
         return self.norm_off
 
-    # ksplit: then the exchange buffer (the peer's 16 x 16 fp32 partial, [token][row]) and its mbarrier
+    # ksplit: then per strip of a cluster (slots) both ranks' partials [rank][token][row] (fp32) of the
+    # rows this rank owns, then one mbarrier per slot
+    @property
+    def slots(self) -> int:
+        return -(-self.S // self.walkers) if self.ksplit > 1 else 0
+
     @property
     def xch_off(self) -> int:
         return (self.bar_off + 8 * self.NS + 15) // 16 * 16
+
+    @property
+    def xbar_off(self) -> int:
+        return self.xch_off + 2048 * self.slots
 
     @property
     def smem(self) -> int:
         if self.fuse in ("moe", "moedown"):
             return self.ids_off + 4 * MAX_PAIRS
         if self.ksplit > 1:
-            return self.xch_off + 1024 + 8
+            return self.xbar_off + 8 * self.slots
         return self.norm_off + 16 * 256 * 4 + 64 if self.fuse == "norm" else self.bar_off + 8 * self.NS
 
     @property
@@ -269,7 +278,7 @@ def _contract_ksplit(s: Fp8Gemv) -> Contract:
         grid=(str(s.grid), "1", "1"), threads=s.threads, max_registers=s.max_registers, dynamic_smem=s.smem,
         reduction_order=f"per strip, on each rank's half of k: mma.sync k16 steps in k order (fp32), times the "
                         f"block's weight scale and the token's inverse x scale, the {s.W} warps' partials in warp "
-                        "order; then the two ranks' sums added (one fp32 add: the same bits on either rank)",
+                        "order; then rank 0's sum plus rank 1's (one fp32 add)",
         pdl="w and scale (the first strip's chunks, M <= 8): weights are never written while kernels run")
 
 
