@@ -3,12 +3,17 @@ the documented mma fragment order and round-trips, and netra::fp8_linear takes t
 path (with the same answer for packed and plain weights) wherever the kernel cannot run."""
 
 
+import dataclasses
+
 import pytest
 import torch
 
 import netra.ops as ops
 from netra import contracts, paths
-from netra.contracts.proj import EXPERTS, FUSED, KSPLIT, MOE_DOWN, MOE_DOWNS, SHAPES, Fp8Gemv
+from netra.contracts.proj import EXPERTS, FUSED, MOE_DOWN, MOE_DOWNS, SHAPES
+
+KSPLIT = tuple(s for s in SHAPES + FUSED if s.ksplit > 1)
+UNSPLIT = tuple(dataclasses.replace(s, ksplit=1) for s in SHAPES)  # the builds the candidates were measured on
 from netra.decode import ops as dops
 from netra.model import checkpoint as ck
 from netra.ops import proj
@@ -19,7 +24,7 @@ def _generator():
     return paths.generator("proj", "gen_fp8_gemv")
 
 
-@pytest.mark.parametrize("sh", SHAPES + FUSED + KSPLIT, ids=lambda s: s.name)
+@pytest.mark.parametrize("sh", SHAPES + FUSED, ids=lambda s: s.name)
 def test_generated_ptx_is_current(sh):
     committed = paths.ptx_path("sm_90a", "proj", sh.name).read_text()
     assert committed == _generator().generate(sh), f"{sh.name}.ptx differs from its generator: run gen_fp8_gemv.py"
@@ -34,13 +39,15 @@ def test_contract_tiling(sh):
     assert sorted(c.dims["M"]) == list(range(1, 9 if sh.fuse == "norm" else 17))  # norm: M <= 8 (contracts.proj)
     # v3: W warps own the W k blocks of a chunk; the ring holds whole strips; the shared-memory
     # regions follow each other and bulk copies land 16-byte aligned; one CTA per SM
-    assert sh.W * sh.NC == sh.KB and sh.NS % sh.NC == 0 and sh.SB == 2048 * sh.W
+    assert sh.W * sh.NC * sh.ksplit == sh.KB and sh.NS % sh.NC == 0 and sh.SB == 2048 * sh.W
     assert sh.scl_off == sh.NS * sh.SB and sh.red_off == sh.scl_off + 64 * sh.NS
     norm = 16 * 256 * 4 + 64 if sh.fuse == "norm" else 0  # the norm prologue's sums of squares and rsqrts
     assert sh.bar_off == sh.red_off + 2 * 1024 * sh.W
-    assert sh.smem == (sh.norm_off + norm if norm else sh.bar_off + 8 * sh.NS) and sh.norm_off >= sh.bar_off + 8 * sh.NS
+    xch = (2048 + 8) * sh.slots  # ksplit: the slots of the exchange and their mbarriers (test_ksplit_builds)
+    assert sh.smem == (sh.norm_off + norm if norm else (sh.xch_off if xch else sh.bar_off + 8 * sh.NS) + xch)
+    assert sh.norm_off >= sh.bar_off + 8 * sh.NS
     assert sh.scl_off % 16 == 0 and sh.red_off % 16 == 0 and sh.bar_off % 8 == 0 and 4 * sh.W % 16 == 0
-    assert sh.grid == min(sh.S, 132) and c.pdl
+    assert sh.grid == min(sh.ksplit * sh.S, 132) // sh.ksplit * sh.ksplit and c.pdl
 
 
 @pytest.mark.parametrize("sh", KSPLIT, ids=lambda s: s.name)
@@ -50,12 +57,15 @@ def test_ksplit_builds(sh):
     slots (one per strip of a cluster) and their mbarriers follow the ring's; one CTA per SM; the
     PTX asks for the cluster, offsets x, the tiles and the scales by the rank, and exchanges by
     st.async in both bodies (M <= 8 and M > 8) after one cluster barrier; no spills."""
-    c, plain = contracts.get(sh.name), contracts.get(Fp8Gemv(sh.N, sh.K, sh.use).name)
-    assert sh.name == plain.name + "_ks2" and c.op == plain.op == "fp8_linear"
+    from netra.contracts.proj import _contract
+
+    c, plain = contracts.get(sh.name), _contract(dataclasses.replace(sh, ksplit=1))  # the unsplit build's
+    assert sh.name == plain.name + "_ks2" and c.op == plain.op and sh.fuse in ("", "gate")
     assert (c.params, c.dims, c.tolerance, c.bytes_read, c.bytes_written) == (
         plain.params, plain.dims, plain.tolerance, plain.bytes_read, plain.bytes_written)
     assert sh.W * sh.NC * 2 == sh.KB and sh.grid % 2 == 0 and sh.walkers * 2 == sh.grid <= 132
-    assert c.grid == (str(sh.grid), "1", "1") and c.threads == sh.threads >= 256  # one output per thread
+    gate = 2 if sh.fuse == "gate" else 0  # the gate CTA: a cluster of its own, whose rank 1 exits
+    assert c.grid == (str(sh.grid + gate), "1", "1") and c.threads == sh.threads >= 256  # one output per thread
     assert sh.NS * sh.SB == 3 * 32768 and sh.x_first and sh.pre_strips == 1
     assert sh.slots == -(-sh.S // sh.walkers) and sh.xch_off >= sh.bar_off + 8 * sh.NS and sh.xch_off % 16 == 0
     assert c.dynamic_smem == sh.smem == sh.xch_off + (2048 + 8) * sh.slots <= 227 * 1024
@@ -97,7 +107,7 @@ def test_fp8_linear_framework_path_packed_equals_plain_and_reference():
     want = ref_fp8_linear(x, q, s)
     assert ((a.double() - want).abs().max() / want.abs().max()) < 1e-2
     # the packed call reached the kernel's guard, which refused it here (no GPU), visibly
-    assert sum(ops.stats()["fp8_gemv_n1024_k2048"]["misses"].values()) == 1
+    assert sum(ops.stats()["fp8_gemv_n1024_k2048_ks2"]["misses"].values()) == 1
 
 
 def test_fp8_linear_without_a_kernel_shape_takes_the_framework_path():
@@ -208,7 +218,7 @@ def _assembles_without_spills(name: str, ptx: str) -> dict:
     return res
 
 
-@pytest.mark.parametrize("sh", SHAPES, ids=lambda s: s.name)
+@pytest.mark.parametrize("sh", UNSPLIT, ids=lambda s: s.name)
 def test_stage_x_candidate_assembles(sh):
     """The generator's kept candidate (x staged by bulk copies, measured and rejected) stays
     buildable, and its shared memory fits."""
@@ -217,7 +227,7 @@ def test_stage_x_candidate_assembles(sh):
     assert g.x_stage_layout(sh)[2] + 8 <= 227 * 1024
 
 
-@pytest.mark.parametrize("sh", SHAPES, ids=lambda s: s.name)
+@pytest.mark.parametrize("sh", UNSPLIT, ids=lambda s: s.name)
 def test_v3_candidates_assemble_and_v3_is_reproduced(sh):
     """The options of the promoted generator stay buildable; V3 reproduces the build promoted
     at cb9faad (the records of experiments/proj/README.md), which the default replaced."""
@@ -227,7 +237,7 @@ def test_v3_candidates_assemble_and_v3_is_reproduced(sh):
     assert "griddepcontrol.launch_dependents;  // every CTA" in g.generate(sh, **g.V3)
 
 
-@pytest.mark.parametrize("sh", SHAPES, ids=lambda s: s.name)
+@pytest.mark.parametrize("sh", UNSPLIT, ids=lambda s: s.name)
 def test_measured_candidates_assemble_and_x_first_follows_the_shape(sh):
     """This session's measured candidates (token groups v3t, x pairs v3p, x first v3q:
     experiments/proj/README.md) stay buildable within the shared memory limit; x first (no
@@ -341,8 +351,8 @@ def test_gate_op_falls_back_to_the_plain_op_and_a_matmul():
     ref = torch.empty_like(out)
     dops.fp8_linear(x, proj.pack_weight(q), s, ref)
     assert torch.equal(out, ref) and torch.equal(gate, x @ gw.T)
-    c = contracts.get("fp8_gemv_n1024_k2048_gate")
-    assert c.grid_for({"M": 1})[0] == contracts.get("fp8_gemv_n1024_k2048").grid_for({"M": 1})[0] + 1
+    c = contracts.get("fp8_gemv_n1024_k2048_gate_ks2")  # the gate's CTA is a cluster of 2 of its own
+    assert c.grid_for({"M": 1})[0] == contracts.get("fp8_gemv_n1024_k2048_ks2").grid_for({"M": 1})[0] + 2
 
 
 def test_coherent_x_differs_only_in_the_activation_loads():
@@ -351,7 +361,7 @@ def test_coherent_x_differs_only_in_the_activation_loads():
     against the build before (coherent_x=False) nothing else changes."""
     from netra import paths
     g = paths.generator("proj", "gen_fp8_gemv")
-    for sh in SHAPES + FUSED + EXPERTS + MOE_DOWNS + KSPLIT:
+    for sh in SHAPES + FUSED + EXPERTS + MOE_DOWNS:
         plain, coh = g.generate(sh, coherent_x=False), g.generate(sh)
         assert paths.ptx_path("sm_90a", "proj", sh.name).read_text() == coh
         a, b = plain.splitlines(), coh.splitlines()

@@ -37,8 +37,14 @@ current, each swap, current again, so drift shows as a difference between the tw
   B x 8 (token, expert) pairs. moe_s4_off was neutral at batch 32 where the kernel records (every
   pair a random expert, cold weights) predicted 0.6 ms: if the synthetic model's tokens share
   experts, the weights come from L2 and ring depth matters less.
+- ks2_prev (after 6e78c34): the shared expert's gate | up (fp8_gemv_n1024_k2048_gate_ks2, and the
+  plain fp8_linear's fp8_gemv_n1024_k2048_ks2) on their unsplit builds (64 + 1 CTAs of 512 threads), as
+  before. Prediction from the kernel records (unsplit / ks2: M = 1 2.98 / 2.79 us, 8 3.18 / 2.91,
+  16 3.88 / 3.28; as a PDL chain 2.10 / 1.98 at M = 1): the current form ~4-8 us faster per batch-1
+  step (40 launches), ~50 us at batch 32 (80 launches of 16 rows). Not bitwise: the split adds the
+  two halves of k as one more fp32 add.
 Every form's logits over 4 teacher-forced steps are compared bitwise with the current plain
-runner's (every swap keeps the arithmetic).
+runner's (every swap keeps the arithmetic but ks2_prev's).
 
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
@@ -55,7 +61,7 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_prev", "shared_first", "pre_strips_prev",
-         "moedown_s6", "expert_stats", "current_again", "after_profile")
+         "moedown_s6", "expert_stats", "ks2_prev", "current_again", "after_profile")
 
 
 def previous_builds(form: str) -> dict[str, tuple[str, int]]:
@@ -81,6 +87,12 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
         g = paths.generator("proj", "gen_fp8_gemv")
         s6 = dataclasses.replace(MOE_DOWN, stages=6)
         out[MOE_DOWN.name] = (g.generate(s6).replace(s6.name, MOE_DOWN.name), s6.smem)  # its .entry under the promoted name
+    if form == "ks2_prev":  # the unsplit builds under their own names (main swaps the ops' contracts)
+        g = paths.generator("proj", "gen_fp8_gemv")
+        for sh in SHAPES + FUSED:
+            if sh.ksplit > 1:
+                u = dataclasses.replace(sh, ksplit=1)
+                out[u.name] = (g.generate(u), u.smem)
     if form == "pre_strips_prev":
         g = paths.generator("proj", "gen_fp8_gemv")
         for sh in SHAPES + FUSED:
@@ -151,7 +163,7 @@ def main():
                      f"CUDA events, median of {steps} (netra.decode.main._time_replays), plain and PDL capture; "
                      "logits of 4 teacher-forced plain steps compared bitwise with the current form's",
            "forms": {}}
-    ref, keep = None, []
+    ref, keep, real_contracts = None, [], {}
     for form in forms:
         swaps = {}
         for name, (ptx, smem) in previous_builds(form).items():
@@ -163,6 +175,13 @@ def main():
             dops.MOE_SHARED_FIRST = form == "shared_first"
             if form in ("router_prev", "all_prev"):
                 router_op.contract = dataclasses.replace(real_router_contract, pdl="")
+            if form == "ks2_prev":  # the unsplit builds' contracts (grid, threads, shared memory)
+                from netra.contracts.proj import FUSED, SHAPES, _contract
+                for sh in SHAPES + FUSED:
+                    if sh.ksplit > 1:
+                        op = _dispatch.OPS[sh.name]
+                        real_contracts[sh.name] = op.contract
+                        op.contract = _contract(dataclasses.replace(sh, ksplit=1))
             if form == "moedown_s6":  # the swapped build's shared memory at launch
                 down_op.contract = dataclasses.replace(real_down_contract, dynamic_smem=previous_builds(form)[
                     real_down_contract.name][1])
@@ -193,6 +212,8 @@ def main():
             loader.load, rmod.dops.attention_decode_ctx = real_load, real_attn
             router_op.contract = real_router_contract
             down_op.contract = real_down_contract
+            for name, c in real_contracts.items():
+                _dispatch.OPS[name].contract = c
             dops.MOE_SHARED_FIRST = False
             rebind_all()
         res["forms"][form] = row

@@ -72,7 +72,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "src"))
-from netra.contracts.proj import EXPERTS, FUSED, KSPLIT, MOE_DOWN, MOE_DOWNS, SHAPES, TOP_K, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
+from netra.contracts.proj import EXPERTS, FUSED, MOE_DOWN, MOE_DOWNS, SHAPES, TOP_K, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
 
 
 class Emit:
@@ -953,7 +953,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     if sh.fuse == "gate":
         e(f"// Plus one more CTA (ctaid {sh.grid}): gate_out = x @ gate_w^T, the BF16 shared_expert_gate (gate_cta).")
     ks = sh.ksplit > 1
-    assert not (ks and (xpair or tgroups or stage_x or not split_m8 or sh.fuse not in ("", "res")))
+    assert not (ks and (xpair or tgroups or stage_x or not split_m8 or sh.fuse not in ("", "res", "gate")))
     header(e, "8.1" if xpair or ks else "8.0")  # st.async: PTX 8.1
     e()
     e(".extern .shared .align 128 .b8 dsm[];")
@@ -1027,7 +1027,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         e(f"  shl.b32 %sv, %m, {sh.pair_shift};  // " + ("M tokens" if sh.fuse == "moedown" else "P pairs") + f" of {S} strips each")
         e(f"  mul.lo.u32 %sv, %sv, {S};")
     if sh.fuse == "gate":
-        e("  sub.u32 %nct, %nct, 1;  // the last CTA is the gate's; the others stream the weights")
+        e("  sub.u32 %nct, %nct, 1;  // the last " + ("cluster" if ks else "CTA") + " is the gate's; the others stream the weights")
         e("  setp.eq.u32 %p, %s, %nct;")
         e("  @%p bra GATE;")
     e(f"  add.u32 %bars, %sbase, {sh.bar_off};  // full[i] at bars + 8 i")
@@ -1090,39 +1090,56 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
 
 def gate_cta(e: Emit, sh: Shape) -> None:
     """The extra CTA of the "gate" variant: gate_out[m] = bf16(x[m] . gate_w), the MoE's BF16
-    shared_expert_gate (1 x K), M <= 16. Thread t takes k = 4 t .. 4 t + 3 (8-byte loads, a
-    warp reads 256 contiguous bytes), a 4-term fma chain in k order per token, shfl.bfly 16, 8,
-    4, 2, 1, then thread m < M adds the warps' sums in warp order. Deterministic."""
-    assert sh.K == 4 * sh.threads, "one 8-byte load of x per token per thread"
+    shared_expert_gate (1 x K), M <= 16. Thread t takes k = P t .. P t + P - 1 (P = K / threads:
+    4 with 512 threads, 8-byte loads; 8 with 256, 16-byte loads, the tokens in two passes of 8; a
+    warp reads contiguous bytes), a P-term fma chain in k order per token, shfl.bfly 16, 8, 4, 2, 1,
+    then thread m < M adds the warps' sums in warp order. Deterministic. ksplit: the gate has a
+    cluster of its own, whose rank 1 exits."""
+    per = sh.K // sh.threads
+    assert per in (4, 8), "one 8- or 16-byte load of x per token per thread"
     acc = [f"%c{i}" for i in range(8)] + [f"%acc{i}" for i in range(8)]
     X = [f"%xr0_0_{i}" for i in range(16)] + [f"%xr1_0_{i}" for i in range(16)]
+    wf = ["%xs0", "%xs1", "%xs2", "%xs3", "%f4", "%f5", "%f6", "%f7"][:per]  # the weights as f32, k order
+    words = per // 2
     e("GATE:")
+    if sh.ksplit > 1:
+        e("  setp.ne.u32 %p, %rank, 0;")
+        e("  @%p ret;  // the gate cluster's rank 1: nothing to do")
     e("  griddepcontrol.wait;  // x is the previous kernel's output")
     e("  griddepcontrol.launch_dependents;")
-    e("  mul.wide.u32 %pt64, %th, 8;")
+    e(f"  mul.wide.u32 %pt64, %th, {2 * per};")
     e("  add.u64 %pa, %pg, %pt64;")
-    e("  ld.global.nc.v2.u32 {%t2, %t3}, [%pa];  // gate_w[4 t .. 4 t + 3]")
+    wregs = ["%t2", "%t3"] if per == 4 else ["%t0", "%t2", "%t3", "%tok"]
+    e(f"  ld.global.nc.v{words}.u32 {{{', '.join(wregs)}}}, [%pa];  // gate_w[{per} t .. {per} t + {per - 1}]")
     e("  add.u64 %pb, %px, %pt64;")
-    for m in range(16):
-        e(f"  setp.lt.u32 %pv, %m, {m + 1};  // token {m} >= M: zeros")
-        e(f"  mov.b32 {X[2 * m]}, 0;")
-        e(f"  mov.b32 {X[2 * m + 1]}, 0;")
-        e(f"  @!%pv {_XLD[0]}.v2.u32 {{{X[2 * m]}, {X[2 * m + 1]}}}, [%pb+{m * 2 * sh.K}];")
-    e("  shl.b32 %t0, %t2, 16;")
-    e("  mov.b32 %xs0, %t0;")
-    e("  and.b32 %t0, %t2, 0xffff0000;")
-    e("  mov.b32 %xs1, %t0;")
-    e("  shl.b32 %t0, %t3, 16;")
-    e("  mov.b32 %xs2, %t0;")
-    e("  and.b32 %t0, %t3, 0xffff0000;")
-    e("  mov.b32 %xs3, %t0;")
-    for m in range(16):
-        bf16x2_to_f32(e, X[2 * m])
-        e(f"  mul.rn.f32 {acc[m]}, %f0, %xs0;")
-        e(f"  fma.rn.f32 {acc[m]}, %f1, %xs1, {acc[m]};")
-        bf16x2_to_f32(e, X[2 * m + 1])
-        e(f"  fma.rn.f32 {acc[m]}, %f0, %xs2, {acc[m]};")
-        e(f"  fma.rn.f32 {acc[m]}, %f1, %xs3, {acc[m]};")
+
+    def weights_f32(tmp: str) -> None:
+        for j, wr in enumerate(wregs):
+            e(f"  shl.b32 {tmp}, {wr}, 16;")
+            e(f"  mov.b32 {wf[2 * j]}, {tmp};")
+            e(f"  and.b32 {tmp}, {wr}, 0xffff0000;")
+            e(f"  mov.b32 {wf[2 * j + 1]}, {tmp};")
+
+    if per == 8:  # %t0 holds a weight word
+        weights_f32("%t1")
+    per_pass = 32 // words  # tokens whose x words fit the 32 X registers
+    for p0 in range(0, 16, per_pass):
+        for m in range(p0, p0 + per_pass):
+            xs = X[words * (m - p0): words * (m - p0 + 1)]
+            e(f"  setp.lt.u32 %pv, %m, {m + 1};  // token {m} >= M: zeros")
+            for r in xs:
+                e(f"  mov.b32 {r}, 0;")
+            e(f"  @!%pv {_XLD[0]}.v{words}.u32 {{{', '.join(xs)}}}, [%pb+{m * 2 * sh.K}];")
+        if per == 4:
+            weights_f32("%t0")
+        for m in range(p0, p0 + per_pass):
+            for j in range(words):
+                bf16x2_to_f32(e, X[words * (m - p0) + j])
+                if j == 0:
+                    e(f"  mul.rn.f32 {acc[m]}, %f0, {wf[0]};")
+                else:
+                    e(f"  fma.rn.f32 {acc[m]}, %f0, {wf[2 * j]}, {acc[m]};")
+                e(f"  fma.rn.f32 {acc[m]}, %f1, {wf[2 * j + 1]}, {acc[m]};")
     for m in range(16):
         bfly_sum(e, acc[m], "%f2")
     e("  // lane 0 of each warp: its 16 token sums to shared [warp][token]")
@@ -1372,7 +1389,7 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool, x_rows
 
 
 def main(argv=None) -> int:
-    for sh in SHAPES + FUSED + EXPERTS + MOE_DOWNS + KSPLIT:
+    for sh in SHAPES + FUSED + EXPERTS + MOE_DOWNS:
         (HERE / f"{sh.name}.ptx").write_text(generate(sh))
         grid = "min(P S, 132)" if sh.fuse == "moe" else sh.grid
         print(f"wrote {sh.name}.ptx ({sh.threads} threads, grid {grid}, {sh.NS} stages, {sh.smem} B dynamic smem)")

@@ -28,7 +28,7 @@ class Fp8Gemv:
     # down as one GEMV over K = 9 x 512, weighted, added to the residual
     pairs_per_x: int = 1  # "moe": (token, expert) pairs that share one row of x (top-k for gate | up, 1 for down)
     stages: int = 0  # the ring's stages when not 0 (named _s<stages>); otherwise the rule in NS
-    ksplit: int = 1  # 2: clusters of 2 CTAs split k in halves (named _ks2); the owner rank adds the peer's partial
+    ksplit: int = 1  # 2: clusters of 2 CTAs split k in halves (named _ks2); rank r adds the peer's sums of rows 8 r ..
 
     @property
     def name(self) -> str:
@@ -161,13 +161,18 @@ class Fp8Gemv:
         return self.pairs_per_x.bit_length() - 1
 
 
+# 1024 x 2048 (64 strips, one per CTA) splits k over clusters of 2: 128 CTAs, each streams and converts
+# half a strip; faster at every M (M = 1 2.98 -> 2.79 us, 8 3.18 -> 2.91, 16 3.88 -> 3.28: records at
+# 6e78c34). The same split at 4096 x 2048 and 2048 x 4096, where a cluster walks 2-4 strips, was slower
+# at M <= 8 and gained at most 0.16 us at M = 16 (experiments/proj/README.md, ksplit)
+KSPLIT_1024 = 2
 SHAPES = (
     Fp8Gemv(12288, 2048, "GDN in_proj_qkv | in_proj_z, one launch"),
     Fp8Gemv(8192, 2048, "GDN in_proj_qkv"),
     Fp8Gemv(4096, 2048, "GDN in_proj_z"),
     Fp8Gemv(9216, 2048, "attention q (with its gate) | k | v, one launch"),
     Fp8Gemv(2048, 4096, "GDN out_proj, attention o_proj"),
-    Fp8Gemv(1024, 2048, "shared expert gate | up"),
+    Fp8Gemv(1024, 2048, "shared expert gate | up", ksplit=KSPLIT_1024),
     Fp8Gemv(2048, 512, "shared expert down"),
 )
 BY_NK = {(s.N, s.K): s for s in SHAPES}
@@ -178,7 +183,8 @@ FUSED = (
     Fp8Gemv(12288, 2048, "input_layernorm, then GDN in_proj_qkv | in_proj_z", "norm"),
     Fp8Gemv(9216, 2048, "input_layernorm, then attention q | k | v", "norm"),
     Fp8Gemv(2048, 4096, "GDN out_proj or attention o_proj, added to the residual", "res"),
-    Fp8Gemv(1024, 2048, "shared expert gate | up, and the BF16 shared_expert_gate by one more CTA", "gate"),
+    Fp8Gemv(1024, 2048, "shared expert gate | up, and the BF16 shared_expert_gate by one more CTA", "gate",
+            ksplit=KSPLIT_1024),
 )
 
 # The routed experts of Qwen3.6's MoE block (256 experts, top 8, width 512: design/qwen36.md),
@@ -197,10 +203,6 @@ EXPERTS = (
     # withdrawn at 8fe3aaa: 10% faster in its kernel record at M = 16, the same as this build in
     # a 40-layer graph of real expert stacks; experiments/decode/experts_graph_c7bfb0f.json)
 )
-# k split in halves over clusters of 2 CTAs, for the shapes whose M > 8 body streams at most 64 KB
-# of weights per CTA: there the x prologue (each CTA converting all of x) is the M = 16 critical
-# path (trace_v3g.json); each rank converts half (docs/notes/proj.md, the last section)
-KSPLIT = tuple(Fp8Gemv(s.N, s.K, s.use, ksplit=2) for s in SHAPES if s.x_first)
 MOE_I = 512  # moe_intermediate_size: the experts' (and the shared expert's) width
 # the MoE block after gate | up in one launch: silu(gate) * up, then the 8 routed experts' and
 # the shared expert's down as one GEMV over K = 9 x 512, weighted, into the residual (M <= 8)
@@ -290,7 +292,7 @@ NORM_TOKENS = tuple(range(1, 9))
 
 
 def _common(s: Fp8Gemv) -> dict:
-    plain = _contract(Fp8Gemv(s.N, s.K, s.use))
+    plain = _contract(Fp8Gemv(s.N, s.K, s.use, ksplit=s.ksplit))
     return dict(family="proj", dims={"M": NORM_TOKENS if s.fuse == "norm" else TOKENS}, grid=plain.grid,
                 threads=s.threads, deterministic=True, max_registers=s.max_registers, dynamic_smem=s.smem,
                 quantization=plain.quantization, pdl=plain.pdl, peers=("netra_unfused", "cublas_bf16"))
@@ -349,11 +351,12 @@ def _contract_res(s: Fp8Gemv) -> Contract:
 
 
 def _contract_gate(s: Fp8Gemv) -> Contract:
-    plain = Fp8Gemv(s.N, s.K, s.use).name
+    plain = Fp8Gemv(s.N, s.K, s.use, ksplit=s.ksplit).name
+    per = s.K // s.threads
     return Contract(
         name=s.name,
         summary=f"out[M, {s.N}] = x[M, {s.K}] @ dequant(W)^T as {plain}, and gate_out[M, 1] = x @ gate_w^T (BF16 "
-                f"shared_expert_gate) by one more CTA ({s.use})",
+                f"shared_expert_gate) by one more CTA" + (" (a cluster of its own)" if s.ksplit > 1 else "") + f" ({s.use})",
         params=(
             Tensor("x", "bf16", ("M", s.K), "in"),
             Tensor("w", "fp8e4m3", (s.S, s.KB, 2048), "in", doc="packed by netra.ops.proj.pack_weight"),
@@ -363,19 +366,19 @@ def _contract_gate(s: Fp8Gemv) -> Contract:
             Tensor("gate_w", "bf16", (1, s.K), "in", doc="shared_expert_gate.weight"),
             Tensor("gate_out", "bf16", ("M", 1), "out", align=4, doc="the gate's logit (the model applies sigmoid)"),
         ),
-        reduction_order=f"out: as {plain}; gate_out: per thread 4 k in order, shfl.bfly 16, 8, 4, 2, 1, the 16 warps "
-                        "in order",
+        reduction_order=f"out: as {plain}; gate_out: per thread {per} k in order, shfl.bfly 16, 8, 4, 2, 1, the "
+                        f"{s.W} warps in order",
         tolerance=BF16_OUT,
         bytes_read=f"{s.N * s.K} + {s.N // 128 * s.KB * 4} + M * {2 * s.K} + {2 * s.K}",
         bytes_written=f"M * {2 * s.N} + M * 2",
         op="fp8_linear_gate",
         reference="netra.reference.proj.fp8_linear and x @ gate_w^T, float64",
-        **dict(_common(s), grid=(str(s.grid + 1), "1", "1")),
+        **dict(_common(s), grid=(str(s.grid + s.ksplit), "1", "1")),
     )
 
 
 def _contract_moe(s: Fp8Gemv) -> Contract:
-    plain = Fp8Gemv(s.N, s.K, s.use).name
+    plain = "the plain kernel's unsplit build"
     k, S = s.pairs_per_x, s.S
     P = f"{k} * M" if k > 1 else "M"
     ids_shape = ("M", k) if k > 1 else ("M",)
@@ -567,5 +570,5 @@ def _contract_moe_down(s: Fp8Gemv) -> Contract:
     )
 
 
-CONTRACTS = tuple(_contract(s) for s in SHAPES + FUSED + EXPERTS + KSPLIT) + (
+CONTRACTS = tuple(_contract(s) for s in SHAPES + FUSED + EXPERTS) + (
     BF16_GEMV_N64_K2048, MOE_ROUTER, MOE_ROUTER_NORM, *(_contract_moe_down(s) for s in MOE_DOWNS))

@@ -142,7 +142,7 @@ def _(x, weight, scale, h, out):
 def fp8_linear_gate(x: Tensor, weight: Tensor, scale: Tensor, gate_w: Tensor, out: Tensor, gate_out: Tensor) -> None:
     """out = x @ dequant(weight, scale)^T and gate_out [M, 1] = x @ gate_w^T (BF16 [1, K]) in one
     launch: the shared expert's gate | up and its BF16 shared_expert_gate. Kernel
-    fp8_gemv_n1024_k2048_gate (packed weight, M = 1..16); otherwise fp8_linear and a matmul."""
+    fp8_gemv_n1024_k2048_gate_ks2 (packed weight, M = 1..16); otherwise fp8_linear and a matmul."""
     k = proj.kernel_for(weight, proj.GATE_KERNELS)
     for s in (k.rows(x, weight, scale, out, gate_w, gate_out) if k is not None else [slice(None)]):
         linear(x[s], weight, scale, out[s])

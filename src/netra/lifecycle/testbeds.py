@@ -515,12 +515,12 @@ def _moe_down_peer(i, s):
 
 
 def _proj_testbeds() -> dict:
-    from ..contracts.proj import EXPERTS, FUSED, KSPLIT, MOE_DOWNS, SHAPES
+    from ..contracts.proj import EXPERTS, FUSED, MOE_DOWNS, SHAPES
     from ..reference.proj import fp8_linear
 
     beds = {sh.name: Testbed(contracts.get(sh.name), _make_fp8_gemv(sh),
                              lambda i: {"out": fp8_linear(i["x"], i["_w_plain"], i["scale"])}, None,
-                             _proj_peers(), scalars={}) for sh in SHAPES + KSPLIT}
+                             _proj_peers(), scalars={}) for sh in SHAPES}
     for sh in FUSED:
         if sh.fuse == "norm":
             beds[sh.name] = Testbed(contracts.get(sh.name), _make_fp8_norm(sh), _norm_ref, None, {
