@@ -414,3 +414,16 @@ def test_more_stages_candidate_for_the_expert_gate_up(stages):
     assert paths.ptx_path("sm_90a", "proj", sh.name).read_text() == g.generate(sh) != t
     assert s2.name not in {e.name for e in EXPERTS} and not paths.ptx_path("sm_90a", "proj", s2.name).exists()
     _assembles_without_spills(sh.name, t)
+
+
+def test_bench_public_call_follows_the_contracts_op():
+    """netra bench's public-op call (host dispatch, and the chunked-rows GPU test) is chosen by the
+    contract's op, so a build named past its op's suffix (_gate_ks2, _moedown_s6) calls its own op;
+    an fp8 contract of an unknown op fails here, not with a silently wrong call on the H200."""
+    from netra.lifecycle import bench
+
+    names = [c.name for c in contracts.all_contracts() if c.name.startswith("fp8_gemv_")]
+    assert "fp8_gemv_n1024_k2048_gate_ks2" in names
+    for n in names:
+        call = bench._public_call(n, {})
+        assert callable(call) and contracts.get(n).op in call.__code__.co_names, n

@@ -170,20 +170,22 @@ def _public_call(name: str, b: dict):
         from ..decode import ops as dops
 
         return lambda: dops.bf16_linear2(b["x"], b["w_b"], b["w_a"], b["out_b"], b["out_a"])
-    if name.startswith("fp8_gemv_"):
+    if name.startswith("fp8_gemv_"):  # by the contract's op, not the name's suffix (_gate_ks2, _moedown_s6)
         from ..decode import ops as dops
 
-        if name.endswith("_norm"):
+        op = contracts.get(name).op
+        if op == "fp8_linear_norm":
             return lambda: dops.fp8_linear_norm(b["h"], b["norm_w"], e, b["w"], b["scale"], b["out"], b["x_out"])
-        if name.endswith("_gate"):
+        if op == "fp8_linear_gate":
             return lambda: dops.fp8_linear_gate(b["x"], b["w"], b["scale"], b["gate_w"], b["out"], b["gate_out"])
-        if name.endswith("_res"):
+        if op == "fp8_linear_add":
             return lambda: dops.fp8_linear_add(b["x"], b["w"], b["scale"], b["h"], b["out"])
-        if name.endswith(("_moedown", "_moedown_s6")):  # the public op picks the build by M
+        if op == "moe_down":  # the public op picks the build by M
             return lambda: dops.moe_down(b["x"], b["w"], b["scale"], b["ids"], b["top"], b["xs"], b["ws"], b["ss"],
                                          b["glogit"], b["h"], b["out"])
-        if name.endswith("_moe"):
+        if op == "fp8_linear_experts":
             return lambda: dops.fp8_linear_experts(b["x"], b["w"], b["scale"], b["ids"], b["out"])
+        assert op == "fp8_linear", (name, op)
         return lambda: dops.linear(b["x"], b["w"], b["scale"], b["out"])
     raise KeyError(name)
 
