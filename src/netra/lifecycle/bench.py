@@ -30,7 +30,6 @@ PEER_REPLAYS = 4  # peers are 10x slower per launch; fewer replays keep the run 
 METHOD = ("CUDA-graph replay, CUDA events; each replay = C launches over C copies of inputs "
           "and outputs (> 4x the 60 MiB L2, every launch cold); median of {R} replays / C "
           "(peers other than the floors: median of 4 replays)")
-PER_COPY = "; every copy after the first with its own expert ids (Testbed.per_copy), as each layer routes anew"
 
 
 def replicate(tensors: dict) -> dict:
@@ -76,11 +75,8 @@ def bench_case(tb: testbeds.Testbed, dims: dict, go, floors, peers: bool = True,
     base = check.Bench(tb, dims, 5)
     base.reset()
     ins, outs = [], []
-    redraw = torch.Generator().manual_seed(17)
     for _ in range(copies):
         ins.append(replicate(base.inputs))
-        if tb.per_copy is not None and len(ins) > 1:  # what the model varies per launch (the experts' ids)
-            tb.per_copy(ins[-1], dims, redraw)
         outs.append(tb.alloc_outputs(dims, "cuda"))
     bufs = [{**a, **b} for a, b in zip(ins, outs)]
     args = [tb.args(b) for b in bufs]
@@ -117,7 +113,7 @@ def bench_case(tb: testbeds.Testbed, dims: dict, go, floors, peers: bool = True,
     real_peers = {k: v for k, v in peer_times.items() if k not in ("empty_kernel", "read_floor") and v}
     case = {
         "shape": dict(dims),
-        "method": METHOD.format(R=REPLAYS) + (PER_COPY if tb.per_copy is not None else ""),
+        "method": METHOD.format(R=REPLAYS),
         "median_us": t_netra,
         "replay_samples_us": samples,
         "bytes": nread + nwrite,

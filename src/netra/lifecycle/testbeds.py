@@ -46,10 +46,6 @@ class Testbed:
     # themselves against float64 first): a result exactly defined only on a rounded
     # intermediate, such as the router's ids on the kernel's BF16 x_out
     chained: tuple[str, ...] = ()
-    # (one bench copy's inputs, dims, gen) -> None: redraws in place what the model varies from one
-    # launch to the next (the experts' ids: each layer routes anew), so the bench's copies do not
-    # repeat one pattern (experiments/proj/experts_bench_ids_8afda9c.json); the first copy is kept
-    per_copy: Callable | None = None
 
     def reference_for(self, inputs: dict, outputs: dict) -> dict:
         return self.reference({**inputs, **{f"kernel_{n}": outputs[n] for n in self.chained}})
@@ -373,20 +369,6 @@ def _make_fp8_experts(shape):
     return make
 
 
-def _redraw_ids(k: int) -> Callable:
-    """Testbed.per_copy of the expert kernels: fresh ids as the test bed draws them (each token's k
-    distinct, as torch.topk gives; one per pair where k = 1). The copy's weights are the first
-    copy's, so its products are not checked: it is timed only."""
-
-    def redraw(i, dims, gen):
-        M, E = dims["M"], dims["E"]
-        ids = (torch.stack([torch.randperm(E, generator=gen)[:k] for _ in range(M)]) if k > 1
-               else torch.randint(0, E, (M,), generator=gen))
-        i["ids"].copy_(ids.view(i["ids"].shape).to(i["ids"].device))
-
-    return redraw
-
-
 def _experts_ref(shape):
     def ref(i):
         from ..reference.proj import fp8_linear
@@ -533,7 +515,7 @@ def _moe_down_peer(i, s):
 
 
 def _proj_testbeds() -> dict:
-    from ..contracts.proj import EXPERTS, FUSED, MOE_DOWNS, SHAPES, TOP_K
+    from ..contracts.proj import EXPERTS, FUSED, MOE_DOWNS, SHAPES
     from ..reference.proj import fp8_linear
 
     beds = {sh.name: Testbed(contracts.get(sh.name), _make_fp8_gemv(sh),
@@ -555,7 +537,7 @@ def _proj_testbeds() -> dict:
                                     scalars={})
     for sh in EXPERTS:
         beds[sh.name] = Testbed(contracts.get(sh.name), _make_fp8_experts(sh), _experts_ref(sh), None,
-                                _experts_peers(sh), scalars={}, per_copy=_redraw_ids(sh.pairs_per_x))
+                                _experts_peers(sh), scalars={})
     beds["moe_router_e256_k2048"] = Testbed(contracts.get("moe_router_e256_k2048"), _make_router, _router_ref, None,
                                             {"torch_router_topk": _router_peer}, scalars={})
     beds["moe_router_norm_e256_k2048"] = Testbed(contracts.get("moe_router_norm_e256_k2048"), _make_router_norm,
@@ -563,7 +545,7 @@ def _proj_testbeds() -> dict:
                                                  chained=("x_out",))
     for sh in MOE_DOWNS:
         beds[sh.name] = Testbed(contracts.get(sh.name), _make_moe_down, _moe_down_ref, None,
-                                {"moe_decode_unfused": _moe_down_peer}, scalars={}, per_copy=_redraw_ids(TOP_K))
+                                {"moe_decode_unfused": _moe_down_peer}, scalars={})
     beds["bf16_gemv_n64_k2048"] = Testbed(
         contracts.get("bf16_gemv_n64_k2048"), _make_ba,
         lambda i: {"out_b": i["x"].double() @ i["w_b"].double().T, "out_a": i["x"].double() @ i["w_a"].double().T},
