@@ -245,14 +245,16 @@ def test_pdl_build_is_promoted_beside_the_plain_one_and_picked_only_under_set_pd
     assert P.pdl and not C.pdl and P.params == C.params and P.grid == C.grid
     assert contracts.get("bf16_gemv_n64_k2048").pdl  # the kernel the runner launches before it
     seen = []
-    for k in (gdn.DECODE, gdn.DECODE_PDL):
+    for k in (gdn.DECODE, gdn.DECODE_PDL, gdn.DECODE_SMEM, gdn.DECODE_SMEM_PDL):
         monkeypatch.setattr(k, "go", lambda *a, k=k: seen.append(k.contract.name))
-    i = _inputs(1, 2)
-    out = torch.empty(1, G.VALUE_DIM, dtype=torch.bfloat16)
-    dops.gdn_decode(*testbeds._gdn_args(i), 16, 1e-6, out)
-    monkeypatch.setattr(_dispatch, "_PDL", True)
-    dops.gdn_decode(*testbeds._gdn_args(i), 16, 1e-6, out)
-    assert seen == [C.name, P.name]
+    for B in (G.GDN_SMEM_B - 1, G.GDN_SMEM_B):  # below it the register builds, from it the smem builds
+        i = _inputs(B, B + 1)
+        out = torch.empty(B, G.VALUE_DIM, dtype=torch.bfloat16)
+        monkeypatch.setattr(_dispatch, "_PDL", False)
+        dops.gdn_decode(*testbeds._gdn_args(i), 16, 1e-6, out)
+        monkeypatch.setattr(_dispatch, "_PDL", True)
+        dops.gdn_decode(*testbeds._gdn_args(i), 16, 1e-6, out)
+    assert seen == [C.name, P.name, "gdn_decode_b32_smem", "gdn_decode_b32_smem_pdl"]
 
 
 @pytest.mark.parametrize("pdl", [False, True])
@@ -299,6 +301,12 @@ def test_smem_state_candidate():
     res = _ptxas_usage(C.name, t)
     assert res["spill_stores"] == res["stack_frame"] == 0 and res["registers"] <= 48, res
     assert res["static_smem"] <= 18 * 1024, res
+    # promoted for B >= GDN_SMEM_B as gdn_decode_b32_smem and its PDL build, the same contracts otherwise
+    for name, kw in (("gdn_decode_b32_smem", {}), ("gdn_decode_b32_smem_pdl", dict(pdl=True))):
+        S, R = contracts.get(name), contracts.get(name.replace("_smem", ""))
+        assert paths.ptx_path("sm_90a", "gdn", name).read_text() == g.generate(smem_state=True, name=name, **kw)
+        assert (S.params, S.grid, S.threads, S.pdl, S.tolerance) == (R.params, R.grid, R.threads, R.pdl, R.tolerance)
+        assert S.max_registers == 48 and S.max_static_smem == 18 * 1024
 
 
 def test_stream_state_only_changes_the_state_cache_operator():

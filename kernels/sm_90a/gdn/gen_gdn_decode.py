@@ -802,11 +802,14 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
 
 
 PDL_NAME = f"{NAME}_pdl"
+SMEM_NAME, SMEM_PDL_NAME = f"{NAME}_smem", f"{NAME}_smem_pdl"  # smem_state builds, taken from 8 sequences
 
 
 def main() -> int:
     (HERE / f"{NAME}.ptx").write_text(generate())
     (HERE / f"{PDL_NAME}.ptx").write_text(generate(pdl=True, name=PDL_NAME))
+    (HERE / f"{SMEM_NAME}.ptx").write_text(generate(smem_state=True, name=SMEM_NAME))
+    (HERE / f"{SMEM_PDL_NAME}.ptx").write_text(generate(pdl=True, smem_state=True, name=SMEM_PDL_NAME))
     print(f"wrote {NAME}.ptx: grid {CLUSTER} x {NK} x B CTAs of {THREADS} threads, clusters of {CLUSTER}")
     return 0
 

@@ -224,4 +224,17 @@ GDN_COMMIT_T16 = Contract(
     cases_override=VERIFY_CASES,
 )
 
-CONTRACTS = (GDN_DECODE_B32, GDN_DECODE_B32_PDL, GDN_VERIFY_T16, GDN_VERIFY_CHUNK_T16, GDN_VERIFY_CHUNK_T16_W8, GDN_COMMIT_T16)
+# The state slice through shared memory (gen_gdn_decode.generate(smem_state=True)): 48 registers, so 10 CTAs
+# per SM instead of 7. netra::gdn_decode takes it from GDN_SMEM_B sequences: measured against the
+# register builds (experiments/gdn/decode_variant_smem_0a74e03.json, us, plain / as a PDL chain): B = 8
+# 12.86 / 12.29 -> 11.52 / 11.10, B = 16 23.51 / 22.73 -> 22.17 / 21.54, B = 32 42.21 / 41.89 -> 41.04 /
+# 40.80; B <= 4 0.1-0.4 slower (the shared-memory round trip). Bitwise the register builds.
+GDN_SMEM_B = 8
+_SMEM = "; the state slice through shared memory (cp.async, 10 CTAs per SM): netra::gdn_decode's build from 8 sequences"
+GDN_DECODE_B32_SMEM = dataclasses.replace(GDN_DECODE_B32, name="gdn_decode_b32_smem", summary=GDN_DECODE_B32.summary + _SMEM,
+                                          max_registers=48, max_static_smem=18 * 1024)
+GDN_DECODE_B32_SMEM_PDL = dataclasses.replace(GDN_DECODE_B32_PDL, name="gdn_decode_b32_smem_pdl",
+                                              summary=GDN_DECODE_B32_PDL.summary + _SMEM, max_registers=48,
+                                              max_static_smem=18 * 1024)
+
+CONTRACTS = (GDN_DECODE_B32, GDN_DECODE_B32_PDL, GDN_DECODE_B32_SMEM, GDN_DECODE_B32_SMEM_PDL, GDN_VERIFY_T16, GDN_VERIFY_CHUNK_T16, GDN_VERIFY_CHUNK_T16_W8, GDN_COMMIT_T16)

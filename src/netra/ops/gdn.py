@@ -10,6 +10,9 @@ from ._dispatch import KernelOp
 
 DECODE = KernelOp("gdn_decode", "gdn_decode_b32")
 DECODE_PDL = KernelOp("gdn_decode", "gdn_decode_b32_pdl", key="gdn_decode_b32_pdl")  # while set_pdl is on
+# the same two with the state slice through shared memory, from GDN_SMEM_B sequences (netra.contracts.gdn)
+DECODE_SMEM = KernelOp("gdn_decode", "gdn_decode_b32_smem", key="gdn_decode_b32_smem")
+DECODE_SMEM_PDL = KernelOp("gdn_decode", "gdn_decode_b32_smem_pdl", key="gdn_decode_b32_smem_pdl")
 VERIFY = KernelOp("gdn_verify", "gdn_verify_t16")
 VERIFY_CHUNK = KernelOp("gdn_verify_chunk", "gdn_verify_chunk_t16", key="gdn_verify_chunk_t16")
 VERIFY_CHUNK_W8 = KernelOp("gdn_verify_chunk", "gdn_verify_chunk_t16_w8", key="gdn_verify_chunk_t16_w8")  # B = 1
