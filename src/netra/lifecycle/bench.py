@@ -145,7 +145,7 @@ def _public_call(name: str, b: dict):
         return lambda: ops.qk_rmsnorm(b["q"], b["k"], b["q_weight"], b["k_weight"], e, out_q=b["out_q"], out_k=b["out_k"])
     if name == "gated_rmsnorm_d128":
         return lambda: ops.gated_rmsnorm(b["o"], b["z"], b["w"], e, out=b["y"])
-    if name in ("gdn_decode_b32", "gdn_decode_b32_pdl", "gdn_verify_t16"):
+    if name in ("gdn_decode_b32", "gdn_decode_b32_pdl", "gdn_decode_b32_smem", "gdn_decode_b32_smem_pdl", "gdn_verify_t16"):
         from ..decode import ops as dops
 
         op = dops.gdn_verify if name == "gdn_verify_t16" else dops.gdn_decode
