@@ -10,7 +10,7 @@ import torch
 
 import netra.ops as ops
 from netra import contracts, paths
-from netra.contracts.proj import EXPERTS, FUSED, MOE_DOWN, MOE_DOWNS, SHAPES
+from netra.contracts.proj import EXPERTS, FUSED, MOE_DOWN, MOE_DOWNS, SHAPES, Fp8Gemv
 
 KSPLIT = tuple(s for s in SHAPES + FUSED if s.ksplit > 1)
 UNSPLIT = tuple(dataclasses.replace(s, ksplit=1) for s in SHAPES)  # the builds the candidates were measured on
@@ -429,3 +429,21 @@ def test_bench_public_call_follows_the_contracts_op():
         call = bench._public_call(n, {})
         op = contracts.get(n).op
         assert callable(call) and {"fp8_linear": "linear"}.get(op, op) in call.__code__.co_names, n  # linear: fp8_linear's body
+
+
+def test_rejected_ksplit_builds_are_reproduced():
+    """The k-split builds measured and not promoted (experiments/proj/README.md, k split): the PTX kept
+    under experiments/proj/ksplit is the generator's; the unsplit 1024 x 2048 builds the k split replaced
+    are too; and a `_res` k-split build of 2048 x 4096 (not measured) assembles without spills."""
+    from netra import paths
+
+    g = _generator()
+    kept = paths.ROOT / "experiments" / "proj" / "ksplit"
+    for sh in (Fp8Gemv(4096, 2048, "GDN in_proj_z", ksplit=2), Fp8Gemv(2048, 4096, "GDN out_proj, attention o_proj", ksplit=2)):
+        assert (kept / f"{sh.name}.ptx").read_text() == g.generate(sh), sh.name
+    for sh in SHAPES + FUSED:
+        if sh.ksplit > 1:
+            u = dataclasses.replace(sh, ksplit=1)
+            assert (kept / f"{u.name}.ptx").read_text() == g.generate(u), u.name
+    res = dataclasses.replace(next(s for s in FUSED if s.fuse == "res"), ksplit=2)
+    _assembles_without_spills(res.name, g.generate(res))

@@ -656,17 +656,7 @@ def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: 
             e(f"  mad.lo.u32 %t0, %t3, {N}, %t2;")
             e("  mad.lo.u32 %t0, %s, 16, %t0;")
         e("  mul.wide.u32 %pt64, %t0, 2;")
-        e("  add.u64 %pb, %po, %pt64;")
-        if res:  # the product too (the mixer's or the MoE block's output, before the residual add)
-            e("  add.u64 %pc, %pmo, %pt64;")
-            e("  st.global.b16 [%pc], %q0;")
-        if res:
-            e("  ld.global.b16 %q1, [%pb];  // h: read and written by this thread only")
-            e("  cvt.f32.bf16 %f1, %q1;")
-            e("  cvt.f32.bf16 %f0, %q0;")
-            e("  add.rn.f32 %f0, %f1, %f0;")
-            e("  cvt.rn.bf16.f32 %q0, %f0;")
-        e("  st.global.b16 [%pb], %q0;")
+        store_out(e, res)
         if moe is not None:
             e(f"{done}_{r}:")
 
@@ -749,8 +739,20 @@ def split_finish(e: Emit, sh: Shape, sfx: str, res: bool = False) -> None:
     e(f"  mad.lo.u32 %t0, %t3, {sh.N}, %t2;")
     e("  mad.lo.u32 %t0, %s, 16, %t0;")
     e("  mul.wide.u32 %pt64, %t0, 2;")
+    store_out(e, res)
+    e("  add.u32 %it, %it, 1;")
+    e("  add.u32 %s, %s, %nct;")
+    e(f"  setp.lt.u32 %p, %s, {sh.S};")
+    e(f"  @%p bra FINS{sfx};")
+    e(f"FIN{sfx}:")
+
+
+def store_out(e: Emit, res: bool) -> None:
+    """The BF16 %q0 to out (%po) + %pt64. ``res``: out is h; the product goes to %pmo + %pt64 first
+    (the mixer's or the MoE block's output, before the residual add), then h = bf16(h + product)
+    (fp32 add: the model's two BF16 ops)."""
     e("  add.u64 %pb, %po, %pt64;")
-    if res:  # as sum_warps_store: the product, then h + product
+    if res:
         e("  add.u64 %pc, %pmo, %pt64;")
         e("  st.global.b16 [%pc], %q0;")
         e("  ld.global.b16 %q1, [%pb];  // h: read and written by this thread only")
@@ -759,11 +761,6 @@ def split_finish(e: Emit, sh: Shape, sfx: str, res: bool = False) -> None:
         e("  add.rn.f32 %f0, %f1, %f0;")
         e("  cvt.rn.bf16.f32 %q0, %f0;")
     e("  st.global.b16 [%pb], %q0;")
-    e("  add.u32 %it, %it, 1;")
-    e("  add.u32 %s, %s, %nct;")
-    e(f"  setp.lt.u32 %p, %s, {sh.S};")
-    e(f"  @%p bra FINS{sfx};")
-    e(f"FIN{sfx}:")
 
 
 def bfly_sum(e: Emit, reg: str, tmp: str) -> None:
