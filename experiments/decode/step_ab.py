@@ -43,6 +43,13 @@ current, each swap, current again, so drift shows as a difference between the tw
   16 3.88 / 3.28; as a PDL chain 2.10 / 1.98 at M = 1): the current form ~4-8 us faster per batch-1
   step (40 launches), ~50 us at batch 32 (80 launches of 16 rows). Not bitwise: the split adds the
   two halves of k as one more fp32 add.
+- res_ks2 (ready after 29bd3be, not run): out_proj / o_proj's `fp8_gemv_n2048_k4096_res` on its k-split
+  build (`Fp8Gemv(..., "res", ksplit=2)`: 132 CTAs in clusters of 2, each half of k of two strips). The
+  plain k-split build of this shape (experiments/proj/README.md, k split, build 2) took 3.71 us as a PDL
+  chain at M = 1 against 4.11, but 4.76 against 4.62 launched plainly, and 5.72 against 5.88 at M = 16.
+  Prediction: batch 1 PDL step 10-16 us less (40 launches), plain 4-6 us more; batch 32 ~10 us less.
+  Not bitwise (the split adds the halves of k as one more fp32 add). If the PDL step gains, the op
+  would take the k-split build only under set_pdl (as gdn_decode's PDL build).
 Every form's logits over 4 teacher-forced steps are compared bitwise with the current plain
 runner's (every swap keeps the arithmetic but ks2_prev's).
 
@@ -61,7 +68,7 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_prev", "shared_first", "pre_strips_prev",
-         "moedown_s6", "expert_stats", "ks2_prev", "current_again", "after_profile")
+         "moedown_s6", "expert_stats", "ks2_prev", "res_ks2", "current_again", "after_profile")
 
 
 def previous_builds(form: str) -> dict[str, tuple[str, int]]:
@@ -93,6 +100,10 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
             if sh.ksplit > 1:
                 u = dataclasses.replace(sh, ksplit=1)
                 out[u.name] = (g.generate(u), u.smem)
+    if form == "res_ks2":
+        g = paths.generator("proj", "gen_fp8_gemv")
+        k = dataclasses.replace(next(s for s in FUSED if s.fuse == "res"), ksplit=2)
+        out[k.name] = (g.generate(k), k.smem)
     if form == "pre_strips_prev":
         g = paths.generator("proj", "gen_fp8_gemv")
         for sh in SHAPES + FUSED:
@@ -175,13 +186,13 @@ def main():
             dops.MOE_SHARED_FIRST = form == "shared_first"
             if form in ("router_prev", "all_prev"):
                 router_op.contract = dataclasses.replace(real_router_contract, pdl="")
-            if form == "ks2_prev":  # the unsplit builds' contracts (grid, threads, shared memory)
+            if form in ("ks2_prev", "res_ks2"):  # the swapped builds' contracts (grid, threads, shared memory)
                 from netra.contracts.proj import FUSED, SHAPES, _contract
                 for sh in SHAPES + FUSED:
-                    if sh.ksplit > 1:
+                    if (form == "ks2_prev" and sh.ksplit > 1) or (form == "res_ks2" and sh.fuse == "res"):
                         op = _dispatch.OPS[sh.name]
                         real_contracts[sh.name] = op.contract
-                        op.contract = _contract(dataclasses.replace(sh, ksplit=1))
+                        op.contract = _contract(dataclasses.replace(sh, ksplit=1 if form == "ks2_prev" else 2))
             if form == "moedown_s6":  # the swapped build's shared memory at launch
                 down_op.contract = dataclasses.replace(real_down_contract, dynamic_smem=previous_builds(form)[
                     real_down_contract.name][1])
