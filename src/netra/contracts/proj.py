@@ -164,7 +164,7 @@ class Fp8Gemv:
 # 1024 x 2048 (64 strips, one per CTA) splits k over clusters of 2: 128 CTAs, each streams and converts
 # half a strip; faster at every M (M = 1 2.98 -> 2.79 us, 8 3.18 -> 2.91, 16 3.88 -> 3.28: records at
 # 6e78c34). The same split at 4096 x 2048 and 2048 x 4096, where a cluster walks 2-4 strips, was slower
-# at M <= 8 and gained at most 0.16 us at M = 16 (experiments/proj/README.md, ksplit)
+# at M <= 8 and gained at most 0.16 us at M = 16 (experiments/proj/README.md, k split)
 KSPLIT_1024 = 2
 SHAPES = (
     Fp8Gemv(12288, 2048, "GDN in_proj_qkv | in_proj_z, one launch"),
