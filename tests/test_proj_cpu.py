@@ -418,11 +418,15 @@ def test_more_stages_candidate_for_the_expert_gate_up(stages):
 
 
 def test_bench_public_call_follows_the_contracts_op():
-    """netra bench's public-op call (host dispatch, and the chunked-rows GPU test) is chosen by the
-    contract's op, so a build named past its op's suffix (_gate_ks2, _moedown_s6) calls its own op;
+    """netra bench's public-op call (host dispatch, and the chunked-rows GPU test) exists for every
+    benched op and is chosen by the contract's op, so a build named past its op's suffix (_gate_ks2,
+    _moedown_s6, gdn_decode_b32_smem) calls its own op;
     an fp8 contract of an unknown op fails here, not with a silently wrong call on the H200."""
     from netra.lifecycle import bench
 
+    for c in contracts.all_contracts():  # every benched op has a call (host dispatch stopped the bench at a new build)
+        if c.bench and c.op:
+            assert callable(bench._public_call(c.name, {})), c.name
     names = [c.name for c in contracts.all_contracts() if c.name.startswith("fp8_gemv_")]
     assert "fp8_gemv_n1024_k2048_gate_ks2" in names
     for n in names:
