@@ -50,6 +50,16 @@ current, each swap, current again, so drift shows as a difference between the tw
   Prediction: batch 1 PDL step 10-16 us less (40 launches), plain 4-6 us more; batch 32 ~10 us less.
   Not bitwise (the split adds the halves of k as one more fp32 add). If the PDL step gains, the op
   would take the k-split build only under set_pdl (as gdn_decode's PDL build).
+- pdl_s2 (a candidate after 4064c31, experiments/proj/coresident_variant.py): the >= 8 MB projections the
+  runner launches (the norm-fused GDN in_proj_qkv | z and attention q | k | v, the plain ones at more
+  than 8 rows, and out_proj / o_proj's residual build on its k split) on builds that fit two CTAs to
+  an SM (2 stages, 64 registers, the largest shared-memory carveout), with every stage's chunks
+  requested before griddepcontrol.wait: under PDL their weights stream beside the previous grid.
+  Prediction: batch 1 PDL step 40-80 us less (~1-2 us per projection, 80 of them), plain 10-40 us
+  more. Not bitwise where the k split applies.
+- carveout (a diagnosis): every kernel with the largest shared-memory carveout preference, so that
+  under PDL a grid's CTAs can share an SM with the previous grid's wherever their shared memory
+  adds up to 228 KB (the driver's default carveout is sized per kernel). Bitwise.
 Every form's logits over 4 teacher-forced steps are compared bitwise with the current plain
 runner's (every swap keeps the arithmetic but ks2_prev's).
 
@@ -68,7 +78,22 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_prev", "shared_first", "pre_strips_prev",
-         "moedown_s6", "expert_stats", "ks2_prev", "res_ks2", "current_again", "after_profile")
+         "moedown_s6", "expert_stats", "ks2_prev", "res_ks2", "pdl_s2", "carveout", "current_again", "after_profile")
+MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
+
+
+def swapped_shape(form: str, sh):
+    """The replaced Fp8Gemv that ``form`` runs in place of promoted ``sh`` (None: kept). The op's
+    contract follows it (grid, threads, shared memory)."""
+    import dataclasses
+
+    if form == "ks2_prev" and sh.ksplit > 1:
+        return dataclasses.replace(sh, ksplit=1)
+    if form == "res_ks2" and sh.fuse == "res":
+        return dataclasses.replace(sh, ksplit=2)
+    if form == "pdl_s2" and sh.N * sh.K >= 8 << 20 and sh.fuse in ("", "norm", "res"):
+        return dataclasses.replace(sh, stages=2, ksplit=2 if sh.K == 4096 else 1)
+    return None
 
 
 def previous_builds(form: str) -> dict[str, tuple[str, int]]:
@@ -94,16 +119,13 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
         g = paths.generator("proj", "gen_fp8_gemv")
         s6 = dataclasses.replace(MOE_DOWN, stages=6)
         out[MOE_DOWN.name] = (g.generate(s6).replace(s6.name, MOE_DOWN.name), s6.smem)  # its .entry under the promoted name
-    if form == "ks2_prev":  # the unsplit builds under their own names (main swaps the ops' contracts)
+    if form in ("ks2_prev", "res_ks2", "pdl_s2"):  # builds under their own names (main swaps the ops' contracts)
         g = paths.generator("proj", "gen_fp8_gemv")
+        opts = {"pre_strips": None, "x_first_m16": False} if form == "pdl_s2" else {}
         for sh in SHAPES + FUSED:
-            if sh.ksplit > 1:
-                u = dataclasses.replace(sh, ksplit=1)
-                out[u.name] = (g.generate(u), u.smem)
-    if form == "res_ks2":
-        g = paths.generator("proj", "gen_fp8_gemv")
-        k = dataclasses.replace(next(s for s in FUSED if s.fuse == "res"), ksplit=2)
-        out[k.name] = (g.generate(k), k.smem)
+            u = swapped_shape(form, sh)
+            if u is not None:
+                out[u.name] = (g.generate(u, **opts), u.smem)
     if form == "pre_strips_prev":
         g = paths.generator("proj", "gen_fp8_gemv")
         for sh in SHAPES + FUSED:
@@ -164,6 +186,22 @@ def main():
     real_down_contract = down_op.contract
     forms = [a for a in sys.argv[1:] if a in FORMS] or list(FORMS)
 
+    carved_kernels = []
+
+    def carveout(function, percent: int) -> None:
+        from cuda.bindings import driver as cu
+
+        from netra.runtime.driver import check
+
+        check(cu.cuFuncSetAttribute(function, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                                    percent), "preferred shared-memory carveout")
+
+    def carved(k):
+        if k not in carved_kernels:
+            carveout(k.function, MAX_SHARED)
+            carved_kernels.append(k)
+        return k
+
     def rebind_all():
         for k in _dispatch.OPS.values():
             k._launch, k.launches_bound = None, False
@@ -186,13 +224,19 @@ def main():
             dops.MOE_SHARED_FIRST = form == "shared_first"
             if form in ("router_prev", "all_prev"):
                 router_op.contract = dataclasses.replace(real_router_contract, pdl="")
-            if form in ("ks2_prev", "res_ks2"):  # the swapped builds' contracts (grid, threads, shared memory)
+            if form in ("ks2_prev", "res_ks2", "pdl_s2"):  # the swapped builds' contracts (grid, threads, shared memory)
                 from netra.contracts.proj import FUSED, SHAPES, _contract
                 for sh in SHAPES + FUSED:
-                    if (form == "ks2_prev" and sh.ksplit > 1) or (form == "res_ks2" and sh.fuse == "res"):
+                    u = swapped_shape(form, sh)
+                    if u is not None:
                         op = _dispatch.OPS[sh.name]
                         real_contracts[sh.name] = op.contract
-                        op.contract = _contract(dataclasses.replace(sh, ksplit=1 if form == "ks2_prev" else 2))
+                        op.contract = _contract(u)
+            if form == "pdl_s2":
+                for fn in swaps.values():
+                    carveout(fn, MAX_SHARED)
+            if form == "carveout":
+                loader.load = lambda n, d: carved(real_load(n, d))
             if form == "moedown_s6":  # the swapped build's shared memory at launch
                 down_op.contract = dataclasses.replace(real_down_contract, dynamic_smem=previous_builds(form)[
                     real_down_contract.name][1])
@@ -220,6 +264,10 @@ def main():
                 nops.set_pdl(False)
                 torch.cuda.empty_cache()
         finally:
+            if form == "carveout":
+                for k in carved_kernels:
+                    carveout(k.function, -1)
+                carved_kernels.clear()
             loader.load, rmod.dops.attention_decode_ctx = real_load, real_attn
             router_op.contract = real_router_contract
             down_op.contract = real_down_contract

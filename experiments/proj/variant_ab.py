@@ -13,12 +13,13 @@ import os
 import torch
 
 
-def run(label: str, options: dict, shape_cases, out_path: str, candidate_shape=None) -> dict:
+def run(label: str, options: dict, shape_cases, out_path: str, candidate_shape=None, carveout: int | None = None) -> dict:
     """``candidate_shape`` (sh -> a replaced Fp8Gemv, e.g. more stages): the candidate is built
-    from it and launched with its dynamic shared memory; the promoted kernel as registered."""
-    import dataclasses
-
+    from it and launched with its dynamic shared memory; the promoted kernel as registered.
+    ``carveout``: the candidate function's preferred shared-memory carveout (percent; 100: the
+    largest), so that two of its CTAs, or one of it beside another kernel's, fit on one SM."""
     from netra import contracts, paths
+    from netra.contracts import proj as proj_contracts
     from netra.lifecycle import bench, check, testbeds
     from netra.runtime import launch as rt_launch
     from netra.runtime import loader
@@ -26,15 +27,21 @@ def run(label: str, options: dict, shape_cases, out_path: str, candidate_shape=N
     g = paths.generator("proj", "gen_fp8_gemv")
     floors = (rt_launch.raw_launcher(loader.load("empty_kernel", 0)), rt_launch.raw_launcher(loader.load("read_floor", 0)))
     res = {"method": bench.METHOD.format(R=bench.REPLAYS), "candidate": {label: options}, "kernels": {}}
+    if candidate_shape or carveout is not None:
+        res["candidate_shape"] = {sh.name: candidate_shape(sh).name if candidate_shape else sh.name for sh, _ in shape_cases}
+        res["carveout"] = carveout
     keep = []
     bits = lambda t: t.contiguous().view(torch.uint8)  # noqa: E731  (a NaN row, for a bad id, equals itself)
     for sh, cases in shape_cases:
         c = contracts.get(sh.name)
         tb = testbeds.get(sh.name)
         sh2 = candidate_shape(sh) if candidate_shape else sh
-        c2 = dataclasses.replace(c, dynamic_smem=sh2.smem)
+        # the candidate's own grid, threads and shared memory (a k split or fewer stages change them)
+        c2 = proj_contracts._contract(sh2) if candidate_shape else c
         module, fn = loader.load_text(sh2.name, g.generate(sh2, **options), dynamic_smem=c2.dynamic_smem)  # its .entry
         keep.append(module)
+        if carveout is not None:
+            set_carveout(fn, carveout)
         h = loader.load(c.name, 0).handle
         gos = {}
         for name, handle, cc in (("promoted", h, c), (label, int(fn), c2)):
@@ -61,6 +68,15 @@ def run(label: str, options: dict, shape_cases, out_path: str, candidate_shape=N
         json.dump(res, open(out_path, "w"), indent=1)  # after every kernel
     del keep
     return res
+
+
+def set_carveout(function, percent: int) -> None:
+    from cuda.bindings import driver as cu
+
+    from netra.runtime.driver import check
+
+    check(cu.cuFuncSetAttribute(function, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                                percent), "preferred shared-memory carveout")
 
 
 def out_path(name: str, here) -> str:
