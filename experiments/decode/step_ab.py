@@ -43,7 +43,8 @@ current, each swap, current again, so drift shows as a difference between the tw
   16 3.88 / 3.28; as a PDL chain 2.10 / 1.98 at M = 1): the current form ~4-8 us faster per batch-1
   step (40 launches), ~50 us at batch 32 (80 launches of 16 rows). Not bitwise: the split adds the
   two halves of k as one more fp32 add.
-- res_ks2 (ready after 29bd3be, not run): out_proj / o_proj's `fp8_gemv_n2048_k4096_res` on its k-split
+- res_ks2 (after 29bd3be; measured at 9a29372, step_ab_res_ks2_pdl_s2_carveout_9a29372.json: 2.429 / 2.135 ms
+  plain / PDL against 2.408-2.421 / 2.121-2.125, so 10 us more with PDL; rejected): out_proj / o_proj's `fp8_gemv_n2048_k4096_res` on its k-split
   build (`Fp8Gemv(..., "res", ksplit=2)`: 132 CTAs in clusters of 2, each half of k of two strips). The
   plain k-split build of this shape (experiments/proj/README.md, k split, build 2) took 3.71 us as a PDL
   chain at M = 1 against 4.11, but 4.76 against 4.62 launched plainly, and 5.72 against 5.88 at M = 16.
@@ -56,10 +57,12 @@ current, each swap, current again, so drift shows as a difference between the tw
   an SM (2 stages, 64 registers, the largest shared-memory carveout), with every stage's chunks
   requested before griddepcontrol.wait: under PDL their weights stream beside the previous grid.
   Prediction: batch 1 PDL step 40-80 us less (~1-2 us per projection, 80 of them), plain 10-40 us
-  more. Not bitwise where the k split applies.
+  more. Not bitwise where the k split applies. Measured at 9a29372: 2.473 / 2.292 ms (170 us more with PDL;
+  the same builds' chains were slower too: experiments/proj/README.md, two CTAs per SM). Rejected.
 - carveout (a diagnosis): every kernel with the largest shared-memory carveout preference, so that
   under PDL a grid's CTAs can share an SM with the previous grid's wherever their shared memory
-  adds up to 228 KB (the driver's default carveout is sized per kernel). Bitwise.
+  adds up to 228 KB (the driver's default carveout is sized per kernel). Bitwise. Measured at 9a29372:
+  2.412 / 2.124 ms, neutral.
 Every form's logits over 4 teacher-forced steps are compared bitwise with the current plain
 runner's (every swap keeps the arithmetic but ks2_prev's).
 
