@@ -63,6 +63,14 @@ current, each swap, current again, so drift shows as a difference between the tw
   under PDL a grid's CTAs can share an SM with the previous grid's wherever their shared memory
   adds up to 228 KB (the driver's default carveout is sized per kernel). Bitwise. Measured at 9a29372:
   2.412 / 2.124 ms, neutral.
+- pre_all (a candidate after 9a29372): the >= 8 MB projections (plain, norm-fused, residual) on their promoted
+  3-stage builds with every stage's chunks requested before griddepcontrol.wait at every M (v3's rule, which
+  v3f replaced because plainly x queued behind the chunks): under PDL, 96 KB per SM instead of 32 KB streams
+  during the previous grid's tail. Prediction: PDL step 10-30 us less, plain 10-30 us more. Bitwise.
+- early (a candidate after 9a29372): the same kernels and the shared expert's gate | up trigger their
+  dependents before griddepcontrol.wait (early_trigger), so the next kernel's CTAs start, and prefetch,
+  where they fit beside this grid's instead of after its wait. Prediction: PDL step 0-30 us less, plain
+  unchanged. Bitwise.
 Every form's logits over 4 teacher-forced steps are compared bitwise with the current plain
 runner's (every swap keeps the arithmetic but ks2_prev's).
 
@@ -81,7 +89,8 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_prev", "shared_first", "pre_strips_prev",
-         "moedown_s6", "expert_stats", "ks2_prev", "res_ks2", "pdl_s2", "carveout", "current_again", "after_profile")
+         "moedown_s6", "expert_stats", "ks2_prev", "res_ks2", "pdl_s2", "carveout", "pre_all", "early",
+         "current_again", "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
 
@@ -129,6 +138,13 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
             u = swapped_shape(form, sh)
             if u is not None:
                 out[u.name] = (g.generate(u, **opts), u.smem)
+    if form in ("pre_all", "early"):  # the promoted shapes and contracts, another build option
+        g = paths.generator("proj", "gen_fp8_gemv")
+        for sh in SHAPES + FUSED:
+            if form == "pre_all" and sh.N * sh.K >= 8 << 20:
+                out[sh.name] = (g.generate(sh, pre_strips=None, x_first_m16=False), contracts.get(sh.name).dynamic_smem)
+            if form == "early" and (sh.N * sh.K >= 8 << 20 or sh.fuse == "gate"):
+                out[sh.name] = (g.generate(sh, early_trigger=True), contracts.get(sh.name).dynamic_smem)
     if form == "pre_strips_prev":
         g = paths.generator("proj", "gen_fp8_gemv")
         for sh in SHAPES + FUSED:

@@ -25,7 +25,9 @@ Prediction (as PDL chains, M = 1): 12288 x 2048 7.5 -> 6.5-6.8 us (85-89%), 8192
 0.2-0.6 us slower at M = 1 (x queues behind the chunks; 2 stages were slower than 3 on v7). Such
 builds would be PDL-only (the op takes them under set_pdl, as gdn_decode's PDL build).
 
-  PYTHONPATH=src python3 experiments/proj/coresident_variant.py --out "$OUT"
+  PYTHONPATH=src python3 experiments/proj/coresident_variant.py [pre_all] --out "$OUT"
+
+pre_all (after 9a29372): the promoted 3-stage builds with every stage before the wait, for step_ab.py pre_all.
 """
 
 from __future__ import annotations
@@ -61,5 +63,17 @@ def main():
                    path("s2_all_default_carveout"), candidate_shape=s2)
 
 
+def pre_all():
+    """The promoted 3-stage builds with every stage before the wait (v3's rule), plainly and as a PDL
+    chain: what the step form step_ab.py pre_all swaps in."""
+    import variant_ab
+
+    from netra.contracts.proj import FUSED, SHAPES
+
+    at = lambda *Ms: lambda c: [{"M": M} for M in Ms if M in c.dims["M"]]  # noqa: E731
+    big = [sh for sh in SHAPES + FUSED if sh.N * sh.K >= 8 << 20 and sh.fuse in ("", "norm", "res")]
+    variant_ab.run("pre_all", ALL, [(sh, at(1, 8, 16)) for sh in big], variant_ab.out_path("pre_all_variant.json", HERE))
+
+
 if __name__ == "__main__":
-    main()
+    pre_all() if "pre_all" in sys.argv else main()
