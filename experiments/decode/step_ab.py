@@ -70,7 +70,8 @@ current, each swap, current again, so drift shows as a difference between the tw
 - early (a candidate after 9a29372): the same kernels and the shared expert's gate | up trigger their
   dependents before griddepcontrol.wait (early_trigger), so the next kernel's CTAs start, and prefetch,
   where they fit beside this grid's instead of after its wait. Prediction: PDL step 0-30 us less, plain
-  unchanged. Bitwise.
+  unchanged. Bitwise. early_again: the same, timed again (the order early, current, early_again,
+  current_again puts each form on both sides of the other).
 Every form's logits over 4 teacher-forced steps are compared bitwise with the current plain
 runner's (every swap keeps the arithmetic but ks2_prev's).
 
@@ -90,7 +91,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_prev", "shared_first", "pre_strips_prev",
          "moedown_s6", "expert_stats", "ks2_prev", "res_ks2", "pdl_s2", "carveout", "pre_all", "early",
-         "current_again", "after_profile")
+         "early_again", "current_again", "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
 
@@ -138,6 +139,7 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
             u = swapped_shape(form, sh)
             if u is not None:
                 out[u.name] = (g.generate(u, **opts), u.smem)
+    form = "early" if form == "early_again" else form  # the same swap, timed a second time
     if form in ("pre_all", "early"):  # the promoted shapes and contracts, another build option
         g = paths.generator("proj", "gen_fp8_gemv")
         for sh in SHAPES + FUSED:
