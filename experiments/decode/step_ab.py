@@ -67,10 +67,13 @@ current, each swap, current again, so drift shows as a difference between the tw
   3-stage builds with every stage's chunks requested before griddepcontrol.wait at every M (v3's rule, which
   v3f replaced because plainly x queued behind the chunks): under PDL, 96 KB per SM instead of 32 KB streams
   during the previous grid's tail. Prediction: PDL step 10-30 us less, plain 10-30 us more. Bitwise.
+  Measured at 8cdd9cd: 2.465 / 2.168 ms against 2.417-2.421 / 2.126-2.144; rejected (experiments/proj/README.md).
 - early (a candidate after 9a29372): the same kernels and the shared expert's gate | up trigger their
   dependents before griddepcontrol.wait (early_trigger), so the next kernel's CTAs start, and prefetch,
   where they fit beside this grid's instead of after its wait. Prediction: PDL step 0-30 us less, plain
-  unchanged. Bitwise. early_again: the same, timed again (the order early, current, early_again,
+  unchanged. Bitwise. Measured: 2.118 ms PDL at 8cdd9cd between currents of 2.144 and 2.126; repeated at
+  e8d33e9 (step_ab_early_e8d33e9.json, _b32_): 2.131 / 2.136 against 2.131 / 2.137, batch 32 12.858 against
+  12.860 / 12.871. Neutral; rejected. early_again: the same, timed again (the order early, current, early_again,
   current_again puts each form on both sides of the other).
 Every form's logits over 4 teacher-forced steps are compared bitwise with the current plain
 runner's (every swap keeps the arithmetic but ks2_prev's).
