@@ -42,7 +42,12 @@ BUILDS = {"local_qk": dict(local_qk=True), "stream": dict(stream_state=True),
           # the slice in shared memory by cp.async (CPU-built after 0bfb57b): 48 registers, 17.7 KB of
           # shared memory, 10 CTAs per SM instead of 7; prediction: B = 32 40.7 -> 36-38 us (the 80% bar
           # is 38.7), B = 1 within +0.3 us (the shared-memory round trip on the critical path)
-          "smem": dict(smem_state=True)}
+          "smem": dict(smem_state=True),
+          # after the smem builds' promotion (b09d45c): .maxnreg 36 (no spill in either build; 32 and 40 spill
+          # 8 bytes, 48 is the promoted count), so 40 registers are allocated per thread: 12 CTAs per SM (shared
+          # memory's limit, 18.1 KB each) instead of 10. Prediction: B = 16 21.8 -> 20.5-21 us (2048 CTAs in
+          # 1.3 waves instead of 1.55), B = 32 40.6 -> 39.5-40, B = 8 (one wave either way) within +-0.2
+          "smem_r36": dict(smem_state=True, maxnreg=36)}
 
 
 def main():
