@@ -47,7 +47,12 @@ BUILDS = {"local_qk": dict(local_qk=True), "stream": dict(stream_state=True),
           # 8 bytes, 48 is the promoted count), so 40 registers are allocated per thread: 12 CTAs per SM (shared
           # memory's limit, 18.1 KB each) instead of 10. Prediction: B = 16 21.8 -> 20.5-21 us (2048 CTAs in
           # 1.3 waves instead of 1.55), B = 32 40.6 -> 39.5-40, B = 8 (one wave either way) within +-0.2
-          "smem_r36": dict(smem_state=True, maxnreg=36)}
+          "smem_r36": dict(smem_state=True, maxnreg=36),
+          # the smem build launched with the load-balancing cluster scheduling policy (132 resident clusters of 8
+          # instead of 124: occupancy_diag.json); the register build at 8 CTAs per SM gained 7% at B = 8 with it
+          # and nothing at 16 and 32. Prediction: B = 8 11.6 -> ~11.0 us, B = 16 and 32 within +-0.3
+          "smem_lb": dict(smem_state=True)}
+LAUNCH = {"smem_lb": "load_balancing"}  # builds launched by cuLaunchKernelEx with this cluster scheduling policy
 
 
 def main():
@@ -75,7 +80,9 @@ def main():
         for n in names:
             module, fn = loader.load_text(kname, g.generate(**BUILDS[n], **kw))
             keep.append(module)
-            gos[n] = (mk(int(fn)), mk(int(fn), launch=rt_launch.pdl_launcher()))
+            pol = LAUNCH.get(n, "")
+            gos[n] = (mk(int(fn), **({"launch": rt_launch.ex_launcher(cluster_policy=pol)} if pol else {})),
+                      mk(int(fn), launch=rt_launch.ex_launcher(pdl=True, cluster_policy=pol)))
         same = {n: True for n in names}
         for case in c.cases():
             for seed in (0, 1):
