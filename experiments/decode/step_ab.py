@@ -75,6 +75,13 @@ current, each swap, current again, so drift shows as a difference between the tw
   e8d33e9 (step_ab_early_e8d33e9.json, _b32_): 2.131 / 2.136 against 2.131 / 2.137, batch 32 12.858 against
   12.860 / 12.871. Neutral; rejected. early_again: the same, timed again (the order early, current, early_again,
   current_again puts each form on both sides of the other).
+- moe_prefetch (a candidate after 8a62374): one more launch right after the router at batch <= 2,
+  `moe_prefetch.ptx` beside this script (hand-written): 96 CTAs of one warp, each lane one 8 KB
+  cp.async.bulk.prefetch.L2 of the chosen experts' packed gate | up and down (24 MiB per token), so the
+  expert kernels, which cannot request their weights before their wait, read them from L2 (by bytes they
+  run at 54% and 37% of the roofline at batch 1). The router's own try (rank 0's bulk unit alone) kept
+  the router alive 45 us (experiments/proj/README.md); here each SM issues 256 KB. Prediction: batch 1
+  0.1-0.25 ms less per step, both engines (2-6 us per MoE layer). Bitwise (a prefetch changes no bits).
 Every form's logits over 4 teacher-forced steps are compared bitwise with the current plain
 runner's (every swap keeps the arithmetic but ks2_prev's).
 
@@ -94,7 +101,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_prev", "shared_first", "pre_strips_prev",
          "moedown_s6", "expert_stats", "ks2_prev", "res_ks2", "pdl_s2", "carveout", "pre_all", "early",
-         "early_again", "current_again", "after_profile")
+         "early_again", "moe_prefetch", "current_again", "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
 
@@ -156,6 +163,41 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
             if sh.N == 1024:
                 out[sh.name] = (g.generate(sh, pre_strips=0), contracts.get(sh.name).dynamic_smem)
     return out
+
+
+def moe_prefetcher(is_pdl):
+    """The moe_prefetch form's hook for netra.decode.ops.MOE_PREFETCH: (idx, w13, w2) -> one launch of
+    moe_prefetch.ptx on the current stream (by cuLaunchKernelEx with programmatic serialization while
+    ``is_pdl()``), 32 pieces of 8 KB per CTA. Returns (hook, module): keep the module alive."""
+    import ctypes
+
+    from cuda.bindings import driver as cu
+
+    from netra.runtime import launch as rt_launch
+    from netra.runtime import loader
+
+    module, fn = loader.load_text("moe_prefetch", (HERE / "moe_prefetch.ptx").read_text())
+
+    class Args(ctypes.Structure):
+        _fields_ = [("ids", ctypes.c_uint64), ("w13", ctypes.c_uint64), ("w2", ctypes.c_uint64), ("pieces", ctypes.c_uint32)]
+
+    args = Args()
+    ptrs = (ctypes.c_void_p * 4)(*[ctypes.addressof(args) + getattr(Args, n).offset for n in ("ids", "w13", "w2", "pieces")])
+    pdl_launch = rt_launch.pdl_launcher()
+
+    def hook(idx, w13, w2):
+        assert idx.dtype == torch.long and idx.is_contiguous(), (idx.dtype, idx.stride())
+        assert w13.is_contiguous() and w13.numel() == 256 * (2 << 20) and w2.is_contiguous() and w2.numel() == 256 * (1 << 20), \
+            ("packed expert stacks expected", w13.shape, w2.shape)
+        args.ids, args.w13, args.w2, args.pieces = idx.data_ptr(), w13.data_ptr(), w2.data_ptr(), idx.numel() * 384
+        grid, stream = -(-args.pieces // 32), torch.cuda.current_stream().cuda_stream
+        if is_pdl():
+            err = pdl_launch(fn, grid, 1, 1, 32, 1, 1, 0, stream, ctypes.addressof(ptrs), 0)
+        else:
+            err = int(cu.cuLaunchKernel(fn, grid, 1, 1, 32, 1, 1, 0, stream, ctypes.addressof(ptrs), 0)[0])
+        assert err == 0, f"moe_prefetch launch: CUresult {err}"
+
+    return hook, module
 
 
 def expert_stats(dops, rmod, packed, B, context, tokens) -> dict:
@@ -246,6 +288,9 @@ def main():
         try:
             loader.load = lambda n, d, s=swaps: SimpleNamespace(handle=s[n]) if n in s else real_load(n, d)
             dops.MOE_SHARED_FIRST = form == "shared_first"
+            if form == "moe_prefetch":
+                dops.MOE_PREFETCH, prefetch_module = moe_prefetcher(lambda: _dispatch._PDL)
+                keep.append(prefetch_module)
             if form in ("router_prev", "all_prev"):
                 router_op.contract = dataclasses.replace(real_router_contract, pdl="")
             if form in ("ks2_prev", "res_ks2", "pdl_s2"):  # the swapped builds' contracts (grid, threads, shared memory)
@@ -298,6 +343,7 @@ def main():
             for name, c in real_contracts.items():
                 _dispatch.OPS[name].contract = c
             dops.MOE_SHARED_FIRST = False
+            dops.MOE_PREFETCH = None
             rebind_all()
         res["forms"][form] = row
         print(form, row, flush=True)
