@@ -82,6 +82,13 @@ current, each swap, current again, so drift shows as a difference between the tw
   run at 54% and 37% of the roofline at batch 1). The router's own try (rank 0's bulk unit alone) kept
   the router alive 45 us (experiments/proj/README.md); here each SM issues 256 KB. Prediction: batch 1
   0.1-0.25 ms less per step, both engines (2-6 us per MoE layer). Bitwise (a prefetch changes no bits).
+  Measured at a694dcc (step_ab_moe_prefetch_a694dcc.json, _b2_): batch 1 2.540 / 2.219 ms plain / PDL
+  against 2.406-2.409 / 2.119-2.124; batch 2 2.892 / 2.587 against 2.735 / 2.451: 97-157 us more. The
+  grid seems to end only once its bulk prefetches have landed, so the expert kernel waits for the bytes
+  and the extra launch. Rejected.
+- moe_prefetch_lines (after a694dcc): the same pieces by prefetch.global.L2 per 128-byte line
+  (`moe_prefetch_lines.ptx`: CCTL.E.PF2 in the SASS, no bulk unit), in case a CTA exits without waiting
+  for those. Prediction: between -0.2 and +0.1 ms per batch-1 step. Bitwise.
 Every form's logits over 4 teacher-forced steps are compared bitwise with the current plain
 runner's (every swap keeps the arithmetic but ks2_prev's).
 
@@ -101,7 +108,8 @@ import torch
 HERE = Path(__file__).resolve().parent
 FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_prev", "shared_first", "pre_strips_prev",
          "moedown_s6", "expert_stats", "ks2_prev", "res_ks2", "pdl_s2", "carveout", "pre_all", "early",
-         "early_again", "moe_prefetch", "current_again", "after_profile")
+         "early_again", "moe_prefetch", "moe_prefetch_lines",
+         "current_again", "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
 
@@ -165,7 +173,7 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
     return out
 
 
-def moe_prefetcher(is_pdl):
+def moe_prefetcher(is_pdl, entry: str = "moe_prefetch"):
     """The moe_prefetch form's hook for netra.decode.ops.MOE_PREFETCH: (idx, w13, w2) -> one launch of
     moe_prefetch.ptx on the current stream (by cuLaunchKernelEx with programmatic serialization while
     ``is_pdl()``), 32 pieces of 8 KB per CTA. Returns (hook, module): keep the module alive."""
@@ -176,7 +184,7 @@ def moe_prefetcher(is_pdl):
     from netra.runtime import launch as rt_launch
     from netra.runtime import loader
 
-    module, fn = loader.load_text("moe_prefetch", (HERE / "moe_prefetch.ptx").read_text())
+    module, fn = loader.load_text(entry, (HERE / f"{entry}.ptx").read_text())
 
     class Args(ctypes.Structure):
         _fields_ = [("ids", ctypes.c_uint64), ("w13", ctypes.c_uint64), ("w2", ctypes.c_uint64), ("pieces", ctypes.c_uint32)]
@@ -288,8 +296,8 @@ def main():
         try:
             loader.load = lambda n, d, s=swaps: SimpleNamespace(handle=s[n]) if n in s else real_load(n, d)
             dops.MOE_SHARED_FIRST = form == "shared_first"
-            if form == "moe_prefetch":
-                dops.MOE_PREFETCH, prefetch_module = moe_prefetcher(lambda: _dispatch._PDL)
+            if form in ("moe_prefetch", "moe_prefetch_lines"):
+                dops.MOE_PREFETCH, prefetch_module = moe_prefetcher(lambda: _dispatch._PDL, form)
                 keep.append(prefetch_module)
             if form in ("router_prev", "all_prev"):
                 router_op.contract = dataclasses.replace(real_router_contract, pdl="")
