@@ -88,7 +88,11 @@ current, each swap, current again, so drift shows as a difference between the tw
   and the extra launch. Rejected.
 - moe_prefetch_lines (after a694dcc): the same pieces by prefetch.global.L2 per 128-byte line
   (`moe_prefetch_lines.ptx`: CCTL.E.PF2 in the SASS, no bulk unit), in case a CTA exits without waiting
-  for those. Prediction: between -0.2 and +0.1 ms per batch-1 step. Bitwise.
+  for those. Prediction: between -0.2 and +0.1 ms per batch-1 step. Bitwise. Measured at eac4517
+  (step_ab_moe_prefetch_lines_eac4517.json): 2.551 / 2.232 ms against 2.412-2.415 / 2.127-2.130, 104-139 us
+  more. Rejected: an extra launch between the router and the experts costs more than the earlier bytes
+  give, whichever way they are asked for. The hook (netra.decode.ops.MOE_PREFETCH, None by default) stays
+  so that both forms can be rerun.
 Every form's logits over 4 teacher-forced steps are compared bitwise with the current plain
 runner's (every swap keeps the arithmetic but ks2_prev's).
 
