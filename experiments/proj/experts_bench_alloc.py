@@ -1,0 +1,76 @@
+"""The expert gate | up's M = 16 record (72.9 us) against the model's 62.5: does where the copies land in
+memory, or how many distinct stacks a graph rotates through, decide it? (experiments/proj/README.md, the
+expert bench's M = 16 time: ids and weight values were ruled out; experts_bench_ids.py's fast forms ran
+after 20 copies of the expert stack had been allocated.)
+
+One process, the promoted kernel (fp8_gemv_n1024_k2048_moe) at M = 16 over the test bed's inputs, timed
+by the bench's graph_time (CUDA-graph replay of C launches over C copies, CUDA events, median of 7), in
+this order:
+- record_first: 2 copies, as the record;
+- filler: 12 GiB allocated and written, then record_after_filler (the copies land elsewhere);
+- record_after_free: the filler freed, again;
+- copies_8 / copies_40: 8 / 40 copies (as the 40-layer graph rotates 40 stacks);
+- record_last: 2 copies again.
+Prediction, if placement decides: record_after_filler differs from record_first by more than 5%; if the
+rotation depth decides: copies_40 near the model's 62.5 and copies_8 between.
+
+  PYTHONPATH=src python3 experiments/proj/experts_bench_alloc.py --out "$OUT"   (about a minute)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def main():
+    import torch
+
+    from netra import contracts
+    from netra.contracts.proj import EXPERTS, NUM_EXPERTS
+    from netra.lifecycle import bench, check, testbeds
+    from netra.runtime import launch as rt_launch
+    from netra.runtime import loader
+
+    out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
+    sh = EXPERTS[0]
+    c, tb = contracts.get(sh.name), testbeds.get(sh.name)
+    go = rt_launch.make_guard_and_launch(c, function_handle=loader.load(sh.name, 0).handle, device=0)
+    dims = {"M": 16, "E": NUM_EXPERTS}
+    base = check.Bench(tb, dims, 5)
+    base.reset()
+
+    def timed(n: int) -> float:
+        bufs = [{**bench.replicate(base.inputs), **tb.alloc_outputs(dims, "cuda")} for _ in range(n)]
+        args = [tb.args(b) for b in bufs]
+        t, _ = bench.graph_time(lambda i: go(*args[i]), n)
+        bufs.clear()
+        args.clear()
+        torch.cuda.empty_cache()
+        return t
+
+    res = {"method": bench.METHOD.format(R=bench.REPLAYS) + "; copies and order as the docstring says",
+           "kernel": sh.name, "M": 16, "cases": {}}
+
+    def note(name, t):
+        res["cases"][name] = t
+        print(name, round(t, 2), flush=True)
+        json.dump(res, open(os.path.join(out_dir, "experts_bench_alloc.json"), "w"), indent=1)
+
+    note("record_first", timed(2))
+    filler = [torch.ones(1 << 30, dtype=torch.uint8, device="cuda") for _ in range(12)]
+    note("record_after_filler", timed(2))
+    del filler
+    torch.cuda.empty_cache()
+    note("record_after_free", timed(2))
+    note("copies_8", timed(8))
+    note("copies_40", timed(40))
+    note("record_last", timed(2))
+
+
+if __name__ == "__main__":
+    main()
