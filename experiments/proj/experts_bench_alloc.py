@@ -13,6 +13,13 @@ this order:
 - record_last: 2 copies again.
 Prediction, if placement decides: record_after_filler differs from record_first by more than 5%; if the
 rotation depth decides: copies_40 near the model's 62.5 and copies_8 between.
+Measured at 8c6f8cc (experts_bench_alloc_8c6f8cc.json), us: record_first 66.98, record_after_filler 67.31,
+record_after_free 77.34, copies_8 71.97, copies_40 63.22, record_last 74.82. The same 2-copy form moves
+67-77 us with where its copies land; 40 copies average to the model's 62.5.
+
+``--gdn`` (after 8c6f8cc): the same question for every launch the bench times over 2 copies because one
+launch moves more than 120 MB: the GDN decode at B = 32 (138 MB of state traffic; its record moves ~1.5 us
+between loans) and, for comparison, B = 16 (4 copies), with the promoted smem build; each form twice.
 
   PYTHONPATH=src python3 experiments/proj/experts_bench_alloc.py --out "$OUT"   (about a minute)
 """
@@ -37,6 +44,8 @@ def main():
     from netra.runtime import loader
 
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
+    if "--gdn" in sys.argv:
+        return gdn(out_dir)
     sh = EXPERTS[0]
     c, tb = contracts.get(sh.name), testbeds.get(sh.name)
     go = rt_launch.make_guard_and_launch(c, function_handle=loader.load(sh.name, 0).handle, device=0)
@@ -70,6 +79,38 @@ def main():
     note("copies_8", timed(8))
     note("copies_40", timed(40))
     note("record_last", timed(2))
+
+
+def gdn(out_dir: str) -> None:
+    import torch
+
+    from netra import contracts
+    from netra.lifecycle import bench, check, testbeds
+    from netra.runtime import launch as rt_launch
+    from netra.runtime import loader
+
+    name = "gdn_decode_b32_smem"
+    c, tb = contracts.get(name), testbeds.get(name)
+    go = rt_launch.make_guard_and_launch(c, function_handle=loader.load(name, 0).handle, device=0)
+    res = {"method": bench.METHOD.format(R=bench.REPLAYS) + "; copies and order as the docstring says",
+           "kernel": name, "cases": {}}
+    cases = {str(d): d for d in c.cases() if d["B"] in (16, 32)}
+    for key, dims in cases.items():
+        base = check.Bench(tb, dims, 5)
+        base.reset()
+        nread, nwrite = c.nbytes(dims)
+        row = {"bench_copies": max(2, -(-bench.ROTATE_BYTES // (nread + nwrite)))}
+        for n in (2, 2, 8, 16, 40, 2):
+            bufs = [{**bench.replicate(base.inputs), **tb.alloc_outputs(dims, "cuda")} for _ in range(n)]
+            args = [tb.args(b) for b in bufs]
+            t, _ = bench.graph_time(lambda i: go(*args[i]), n)
+            bufs.clear()
+            args.clear()
+            torch.cuda.empty_cache()
+            row.setdefault(f"copies_{n}", []).append(t)
+            print(key, n, round(t, 2), flush=True)
+        res["cases"][key] = row
+        json.dump(res, open(os.path.join(out_dir, "experts_bench_alloc_gdn.json"), "w"), indent=1)
 
 
 if __name__ == "__main__":
