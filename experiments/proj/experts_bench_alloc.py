@@ -19,7 +19,10 @@ record_after_free 77.34, copies_8 71.97, copies_40 63.22, record_last 74.82. The
 
 ``--gdn`` (after 8c6f8cc): the same question for every launch the bench times over 2 copies because one
 launch moves more than 120 MB: the GDN decode at B = 32 (138 MB of state traffic; its record moves ~1.5 us
-between loans) and, for comparison, B = 16 (4 copies), with the promoted smem build; each form twice.
+between loans) and, for comparison, B = 16 (4 copies), with the promoted smem build, in the order 2, 2, 8,
+16, 40, 2 copies. Measured at 663ce69 (experts_bench_alloc_gdn_663ce69.json), us: B = 32 41.49, 41.84,
+42.04, 41.85, 41.62, 44.67; B = 16 23.34, 23.07, 21.65, 22.36, 22.38, 23.10. Two copies move 41.5-44.7 at
+B = 32; 8 to 40 copies agree within 0.4 (41.6-42.0, 76-77% of the state roofline).
 
   PYTHONPATH=src python3 experiments/proj/experts_bench_alloc.py --out "$OUT"   (about a minute)
 """
