@@ -7,7 +7,7 @@ import json
 import pytest
 
 from netra import contracts, paths
-from netra.lifecycle import records
+from netra.lifecycle import bench, records
 from netra.runtime import build
 
 CONTRACTS = contracts.all_contracts()
@@ -65,6 +65,8 @@ def test_timing_record_covers_every_contract_shape(c):
         assert case["median_us"] > 0 and case["bytes"] == sum(c.nbytes(case["shape"]))
         assert {"empty_kernel", "read_floor", *c.peers} <= set(case["peers"])
         assert abs(case["roofline_fraction"] - case["bytes"] / 4.33e12 / (case["median_us"] * 1e-6)) < 1e-9
+        # every launch cold, over enough copies that where they land averages out (bench.MIN_COPIES)
+        assert case["copies"] == bench.copies_for(case["bytes"]), (c.name, case["shape"], case["copies"])
 
 
 def test_report_is_rendered_from_the_records():

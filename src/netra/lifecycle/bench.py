@@ -24,12 +24,23 @@ from . import check, records, testbeds
 
 L2_BYTES = 60 * 1024 * 1024
 ROTATE_BYTES = 4 * L2_BYTES
+# At least this many copies, however large a launch: over 2 copies (every launch above 120 MB before) the
+# time moved up to 15% with where the copies landed in memory (expert gate | up at M = 16: 67-77 us over 2
+# copies in one process, 63.2 over 40; GDN decode at B = 32: 41.5-44.7 over 2, 41.6-42.0 over 8-40;
+# experiments/proj/experts_bench_alloc*.json)
+MIN_COPIES = 16
 READ_ROOFLINE = 4.33e12  # bytes/s, measured HBM read bandwidth of the H200 (design/h200.md)
 REPLAYS = 7
 PEER_REPLAYS = 4  # peers are 10x slower per launch; fewer replays keep the run inside a device call
 METHOD = ("CUDA-graph replay, CUDA events; each replay = C launches over C copies of inputs "
-          "and outputs (> 4x the 60 MiB L2, every launch cold); median of {R} replays / C "
+          "and outputs (> 4x the 60 MiB L2 and at least 16, every launch cold); median of {R} replays / C "
           "(peers other than the floors: median of 4 replays)")
+
+
+def copies_for(nbytes: int) -> int:
+    """How many copies of a launch's inputs and outputs the graph rotates through: enough to pass 4x
+    the L2, and at least MIN_COPIES."""
+    return max(MIN_COPIES, math.ceil(ROTATE_BYTES / nbytes))
 
 
 def replicate(tensors: dict) -> dict:
@@ -71,7 +82,7 @@ def graph_time(launch_i, copies: int, replays: int = REPLAYS) -> tuple[float, li
 def bench_case(tb: testbeds.Testbed, dims: dict, go, floors, peers: bool = True, log=print, go_pdl=None) -> dict:
     c = tb.contract
     nread, nwrite = c.nbytes(dims)
-    copies = max(2, math.ceil(ROTATE_BYTES / (nread + nwrite)))
+    copies = copies_for(nread + nwrite)
     base = check.Bench(tb, dims, 5)
     base.reset()
     ins, outs = [], []
