@@ -37,6 +37,21 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
+def timed(go, tb, base, dims, n: int) -> float:
+    """The bench's graph time of ``go`` over n fresh copies of the test bed's inputs and outputs."""
+    import torch
+
+    from netra.lifecycle import bench
+
+    bufs = [{**bench.replicate(base.inputs), **tb.alloc_outputs(dims, "cuda")} for _ in range(n)]
+    args = [tb.args(b) for b in bufs]
+    t, _ = bench.graph_time(lambda i: go(*args[i]), n)
+    bufs.clear()
+    args.clear()
+    torch.cuda.empty_cache()
+    return t
+
+
 def main():
     import torch
 
@@ -56,15 +71,6 @@ def main():
     base = check.Bench(tb, dims, 5)
     base.reset()
 
-    def timed(n: int) -> float:
-        bufs = [{**bench.replicate(base.inputs), **tb.alloc_outputs(dims, "cuda")} for _ in range(n)]
-        args = [tb.args(b) for b in bufs]
-        t, _ = bench.graph_time(lambda i: go(*args[i]), n)
-        bufs.clear()
-        args.clear()
-        torch.cuda.empty_cache()
-        return t
-
     res = {"method": bench.METHOD.format(R=bench.REPLAYS) + "; copies and order as the docstring says",
            "kernel": sh.name, "M": 16, "cases": {}}
 
@@ -73,20 +79,18 @@ def main():
         print(name, round(t, 2), flush=True)
         json.dump(res, open(os.path.join(out_dir, "experts_bench_alloc.json"), "w"), indent=1)
 
-    note("record_first", timed(2))
+    note("record_first", timed(go, tb, base, dims, 2))
     filler = [torch.ones(1 << 30, dtype=torch.uint8, device="cuda") for _ in range(12)]
-    note("record_after_filler", timed(2))
+    note("record_after_filler", timed(go, tb, base, dims, 2))
     del filler
     torch.cuda.empty_cache()
-    note("record_after_free", timed(2))
-    note("copies_8", timed(8))
-    note("copies_40", timed(40))
-    note("record_last", timed(2))
+    note("record_after_free", timed(go, tb, base, dims, 2))
+    note("copies_8", timed(go, tb, base, dims, 8))
+    note("copies_40", timed(go, tb, base, dims, 40))
+    note("record_last", timed(go, tb, base, dims, 2))
 
 
 def gdn(out_dir: str) -> None:
-    import torch
-
     from netra import contracts
     from netra.lifecycle import bench, check, testbeds
     from netra.runtime import launch as rt_launch
@@ -104,12 +108,7 @@ def gdn(out_dir: str) -> None:
         nread, nwrite = c.nbytes(dims)
         row = {"bench_copies": max(2, -(-bench.ROTATE_BYTES // (nread + nwrite)))}
         for n in (2, 2, 8, 16, 40, 2):
-            bufs = [{**bench.replicate(base.inputs), **tb.alloc_outputs(dims, "cuda")} for _ in range(n)]
-            args = [tb.args(b) for b in bufs]
-            t, _ = bench.graph_time(lambda i: go(*args[i]), n)
-            bufs.clear()
-            args.clear()
-            torch.cuda.empty_cache()
+            t = timed(go, tb, base, dims, n)
             row.setdefault(f"copies_{n}", []).append(t)
             print(key, n, round(t, 2), flush=True)
         res["cases"][key] = row
