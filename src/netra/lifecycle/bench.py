@@ -33,7 +33,7 @@ READ_ROOFLINE = 4.33e12  # bytes/s, measured HBM read bandwidth of the H200 (des
 REPLAYS = 7
 PEER_REPLAYS = 4  # peers are 10x slower per launch; fewer replays keep the run inside a device call
 METHOD = ("CUDA-graph replay, CUDA events; each replay = C launches over C copies of inputs "
-          "and outputs (> 4x the 60 MiB L2 and at least 16, every launch cold); median of {R} replays / C "
+          f"and outputs (> 4x the 60 MiB L2 and at least {MIN_COPIES}, every launch cold); median of {{R}} replays / C "
           "(peers other than the floors: median of 4 replays)")
 
 
