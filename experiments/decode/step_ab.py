@@ -91,8 +91,9 @@ current, each swap, current again, so drift shows as a difference between the tw
   for those. Prediction: between -0.2 and +0.1 ms per batch-1 step. Bitwise. Measured at eac4517
   (step_ab_moe_prefetch_lines_eac4517.json): 2.551 / 2.232 ms against 2.412-2.415 / 2.127-2.130, 104-139 us
   more. Rejected: an extra launch between the router and the experts costs more than the earlier bytes
-  give, whichever way they are asked for. The hook (netra.decode.ops.MOE_PREFETCH, None by default) stays
-  so that both forms can be rerun.
+  give, whichever way they are asked for. Both forms put the launch in front of the routed gate | up
+  by wrapping netra.decode.ops.moe_decode and fp8_linear_experts (moe_prefetch_wrappers), so the op itself
+  carries no hook (it did at a694dcc and eac4517; the launch order is the same).
 Every form's logits over 4 teacher-forced steps are compared bitwise with the current plain
 runner's (every swap keeps the arithmetic but ks2_prev's).
 
@@ -178,7 +179,7 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
 
 
 def moe_prefetcher(is_pdl, entry: str = "moe_prefetch"):
-    """The moe_prefetch form's hook for netra.decode.ops.MOE_PREFETCH: (idx, w13, w2) -> one launch of
+    """The moe_prefetch forms' launch: (idx, w13, w2) -> one launch of
     moe_prefetch.ptx on the current stream (by cuLaunchKernelEx with programmatic serialization while
     ``is_pdl()``), 32 pieces of 8 KB per CTA. Returns (hook, module): keep the module alive."""
     import ctypes
@@ -210,6 +211,25 @@ def moe_prefetcher(is_pdl, entry: str = "moe_prefetch"):
         assert err == 0, f"moe_prefetch launch: CUresult {err}"
 
     return hook, module
+
+
+def moe_prefetch_wrappers(dops, hook) -> dict:
+    """Replacements for netra.decode.ops' moe_decode and fp8_linear_experts that launch ``hook(idx, w13,
+    w2)`` right before the routed gate | up at batch <= 2, i.e. right after the router (moe_decode calls
+    both by their module names). moe_decode's wrapper notes the layer's w2, which the experts op does
+    not take. Returns {name: function} to set on dops (and to restore afterwards)."""
+    real_moe, real_experts, layer = dops.moe_decode, dops.fp8_linear_experts, {}
+
+    def moe_decode(x, router, w13, s13, w2, *rest, **kw):
+        layer["w2"] = w2
+        return real_moe(x, router, w13, s13, w2, *rest, **kw)
+
+    def fp8_linear_experts(x, w13, s13, ids, out):
+        if x.shape[0] <= 2:
+            hook(ids, w13, layer["w2"])
+        real_experts(x, w13, s13, ids, out)
+
+    return {"moe_decode": moe_decode, "fp8_linear_experts": fp8_linear_experts}
 
 
 def expert_stats(dops, rmod, packed, B, context, tokens) -> dict:
@@ -258,6 +278,7 @@ def main():
     packed = pack(ck.synthetic_checkpoint(cfg, seed=0, device="cuda"))
     tokens = torch.randint(0, cfg.vocab_size, (4, B), generator=torch.Generator().manual_seed(3)).to("cuda")
     real_load, real_attn = loader.load, dops.attention_decode_ctx
+    real_moe, real_experts = dops.moe_decode, dops.fp8_linear_experts
     router_op = _dispatch.OPS["moe_router_norm"]
     real_router_contract = router_op.contract
     down_op = _dispatch.OPS["moe_down"]
@@ -301,8 +322,10 @@ def main():
             loader.load = lambda n, d, s=swaps: SimpleNamespace(handle=s[n]) if n in s else real_load(n, d)
             dops.MOE_SHARED_FIRST = form == "shared_first"
             if form in ("moe_prefetch", "moe_prefetch_lines"):
-                dops.MOE_PREFETCH, prefetch_module = moe_prefetcher(lambda: _dispatch._PDL, form)
+                hook, prefetch_module = moe_prefetcher(lambda: _dispatch._PDL, form)
                 keep.append(prefetch_module)
+                for name, fn in moe_prefetch_wrappers(dops, hook).items():
+                    setattr(dops, name, fn)
             if form in ("router_prev", "all_prev"):
                 router_op.contract = dataclasses.replace(real_router_contract, pdl="")
             if form in ("ks2_prev", "res_ks2", "pdl_s2"):  # the swapped builds' contracts (grid, threads, shared memory)
@@ -355,7 +378,7 @@ def main():
             for name, c in real_contracts.items():
                 _dispatch.OPS[name].contract = c
             dops.MOE_SHARED_FIRST = False
-            dops.MOE_PREFETCH = None
+            dops.moe_decode, dops.fp8_linear_experts = real_moe, real_experts
             rebind_all()
         res["forms"][form] = row
         print(form, row, flush=True)

@@ -592,9 +592,6 @@ def _(q, k, v, gate, cos, sin, k_pages, v_pages, block_table, positions, out):
 # so under PDL its weights (no expert ids needed) stream while the router runs on its 8 SMs per
 # token, and the routed experts follow. The two launches are independent: the same bits either way.
 MOE_SHARED_FIRST = False
-# A candidate hook (experiments/decode/step_ab.py moe_prefetch): called (idx, w13, w2) right after the
-# router when B <= 2, to pull the chosen experts' weights into L2; None (the default) does nothing.
-MOE_PREFETCH = None
 
 
 @decode_op("moe_decode", mutates_args=("x", "out", "residual"))
@@ -622,8 +619,6 @@ def moe_decode(x: Tensor, router: Tensor, w13: Tensor, s13: Tensor, w2: Tensor, 
         moe_router_norm(residual, norm_w, eps, router, x, top, idx)
     else:
         moe_router(x, router, top, idx)
-    if MOE_PREFETCH is not None and B <= 2:
-        MOE_PREFETCH(idx, w13, w2)
     gu = torch.empty(B, top_k, s13.shape[1] * 128, dtype=x.dtype, device=x.device)
     sgu = torch.empty(B, shared_s13.shape[0] * 128, dtype=x.dtype, device=x.device)
     glogit = torch.empty(B, 1, dtype=x.dtype, device=x.device)
