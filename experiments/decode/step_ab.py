@@ -287,13 +287,9 @@ def main():
 
     carved_kernels = []
 
-    def carveout(function, percent: int) -> None:
-        from cuda.bindings import driver as cu
+    from netra import paths
 
-        from netra.runtime.driver import check
-
-        check(cu.cuFuncSetAttribute(function, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
-                                    percent), "preferred shared-memory carveout")
+    carveout = paths.load_module(HERE.parent / "proj" / "variant_ab.py", "variant_ab").set_carveout
 
     def carved(k):
         if k not in carved_kernels:
