@@ -321,3 +321,37 @@ def test_stream_state_only_changes_the_state_cache_operator():
                for x, y in diff)
     res = _ptxas_usage(C.name, g.generate())
     assert res["spill_stores"] == res["stack_frame"] == 0, res
+
+
+def test_pipe_builds():
+    """gdn_decode_b32_pipe and _pipe_pdl (gen_gdn_decode_pipe.py): the committed PTX is current; per value
+    head the delta rule's arithmetic lines are the register build's, in the same order, up to register
+    names (so the bits are the same: experiments/gdn/pipe_variant.py checks them on the device); the
+    state comes by 4 cp.async.bulk of 16 KB per head request (evict-first); the PDL build requests the
+    first item's states before griddepcontrol.wait and reads qkv, b, a and z after it by coherent loads;
+    the contracts differ from gdn_decode_b32's only where the design does (grid, threads, shared memory,
+    the batch parameter, the state pool's 16-byte alignment); no spills."""
+    import re
+
+    gp = paths.generator("gdn", "gen_gdn_decode_pipe")
+    for name, kw in (("gdn_decode_b32_pipe", {}), ("gdn_decode_b32_pipe_pdl", dict(pdl=True))):
+        assert paths.ptx_path("sm_90a", "gdn", name).read_text() == gp.generate(name=name, **kw), "run gen_gdn_decode_pipe.py"
+    t, tp = gp.generate(), gp.generate(pdl=True, name="gdn_decode_b32_pipe_pdl")
+    arith = lambda ptx: [re.sub(r"%s\d+", "%s", ln.split("//")[0].strip()) for ln in ptx.splitlines()  # noqa: E731
+                         if re.match(r"\s*(fma\.rn|mul)\.f32 %(s|kv|o)\d*,", ln)]
+    promoted = arith(_generator().generate())
+    assert arith(t) == 2 * promoted and len(promoted) == 4 * 32 + 3  # per head: decay, kv, S += k delta, o; the norm, w, silu(z)
+    assert t.count("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint") == 6 * 4
+    assert "griddepcontrol" not in t and ".nc.b16 %nxb" in t
+    w = tp.index("griddepcontrol.wait;")
+    assert tp.index("cp.async.bulk") < w < tp.index("griddepcontrol.launch_dependents;") < tp.index("ld.global.b16 %nxb")
+    assert "ld.global.nc.b16 %nxb" not in tp and "ld.global.nc.b32 %nbp" not in tp
+    for name, src in (("gdn_decode_b32_pipe", t), ("gdn_decode_b32_pipe_pdl", tp)):
+        P, R = contracts.get(name), contracts.get(name.replace("_pipe", ""))
+        assert (P.pdl, P.tolerance, P.op, P.bytes_read, P.bytes_written) == (R.pdl, R.tolerance, R.op, R.bytes_read, R.bytes_written)
+        assert [p.name for p in P.params if p not in R.params] == ["state_pool", "batch"]
+        assert [p.align for p in (*P.params, *R.params) if p.name == "state_pool"] == [16, 4]
+        assert P.threads == 512 and P.dynamic_smem == 2 * 65536
+        assert [P.grid_for({"B": b, "P": 40})[0] for b in (1, 8, 9, 32)] == [16, 128, 132, 132]
+        res = _ptxas_usage(name, src)
+        assert res["spill_stores"] == res["stack_frame"] == 0 and res["registers"] <= P.max_registers, res

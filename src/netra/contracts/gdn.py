@@ -237,4 +237,32 @@ GDN_DECODE_B32_SMEM_PDL = dataclasses.replace(GDN_DECODE_B32_PDL, name="gdn_deco
                                               summary=GDN_DECODE_B32_PDL.summary + _SMEM, max_registers=48,
                                               max_static_smem=18 * 1024)
 
-CONTRACTS = (GDN_DECODE_B32, GDN_DECODE_B32_PDL, GDN_DECODE_B32_SMEM, GDN_DECODE_B32_SMEM_PDL, GDN_VERIFY_T16, GDN_VERIFY_CHUNK_T16, GDN_VERIFY_CHUNK_T16_W8, GDN_COMMIT_T16)
+# A persistent pipeline of whole value-head states (kernels/sm_90a/gdn/gen_gdn_decode_pipe.py; the design is
+# there): min(16 B, SMS) CTAs of 512 threads, one per SM, each streaming its items (sequence, key head)
+# through 2 stages of 64 KB filled by cp.async.bulk; no clusters. The same arithmetic in the same order as
+# gdn_decode_b32, so bitwise. The batch size is a parameter (the grid no longer says it).
+PIPE_SMS = 132  # H200 multiprocessors: one CTA each
+PIPE_ITEMS = 4  # items per CTA at most: ceil(16 * 32 / 132)
+assert NK * max(BATCH) <= PIPE_ITEMS * PIPE_SMS
+PIPE_SMEM = 2 * DK * DV * 4  # dynamic shared memory: two value-head states
+_PIPE = dict(
+    # the state pool 16-byte aligned (cp.async.bulk's source), the batch size after pool_slots
+    params=tuple(dataclasses.replace(p, align=16) if p.name == "state_pool" else p for p in GDN_DECODE_B32.params[:-1])
+    + (Scalar("batch", "u32", value="B"), GDN_DECODE_B32.params[-1]),
+    grid=(f"({NK} * B if {NK} * B < {PIPE_SMS} else {PIPE_SMS})", "1", "1"),
+    threads=512,
+    max_registers=128,
+    max_static_smem=6400,
+    dynamic_smem=PIPE_SMEM,
+    reduction_order="one CTA per SM walking items (sequence, key head); q/k l2norm sums: shfl.bfly 16..1 then the 4 "
+    "warp sums in warp order; S^T k and S^T q: each thread sums its 32 rows in order, the 4 row groups' partials "
+    "added in order; the head's sum of o^2: four 32-column shfl.bfly sums in order (gdn_decode_b32's order: bitwise)",
+)
+_PIPE_NOTE = "; a persistent pipeline of value-head states (2 x 64 KB stages by cp.async.bulk, one CTA per SM)"
+GDN_DECODE_B32_PIPE = dataclasses.replace(GDN_DECODE_B32, name="gdn_decode_b32_pipe",
+                                          summary=GDN_DECODE_B32.summary + _PIPE_NOTE, **_PIPE)
+GDN_DECODE_B32_PIPE_PDL = dataclasses.replace(GDN_DECODE_B32_PDL, name="gdn_decode_b32_pipe_pdl",
+                                              summary=GDN_DECODE_B32_PDL.summary + _PIPE_NOTE, **_PIPE)
+
+CONTRACTS = (GDN_DECODE_B32, GDN_DECODE_B32_PDL, GDN_DECODE_B32_SMEM, GDN_DECODE_B32_SMEM_PDL, GDN_DECODE_B32_PIPE,
+             GDN_DECODE_B32_PIPE_PDL, GDN_VERIFY_T16, GDN_VERIFY_CHUNK_T16, GDN_VERIFY_CHUNK_T16_W8, GDN_COMMIT_T16)

@@ -714,7 +714,8 @@ def _gdn_testbeds() -> dict:
         lambda i: rg.decode_step(*_gdn_args(i), 16, EPS),
         lambda i: rg.transformers_step(*_gdn_args(i), 16, EPS),
         {"framework_op": _gdn_framework_peer, "fla_0_6_0": _gdn_fla_peer},
-    ) for name in ("gdn_decode_b32", "gdn_decode_b32_pdl", "gdn_decode_b32_smem", "gdn_decode_b32_smem_pdl")}}
+    ) for name in ("gdn_decode_b32", "gdn_decode_b32_pdl", "gdn_decode_b32_smem", "gdn_decode_b32_smem_pdl",
+                     "gdn_decode_b32_pipe", "gdn_decode_b32_pipe_pdl")}}
 
 
 TESTBEDS: dict[str, Testbed] = {

@@ -13,6 +13,9 @@ DECODE_PDL = KernelOp("gdn_decode", "gdn_decode_b32_pdl", key="gdn_decode_b32_pd
 # the same two with the state slice through shared memory, from GDN_SMEM_B sequences (netra.contracts.gdn)
 DECODE_SMEM = KernelOp("gdn_decode", "gdn_decode_b32_smem", key="gdn_decode_b32_smem")
 DECODE_SMEM_PDL = KernelOp("gdn_decode", "gdn_decode_b32_smem_pdl", key="gdn_decode_b32_smem_pdl")
+# the persistent pipeline of value-head states (netra.contracts.gdn, gen_gdn_decode_pipe.py)
+DECODE_PIPE = KernelOp("gdn_decode", "gdn_decode_b32_pipe", key="gdn_decode_b32_pipe")
+DECODE_PIPE_PDL = KernelOp("gdn_decode", "gdn_decode_b32_pipe_pdl", key="gdn_decode_b32_pipe_pdl")
 VERIFY = KernelOp("gdn_verify", "gdn_verify_t16")
 VERIFY_CHUNK = KernelOp("gdn_verify_chunk", "gdn_verify_chunk_t16", key="gdn_verify_chunk_t16")
 VERIFY_CHUNK_W8 = KernelOp("gdn_verify_chunk", "gdn_verify_chunk_t16_w8", key="gdn_verify_chunk_t16_w8")  # B = 1

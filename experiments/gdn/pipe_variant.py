@@ -1,0 +1,93 @@
+"""gdn_decode_b32_pipe (kernels/sm_90a/gdn/gen_gdn_decode_pipe.py: a persistent pipeline of whole
+value-head states, one CTA of 512 threads per SM, no clusters) beside the builds netra::gdn_decode
+takes now: the register builds (gdn_decode_b32, _pdl) and the smem builds (_smem, _smem_pdl).
+
+1. Bitwise: at every contract case and 2 seeds, the outputs and both pools of the pipe builds must
+   equal the register builds' (plain against gdn_decode_b32, PDL against gdn_decode_b32_pdl, both
+   launched plainly); and with two slot ids outside the pool (B = 16: one past the end, one negative)
+   the NaN rows and the untouched pools must match too.
+2. Times by the bench's method (CUDA-graph replay, states rotated past 4x L2, median of 7), each build
+   launched plainly and as a chain of PDL launches.
+
+Prediction (written before the run): B = 32 41 -> 36-39 us (the 80% bar of the state roofline is 39.97
+us), B = 16 21.8 -> 18-20, B = 8 11.8 -> 9-10.5; B <= 4 slower than the register builds (16 B CTAs,
+one item each: the step's latency chain on 512 threads), so the op would take the pipe from 8 or 16.
+
+  PYTHONPATH=src python3 experiments/gdn/pipe_variant.py --out "$OUT"
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+BUILDS = {"plain": ("gdn_decode_b32", "gdn_decode_b32_smem", "gdn_decode_b32_pipe"),
+          "pdl": ("gdn_decode_b32_pdl", "gdn_decode_b32_smem_pdl", "gdn_decode_b32_pipe_pdl")}
+
+
+def same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return bool(((a == b) | (a.isnan() & b.isnan())).all()) and a.shape == b.shape
+
+
+def main():
+    from netra import contracts
+    from netra.lifecycle import bench, check, testbeds
+    from netra.runtime import launch as rt_launch
+    from netra.runtime import loader
+
+    out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
+    floors = (rt_launch.raw_launcher(loader.load("empty_kernel", 0)), rt_launch.raw_launcher(loader.load("read_floor", 0)))
+    res = {"method": bench.METHOD.format(R=bench.REPLAYS), "bitwise": {}, "cases": {}}
+    path = os.path.join(out_dir, "pipe_variant.json")
+    for kind, names in BUILDS.items():
+        gos = {}
+        for n in names:
+            c = contracts.get(n)
+            h = loader.load(n, 0).handle
+            gos[n] = (testbeds.get(n),
+                      rt_launch.make_guard_and_launch(c, function_handle=h, device=0),
+                      rt_launch.make_guard_and_launch(c, function_handle=h, device=0, launch=rt_launch.pdl_launcher()))
+        ref, pipe = names[0], names[2]
+        ok = True
+        cases = [(case, seed, False) for case in contracts.get(ref).cases() for seed in (0, 1)] + [({"B": 16, "P": 37}, 2, True)]
+        for case, seed, bad in cases:
+            outs = {}
+            tb = gos[ref][0]
+            b = check.Bench(tb, case, seed)  # one set of inputs (the generator's seed depends on the contract name)
+            for n in (ref, pipe):
+                go = gos[n][1]
+                b.reset()
+                if bad:
+                    b.bufs["slots"][3] = case["P"]
+                    b.bufs["slots"][9] = -1
+                assert go(*tb.args(b.bufs)) is None, f"{n}: guard refused {case}"
+                torch.cuda.synchronize()
+                outs[n] = b.results()
+            eq = {o: same(outs[ref][o], outs[pipe][o]) for o in outs[ref]}
+            ok &= all(eq.values())
+            print(kind, case, "seed", seed, "bad slots" if bad else "", eq, flush=True)
+            if bad:
+                o = outs[pipe]["out"]
+                res[f"{kind} bad slots: NaN rows"] = [int(i) for i in torch.nonzero(o.float().isnan().all(1)).flatten()]
+        res["bitwise"][kind] = ok
+        json.dump(res, open(path, "w"), indent=1)
+        for case in contracts.get(ref).cases():
+            row = {}
+            for n in names:
+                tb, go, go_pdl = gos[n]
+                if n == pipe and not ok:
+                    continue
+                r = bench.bench_case(tb, case, go, floors, peers=False, log=lambda *_: None, go_pdl=go_pdl)
+                row[n] = {"us": r["median_us"], "pdl_chain_us": r.get("pdl_chain_us")}
+            res["cases"][f"{kind} {case}"] = row
+            print(kind, case, {k: (round(v["us"], 2), round(v["pdl_chain_us"], 2)) for k, v in row.items()}, flush=True)
+            json.dump(res, open(path, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
