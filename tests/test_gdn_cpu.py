@@ -245,16 +245,20 @@ def test_pdl_build_is_promoted_beside_the_plain_one_and_picked_only_under_set_pd
     assert P.pdl and not C.pdl and P.params == C.params and P.grid == C.grid
     assert contracts.get("bf16_gemv_n64_k2048").pdl  # the kernel the runner launches before it
     seen = []
-    for k in (gdn.DECODE, gdn.DECODE_PDL, gdn.DECODE_SMEM, gdn.DECODE_SMEM_PDL):
+    for k in (gdn.DECODE, gdn.DECODE_PDL, gdn.DECODE_SMEM, gdn.DECODE_SMEM_PDL, gdn.DECODE_PIPE_PDL):
         monkeypatch.setattr(k, "go", lambda *a, k=k: seen.append(k.contract.name))
-    for B in (G.GDN_SMEM_B - 1, G.GDN_SMEM_B):  # below it the register builds, from it the smem builds
+    want = []
+    # below GDN_SMEM_B the register builds, from it the smem builds; under PDL from GDN_PIPE_PDL_B the pipe build
+    for B in sorted({G.GDN_SMEM_B - 1, G.GDN_SMEM_B, G.GDN_PIPE_PDL_B - 1, G.GDN_PIPE_PDL_B, 32}):
         i = _inputs(B, B + 1)
         out = torch.empty(B, G.VALUE_DIM, dtype=torch.bfloat16)
         monkeypatch.setattr(_dispatch, "_PDL", False)
         dops.gdn_decode(*testbeds._gdn_args(i), 16, 1e-6, out)
         monkeypatch.setattr(_dispatch, "_PDL", True)
         dops.gdn_decode(*testbeds._gdn_args(i), 16, 1e-6, out)
-    assert seen == [C.name, P.name, "gdn_decode_b32_smem", "gdn_decode_b32_smem_pdl"]
+        want += ["gdn_decode_b32_smem" if B >= G.GDN_SMEM_B else C.name,
+                 "gdn_decode_b32_pipe_pdl" if B >= G.GDN_PIPE_PDL_B else "gdn_decode_b32_smem_pdl" if B >= G.GDN_SMEM_B else P.name]
+    assert seen == want and "gdn_decode_b32_pipe_pdl" in seen
 
 
 @pytest.mark.parametrize("pdl", [False, True])

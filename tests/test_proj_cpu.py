@@ -298,7 +298,7 @@ def test_set_pdl_rebinds_only_pdl_kernels_with_the_pdl_launcher(monkeypatch):
         pdl_names = {k.contract.name for k in ops.OPS.values() if k.contract.pdl}
         assert pdl_names == {sh.name for sh in SHAPES + FUSED + EXPERTS + MOE_DOWNS} | {"bf16_gemv_n64_k2048",
                                                                                      "gdn_decode_b32_pdl",
-                                                                                     "gdn_decode_b32_smem_pdl",
+                                                                                     "gdn_decode_b32_smem_pdl", "gdn_decode_b32_pipe_pdl",
                                                                                      "moe_router_norm_e256_k2048"}
         assert all((made[n] == "PDL") == (n in pdl_names) for n in made) and pdl_names <= set(made)
         made.clear()

@@ -43,6 +43,11 @@ current, each swap, current again, so drift shows as a difference between the tw
   16 3.88 / 3.28; as a PDL chain 2.10 / 1.98 at M = 1): the current form ~4-8 us faster per batch-1
   step (40 launches), ~50 us at batch 32 (80 launches of 16 rows). Not bitwise: the split adds the
   two halves of k as one more fp32 add.
+- pipe_prev (after 7c79002): under PDL capture gdn_decode takes gdn_decode_b32_smem_pdl at every batch from 8
+  instead of gdn_decode_b32_pipe_pdl (the persistent pipeline of value-head states; bitwise the same). From the
+  kernel records as PDL chains (pipe / smem: B = 8 10.75 / 11.19 us, 32 39.26 / 40.78), prediction: the current
+  form's PDL step 10-15 us less at batch 8 and 30-45 us less at batch 32 (30 GDN layers), plain unchanged; run
+  with --batch=8 and --batch=32 (at batch 1 the forms are the same).
 - res_ks2 (after 29bd3be; measured at 9a29372, step_ab_res_ks2_pdl_s2_carveout_9a29372.json: 2.429 / 2.135 ms
   plain / PDL against 2.408-2.421 / 2.121-2.125, so 10 us more with PDL; rejected): out_proj / o_proj's `fp8_gemv_n2048_k4096_res` on its k-split
   build (`Fp8Gemv(..., "res", ksplit=2)`: 132 CTAs in clusters of 2, each half of k of two strips). The
@@ -113,7 +118,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_prev", "shared_first", "pre_strips_prev",
          "moedown_s6", "expert_stats", "ks2_prev", "res_ks2", "pdl_s2", "carveout", "pre_all", "early",
-         "early_again", "moe_prefetch", "moe_prefetch_lines",
+         "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev",
          "current_again", "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
@@ -279,6 +284,7 @@ def main():
     tokens = torch.randint(0, cfg.vocab_size, (4, B), generator=torch.Generator().manual_seed(3)).to("cuda")
     real_load, real_attn = loader.load, dops.attention_decode_ctx
     real_moe, real_experts = dops.moe_decode, dops.fp8_linear_experts
+    real_pipe_b = dops.GDN_PIPE_PDL_B
     router_op = _dispatch.OPS["moe_router_norm"]
     real_router_contract = router_op.contract
     down_op = _dispatch.OPS["moe_down"]
@@ -317,6 +323,7 @@ def main():
         try:
             loader.load = lambda n, d, s=swaps: SimpleNamespace(handle=s[n]) if n in s else real_load(n, d)
             dops.MOE_SHARED_FIRST = form == "shared_first"
+            dops.GDN_PIPE_PDL_B = 1 << 30 if form == "pipe_prev" else real_pipe_b
             if form in ("moe_prefetch", "moe_prefetch_lines"):
                 hook, prefetch_module = moe_prefetcher(lambda: _dispatch._PDL, form)
                 keep.append(prefetch_module)
@@ -374,6 +381,7 @@ def main():
             for name, c in real_contracts.items():
                 _dispatch.OPS[name].contract = c
             dops.MOE_SHARED_FIRST = False
+            dops.GDN_PIPE_PDL_B = real_pipe_b
             dops.moe_decode, dops.fp8_linear_experts = real_moe, real_experts
             rebind_all()
         res["forms"][form] = row

@@ -110,18 +110,21 @@ def _item_act_loads(e: Emit, A: dict, nc: str) -> None:
     e(f"@%p ld.global{nc}.b16 %nz1, [%pt+{2 * DV}];")
 
 
-def _request_state(e: Emit, A: dict, hh: int, tag: str) -> None:
-    """Thread 0: the state of head 2 %nkh + hh of item %it1 (if %pn) into stage hh, completing its
-    mbarrier; a plain arrive where the slot is invalid (%pg false), so the phase still completes."""
-    e("and.pred %p, %p0, %pn;")
+def _request_state(e: Emit, A: dict, hh: int, tag: str, slot: str = "%nslot", kh: str = "%nkh", exists: str = "%pn",
+                   valid: str = "%pg") -> None:
+    """Thread 0: the state of head 2 kh + hh of item %it1 (if ``exists``) into stage hh, completing its
+    mbarrier; a plain arrive where the slot is invalid (``valid`` false), so the phase still completes.
+    ``exists`` and ``valid`` are predicates, or "" for true."""
+    e(f"and.pred %p, %p0, {exists};" if exists else "mov.pred %p, %p0;")
     e(f"@!%p bra REQ_DONE_{tag};")
     e("mov.u32 %sb, bar_st;")
     if hh:
         e(f"add.u32 %sb, %sb, {8 * hh};")
-    e(f"@!%pg bra REQ_BAD_{tag};")
+    if valid:
+        e(f"@!{valid} bra REQ_BAD_{tag};")
     e(f"mbarrier.arrive.expect_tx.shared::cta.b64 _, [%sb], {STAGE};")
-    e(f"mul.lo.u64 %psrc, %nslot, {NV};")
-    e("shl.b32 %t0, %nkh, 1;")
+    e(f"mul.lo.u64 %psrc, {slot}, {NV};")
+    e(f"shl.b32 %t0, {kh}, 1;")
     if hh:
         e("add.u32 %t0, %t0, 1;")
     e("cvt.u64.u32 %pt, %t0;")
@@ -158,8 +161,8 @@ def _partials(e: Emit, src: str, dst: str, buf: str) -> None:
     e(f"add.f32 {dst}, {dst}, %f3;")
 
 
-def _head(e: Emit, A: dict, hh: int) -> None:
-    """Sub-item hh: value head h = 2 kh + hh of the current item."""
+def _head(e: Emit, A: dict, hh: int, late_second: bool = False) -> None:
+    """Sub-item hh: value head h = 2 kh + hh of the current item (``late_second``: see generate)."""
     e(f"// value head 2 kh + {hh}: beta = sigmoid(b), exp(g)")
     e(f"mov.f32 %alog, %al{hh};")
     e(f"mov.f32 %dtb, %dt{hh};")
@@ -171,6 +174,12 @@ def _head(e: Emit, A: dict, hh: int) -> None:
     e(f"WAIT_ST{hh}:")
     e("mbarrier.try_wait.parity.shared::cta.b64 %p, [%sb], %t3;")
     e(f"@!%p bra WAIT_ST{hh};")
+    if late_second and hh == 0:
+        e("// the first item's head 0 has landed: now its head 1 (late_second)")
+        e("setp.eq.and.u32 %p, %n, 0, %p0;")
+        e("@!%p bra LATE_DONE;")
+        _request_state(e, A, 1, "L", slot="%slot", kh="%kh", exists="", valid="")
+        e("LATE_DONE:")
     e("// S *= exp(g); kv = S^T k over the thread's 32 rows; the 4 row groups' partials in order")
     e("mov.u32 %sa, st_dyn;")
     e(f"mad.lo.u32 %t0, %g, {32 * DV * 4}, {STAGE * hh};")
@@ -249,10 +258,14 @@ def _head(e: Emit, A: dict, hh: int) -> None:
     e(f"OUT_DONE{hh}:")
 
 
-def generate(pdl: bool = False, name: str = NAME) -> str:
+def generate(pdl: bool = False, name: str = NAME, late_second: bool = False) -> str:
     """The PTX. ``pdl``: the build for the decode runner's PDL engine (as gdn_decode_b32_pdl): the slot
     ids, the first item's states, conv windows and weights before ``griddepcontrol.wait``, the
-    projection outputs after it by coherent loads, then launch_dependents."""
+    projection outputs after it by coherent loads, then launch_dependents. ``late_second`` (a
+    candidate, experiments/gdn/pipe_variant.py): the first item's head 1 is requested only when its
+    head 0 has landed, so at the launch's start every SM asks for 64 KB instead of 128 and head 0
+    arrives in about half the time (launched plainly, the start is not hidden behind a neighbour)."""
+    assert not (pdl and late_second)
     nc = "" if pdl else ".nc"
     e = Emit()
     e(f"// {name}: Gated DeltaNet decode step for B <= 32 sequences, a persistent pipeline of value-head states.")
@@ -321,8 +334,12 @@ def generate(pdl: bool = False, name: str = NAME) -> str:
     e("fence.proxy.async.shared::cta;")
     e("and.b32 %nkh, %c, 15;")
     e("setp.lt.u64 %pg, %nslot, %np64;")
-    for hh in (0, 1):
-        _request_state(e, A, hh, f"P{hh}")
+    _request_state(e, A, 0, "P0")
+    if late_second:  # head 1 after head 0 has landed (in the first item), or a plain arrive for a bad slot
+        e("setp.ge.u64 %p, %nslot, %np64;")
+        e("@%p mbarrier.arrive.shared::cta.b64 _, [bar_st+8];")
+    else:
+        _request_state(e, A, 1, "P1")
     e("INIT_DONE:")
     e("bar.sync 0;")
     e("// the first item's loads (%it1 = c < 16 B)")
@@ -413,7 +430,7 @@ def generate(pdl: bool = False, name: str = NAME) -> str:
     e("QK_DONE:")
     e("bar.sync 0;")
     for hh in (0, 1):
-        _head(e, A, hh)
+        _head(e, A, hh, late_second)
     e("NEXT_ITEM:")
     e("add.u32 %n, %n, 1;")
     e("mov.u32 %it, %it1;")

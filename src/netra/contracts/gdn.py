@@ -245,6 +245,11 @@ PIPE_SMS = 132  # H200 multiprocessors: one CTA each
 PIPE_ITEMS = 4  # items per CTA at most: ceil(16 * 32 / 132)
 assert NK * max(BATCH) <= PIPE_ITEMS * PIPE_SMS
 PIPE_SMEM = 2 * DK * DV * 4  # dynamic shared memory: two value-head states
+# netra::gdn_decode takes the PDL build from 8 sequences under set_pdl (the decode runner's PDL engine), where
+# as a PDL chain it beat the smem build (experiments/gdn/pipe_variant_7c79002.json, us: B = 8 10.75 / 11.19,
+# 16 20.19 / 21.48, 32 39.26 / 40.78); launched plainly it is slower (43.0 / 41.4 at B = 32), so the plain
+# engine keeps the smem build
+GDN_PIPE_PDL_B = 8
 _PIPE = dict(
     # the state pool 16-byte aligned (cp.async.bulk's source), the batch size after pool_slots
     params=tuple(dataclasses.replace(p, align=16) if p.name == "state_pool" else p for p in GDN_DECODE_B32.params[:-1])
