@@ -359,3 +359,21 @@ def test_pipe_builds():
         assert [P.grid_for({"B": b, "P": 40})[0] for b in (1, 8, 9, 32)] == [16, 128, 132, 132]
         res = _ptxas_usage(name, src)
         assert res["spill_stores"] == res["stack_frame"] == 0 and res["registers"] <= P.max_registers, res
+
+
+@pytest.mark.parametrize("kw", [dict(late_second=True), dict(stages=3), dict(stages=3, pdl=True)],
+                         ids=lambda k: ",".join(f"{a}={b}" for a, b in k.items()))
+def test_pipe_candidates_assemble(kw):
+    """The pipe generator's candidates (experiments/gdn/pipe_variant.py) stay buildable without spills, with
+    the same arithmetic lines as the promoted build; three stages wait on a runtime stage and parity."""
+    import re
+
+    gp = paths.generator("gdn", "gen_gdn_decode_pipe")
+    t = gp.generate(**kw)
+    arith = lambda ptx: [re.sub(r"%s\d+", "%s", ln.split("//")[0].strip()) for ln in ptx.splitlines()  # noqa: E731
+                         if re.match(r"\s*(fma\.rn|mul)\.f32 %(s|kv|o)\d*,", ln)]
+    assert arith(t) == arith(gp.generate())
+    if kw.get("stages") == 3:
+        assert ".b64 bar_st[3]" in t and t.count("mad.lo.u32 %sb, %stg, 8, %sb;") == 2 + 4  # 2 waits, 4 requests
+    res = _ptxas_usage("gdn_decode_b32_pipe", t)
+    assert res["spill_stores"] == res["stack_frame"] == 0 and res["registers"] <= 128, res

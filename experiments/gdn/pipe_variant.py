@@ -18,6 +18,7 @@ one item each: the step's latency chain on 512 threads), so the op would take th
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -33,7 +34,13 @@ BUILDS = {"plain": ("gdn_decode_b32", "gdn_decode_b32_smem", "gdn_decode_b32_pip
 # plainly against 41.4 for the smem build, but 39.2 against 40.8 as a PDL chain, so its start costs ~4 us
 # that a neighbour hides): the first item's head 1 requested only once head 0 has landed. Prediction: plain
 # B = 32 43.0 -> 41.5-42.5, B = 16 22.2 -> 21-21.7, B = 8 11.9 -> 10.5-11.3.
-CANDIDATES = {"pipe_late": dict(late_second=True)}
+# stages=3 (after 362ca3b, pipe_variant_362ca3b.json: late_second gained 0.1-0.9 us at B <= 16 and nothing at
+# B = 32, so the start is not what B = 32 pays plainly): three 64 KB stages, the state requested three
+# sub-items ahead instead of two. Prediction: B = 32 42.9 -> 41.5-42.5 plain, 39.3-39.6 -> 38-39 as a PDL chain
+# (the PDL build), B = 8 unchanged (two sub-items per CTA).
+CANDIDATES = {"plain": {"pipe_late": dict(late_second=True), "pipe_s3": dict(stages=3)},
+              "pdl": {"pipe_s3_pdl": dict(stages=3, pdl=True)}}
+STAGE_BYTES = 128 * 128 * 4
 
 
 def same(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -59,15 +66,14 @@ def main():
             gos[n] = (testbeds.get(n),
                       rt_launch.make_guard_and_launch(c, function_handle=h, device=0),
                       rt_launch.make_guard_and_launch(c, function_handle=h, device=0, launch=rt_launch.pdl_launcher()))
-        if kind == "plain":
-            gp = paths.generator("gdn", "gen_gdn_decode_pipe")
-            c = contracts.get(names[2])
-            for cand, kw in CANDIDATES.items():
-                module, fn = loader.load_text(c.name, gp.generate(**kw), dynamic_smem=c.dynamic_smem)
-                keep.append(module)
-                gos[cand] = (gos[names[2]][0], rt_launch.make_guard_and_launch(c, function_handle=int(fn), device=0),
-                             rt_launch.make_guard_and_launch(c, function_handle=int(fn), device=0,
-                                                             launch=rt_launch.pdl_launcher()))
+        gp = paths.generator("gdn", "gen_gdn_decode_pipe")
+        for cand, kw in CANDIDATES[kind].items():
+            c = dataclasses.replace(contracts.get(names[2]), dynamic_smem=kw.get("stages", 2) * STAGE_BYTES)
+            module, fn = loader.load_text(c.name, gp.generate(name=c.name, **kw), dynamic_smem=c.dynamic_smem)
+            keep.append(module)
+            gos[cand] = (gos[names[2]][0], rt_launch.make_guard_and_launch(c, function_handle=int(fn), device=0),
+                         rt_launch.make_guard_and_launch(c, function_handle=int(fn), device=0,
+                                                         launch=rt_launch.pdl_launcher()))
         ref, pipe = names[0], names[2]
         ok = {n: True for n in gos if n not in names[:2]}
         cases = [(case, seed, False) for case in contracts.get(ref).cases() for seed in (0, 1)] + [({"B": 16, "P": 37}, 2, True)]

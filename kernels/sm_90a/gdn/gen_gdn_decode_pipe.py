@@ -111,15 +111,19 @@ def _item_act_loads(e: Emit, A: dict, nc: str) -> None:
 
 
 def _request_state(e: Emit, A: dict, hh: int, tag: str, slot: str = "%nslot", kh: str = "%nkh", exists: str = "%pn",
-                   valid: str = "%pg") -> None:
+                   valid: str = "%pg", stage=None) -> None:
     """Thread 0: the state of head 2 kh + hh of item %it1 (if ``exists``) into stage hh, completing its
     mbarrier; a plain arrive where the slot is invalid (``valid`` false), so the phase still completes.
-    ``exists`` and ``valid`` are predicates, or "" for true."""
+    ``exists`` and ``valid`` are predicates, or "" for true. ``stage``: another stage than hh (an int, or
+    a register holding it: the 3-stage build)."""
+    stage = hh if stage is None else stage
     e(f"and.pred %p, %p0, {exists};" if exists else "mov.pred %p, %p0;")
     e(f"@!%p bra REQ_DONE_{tag};")
     e("mov.u32 %sb, bar_st;")
-    if hh:
-        e(f"add.u32 %sb, %sb, {8 * hh};")
+    if isinstance(stage, str):
+        e(f"mad.lo.u32 %sb, {stage}, 8, %sb;")
+    elif stage:
+        e(f"add.u32 %sb, %sb, {8 * stage};")
     if valid:
         e(f"@!{valid} bra REQ_BAD_{tag};")
     e(f"mbarrier.arrive.expect_tx.shared::cta.b64 _, [%sb], {STAGE};")
@@ -132,8 +136,11 @@ def _request_state(e: Emit, A: dict, hh: int, tag: str, slot: str = "%nslot", kh
     e(f"shl.b64 %psrc, %psrc, {(STAGE - 1).bit_length()};")
     e(f"add.u64 %psrc, {A['state_pool']}, %psrc;  // state_pool[slot, h]: 64 KB")
     e("mov.u32 %sd, st_dyn;")
-    if hh:
-        e(f"add.u32 %sd, %sd, {STAGE * hh};")
+    if isinstance(stage, str):
+        e(f"shl.b32 %t0, {stage}, {(STAGE - 1).bit_length()};")
+        e("add.u32 %sd, %sd, %t0;")
+    elif stage:
+        e(f"add.u32 %sd, %sd, {STAGE * stage};")
     for j in range(STAGE // PIECE):
         e(f"cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%sd+{j * PIECE}], "
           f"[%psrc+{j * PIECE}], {PIECE}, [%sb], %pol;")
@@ -161,16 +168,54 @@ def _partials(e: Emit, src: str, dst: str, buf: str) -> None:
     e(f"add.f32 {dst}, {dst}, %f3;")
 
 
-def _head(e: Emit, A: dict, hh: int, late_second: bool = False) -> None:
-    """Sub-item hh: value head h = 2 kh + hh of the current item (``late_second``: see generate)."""
+def _request_ahead(e: Emit, A: dict, hh: int, tag: str) -> None:
+    """3 stages: every thread has read this sub-item's stage %stg; the sub-item 3 on goes there (head 1
+    of the next item after head 0, head 0 of the item after next after head 1). Then the stage and
+    parity of the following sub-item."""
+    e("// every thread has read stage %stg: the sub-item three on goes there")
+    if hh == 0:
+        _request_state(e, A, 1, f"A{tag}", stage="%stg")
+    else:
+        _request_state(e, A, 0, f"A{tag}", slot="%n2slot", kh="%n2kh", exists="%pn2", valid="%pg2", stage="%stg")
+    _advance(e)
+
+
+def _advance(e: Emit) -> None:
+    e("add.u32 %stg, %stg, 1;")
+    e("setp.eq.u32 %p, %stg, 3;")
+    e("selp.u32 %stg, 0, %stg, %p;")
+    e("xor.b32 %t0, %par, 1;")
+    e("selp.u32 %par, %t0, %par, %p;")
+
+
+def _item_after_next(e: Emit) -> None:
+    """3 stages: slot, key head, existence and validity of item %it + 2 G (for the request at head 1)."""
+    e("add.u32 %t0, %it1, %ng;")
+    e("setp.lt.u32 %pn2, %t0, %nit;")
+    e("and.b32 %n2kh, %t0, 15;")
+    e("mov.u32 %t1, slot_s;")
+    e("mad.lo.u32 %t1, %n, 8, %t1;")
+    e("@%pn2 ld.shared.u64 %n2slot, [%t1+16];")
+    e("setp.lt.u64 %pg2, %n2slot, %np64;")
+    e("and.pred %pg2, %pg2, %pn2;")
+
+
+def _head(e: Emit, A: dict, hh: int, late_second: bool = False, stages: int = 2) -> None:
+    """Sub-item hh: value head h = 2 kh + hh of the current item (``late_second``, ``stages``: see
+    generate; with 3 stages the sub-item's stage is %stg and its phase parity %par)."""
     e(f"// value head 2 kh + {hh}: beta = sigmoid(b), exp(g)")
     e(f"mov.f32 %alog, %al{hh};")
     e(f"mov.f32 %dtb, %dt{hh};")
     G.gates(e, f"%bg{hh}", f"%ag{hh}", "%beta", "%dec")
-    e("and.b32 %t3, %n, 1;")
-    e("mov.u32 %sb, bar_st;")
-    if hh:
-        e(f"add.u32 %sb, %sb, {8 * hh};")
+    if stages == 3:
+        e("mov.u32 %sb, bar_st;")
+        e("mov.u32 %t3, %par;")
+        e("mad.lo.u32 %sb, %stg, 8, %sb;")
+    else:
+        e("and.b32 %t3, %n, 1;")
+        e("mov.u32 %sb, bar_st;")
+        if hh:
+            e(f"add.u32 %sb, %sb, {8 * hh};")
     e(f"WAIT_ST{hh}:")
     e("mbarrier.try_wait.parity.shared::cta.b64 %p, [%sb], %t3;")
     e(f"@!%p bra WAIT_ST{hh};")
@@ -182,7 +227,11 @@ def _head(e: Emit, A: dict, hh: int, late_second: bool = False) -> None:
         e("LATE_DONE:")
     e("// S *= exp(g); kv = S^T k over the thread's 32 rows; the 4 row groups' partials in order")
     e("mov.u32 %sa, st_dyn;")
-    e(f"mad.lo.u32 %t0, %g, {32 * DV * 4}, {STAGE * hh};")
+    if stages == 3:
+        e(f"shl.b32 %t1, %stg, {(STAGE - 1).bit_length()};")
+        e(f"mad.lo.u32 %t0, %g, {32 * DV * 4}, %t1;")
+    else:
+        e(f"mad.lo.u32 %t0, %g, {32 * DV * 4}, {STAGE * hh};")
     e("add.u32 %sa, %sa, %t0;")
     e("shl.b32 %t0, %col, 2;")
     e("add.u32 %sa, %sa, %t0;  // this thread's column of its first row, in stage hh")
@@ -195,8 +244,11 @@ def _head(e: Emit, A: dict, hh: int, late_second: bool = False) -> None:
         e(f"ld.shared.f32 %f0, [%sr+{4 * DK + 4 * i}];")
         e(f"fma.rn.f32 %kv, %s{i}, %f0, %kv;")
     _partials(e, "%kv", "%kv", "red")
-    e("// every thread has read stage hh: the next item's state of this head goes there")
-    _request_state(e, A, hh, str(hh))
+    if stages == 3:
+        _request_ahead(e, A, hh, str(hh))
+    else:
+        e("// every thread has read stage hh: the next item's state of this head goes there")
+        _request_state(e, A, hh, str(hh))
     e("// delta = beta (v - kv); S += k delta; o = S^T q; S stored")
     e("mov.u32 %t0, xs_s;")
     e("shl.b32 %t1, %col, 2;")
@@ -258,14 +310,16 @@ def _head(e: Emit, A: dict, hh: int, late_second: bool = False) -> None:
     e(f"OUT_DONE{hh}:")
 
 
-def generate(pdl: bool = False, name: str = NAME, late_second: bool = False) -> str:
+def generate(pdl: bool = False, name: str = NAME, late_second: bool = False, stages: int = 2) -> str:
     """The PTX. ``pdl``: the build for the decode runner's PDL engine (as gdn_decode_b32_pdl): the slot
     ids, the first item's states, conv windows and weights before ``griddepcontrol.wait``, the
     projection outputs after it by coherent loads, then launch_dependents. ``late_second`` (a
     candidate, experiments/gdn/pipe_variant.py): the first item's head 1 is requested only when its
     head 0 has landed, so at the launch's start every SM asks for 64 KB instead of 128 and head 0
-    arrives in about half the time (launched plainly, the start is not hidden behind a neighbour)."""
-    assert not (pdl and late_second)
+    arrives in about half the time (launched plainly, the start is not hidden behind a neighbour).
+    ``stages=3`` (a candidate, the same script): three 64 KB stages (192 KB), the state requested three
+    sub-items ahead instead of two, so more of it is in flight while a head computes."""
+    assert not (pdl and late_second) and stages in (2, 3) and not (late_second and stages == 3)
     nc = "" if pdl else ".nc"
     e = Emit()
     e(f"// {name}: Gated DeltaNet decode step for B <= 32 sequences, a persistent pipeline of value-head states.")
@@ -294,13 +348,17 @@ def generate(pdl: bool = False, name: str = NAME, late_second: bool = False) -> 
     e(".reg .f32 %s<32>, %f<12>, %q, %k, %v, %x, %kn, %qn, %beta, %dec, %kv, %dl, %o, %ss, %eps, %alog, %dtb, "
       "%al0, %al1, %dt0, %dt1, %nal0, %nal1, %ndt0, %ndt1;")
     e(".reg .b64 %a<12>, %pt, %pst, %pcv, %npcv, %pcw, %psrc, %slot, %nslot, %np64, %pol;")
+    if stages == 3:
+        e(".reg .pred %pn2, %pg2;")
+        e(".reg .b32 %stg, %par, %n2kh;")
+        e(".reg .b64 %n2slot;")
     e(f".shared .align 16 .f32 xs_s[{2 * DK + 2 * DV}];  // the item's conv outputs: q | k | v of both heads")
     e(f".shared .align 16 .f32 red[{4 * DV}];  // kv partials [row group][column]")
     e(f".shared .align 16 .f32 red2[{4 * DV}];  // o partials")
     e(".shared .align 16 .f32 wsum[8];")
     e(".shared .align 16 .f32 norm_s[4];")
     e(f".shared .align 8 .b64 slot_s[{PIPE_ITEMS}];  // the slot ids of this CTA's items")
-    e(".shared .align 8 .b64 bar_st[2];  // stage hh's state has landed")
+    e(f".shared .align 8 .b64 bar_st[{stages}];  // stage hh's state has landed")
     A = G.load_params(e)
     e("ld.param.u32 %nit, [batch];")
     e(f"mul.lo.u32 %nit, %nit, {NK};  // items: (sequence, key head)")
@@ -330,6 +388,8 @@ def generate(pdl: bool = False, name: str = NAME, late_second: bool = False) -> 
     e("@!%p0 bra INIT_DONE;")
     e("mbarrier.init.shared::cta.b64 [bar_st], 1;")
     e("mbarrier.init.shared::cta.b64 [bar_st+8], 1;")
+    if stages == 3:
+        e("mbarrier.init.shared::cta.b64 [bar_st+16], 1;")
     e("fence.mbarrier_init.release.cluster;")
     e("fence.proxy.async.shared::cta;")
     e("and.b32 %nkh, %c, 15;")
@@ -350,6 +410,17 @@ def generate(pdl: bool = False, name: str = NAME, late_second: bool = False) -> 
     e("mul.wide.u32 %pt, %th, 2;")
     e(f"add.u64 %pt, {A['norm_w']}, %pt;")
     e("@%pw ld.global.nc.b16 %nwb, [%pt];  // warps 0-3: the norm weight of column th")
+    if stages == 3:
+        e("// the second item's head 0 into stage 2")
+        e("add.u32 %t0, %c, %ng;")
+        e("setp.lt.u32 %pn2, %t0, %nit;")
+        e("and.b32 %n2kh, %t0, 15;")
+        e("@%pn2 ld.shared.u64 %n2slot, [slot_s+8];")
+        e("setp.lt.u64 %pg2, %n2slot, %np64;")
+        e("and.pred %pg2, %pg2, %pn2;")
+        _request_state(e, A, 0, "P2", slot="%n2slot", kh="%n2kh", exists="%pn2", valid="%pg2", stage=2)
+        e("mov.u32 %stg, 0;")
+        e("mov.u32 %par, 0;")
     if pdl:
         e("griddepcontrol.wait;  // the projection outputs are complete from here")
         e("griddepcontrol.launch_dependents;")
@@ -377,6 +448,8 @@ def generate(pdl: bool = False, name: str = NAME, late_second: bool = False) -> 
     e("@%pn ld.shared.u64 %nslot, [%t0+8];")
     _item_const_loads(e, A)
     _item_act_loads(e, A, nc)
+    if stages == 3:
+        _item_after_next(e)
     e("setp.ge.u64 %pb, %slot, %np64;  // a slot id outside the pool (the whole CTA shares it)")
     e("@%pb bra BAD_ITEM;")
     e("// 1. conv update of this thread's channel; its new window is written by its only reader")
@@ -430,7 +503,7 @@ def generate(pdl: bool = False, name: str = NAME, late_second: bool = False) -> 
     e("QK_DONE:")
     e("bar.sync 0;")
     for hh in (0, 1):
-        _head(e, A, hh, late_second)
+        _head(e, A, hh, late_second, stages)
     e("NEXT_ITEM:")
     e("add.u32 %n, %n, 1;")
     e("mov.u32 %it, %it1;")
@@ -447,7 +520,10 @@ def generate(pdl: bool = False, name: str = NAME, late_second: bool = False) -> 
     e(f"st.global.b16 [%pt+{2 * DV}], %u0;")
     e("BAD_OUT:")
     for hh in (0, 1):
-        _request_state(e, A, hh, f"B{hh}")
+        if stages == 3:
+            _request_ahead(e, A, hh, f"B{hh}")
+        else:
+            _request_state(e, A, hh, f"B{hh}")
     e("bra.uni NEXT_ITEM;")
     e("}")
     return e.text()
