@@ -361,7 +361,8 @@ def test_pipe_builds():
         assert res["spill_stores"] == res["stack_frame"] == 0 and res["registers"] <= P.max_registers, res
 
 
-@pytest.mark.parametrize("kw", [dict(late_second=True), dict(stages=3), dict(stages=3, pdl=True)],
+@pytest.mark.parametrize("kw", [dict(late_second=True), dict(stages=3), dict(stages=3, pdl=True), dict(norm_bar=True),
+                                dict(stages=3, tma_store=True), dict(stages=3, tma_store=True, norm_bar=True, pdl=True)],
                          ids=lambda k: ",".join(f"{a}={b}" for a, b in k.items()))
 def test_pipe_candidates_assemble(kw):
     """The pipe generator's candidates (experiments/gdn/pipe_variant.py) stay buildable without spills, with
@@ -374,6 +375,8 @@ def test_pipe_candidates_assemble(kw):
                          if re.match(r"\s*(fma\.rn|mul)\.f32 %(s|kv|o)\d*,", ln)]
     assert arith(t) == arith(gp.generate())
     if kw.get("stages") == 3:
-        assert ".b64 bar_st[3]" in t and t.count("mad.lo.u32 %sb, %stg, 8, %sb;") == 2 + 4  # 2 waits, 4 requests
+        assert ".b64 bar_st[3]" in t and t.count("mad.lo.u32 %sb, %stg, 8, %sb;") == 2 + 4 * (not kw.get("tma_store"))
+    if kw.get("tma_store"):  # the 32 state stores per thread become one thread's 4 bulk stores per head
+        assert "st.global.cs.f32" not in t and t.count("cp.async.bulk.global.shared::cta.bulk_group") == 2 * 4
     res = _ptxas_usage("gdn_decode_b32_pipe", t)
     assert res["spill_stores"] == res["stack_frame"] == 0 and res["registers"] <= 128, res

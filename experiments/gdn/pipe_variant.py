@@ -38,8 +38,15 @@ BUILDS = {"plain": ("gdn_decode_b32", "gdn_decode_b32_smem", "gdn_decode_b32_pip
 # B = 32, so the start is not what B = 32 pays plainly): three 64 KB stages, the state requested three
 # sub-items ahead instead of two. Prediction: B = 32 42.9 -> 41.5-42.5 plain, 39.3-39.6 -> 38-39 as a PDL chain
 # (the PDL build), B = 8 unchanged (two sub-items per CTA).
-CANDIDATES = {"plain": {"pipe_late": dict(late_second=True), "pipe_s3": dict(stages=3)},
-              "pdl": {"pipe_s3_pdl": dict(stages=3, pdl=True)}}
+# (measured at 67a3106, pipe_variant_67a3106.json: stages=3 1.3 us slower plainly at B = 32 and the same as a
+# PDL chain, 39.24 us: the reads are not late; rejected.) Then (after 67a3106): tma_store (with 3 stages: S back
+# into its stage and one thread's cp.async.bulk stores of 64 KB instead of 32 st.global.cs per thread) and
+# norm_bar (the gated norm's barrier among warps 0-3 only). Prediction: tma_store B = 32 42.7 -> 41-42 plain,
+# 39.2 -> 38-39 as a chain, if the per-thread stores are what keeps the steady state at ~91% of a copy; norm_bar
+# 0.1-0.3 us at B = 32 (eight norms per CTA).
+CANDIDATES = {"plain": {"pipe_s3t": dict(stages=3, tma_store=True), "pipe_s3tn": dict(stages=3, tma_store=True, norm_bar=True),
+                        "pipe_nb": dict(norm_bar=True)},
+              "pdl": {"pipe_s3tn_pdl": dict(stages=3, tma_store=True, norm_bar=True, pdl=True)}}
 STAGE_BYTES = 128 * 128 * 4
 
 

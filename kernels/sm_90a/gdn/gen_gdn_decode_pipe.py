@@ -168,10 +168,28 @@ def _partials(e: Emit, src: str, dst: str, buf: str) -> None:
     e(f"add.f32 {dst}, {dst}, %f3;")
 
 
-def _request_ahead(e: Emit, A: dict, hh: int, tag: str) -> None:
+def _request_ahead(e: Emit, A: dict, hh: int, tag: str, tma_store: bool = False) -> None:
     """3 stages: every thread has read this sub-item's stage %stg; the sub-item 3 on goes there (head 1
     of the next item after head 0, head 0 of the item after next after head 1). Then the stage and
-    parity of the following sub-item."""
+    parity of the following sub-item. ``tma_store``: this stage still holds S until its bulk store has
+    read it, so the request goes into the stage before (%stg + 2 mod 3), whose store (the sub-item
+    before) thread 0 waits to have been read: the next item's head hh (the first sub-item's is the
+    prologue's)."""
+    if tma_store:
+        e("// the stage of the sub-item before: its bulk store read, the next item's head hh goes there")
+        e("add.u32 %t2, %stg, 2;")
+        e("setp.ge.u32 %p, %t2, 3;")
+        e("@%p sub.u32 %t2, %t2, 3;")
+        if hh == 0:
+            e("setp.ne.and.u32 %p, %n, 0, %p0;")
+        else:
+            e("mov.pred %p, %p0;")
+        e(f"@!%p bra AHEAD_DONE{tag};")
+        e("cp.async.bulk.wait_group.read 0;")
+        _request_state(e, A, hh, f"A{tag}", stage="%t2")
+        e(f"AHEAD_DONE{tag}:")
+        _advance(e)
+        return
     e("// every thread has read stage %stg: the sub-item three on goes there")
     if hh == 0:
         _request_state(e, A, 1, f"A{tag}", stage="%stg")
@@ -200,7 +218,8 @@ def _item_after_next(e: Emit) -> None:
     e("and.pred %pg2, %pg2, %pn2;")
 
 
-def _head(e: Emit, A: dict, hh: int, late_second: bool = False, stages: int = 2) -> None:
+def _head(e: Emit, A: dict, hh: int, late_second: bool = False, stages: int = 2, tma_store: bool = False,
+          norm_bar: bool = False) -> None:
     """Sub-item hh: value head h = 2 kh + hh of the current item (``late_second``, ``stages``: see
     generate; with 3 stages the sub-item's stage is %stg and its phase parity %par)."""
     e(f"// value head 2 kh + {hh}: beta = sigmoid(b), exp(g)")
@@ -245,7 +264,7 @@ def _head(e: Emit, A: dict, hh: int, late_second: bool = False, stages: int = 2)
         e(f"fma.rn.f32 %kv, %s{i}, %f0, %kv;")
     _partials(e, "%kv", "%kv", "red")
     if stages == 3:
-        _request_ahead(e, A, hh, str(hh))
+        _request_ahead(e, A, hh, str(hh), tma_store)
     else:
         e("// every thread has read stage hh: the next item's state of this head goes there")
         _request_state(e, A, hh, str(hh))
@@ -277,8 +296,21 @@ def _head(e: Emit, A: dict, hh: int, late_second: bool = False, stages: int = 2)
         e(f"fma.rn.f32 %s{i}, %f0, %dl, %s{i};")
         e(f"ld.shared.f32 %f1, [%sr+{4 * i}];")
         e(f"fma.rn.f32 %o, %s{i}, %f1, %o;")
-        e(f"st.global.cs.f32 [%pst+{i * DV * 4}], %s{i};")
+        if tma_store:
+            e(f"st.shared.f32 [%sa+{i * DV * 4}], %s{i};  // S back into its stage, for the bulk store")
+        else:
+            e(f"st.global.cs.f32 [%pst+{i * DV * 4}], %s{i};")
+    if tma_store:
+        e("fence.proxy.async.shared::cta;  // this thread's S visible to the bulk store")
     _partials(e, "%o", "%o", "red2")
+    if tma_store:
+        e("// every thread's S is in the stage: thread 0 stores it (64 KB) to state_pool[slot, h]")
+        e(f"@!%p0 bra STORED{hh};")
+        e("// thread 0's %pst and %sa (row 0, column 0) are the head's first element and its stage (%stg has moved on)")
+        for j in range(STAGE // PIECE):
+            e(f"cp.async.bulk.global.shared::cta.bulk_group.L2::cache_hint [%pst+{j * PIECE}], [%sa+{j * PIECE}], {PIECE}, %pol;")
+        e("cp.async.bulk.commit_group;")
+        e(f"STORED{hh}:")
     e("// gated RMSNorm over the head's 128 columns: warps 0-3, each 32 columns' sum of o^2, then in order")
     e(f"@!%pw bra NORM_SUMS{hh};")
     e("mul.f32 %f10, %o, %o;")
@@ -290,7 +322,7 @@ def _head(e: Emit, A: dict, hh: int, late_second: bool = False, stages: int = 2)
     e("mad.lo.u32 %t0, %warp, 4, %t0;")
     e("@%p st.shared.f32 [%t0], %f10;")
     e(f"NORM_SUMS{hh}:")
-    e("bar.sync 0;")
+    e("bar.sync 1, 128;  // warps 0-3 only" if norm_bar else "bar.sync 0;")
     e(f"@!%pw bra OUT_DONE{hh};")
     e("mov.u32 %t0, norm_s;")
     e("ld.shared.v4.f32 {%f0, %f1, %f2, %f3}, [%t0];")
@@ -310,7 +342,8 @@ def _head(e: Emit, A: dict, hh: int, late_second: bool = False, stages: int = 2)
     e(f"OUT_DONE{hh}:")
 
 
-def generate(pdl: bool = False, name: str = NAME, late_second: bool = False, stages: int = 2) -> str:
+def generate(pdl: bool = False, name: str = NAME, late_second: bool = False, stages: int = 2, tma_store: bool = False,
+             norm_bar: bool = False) -> str:
     """The PTX. ``pdl``: the build for the decode runner's PDL engine (as gdn_decode_b32_pdl): the slot
     ids, the first item's states, conv windows and weights before ``griddepcontrol.wait``, the
     projection outputs after it by coherent loads, then launch_dependents. ``late_second`` (a
@@ -318,8 +351,13 @@ def generate(pdl: bool = False, name: str = NAME, late_second: bool = False, sta
     head 0 has landed, so at the launch's start every SM asks for 64 KB instead of 128 and head 0
     arrives in about half the time (launched plainly, the start is not hidden behind a neighbour).
     ``stages=3`` (a candidate, the same script): three 64 KB stages (192 KB), the state requested three
-    sub-items ahead instead of two, so more of it is in flight while a head computes."""
+    sub-items ahead instead of two, so more of it is in flight while a head computes. ``tma_store`` (with
+    3 stages; a candidate): S goes back into its stage and thread 0 stores the 64 KB by cp.async.bulk
+    (evict-first) instead of 32 st.global.cs per thread; the stage is refilled once the store has read it.
+    ``norm_bar`` (a candidate): the gated norm's barrier is a named one of warps 0-3, so warps 4-15 go on
+    to the next head at once."""
     assert not (pdl and late_second) and stages in (2, 3) and not (late_second and stages == 3)
+    assert not tma_store or stages == 3
     nc = "" if pdl else ".nc"
     e = Emit()
     e(f"// {name}: Gated DeltaNet decode step for B <= 32 sequences, a persistent pipeline of value-head states.")
@@ -503,11 +541,13 @@ def generate(pdl: bool = False, name: str = NAME, late_second: bool = False, sta
     e("QK_DONE:")
     e("bar.sync 0;")
     for hh in (0, 1):
-        _head(e, A, hh, late_second, stages)
+        _head(e, A, hh, late_second, stages, tma_store, norm_bar)
     e("NEXT_ITEM:")
     e("add.u32 %n, %n, 1;")
     e("mov.u32 %it, %it1;")
     e("@%pn bra ITEM;")
+    if tma_store:
+        e("@%p0 cp.async.bulk.wait_group 0;  // the last stores done before the CTA's shared memory goes")
     e("ret;")
     e("BAD_ITEM:  // a slot id outside the pool: no state is touched, both heads' outputs are NaN")
     e("@!%pw bra BAD_OUT;")
@@ -521,7 +561,7 @@ def generate(pdl: bool = False, name: str = NAME, late_second: bool = False, sta
     e("BAD_OUT:")
     for hh in (0, 1):
         if stages == 3:
-            _request_ahead(e, A, hh, f"B{hh}")
+            _request_ahead(e, A, hh, f"B{hh}", tma_store)
         else:
             _request_state(e, A, hh, f"B{hh}")
     e("bra.uni NEXT_ITEM;")
