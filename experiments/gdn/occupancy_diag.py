@@ -58,7 +58,7 @@ def main():
     print(res, flush=True)
     n = 32 * 2 * 1024 * 1024 // 4  # fp32 elements of 32 sequences' states of one layer
     for tag, nbytes in (("copy_b32_states", n * 4), ("copy_b16_states", n * 2)):
-        copies = max(2, -(-bench.ROTATE_BYTES // (2 * nbytes)))
+        copies = bench.copies_for(2 * nbytes)  # the bench's rotation (at least MIN_COPIES since 6c720c0; 2 before)
         src = [torch.randn(nbytes // 4, device="cuda") for _ in range(copies)]
         dst = [torch.empty_like(s) for s in src]
         t, _ = bench.graph_time(lambda i: dst[i].copy_(src[i]), copies)
