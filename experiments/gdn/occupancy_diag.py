@@ -5,7 +5,8 @@
    policy) for the promoted build and the .maxnreg 64, 56 and 48 builds.
 2. The device's copy ceiling at the B = 32 state traffic: a CUDA graph of copies of 2 MiB x 32
    (the states read and written once, as the kernel does), rotated past 4x the L2, timed like
-   the bench; its bytes read + written over the time, against 4.33 TB/s.
+   the bench; its bytes read + written over the time, against 4.33 TB/s. Since d7441cc also the
+   same bytes updated in place (neg_: read and written at the same addresses, as the kernel does).
 Writes occupancy_diag.json.
 
   python3 experiments/gdn/occupancy_diag.py --out "$OUT"      (on the H200, PYTHONPATH=src)
@@ -64,6 +65,14 @@ def main():
         t, _ = bench.graph_time(lambda i: dst[i].copy_(src[i]), copies)
         res[tag] = {"bytes_read_plus_written": 2 * nbytes, "us": t, "pct_roofline": 100 * 2 * nbytes / (t * 1e-6) / ROOF}
         print(tag, res[tag], flush=True)
+        # the same bytes updated in place (read and written at the same addresses, as the decode step does
+        # with its state pool): PyTorch's neg_ over the same copies
+        del dst
+        tag_i = tag.replace("copy", "inplace")
+        t, _ = bench.graph_time(lambda i: src[i].neg_(), copies)
+        res[tag_i] = {"bytes_read_plus_written": 2 * nbytes, "us": t, "pct_roofline": 100 * 2 * nbytes / (t * 1e-6) / ROOF}
+        print(tag_i, res[tag_i], flush=True)
+        del src
     json.dump({"method": "driver occupancy queries; copies: " + bench.METHOD.format(R=bench.REPLAYS), **res},
               open(os.path.join(out_dir, "occupancy_diag.json"), "w"), indent=1)
 
