@@ -67,12 +67,10 @@ def main():
         print(tag, res[tag], flush=True)
         # the same bytes updated in place (read and written at the same addresses, as the decode step does
         # with its state pool): PyTorch's neg_ over the same copies
-        del dst
         tag_i = tag.replace("copy", "inplace")
         t, _ = bench.graph_time(lambda i: src[i].neg_(), copies)
         res[tag_i] = {"bytes_read_plus_written": 2 * nbytes, "us": t, "pct_roofline": 100 * 2 * nbytes / (t * 1e-6) / ROOF}
         print(tag_i, res[tag_i], flush=True)
-        del src
     json.dump({"method": "driver occupancy queries; copies: " + bench.METHOD.format(R=bench.REPLAYS), **res},
               open(os.path.join(out_dir, "occupancy_diag.json"), "w"), indent=1)
 
