@@ -362,7 +362,8 @@ def test_pipe_builds():
 
 
 @pytest.mark.parametrize("kw", [dict(late_second=True), dict(stages=3), dict(stages=3, pdl=True), dict(norm_bar=True),
-                                dict(stages=3, tma_store=True), dict(stages=3, tma_store=True, norm_bar=True, pdl=True)],
+                                dict(stages=3, tma_store=True), dict(stages=3, tma_store=True, norm_bar=True, pdl=True),
+                                dict(read_hint=False, st=""), dict(stagger_ns=2000, pdl=True)],
                          ids=lambda k: ",".join(f"{a}={b}" for a, b in k.items()))
 def test_pipe_candidates_assemble(kw):
     """The pipe generator's candidates (experiments/gdn/pipe_variant.py) stay buildable without spills, with

@@ -44,9 +44,16 @@ BUILDS = {"plain": ("gdn_decode_b32", "gdn_decode_b32_smem", "gdn_decode_b32_pip
 # norm_bar (the gated norm's barrier among warps 0-3 only). Prediction: tma_store B = 32 42.7 -> 41-42 plain,
 # 39.2 -> 38-39 as a chain, if the per-thread stores are what keeps the steady state at ~91% of a copy; norm_bar
 # 0.1-0.3 us at B = 32 (eight norms per CTA).
-CANDIDATES = {"plain": {"pipe_s3t": dict(stages=3, tma_store=True), "pipe_s3tn": dict(stages=3, tma_store=True, norm_bar=True),
-                        "pipe_nb": dict(norm_bar=True)},
-              "pdl": {"pipe_s3tn_pdl": dict(stages=3, tma_store=True, norm_bar=True, pdl=True)}}
+# (measured at f904141, pipe_variant_f904141.json: tma_store 42.17 / 41.99 with norm_bar plainly at B = 32, 39.83
+# as a chain against the promoted 39.24; norm_bar alone 42.95: none promoted.) Then (after 3109c13: a copy of
+# the B = 32 state bytes reaches 93.7% and an in-place pass 92.7%, the pipe's items stream at ~87% of that):
+# the cache hints (no evict-first policy on the bulk loads: rd_normal; and no .cs on the stores: nohint), and
+# stagger (odd CTAs sleep 2 us, about half a head, before their first item, so the SMs' read / compute / write
+# phases are not in step). Prediction: hints within +-0.5 us; stagger 0.5-2 us less at B = 32 if the phases in
+# step make the DRAM traffic bursty, else up to 2 us more.
+CANDIDATES = {"plain": {"pipe_rd_normal": dict(read_hint=False), "pipe_nohint": dict(read_hint=False, st=""),
+                        "pipe_stagger": dict(stagger_ns=2000), "pipe_stagger1": dict(stagger_ns=1000)},
+              "pdl": {"pipe_stagger_pdl": dict(stagger_ns=2000, pdl=True)}}
 STAGE_BYTES = 128 * 128 * 4
 
 

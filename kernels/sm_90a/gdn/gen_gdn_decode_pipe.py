@@ -48,6 +48,7 @@ THREADS = 512
 STAGE = DK * DV * 4  # one value head's state: 64 KB, contiguous in the pool
 PIECE = STAGE // 4  # bytes per cp.async.bulk
 PARAMS = G.PARAMS
+_OPT = {"read_hint": True, "st": ".cs"}  # cache options of the build being generated (set by generate)
 assert PIPE_SMEM == 2 * STAGE
 
 
@@ -142,8 +143,12 @@ def _request_state(e: Emit, A: dict, hh: int, tag: str, slot: str = "%nslot", kh
     elif stage:
         e(f"add.u32 %sd, %sd, {STAGE * stage};")
     for j in range(STAGE // PIECE):
-        e(f"cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%sd+{j * PIECE}], "
-          f"[%psrc+{j * PIECE}], {PIECE}, [%sb], %pol;")
+        if _OPT["read_hint"]:
+            e(f"cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%sd+{j * PIECE}], "
+              f"[%psrc+{j * PIECE}], {PIECE}, [%sb], %pol;")
+        else:
+            e(f"cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%sd+{j * PIECE}], "
+              f"[%psrc+{j * PIECE}], {PIECE}, [%sb];")
     e(f"bra.uni REQ_DONE_{tag};")
     e(f"REQ_BAD_{tag}:")
     e("mbarrier.arrive.shared::cta.b64 _, [%sb];")
@@ -299,7 +304,7 @@ def _head(e: Emit, A: dict, hh: int, late_second: bool = False, stages: int = 2,
         if tma_store:
             e(f"st.shared.f32 [%sa+{i * DV * 4}], %s{i};  // S back into its stage, for the bulk store")
         else:
-            e(f"st.global.cs.f32 [%pst+{i * DV * 4}], %s{i};")
+            e(f"st.global{_OPT['st']}.f32 [%pst+{i * DV * 4}], %s{i};")
     if tma_store:
         e("fence.proxy.async.shared::cta;  // this thread's S visible to the bulk store")
     _partials(e, "%o", "%o", "red2")
@@ -343,7 +348,7 @@ def _head(e: Emit, A: dict, hh: int, late_second: bool = False, stages: int = 2,
 
 
 def generate(pdl: bool = False, name: str = NAME, late_second: bool = False, stages: int = 2, tma_store: bool = False,
-             norm_bar: bool = False) -> str:
+             norm_bar: bool = False, read_hint: bool = True, st: str = ".cs", stagger_ns: int = 0) -> str:
     """The PTX. ``pdl``: the build for the decode runner's PDL engine (as gdn_decode_b32_pdl): the slot
     ids, the first item's states, conv windows and weights before ``griddepcontrol.wait``, the
     projection outputs after it by coherent loads, then launch_dependents. ``late_second`` (a
@@ -358,6 +363,10 @@ def generate(pdl: bool = False, name: str = NAME, late_second: bool = False, sta
     to the next head at once."""
     assert not (pdl and late_second) and stages in (2, 3) and not (late_second and stages == 3)
     assert not tma_store or stages == 3
+    # read_hint=False, st="" (candidates): the state's bulk loads without the evict-first policy, its stores
+    # without .cs. stagger_ns (a candidate): odd CTAs sleep that long before their first item, so the SMs'
+    # read, compute and write phases are not in step (all CTAs start together with the same work).
+    _OPT.update(read_hint=read_hint, st=st)
     nc = "" if pdl else ".nc"
     e = Emit()
     e(f"// {name}: Gated DeltaNet decode step for B <= 32 sequences, a persistent pipeline of value-head states.")
@@ -465,6 +474,10 @@ def generate(pdl: bool = False, name: str = NAME, late_second: bool = False, sta
     _item_act_loads(e, A, nc)
     e("mov.u32 %n, 0;")
     e("mov.u32 %it, %c;")
+    if stagger_ns:
+        e("and.b32 %t0, %c, 1;")
+        e("setp.ne.u32 %p, %t0, 0;")
+        e(f"@%p nanosleep.u32 {stagger_ns};  // odd CTAs: their phase half a head behind (stagger_ns)")
     e("ITEM:")
     e("// the item's values, loaded during the item before; then the next item's loads")
     e("mov.u64 %slot, %nslot;")
