@@ -420,14 +420,14 @@ def test_moe_down_kernel_in_the_op(M):
     assert torch.equal(hg, h) and torch.equal(og, out)
 
 
-@pytest.mark.parametrize("B", [1, 7, 32])
+@pytest.mark.parametrize("B", [1, 7, 8, 32])
 def test_gdn_decode_op_runs_the_kernel_and_matches_the_framework_path(B):
     """netra::gdn_decode in the runner's layout (qkv and z views of one qkvz row, int64
     slots into a larger pool) takes gdn_decode_b32 with no miss, matches float64, and a
     captured graph replays the same bits; a slot outside the pool gives NaN and touches
     no state; int32 slots take the framework path. From GDN_SMEM_B sequences the op takes
-    gdn_decode_b32_smem (bitwise the same)."""
-    from netra.contracts.gdn import GDN_SMEM_B
+    gdn_decode_b32_smem, from GDN_PIPE_B gdn_decode_b32_pipe (bitwise the same)."""
+    from netra.contracts.gdn import GDN_PIPE_B, GDN_SMEM_B
     from netra.decode import ops as dops
     from netra.lifecycle import testbeds
     from netra.reference import gdn as rg
@@ -439,7 +439,8 @@ def test_gdn_decode_op_runs_the_kernel_and_matches_the_framework_path(B):
     out = torch.full((B, 4096), float("nan"), dtype=torch.bfloat16, device="cuda")
     ops.reset_stats()
     torch.ops.netra.gdn_decode(*testbeds._gdn_args(i), 16, 1e-6, out)
-    op = "gdn_decode_b32_smem" if B >= GDN_SMEM_B else "gdn_decode"  # the build netra::gdn_decode takes at B
+    # the build netra::gdn_decode takes at B
+    op = "gdn_decode_b32_pipe" if B >= GDN_PIPE_B else "gdn_decode_b32_smem" if B >= GDN_SMEM_B else "gdn_decode"
     assert _misses(op) == 0, ops.stats()[op]
     assert metrics.rel_err(out, want["out"]) <= contracts.get("gdn_decode_b32").tolerance
     assert metrics.rel_err(i["state_pool"], want["state_pool"]) < 1e-3

@@ -43,8 +43,8 @@ current, each swap, current again, so drift shows as a difference between the tw
   16 3.88 / 3.28; as a PDL chain 2.10 / 1.98 at M = 1): the current form ~4-8 us faster per batch-1
   step (40 launches), ~50 us at batch 32 (80 launches of 16 rows). Not bitwise: the split adds the
   two halves of k as one more fp32 add.
-- pipe_prev (after 7c79002): under PDL capture gdn_decode takes gdn_decode_b32_smem_pdl at every batch from 8
-  instead of gdn_decode_b32_pipe_pdl (the persistent pipeline of value-head states; bitwise the same). From the
+- pipe_prev (after 7c79002; since the commit after f936d85 also the plain engine's pipe build from 16 sequences):
+  gdn_decode takes the smem builds at every batch from 8 (plain and under PDL capture) instead of the pipe builds (the persistent pipeline of value-head states; bitwise the same). From the
   kernel records as PDL chains (pipe / smem: B = 8 10.75 / 11.19 us, 32 39.26 / 40.78), prediction: the current
   form's PDL step 10-15 us less at batch 8 and 30-45 us less at batch 32 (30 GDN layers), plain unchanged; run
   with --batch=8 and --batch=32 (at batch 1 the forms are the same).
@@ -284,7 +284,7 @@ def main():
     tokens = torch.randint(0, cfg.vocab_size, (4, B), generator=torch.Generator().manual_seed(3)).to("cuda")
     real_load, real_attn = loader.load, dops.attention_decode_ctx
     real_moe, real_experts = dops.moe_decode, dops.fp8_linear_experts
-    real_pipe_b = dops.GDN_PIPE_PDL_B
+    real_pipe_b, real_pipe_plain_b = dops.GDN_PIPE_PDL_B, dops.GDN_PIPE_B
     router_op = _dispatch.OPS["moe_router_norm"]
     real_router_contract = router_op.contract
     down_op = _dispatch.OPS["moe_down"]
@@ -324,6 +324,7 @@ def main():
             loader.load = lambda n, d, s=swaps: SimpleNamespace(handle=s[n]) if n in s else real_load(n, d)
             dops.MOE_SHARED_FIRST = form == "shared_first"
             dops.GDN_PIPE_PDL_B = 1 << 30 if form == "pipe_prev" else real_pipe_b
+            dops.GDN_PIPE_B = 1 << 30 if form == "pipe_prev" else real_pipe_plain_b
             if form in ("moe_prefetch", "moe_prefetch_lines"):
                 hook, prefetch_module = moe_prefetcher(lambda: _dispatch._PDL, form)
                 keep.append(prefetch_module)
@@ -382,6 +383,7 @@ def main():
                 _dispatch.OPS[name].contract = c
             dops.MOE_SHARED_FIRST = False
             dops.GDN_PIPE_PDL_B = real_pipe_b
+            dops.GDN_PIPE_B = real_pipe_plain_b
             dops.moe_decode, dops.fp8_linear_experts = real_moe, real_experts
             rebind_all()
         res["forms"][form] = row

@@ -51,7 +51,11 @@ BUILDS = {"local_qk": dict(local_qk=True), "stream": dict(stream_state=True),
           # the smem build launched with the load-balancing cluster scheduling policy (132 resident clusters of 8
           # instead of 124: occupancy_diag.json); the register build at 8 CTAs per SM gained 7% at B = 8 with it
           # and nothing at 16 and 32. Prediction: B = 8 11.6 -> ~11.0 us, B = 16 and 32 within +-0.3
-          "smem_lb": dict(smem_state=True)}
+          "smem_lb": dict(smem_state=True),
+          # after f936d85 (experiments/gdn/pipe_variant_f936d85.json: the pipe build 2.4 us faster at B = 32 without
+          # the evict-first policy on its state loads): the smem build's cp.async without it. Prediction: B = 32
+          # 41.4 -> 39.5-41, B = 16 22.1 -> 21.5-22, bitwise
+          "smem_nohint": dict(smem_state=True, smem_hint=False)}
 LAUNCH = {"smem_lb": "load_balancing"}  # builds launched by cuLaunchKernelEx with this cluster scheduling policy
 
 

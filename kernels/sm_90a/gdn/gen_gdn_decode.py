@@ -375,12 +375,13 @@ def delta_rule(e: Emit, store_guard: str = "", st: str = "st.global", smem: bool
     warp_partials(e, "%o", "%o")
 
 
-def state_async_loads(e: Emit) -> None:
+def state_async_loads(e: Emit, hint: bool = True) -> None:
     """smem_state: the warp's 32 rows of the CTA's 128 x 32 slice into st_s (row-major, 128 B per
     row) by cp.async: lane l copies 16 B of row 32 warp + 4 j + l / 8 at byte 16 (l % 8), j = 0..7,
     so each warp instruction moves 4 whole 128-byte lines; evict-first in L2 (each state line is
     touched once per step). %pst (this thread's column of row 32 warp) must be set."""
-    e("createpolicy.fractional.L2::evict_first.b64 %pol, 1.0;")
+    if hint:
+        e("createpolicy.fractional.L2::evict_first.b64 %pol, 1.0;")
     e("shr.u32 %t0, %lane, 3;")
     e("and.b32 %t1, %lane, 7;")
     e(f"mul.lo.u32 %t2, %t0, {DV * 4};")
@@ -394,7 +395,10 @@ def state_async_loads(e: Emit) -> None:
     e(f"mad.lo.u32 %sa, %t0, {CHUNK * 4}, %sa;")
     e("mad.lo.u32 %sa, %t1, 16, %sa;")
     for j in range(8):
-        e(f"cp.async.cg.shared.global.L2::cache_hint [%sa+{j * 4 * CHUNK * 4}], [%pt+{j * 4 * DV * 4}], 16, %pol;")
+        if hint:
+            e(f"cp.async.cg.shared.global.L2::cache_hint [%sa+{j * 4 * CHUNK * 4}], [%pt+{j * 4 * DV * 4}], 16, %pol;")
+        else:  # smem_hint=False (a candidate): no evict-first policy
+            e(f"cp.async.cg.shared.global [%sa+{j * 4 * CHUNK * 4}], [%pt+{j * 4 * DV * 4}], 16;")
     e("cp.async.commit_group;")
 
 
@@ -540,7 +544,7 @@ def zn_async_loads(e: Emit, A: dict, after_wait: bool, act) -> None:
 
 
 def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: str = NAME, coherent: bool = True,
-             local_qk: bool = False, stream_state: bool = True, smem_state: bool = False) -> str:
+             local_qk: bool = False, stream_state: bool = True, smem_state: bool = False, smem_hint: bool = True) -> str:
     """The PTX. ``pdl`` (experiments/gdn/pdl_variant.py, not promoted): for a programmatic
     dependent launch, let the next grid launch at once and load the slot id, the weights, the
     conv windows and the state before ``griddepcontrol.wait``; the projection outputs (qkv,
@@ -666,7 +670,7 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
     e(f"// state_pool + ((slot * {NV} + h) * {DK} + 32 warp + i) * {DV} + col")
     state_address(e, A["state_pool"])
     if smem_state:
-        state_async_loads(e)
+        state_async_loads(e, smem_hint)
     else:
         for i in range(CHUNK):
             e(f"{'ld.global.cs' if stream_state else 'ld.global'}.f32 %s{i}, [%pst+{i * DV * 4}];")

@@ -48,7 +48,7 @@ THREADS = 512
 STAGE = DK * DV * 4  # one value head's state: 64 KB, contiguous in the pool
 PIECE = STAGE // 4  # bytes per cp.async.bulk
 PARAMS = G.PARAMS
-_OPT = {"read_hint": True, "st": ".cs"}  # cache options of the build being generated (set by generate)
+_OPT = {"read_hint": False, "st": ".cs"}  # cache options of the build being generated (set by generate)
 assert PIPE_SMEM == 2 * STAGE
 
 
@@ -348,7 +348,7 @@ def _head(e: Emit, A: dict, hh: int, late_second: bool = False, stages: int = 2,
 
 
 def generate(pdl: bool = False, name: str = NAME, late_second: bool = False, stages: int = 2, tma_store: bool = False,
-             norm_bar: bool = False, read_hint: bool = True, st: str = ".cs", stagger_ns: int = 0) -> str:
+             norm_bar: bool = False, read_hint: bool = False, st: str = ".cs", stagger_ns: int = 0) -> str:
     """The PTX. ``pdl``: the build for the decode runner's PDL engine (as gdn_decode_b32_pdl): the slot
     ids, the first item's states, conv windows and weights before ``griddepcontrol.wait``, the
     projection outputs after it by coherent loads, then launch_dependents. ``late_second`` (a
@@ -363,9 +363,10 @@ def generate(pdl: bool = False, name: str = NAME, late_second: bool = False, sta
     to the next head at once."""
     assert not (pdl and late_second) and stages in (2, 3) and not (late_second and stages == 3)
     assert not tma_store or stages == 3
-    # read_hint=False, st="" (candidates): the state's bulk loads without the evict-first policy, its stores
-    # without .cs. stagger_ns (a candidate): odd CTAs sleep that long before their first item, so the SMs'
-    # read, compute and write phases are not in step (all CTAs start together with the same work).
+    # read_hint: the state's bulk loads with the evict-first L2 policy (the build measured until f936d85; without it
+    # B = 32 is 2.4 us faster plainly: experiments/gdn/pipe_variant_f936d85.json, promoted at the commit after);
+    # st="" (a candidate): the stores without .cs. stagger_ns (a candidate, no gain): odd CTAs sleep that long
+    # before their first item, so the SMs' read, compute and write phases are not in step.
     _OPT.update(read_hint=read_hint, st=st)
     nc = "" if pdl else ".nc"
     e = Emit()

@@ -250,6 +250,10 @@ PIPE_SMEM = 2 * DK * DV * 4  # dynamic shared memory: two value-head states
 # 16 20.19 / 21.48, 32 39.26 / 40.78); launched plainly it is slower (43.0 / 41.4 at B = 32), so the plain
 # engine keeps the smem build
 GDN_PIPE_PDL_B = 8
+# and launched plainly from 16 sequences since its state loads lost the evict-first L2 policy
+# (experiments/gdn/pipe_variant_f936d85.json, us, pipe / smem plainly: B = 16 21.57 / 22.20, 32 40.69 / 41.41;
+# B = 8 12.31 / 11.67, so the plain engine keeps the smem build there)
+GDN_PIPE_B = 16
 _PIPE = dict(
     # the state pool 16-byte aligned (cp.async.bulk's source), the batch size after pool_slots
     params=tuple(dataclasses.replace(p, align=16) if p.name == "state_pool" else p for p in GDN_DECODE_B32.params[:-1])

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..contracts.gdn import GDN_PIPE_PDL_B, GDN_SMEM_B
+from ..contracts.gdn import GDN_PIPE_B, GDN_PIPE_PDL_B, GDN_SMEM_B
 from ..ops import _dispatch, gdn, proj
 from ..ops.norm import rmsnorm
 
@@ -294,16 +294,18 @@ def gdn_decode(qkv: Tensor, z: Tensor, b: Tensor, a: Tensor, conv_weight: Tensor
     BF16 and state_pool [slots, nv, dk, dv] fp32, indexed by ``slots`` [B] (int32/int64),
     both updated in place. Kernel gdn_decode_b32 (netra.contracts.gdn) at Qwen3.6's shapes,
     B <= 32, int64 slots, num_k_heads 16; gdn_decode_b32_smem from 8 sequences (and their PDL builds
-    under set_pdl; there gdn_decode_b32_pipe_pdl from GDN_PIPE_PDL_B = 8 sequences)."""
+    under set_pdl); gdn_decode_b32_pipe from GDN_PIPE_B = 16 sequences (gdn_decode_b32_pipe_pdl from
+    GDN_PIPE_PDL_B = 8 under set_pdl)."""
     if num_k_heads == 16:  # the kernel's head grouping; the contract checks every shape
         # under set_pdl (the decode runner's PDL capture) the build that loads the state before
         # griddepcontrol.wait: the runner launches it right after bf16_linear2 (contract
         # gdn_decode_b32_pdl). Never two gdn_decode calls on the same pools back to back under set_pdl:
         # the second would read the state before the first has written it. From GDN_SMEM_B sequences,
         # the builds that hold the state slice in shared memory (10 CTAs per SM; bitwise the same)
-        # Under set_pdl from GDN_PIPE_PDL_B sequences, the persistent pipeline of value-head states (bitwise the same)
-        if _dispatch._PDL and qkv.shape[0] >= GDN_PIPE_PDL_B:
-            k = gdn.DECODE_PIPE_PDL
+        # The persistent pipeline of value-head states (bitwise the same) from GDN_PIPE_PDL_B sequences under
+        # set_pdl, from GDN_PIPE_B launched plainly
+        if qkv.shape[0] >= (GDN_PIPE_PDL_B if _dispatch._PDL else GDN_PIPE_B):
+            k = gdn.DECODE_PIPE_PDL if _dispatch._PDL else gdn.DECODE_PIPE
         elif qkv.shape[0] >= GDN_SMEM_B:
             k = gdn.DECODE_SMEM_PDL if _dispatch._PDL else gdn.DECODE_SMEM
         else:
