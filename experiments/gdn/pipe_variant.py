@@ -53,10 +53,15 @@ BUILDS = {"plain": ("gdn_decode_b32", "gdn_decode_b32_smem", "gdn_decode_b32_pip
 # step make the DRAM traffic bursty, else up to 2 us more.
 # (measured at f936d85, pipe_variant_f936d85.json: without the evict-first policy on the state's bulk loads B = 32
 # 43.13 -> 40.69 us plainly (40.65 without .cs on the stores too), B = 16 22.35 -> 21.57; stagger: no change.)
-# The pipe builds are since then generated without that policy (read_hint=False); the build before is the
-# candidate pipe_evict_first here.
-CANDIDATES = {"plain": {"pipe_evict_first": dict(read_hint=True), "pipe_nohint": dict(st="")},
-              "pdl": {"pipe_evict_first_pdl": dict(read_hint=True, pdl=True)}}
+# The pipe builds are since then generated without that policy (read_hint=False; records at 6cfddfe: B = 32
+# 40.53 plain, 37.86 as a PDL chain). Then (after 142a0d2) the earlier candidates again on that base, and the
+# smem cluster build without its evict-first policy (smem_nohint: 40.33 at B = 32 in decode_variant_smem_nohint_6cfddfe.json),
+# for the plain 80% bar (39.97 us). Prediction: each within +-0.7 us of the pipe build; tma_store the likeliest
+# to gain (0.8 us on the evict-first base).
+CANDIDATES = {"plain": {"pipe_late": dict(late_second=True), "pipe_s3tn": dict(stages=3, tma_store=True, norm_bar=True),
+                        "pipe_nb": dict(norm_bar=True), "smem_nohint": dict(gen="gdn_decode", smem_state=True, smem_hint=False)},
+              "pdl": {"pipe_s3tn_pdl": dict(stages=3, tma_store=True, norm_bar=True, pdl=True),
+                      "smem_nohint_pdl": dict(gen="gdn_decode", smem_state=True, smem_hint=False, pdl=True)}}
 STAGE_BYTES = 128 * 128 * 4
 
 
@@ -85,8 +90,14 @@ def main():
                       rt_launch.make_guard_and_launch(c, function_handle=h, device=0, launch=rt_launch.pdl_launcher()))
         gp = paths.generator("gdn", "gen_gdn_decode_pipe")
         for cand, kw in CANDIDATES[kind].items():
-            c = dataclasses.replace(contracts.get(names[2]), dynamic_smem=kw.get("stages", 2) * STAGE_BYTES)
-            module, fn = loader.load_text(c.name, gp.generate(name=c.name, **kw), dynamic_smem=c.dynamic_smem)
+            if kw.get("gen") == "gdn_decode":  # a cluster build of gen_gdn_decode, on the smem build's contract
+                kw = {k: v for k, v in kw.items() if k != "gen"}
+                c = contracts.get(names[1])
+                ptx = paths.generator("gdn", "gen_gdn_decode").generate(name=c.name, **kw)
+            else:
+                c = dataclasses.replace(contracts.get(names[2]), dynamic_smem=kw.get("stages", 2) * STAGE_BYTES)
+                ptx = gp.generate(name=c.name, **kw)
+            module, fn = loader.load_text(c.name, ptx, dynamic_smem=c.dynamic_smem)
             keep.append(module)
             gos[cand] = (gos[names[2]][0], rt_launch.make_guard_and_launch(c, function_handle=int(fn), device=0),
                          rt_launch.make_guard_and_launch(c, function_handle=int(fn), device=0,
