@@ -247,8 +247,8 @@ assert NK * max(BATCH) <= PIPE_ITEMS * PIPE_SMS
 PIPE_SMEM = 2 * DK * DV * 4  # dynamic shared memory: two value-head states
 # netra::gdn_decode takes the PDL build from 8 sequences under set_pdl (the decode runner's PDL engine), where
 # as a PDL chain it beat the smem build (experiments/gdn/pipe_variant_7c79002.json, us: B = 8 10.75 / 11.19,
-# 16 20.19 / 21.48, 32 39.26 / 40.78); launched plainly it is slower (43.0 / 41.4 at B = 32), so the plain
-# engine keeps the smem build
+# 16 20.19 / 21.48, 32 39.26 / 40.78, with the evict-first state loads of that build; 37.86 at B = 32 without
+# them, records at 6cfddfe)
 GDN_PIPE_PDL_B = 8
 # and launched plainly from 16 sequences since its state loads lost the evict-first L2 policy
 # (experiments/gdn/pipe_variant_f936d85.json, us, pipe / smem plainly: B = 16 21.57 / 22.20, 32 40.69 / 41.41;
