@@ -108,8 +108,17 @@ def conv_channel(e: Emit, notes: bool = True) -> None:
 
 def block_sum2(e: Emit, a: str, b: str, da: str, db: str) -> None:
     """da, db = sums over the CTA's 128 threads of a, b: shfl.bfly, then the 4 warp sums in order."""
-    e(f"mov.f32 %f10, {a};")
-    e(f"mov.f32 %f11, {b};")
+    warp_sums2(e, a, b)
+    e("bar.sync 0;")
+    add_warp_sums2(e, da, db)
+
+
+def warp_sums2(e: Emit, a: str, b: str) -> None:
+    """block_sum2's first half: each warp's sums of a and b by shfl.bfly, lane 0's to wsum[2 warp] (a, b
+    may already be %f10, %f11)."""
+    for reg, src in (("%f10", a), ("%f11", b)):
+        if src != reg:
+            e(f"mov.f32 {reg}, {src};")
     for k in (16, 8, 4, 2, 1):
         e(f"shfl.sync.bfly.b32 %f8, %f10, {k}, 31, 0xffffffff;")
         e(f"shfl.sync.bfly.b32 %f9, %f11, {k}, 31, 0xffffffff;")
@@ -119,7 +128,10 @@ def block_sum2(e: Emit, a: str, b: str, da: str, db: str) -> None:
     e("mad.lo.u32 %t1, %warp, 8, %t0;")
     e("setp.eq.u32 %p, %lane, 0;")
     e("@%p st.shared.v2.f32 [%t1], {%f10, %f11};")
-    e("bar.sync 0;")
+
+
+def add_warp_sums2(e: Emit, da: str, db: str) -> None:
+    """block_sum2's second half, after a barrier: da, db = warps 0-3's sums in warp order (%t0 = wsum)."""
     e("ld.shared.v4.f32 {%f0, %f1, %f2, %f3}, [%t0];")
     e("ld.shared.v4.f32 {%f4, %f5, %f6, %f7}, [%t0+16];")
     e(f"add.f32 {da}, %f0, %f2;")
@@ -180,6 +192,18 @@ def gates_log2(e: Emit, b: str, a: str, beta: str, lg: str, notes: bool = False)
     e("ex2.approx.ftz.f32 %f3, %f3;  // exp(A_log)")
     e("mul.f32 %f5, %f5, %f3;")
     e(f"mul.f32 {lg}, %f5, {f32(-LOG2E)};" + ("  // log2 of exp(g)" if notes else ""))
+
+
+def entry_params(e: Emit, name: str, extra_u32: tuple = ()) -> None:
+    """The entry and its parameters (the contract's order): the pointers, the row strides, the pool size,
+    ``extra_u32`` (gdn_decode_b32_pipe's batch), eps."""
+    e(f".visible .entry {name}(")
+    for p in PARAMS:
+        e(f"  .param .u64 {p},")
+    for p in ("qkv_row", "z_row", "pool_slots", *extra_u32):
+        e(f"  .param .u32 {p},")
+    e("  .param .f32 eps")
+    e(")")
 
 
 def load_params(e: Emit) -> dict:
@@ -260,20 +284,20 @@ def conv_weights(e: Emit) -> None:
     e("mov.b32 %f3, %t0;")
 
 
-def state_address(e: Emit, pool: str) -> None:
-    """%pst = this thread's first state element: pool + ((slot NV + h) DK + 32 warp) DV + col, fp32."""
+def state_address(e: Emit, pool: str, head: str = "%h", group: str = "%warp", note: str = "") -> None:
+    """%pst = this thread's first state element: pool + ((slot NV + head) DK + 32 group) DV + col, fp32."""
     e(f"mul.lo.u64 %pst, %slot, {NV};")
-    e("cvt.u64.u32 %pt, %h;")
+    e(f"cvt.u64.u32 %pt, {head};")
     e("add.u64 %pst, %pst, %pt;")
     e(f"mul.lo.u64 %pst, %pst, {DK};")
-    e("shl.b32 %t0, %warp, 5;")
+    e(f"shl.b32 %t0, {group}, 5;")
     e("cvt.u64.u32 %pt, %t0;")
     e("add.u64 %pst, %pst, %pt;")
     e(f"mul.lo.u64 %pst, %pst, {DV};")
     e("cvt.u64.u32 %pt, %col;")
     e("add.u64 %pst, %pst, %pt;")
     e("shl.b64 %pst, %pst, 2;")
-    e(f"add.u64 %pst, {pool}, %pst;")
+    e(f"add.u64 %pst, {pool}, %pst;{note}")
 
 
 def conv_math(e: Emit) -> None:
@@ -305,6 +329,13 @@ def qk_norms_gates(e: Emit, qk: str) -> None:
     e("mul.f32 %f0, %q, %q;")
     e("mul.f32 %f1, %k, %k;")
     block_sum2(e, "%f0", "%f1", "%qn", "%kn")
+    qk_scale(e, "%t3", "  // each thread rewrites only its own q and k; read after the next bar.sync")
+    gates(e, "%bb", "%ab", "%beta", "%dec")
+    e("bar.sync 0;")
+
+
+def qk_scale(e: Emit, addr: str, note: str = "") -> None:
+    """q, k (sums of squares in %qn, %kn) l2-normalized, q scaled by dk^-1/2, both stored back at ``addr``."""
     e(f"add.f32 %qn, %qn, {f32(1e-6)};")
     e("rsqrt.approx.ftz.f32 %qn, %qn;")
     e("mul.f32 %q, %q, %qn;")
@@ -312,10 +343,8 @@ def qk_norms_gates(e: Emit, qk: str) -> None:
     e(f"add.f32 %kn, %kn, {f32(1e-6)};")
     e("rsqrt.approx.ftz.f32 %kn, %kn;")
     e("mul.f32 %k, %k, %kn;")
-    e("st.shared.f32 [%t3], %q;  // each thread rewrites only its own q and k; read after the next bar.sync")
-    e(f"st.shared.f32 [%t3+{4 * DK}], %k;")
-    gates(e, "%bb", "%ab", "%beta", "%dec")
-    e("bar.sync 0;")
+    e(f"st.shared.f32 [{addr}], %q;{note}")
+    e(f"st.shared.f32 [{addr}+{4 * DK}], %k;")
 
 
 def delta_rule(e: Emit, store_guard: str = "", st: str = "st.global", smem: bool = False) -> None:
@@ -590,14 +619,7 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
     e(".target sm_90a")
     e(".address_size 64")
     e()
-    e(f".visible .entry {name}(")
-    for p in PARAMS:
-        e(f"  .param .u64 {p},")
-    e("  .param .u32 qkv_row,")
-    e("  .param .u32 z_row,")
-    e("  .param .u32 pool_slots,")
-    e("  .param .f32 eps")
-    e(")")
+    entry_params(e, name)
     e(f".reqntid {THREADS}")
     e(f".reqnctapercluster {CLUSTER}, 1, 1")
     if maxnreg:
