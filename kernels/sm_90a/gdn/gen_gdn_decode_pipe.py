@@ -3,10 +3,11 @@ signature, arithmetic and bits as gdn_decode_b32, plus the batch size) as a pers
 whole value-head states, for the bandwidth-bound batches.
 
 Why: at B = 32 gdn_decode_b32 (and its smem build) reach 77-79% of the state roofline where a copy of
-the same bytes reaches 88-89%. Each CTA of a cluster of 8 loads its 16 KB slice once, computes, stores
+the same bytes reaches 89-94%. Each CTA of a cluster of 8 loads its 16 KB slice once, computes, stores
 and exits, so no loads are in flight while it computes; more CTAs per SM did not help, and the driver
 keeps at most 124 clusters of 8 resident (occupancy_diag.json) whatever the occupancy. Here no cluster
-is needed and each SM streams.
+is needed and each SM streams. Measured (experiments/gdn/README.md, last sections): as a PDL chain
+B = 32 37.4-37.9 us (85%); launched plainly 40.5-41 us, where a launch's start is not hidden.
 
 Work split: an item is (sequence, key head kh): its two value heads 2 kh and 2 kh + 1 share q and k.
 G = min(16 B, 132) CTAs of 512 threads, one per SM (2 x 64 KB stages of dynamic shared memory); CTA c
@@ -15,7 +16,8 @@ takes items c, c + G, ... (at most 4). Per item:
    th >= 256), each window written by its only reader; the model's BF16 rounding; x to shared memory;
 2. q, k l2-normalized over dk by warps 0-3 (shfl.bfly then the 4 warp sums in warp order), q scaled;
 3. per value head (sub-item hh = 0, 1): beta and exp(g); the head's 128 x 128 fp32 state, which a
-   cp.async.bulk (evict-first) brought into stage hh while the item before was computed, is read by
+   cp.async.bulk (no L2 policy: evict-first cost 2.4 us at B = 32) brought into stage hh while the item
+   before was computed, is read by
    warp w = 4 g + r as rows 32 g .. 32 g + 31 of columns 32 r + lane: S *= exp(g); kv = S^T k (each
    thread's 32 rows in order, the 4 row groups' partials in order); the stage is then free and thread 0
    requests the next item's state of this head into it; delta = beta (v - kv); S += k delta^T, stored
