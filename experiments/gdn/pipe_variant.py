@@ -62,16 +62,12 @@ CANDIDATES = {"plain": {"pipe_late": dict(late_second=True), "pipe_s3tn": dict(s
                         "pipe_nb": dict(norm_bar=True), "smem_nohint": dict(gen="gdn_decode", smem_state=True, smem_hint=False)},
               "pdl": {"pipe_s3tn_pdl": dict(stages=3, tma_store=True, norm_bar=True, pdl=True),
                       "smem_nohint_pdl": dict(gen="gdn_decode", smem_state=True, smem_hint=False, pdl=True)}}
-STAGE_BYTES = 128 * 128 * 4
-
-
-def same(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return bool(((a == b) | (a.isnan() & b.isnan())).all()) and a.shape == b.shape
 
 
 def main():
     from netra import contracts, paths
-    from netra.lifecycle import bench, check, testbeds
+    from netra.contracts.gdn import PIPE_SMEM
+    from netra.lifecycle import bench, check, metrics, testbeds
     from netra.runtime import launch as rt_launch
     from netra.runtime import loader
 
@@ -95,7 +91,7 @@ def main():
                 c = contracts.get(names[1])
                 ptx = paths.generator("gdn", "gen_gdn_decode").generate(name=c.name, **kw)
             else:
-                c = dataclasses.replace(contracts.get(names[2]), dynamic_smem=kw.get("stages", 2) * STAGE_BYTES)
+                c = dataclasses.replace(contracts.get(names[2]), dynamic_smem=kw.get("stages", 2) * PIPE_SMEM // 2)
                 ptx = gp.generate(name=c.name, **kw)
             module, fn = loader.load_text(c.name, ptx, dynamic_smem=c.dynamic_smem)
             keep.append(module)
@@ -118,7 +114,7 @@ def main():
                 assert go(*tb.args(b.bufs)) is None, f"{n}: guard refused {case}"
                 torch.cuda.synchronize()
                 outs[n] = b.results()
-            eq = {n: {o: same(outs[ref][o], outs[n][o]) for o in outs[ref]} for n in ok}
+            eq = {n: {o: metrics.first_mismatch(outs[ref][o], outs[n][o]) is None for o in outs[ref]} for n in ok}
             for n in ok:
                 ok[n] &= all(eq[n].values())
             print(kind, case, "seed", seed, "bad slots" if bad else "", eq, flush=True)

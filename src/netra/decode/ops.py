@@ -300,10 +300,9 @@ def gdn_decode(qkv: Tensor, z: Tensor, b: Tensor, a: Tensor, conv_weight: Tensor
         # under set_pdl (the decode runner's PDL capture) the build that loads the state before
         # griddepcontrol.wait: the runner launches it right after bf16_linear2 (contract
         # gdn_decode_b32_pdl). Never two gdn_decode calls on the same pools back to back under set_pdl:
-        # the second would read the state before the first has written it. From GDN_SMEM_B sequences,
-        # the builds that hold the state slice in shared memory (10 CTAs per SM; bitwise the same)
-        # The persistent pipeline of value-head states (bitwise the same) from GDN_PIPE_PDL_B sequences under
-        # set_pdl, from GDN_PIPE_B launched plainly
+        # the second would read the state before the first has written it. The persistent pipeline of
+        # value-head states from GDN_PIPE_PDL_B sequences under set_pdl and from GDN_PIPE_B plainly; below
+        # that, from GDN_SMEM_B, the state slice through shared memory (all bitwise the same)
         if qkv.shape[0] >= (GDN_PIPE_PDL_B if _dispatch._PDL else GDN_PIPE_B):
             k = gdn.DECODE_PIPE_PDL if _dispatch._PDL else gdn.DECODE_PIPE
         elif qkv.shape[0] >= GDN_SMEM_B:
