@@ -80,6 +80,11 @@ current, each swap, current again, so drift shows as a difference between the tw
   e8d33e9 (step_ab_early_e8d33e9.json, _b32_): 2.131 / 2.136 against 2.131 / 2.137, batch 32 12.858 against
   12.860 / 12.871. Neutral; rejected. early_again: the same, timed again (the order early, current, early_again,
   current_again puts each form on both sides of the other).
+- l2_prefetch (a candidate after 0f8a5ea): the projections whose CTAs stream more than their first strip
+  (12288, 8192, 9216, 4096 x 2048, the norm builds, 2048 x 4096 and its residual build) also ask L2 for
+  every later strip before griddepcontrol.wait (gen_fp8_gemv.generate(l2_prefetch=True)), so DRAM is busy
+  from each CTA's start, and under PDL during the previous grid's tail. Prediction: 0-0.5 us per such
+  projection, so 10-40 us per batch-1 step on either engine. Bitwise.
 - moe_prefetch (a candidate after 8a62374): one more launch right after the router at batch <= 2,
   `moe_prefetch.ptx` beside this script (hand-written): 96 CTAs of one warp, each lane one 8 KB
   cp.async.bulk.prefetch.L2 of the chosen experts' packed gate | up and down (24 MiB per token), so the
@@ -118,7 +123,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_prev", "shared_first", "pre_strips_prev",
          "moedown_s6", "expert_stats", "ks2_prev", "res_ks2", "pdl_s2", "carveout", "pre_all", "early",
-         "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev",
+         "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch",
          "current_again", "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
@@ -175,6 +180,11 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
                 out[sh.name] = (g.generate(sh, pre_strips=None, x_first_m16=False), contracts.get(sh.name).dynamic_smem)
             if form == "early" and (sh.N * sh.K >= 8 << 20 or sh.fuse == "gate"):
                 out[sh.name] = (g.generate(sh, early_trigger=True), contracts.get(sh.name).dynamic_smem)
+    if form == "l2_prefetch":  # the promoted shapes and contracts; every later strip asked of L2 before the wait
+        g = paths.generator("proj", "gen_fp8_gemv")
+        for sh in SHAPES + FUSED:
+            if sh.ksplit == 1 and (-(-sh.S // sh.grid) > 1 or sh.pre_strips == 0):
+                out[sh.name] = (g.generate(sh, l2_prefetch=True), contracts.get(sh.name).dynamic_smem)
     if form == "pre_strips_prev":
         g = paths.generator("proj", "gen_fp8_gemv")
         for sh in SHAPES + FUSED:

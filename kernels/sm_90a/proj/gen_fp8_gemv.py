@@ -587,6 +587,23 @@ def issue_strips(e: Emit, sh: Shape, first: str, count: int, stage0: str, label:
     e(f"{label}:")
 
 
+def prefetch_strips(e: Emit, sh: Shape, start: int, label: str) -> None:
+    """(Thread 0.) An L2 prefetch of the weight tiles of the CTA's strips start, start + 1, ... (strip
+    s + i G while < S): DRAM -> L2 only, nothing returns to the SM, so the ring's later copies hit L2."""
+    n = -(-sh.S // sh.grid)
+    if start < n:
+        e(f"  mad.lo.u32 %sn, %nct, {start}, %s;")
+    for _ in range(start, n):
+        e(f"  setp.ge.u32 %p, %sn, {sh.S};")
+        e(f"  @%p bra {label};")
+        e(f"  mul.lo.u32 %t0, %sn, {sh.KB};")
+        e("  mul.wide.u32 %pt64, %t0, 2048;")
+        e("  add.u64 %pa, %pw, %pt64;")
+        e(f"  cp.async.bulk.prefetch.L2.global [%pa], {sh.KB * 2048};")
+        e("  add.u32 %sn, %sn, %nct;")
+    e(f"{label}:")
+
+
 def store_partials(e: Emit, nts: tuple = (0, 1)) -> None:
     """The warp's 16 x 16 partials %acc to [token][row] fp32 at %t0 (C fragment: rows g, g + 8;
     tokens 2 tig, 2 tig + 1, + 8); only the n-tiles in ``nts``."""
@@ -884,7 +901,7 @@ def _pol() -> str:
 def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bool = True, packed_amax: bool = True,
              pre_strips: int | None | str = "shape", early_trigger: bool = False, split_m8: bool = True,
              tgroups: bool = False, xpair: bool = False, x_first_m16: bool | None = None, coherent_x: bool = True,
-             ids_early: bool = False, l2_hint: bool = True) -> str:
+             ids_early: bool = False, l2_hint: bool = True, l2_prefetch: bool = False) -> str:
     """The PTX. The defaults are the promoted build (v3g); ``generate(sh, **V3)`` is v3 as promoted
     at cb9faad (bitwise the same outputs). ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x, on v3): x comes into
     shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
@@ -924,7 +941,11 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     after its wait (the decode chain router -> shared gate | up -> experts -> moe_down; the router
     is two or three grids back); launched plainly it is always valid. The same arithmetic.
     ``l2_hint=False`` (a candidate, experiments/proj/l2_hint_variant.py): the weight copies without the
-    evict-first L2 policy (the GDN pipe build was 2.4 us faster at B = 32 without it)."""
+    evict-first L2 policy (the GDN pipe build was 2.4 us faster at B = 32 without it). ``l2_prefetch`` (a
+    candidate, experiments/proj/l2_prefetch_variant.py; not with a k split or experts): before the wait
+    thread 0 also asks L2 for every later strip of the CTA (cp.async.bulk.prefetch.L2, from the first
+    strip not copied before the wait), so DRAM is busy from the CTA's start while x loads, and under a
+    PDL chain during the previous grid's tail; the ring's copies then hit L2. The same arithmetic."""
     _L2["hint"] = l2_hint
     _XLD[0] = "ld.global" if coherent_x else "ld.global.nc"  # see _XLD
     ids_early = ids_early and sh.fuse in ("moe", "moedown")
@@ -1068,10 +1089,18 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         e("  @%p bra INIT_DONE;")
     e("  // the first " + ("NS chunks" if pre == NS // NC else "strip's chunks")
       + ", before griddepcontrol.wait: weights do not depend on the previous kernel")
-    if x_first_m16 and split_m8 and sh.fuse != "norm":
+    l2_prefetch = l2_prefetch and not ks and sh.fuse not in ("moe", "moedown", "gate")
+    xf = x_first_m16 and split_m8 and sh.fuse != "norm"
+    if xf:
         e("  setp.gt.u32 %pm8, %m, 8;")
-        e("  @%pm8 bra INIT_DONE;  // M > 8: x first, the chunks after it (the M > 8 copy)")
-    issue_strips(e, sh, "%s", pre, "0", "INIT_DONE")
+        e("  @%pm8 bra " + ("PF_ALL" if l2_prefetch else "INIT_DONE") + ";  // M > 8: x first, the chunks after it (the M > 8 copy)")
+    issue_strips(e, sh, "%s", pre, "0", "PRE_DONE" if l2_prefetch else "INIT_DONE")
+    if l2_prefetch:
+        prefetch_strips(e, sh, pre, "PF_DONE" if xf else "INIT_DONE")
+        if xf:
+            e("  bra.uni INIT_DONE;")
+            e("PF_ALL:")
+            prefetch_strips(e, sh, 0, "INIT_DONE")
     e("  bar.sync 0;")
     if ks:
         e("  barrier.cluster.arrive.relaxed.aligned;  // (after fence.mbarrier_init) this CTA's slot mbarriers are initialized")
