@@ -84,7 +84,11 @@ current, each swap, current again, so drift shows as a difference between the tw
   (12288, 8192, 9216, 4096 x 2048, the norm builds, 2048 x 4096 and its residual build) also ask L2 for
   every later strip before griddepcontrol.wait (gen_fp8_gemv.generate(l2_prefetch=True)), so DRAM is busy
   from each CTA's start, and under PDL during the previous grid's tail. Prediction: 0-0.5 us per such
-  projection, so 10-40 us per batch-1 step on either engine. Bitwise.
+  projection, so 10-40 us per batch-1 step on either engine. Bitwise. Measured at 6bbe0da: batch 1
+  2.465 / 2.172 ms plain / PDL against 2.406-2.407 / 2.120-2.128; batch 32 13.215 / 12.937 against
+  12.936-12.951 / 12.725-12.731. Rejected (experiments/proj/README.md).
+- l2_prefetch_lines: the same bytes by every thread's prefetch.global.L2 of single lines (l2_prefetch="lines"),
+  not the CTA's bulk unit, which also carries the ring's copies.
 - moe_prefetch (a candidate after 8a62374): one more launch right after the router at batch <= 2,
   `moe_prefetch.ptx` beside this script (hand-written): 96 CTAs of one warp, each lane one 8 KB
   cp.async.bulk.prefetch.L2 of the chosen experts' packed gate | up and down (24 MiB per token), so the
@@ -123,7 +127,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_prev", "shared_first", "pre_strips_prev",
          "moedown_s6", "expert_stats", "ks2_prev", "res_ks2", "pdl_s2", "carveout", "pre_all", "early",
-         "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch",
+         "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines",
          "current_again", "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
@@ -180,11 +184,12 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
                 out[sh.name] = (g.generate(sh, pre_strips=None, x_first_m16=False), contracts.get(sh.name).dynamic_smem)
             if form == "early" and (sh.N * sh.K >= 8 << 20 or sh.fuse == "gate"):
                 out[sh.name] = (g.generate(sh, early_trigger=True), contracts.get(sh.name).dynamic_smem)
-    if form == "l2_prefetch":  # the promoted shapes and contracts; every later strip asked of L2 before the wait
+    if form in ("l2_prefetch", "l2_prefetch_lines"):  # the promoted shapes and contracts; every later strip asked of L2 before the wait
         g = paths.generator("proj", "gen_fp8_gemv")
         for sh in SHAPES + FUSED:
             if sh.ksplit == 1 and (-(-sh.S // sh.grid) > 1 or sh.pre_strips == 0):
-                out[sh.name] = (g.generate(sh, l2_prefetch=True), contracts.get(sh.name).dynamic_smem)
+                out[sh.name] = (g.generate(sh, l2_prefetch=True if form == "l2_prefetch" else "lines"),
+                                contracts.get(sh.name).dynamic_smem)
     if form == "pre_strips_prev":
         g = paths.generator("proj", "gen_fp8_gemv")
         for sh in SHAPES + FUSED:

@@ -4,7 +4,9 @@ promoted builds, by variant_ab.run: bitwise check on NaN-poisoned inputs (2 seed
 launches), then both timed by the bench's method (CUDA-graph replay, inputs and weights rotated past
 4x L2), plainly and as a PDL chain. Two candidates: ``l2_prefetch`` (the promoted ring rule: the first
 strip copied before the wait) and ``l2_prefetch_x_first`` (no copy before the wait: x's loads first, every
-strip already requested from DRAM by the prefetch).
+strip already requested from DRAM by the prefetch); ``l2_prefetch_lines`` (the same bytes by every
+thread's prefetch.global.L2 of single 128-byte lines, not the CTA's bulk unit, which also serves the
+ring's copies). ``python3 l2_prefetch_variant.py [CANDIDATE ...] --out DIR`` (default: all three).
 
 Why (after 0f8a5ea): plainly, until x is loaded (~1.5 us at M = 1) only the first strip's 32 KB per SM
 (4.2 MB in all) is requested, less than DRAM delivers in that time; as a PDL chain the next grid can
@@ -26,6 +28,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 
+CANDIDATES = {"l2_prefetch": {"l2_prefetch": True}, "l2_prefetch_x_first": {"l2_prefetch": True, "pre_strips": 0},
+              "l2_prefetch_lines": {"l2_prefetch": "lines"}}
+
+
 def main():
     import variant_ab
 
@@ -33,9 +39,9 @@ def main():
 
     ends = lambda c: (c.cases()[0], c.cases()[-1])  # noqa: E731
     shapes = [(sh, ends) for sh in SHAPES + FUSED if sh.ksplit == 1 and (-(-sh.S // sh.grid) > 1 or sh.pre_strips == 0)]
-    variant_ab.run("l2_prefetch", {"l2_prefetch": True}, shapes, variant_ab.out_path("l2_prefetch_variant.json", HERE))
-    variant_ab.run("l2_prefetch_x_first", {"l2_prefetch": True, "pre_strips": 0}, shapes,
-                   variant_ab.out_path("l2_prefetch_x_first_variant.json", HERE))
+    which = [a for a in sys.argv[1:] if a in CANDIDATES] or list(CANDIDATES)
+    for label in which:
+        variant_ab.run(label, CANDIDATES[label], shapes, variant_ab.out_path(f"{label}_variant.json", HERE))
 
 
 if __name__ == "__main__":

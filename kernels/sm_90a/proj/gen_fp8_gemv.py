@@ -604,6 +604,27 @@ def prefetch_strips(e: Emit, sh: Shape, start: int, label: str) -> None:
     e(f"{label}:")
 
 
+def prefetch_lines(e: Emit, sh: Shape, start: int, label: str) -> None:
+    """(Every thread.) The same as prefetch_strips by prefetch.global.L2 of one 128-byte line per thread and
+    step (the load path, not the CTA's bulk unit, which also serves the ring's copies)."""
+    n, lines = -(-sh.S // sh.grid), sh.KB * 2048 // 128
+    e(f"  mad.lo.u32 %sn, %nct, {start}, %s;")
+    e("  mul.wide.u32 %pb, %th, 128;")
+    for _ in range(start, n):
+        e(f"  setp.ge.u32 %p, %sn, {sh.S};")
+        e(f"  @%p bra {label};")
+        e(f"  mul.lo.u32 %t0, %sn, {sh.KB};")
+        e("  mul.wide.u32 %pt64, %t0, 2048;")
+        e("  add.u64 %pa, %pw, %pt64;")
+        e("  add.u64 %pa, %pa, %pb;")
+        for j in range(0, lines, sh.threads):
+            if lines - j < sh.threads:
+                e(f"  setp.lt.u32 %p, %th, {lines - j};")
+            e(("  @%p " if lines - j < sh.threads else "  ") + f"prefetch.global.L2 [%pa+{j * 128}];")
+        e("  add.u32 %sn, %sn, %nct;")
+    e(f"{label}:")
+
+
 def store_partials(e: Emit, nts: tuple = (0, 1)) -> None:
     """The warp's 16 x 16 partials %acc to [token][row] fp32 at %t0 (C fragment: rows g, g + 8;
     tokens 2 tig, 2 tig + 1, + 8); only the n-tiles in ``nts``."""
@@ -901,7 +922,7 @@ def _pol() -> str:
 def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bool = True, packed_amax: bool = True,
              pre_strips: int | None | str = "shape", early_trigger: bool = False, split_m8: bool = True,
              tgroups: bool = False, xpair: bool = False, x_first_m16: bool | None = None, coherent_x: bool = True,
-             ids_early: bool = False, l2_hint: bool = True, l2_prefetch: bool = False) -> str:
+             ids_early: bool = False, l2_hint: bool = True, l2_prefetch: bool | str = False) -> str:
     """The PTX. The defaults are the promoted build (v3g); ``generate(sh, **V3)`` is v3 as promoted
     at cb9faad (bitwise the same outputs). ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x, on v3): x comes into
     shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
@@ -945,7 +966,9 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     candidate, experiments/proj/l2_prefetch_variant.py; not with a k split or experts): before the wait
     thread 0 also asks L2 for every later strip of the CTA (cp.async.bulk.prefetch.L2, from the first
     strip not copied before the wait), so DRAM is busy from the CTA's start while x loads, and under a
-    PDL chain during the previous grid's tail; the ring's copies then hit L2. The same arithmetic."""
+    PDL chain during the previous grid's tail; the ring's copies then hit L2. ``l2_prefetch="lines"``: the
+    same bytes by every thread's prefetch.global.L2 of single lines (prefetch_lines), not the bulk unit.
+    The same arithmetic."""
     _L2["hint"] = l2_hint
     _XLD[0] = "ld.global" if coherent_x else "ld.global.nc"  # see _XLD
     ids_early = ids_early and sh.fuse in ("moe", "moedown")
@@ -1069,6 +1092,18 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         e("  // the ids before the wait: written two or more grids back (the op's PDL contract), read coherently")
         ids_load(e, sh, "ld.relaxed.gpu.global.u64")
         ids_store(e, sh, barrier=False)
+    lines = l2_prefetch == "lines" and not ks and sh.fuse not in ("moe", "moedown", "gate")
+    xf = x_first_m16 and split_m8 and sh.fuse != "norm"
+    if lines:
+        e("  // every later strip of this CTA asked of L2 by single-line prefetches (all threads), before the wait")
+        if xf:
+            e("  setp.gt.u32 %pm8, %m, 8;")
+            e("  @%pm8 bra PFL_ALL;")
+        prefetch_lines(e, sh, pre, "PFL_DONE" if xf else "PFL_END")
+        if xf:
+            e("  bra.uni PFL_END;")
+            e("PFL_ALL:")
+            prefetch_lines(e, sh, 0, "PFL_END")
     e("  setp.ne.u32 %p, %th, 0;")
     e("  @%p bra " + ("INIT_BARS;" if ids_early else "INIT_DONE;"))
     for i in range(NS):
@@ -1089,8 +1124,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         e("  @%p bra INIT_DONE;")
     e("  // the first " + ("NS chunks" if pre == NS // NC else "strip's chunks")
       + ", before griddepcontrol.wait: weights do not depend on the previous kernel")
-    l2_prefetch = l2_prefetch and not ks and sh.fuse not in ("moe", "moedown", "gate")
-    xf = x_first_m16 and split_m8 and sh.fuse != "norm"
+    l2_prefetch = l2_prefetch is True and not ks and sh.fuse not in ("moe", "moedown", "gate")
     if xf:
         e("  setp.gt.u32 %pm8, %m, 8;")
         e("  @%pm8 bra " + ("PF_ALL" if l2_prefetch else "INIT_DONE") + ";  // M > 8: x first, the chunks after it (the M > 8 copy)")
