@@ -922,7 +922,7 @@ def _pol() -> str:
 def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bool = True, packed_amax: bool = True,
              pre_strips: int | None | str = "shape", early_trigger: bool = False, split_m8: bool = True,
              tgroups: bool = False, xpair: bool = False, x_first_m16: bool | None = None, coherent_x: bool = True,
-             ids_early: bool = False, l2_hint: bool = True, l2_prefetch: bool | str = False) -> str:
+             ids_early: bool = False, l2_hint: bool = True, l2_prefetch: bool | str = False, m8_only: bool = False) -> str:
     """The PTX. The defaults are the promoted build (v3g); ``generate(sh, **V3)`` is v3 as promoted
     at cb9faad (bitwise the same outputs). ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x, on v3): x comes into
     shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
@@ -968,7 +968,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     strip not copied before the wait), so DRAM is busy from the CTA's start while x loads, and under a
     PDL chain during the previous grid's tail; the ring's copies then hit L2. ``l2_prefetch="lines"``: the
     same bytes by every thread's prefetch.global.L2 of single lines (prefetch_lines), not the bulk unit.
-    The same arithmetic."""
+    The same arithmetic. ``m8_only`` (a diagnostic build, experiments/proj/small_cta_variant.py): only the
+    M <= 8 body, so a build with few registers can be measured at M <= 8 (M > 8 would be wrong)."""
     _L2["hint"] = l2_hint
     _XLD[0] = "ld.global" if coherent_x else "ld.global.nc"  # see _XLD
     ids_early = ids_early and sh.fuse in ("moe", "moedown")
@@ -1148,7 +1149,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     e("  setp.gt.u32 %pm8, %m, 8;  // a second n-tile of 8 tokens")
     o = dict(stage_x=stage_x, x_rows=x_rows, skip_nt1=skip_nt1, packed_amax=packed_amax, pre=pre, xpair=False,
              ids_early=ids_early)
-    if sh.fuse in ("norm", "moedown") or tgroups:  # M <= 8 only (the norm's contract; a token group of at most 8)
+    if sh.fuse in ("norm", "moedown") or tgroups or m8_only:  # M <= 8 only (the norm's contract; a token group of at most 8)
         _body(e, sh, (0,), "_M8", **o)
     elif split_m8:
         e("  @%pm8 bra BODY_M16;  // M <= 8 and M > 8: two copies of the rest, each with only its own n-tiles")
