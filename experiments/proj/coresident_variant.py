@@ -25,9 +25,10 @@ Prediction (as PDL chains, M = 1): 12288 x 2048 7.5 -> 6.5-6.8 us (85-89%), 8192
 0.2-0.6 us slower at M = 1 (x queues behind the chunks; 2 stages were slower than 3 on v7). Such
 builds would be PDL-only (the op takes them under set_pdl, as gdn_decode's PDL build).
 
-  PYTHONPATH=src python3 experiments/proj/coresident_variant.py [pre_all] --out "$OUT"
+  PYTHONPATH=src python3 experiments/proj/coresident_variant.py [pre_all | early] --out "$OUT"
 
 pre_all (after 9a29372): the promoted 3-stage builds with every stage before the wait, for step_ab.py pre_all.
+early (after e084559): s2_all and ks2_s2_all with launch_dependents at the start.
 """
 
 from __future__ import annotations
@@ -75,5 +76,24 @@ def pre_all():
     variant_ab.run("pre_all", ALL, [(sh, at(1, 8, 16)) for sh in big], variant_ab.out_path("pre_all_variant.json", HERE))
 
 
+def early():
+    """s2_all and ks2_s2_all again with launch_dependents at the start (early_trigger), as the GEMV-shaped
+    reader of gemv_chain_ceiling.py triggers: a grid's whole share is requested before its wait, and the
+    next grid launches as soon as every CTA of this one has started, so it can take the second slot of
+    each SM and stream during this grid's work (the 2-CTA builds above triggered after the wait)."""
+    import variant_ab
+
+    from netra.contracts.proj import SHAPES
+
+    at = lambda *Ms: lambda c: [{"M": M} for M in Ms if M in c.dims["M"]]  # noqa: E731
+    path = lambda label: variant_ab.out_path(f"coresident_{label}_variant.json", HERE)  # noqa: E731
+    big = [sh for sh in SHAPES if sh.N * sh.K >= 8 << 20 and sh.K == 2048]
+    variant_ab.run("s2_all_early", dict(ALL, early_trigger=True), [(sh, at(1, 8)) for sh in big], path("s2_all_early"),
+                   candidate_shape=lambda sh: dataclasses.replace(sh, stages=2), carveout=MAX_SHARED)
+    variant_ab.run("ks2_s2_all_early", dict(ALL, early_trigger=True), [(sh, at(1, 8)) for sh in SHAPES if sh.K == 4096],
+                   path("ks2_s2_all_early"), candidate_shape=lambda sh: dataclasses.replace(sh, stages=2, ksplit=2),
+                   carveout=MAX_SHARED)
+
+
 if __name__ == "__main__":
-    pre_all() if "pre_all" in sys.argv else main()
+    {"pre_all": pre_all, "early": early}.get(next((a for a in sys.argv[1:] if a in ("pre_all", "early")), ""), main)()
