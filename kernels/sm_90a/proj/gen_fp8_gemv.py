@@ -587,40 +587,30 @@ def issue_strips(e: Emit, sh: Shape, first: str, count: int, stage0: str, label:
     e(f"{label}:")
 
 
-def prefetch_strips(e: Emit, sh: Shape, start: int, label: str) -> None:
-    """(Thread 0.) An L2 prefetch of the weight tiles of the CTA's strips start, start + 1, ... (strip
-    s + i G while < S): DRAM -> L2 only, nothing returns to the SM, so the ring's later copies hit L2."""
-    n = -(-sh.S // sh.grid)
+def prefetch_strips(e: Emit, sh: Shape, start: int, label: str, lines: bool = False) -> None:
+    """An L2 prefetch of the weight tiles of the CTA's strips start, start + 1, ... (strip s + i G while
+    < S): DRAM -> L2 only, nothing returns to the SM, so the ring's later copies hit L2. Thread 0, one
+    cp.async.bulk.prefetch.L2 per strip; or (``lines``) every thread, one prefetch.global.L2 of a 128-byte
+    line per step (the load path, not the CTA's bulk unit, which also serves the ring's copies)."""
+    n, nlines = -(-sh.S // sh.grid), sh.KB * 2048 // 128
     if start < n:
         e(f"  mad.lo.u32 %sn, %nct, {start}, %s;")
+        if lines:
+            e("  mul.wide.u32 %pb, %th, 128;")
     for _ in range(start, n):
         e(f"  setp.ge.u32 %p, %sn, {sh.S};")
         e(f"  @%p bra {label};")
         e(f"  mul.lo.u32 %t0, %sn, {sh.KB};")
         e("  mul.wide.u32 %pt64, %t0, 2048;")
         e("  add.u64 %pa, %pw, %pt64;")
-        e(f"  cp.async.bulk.prefetch.L2.global [%pa], {sh.KB * 2048};")
-        e("  add.u32 %sn, %sn, %nct;")
-    e(f"{label}:")
-
-
-def prefetch_lines(e: Emit, sh: Shape, start: int, label: str) -> None:
-    """(Every thread.) The same as prefetch_strips by prefetch.global.L2 of one 128-byte line per thread and
-    step (the load path, not the CTA's bulk unit, which also serves the ring's copies)."""
-    n, lines = -(-sh.S // sh.grid), sh.KB * 2048 // 128
-    e(f"  mad.lo.u32 %sn, %nct, {start}, %s;")
-    e("  mul.wide.u32 %pb, %th, 128;")
-    for _ in range(start, n):
-        e(f"  setp.ge.u32 %p, %sn, {sh.S};")
-        e(f"  @%p bra {label};")
-        e(f"  mul.lo.u32 %t0, %sn, {sh.KB};")
-        e("  mul.wide.u32 %pt64, %t0, 2048;")
-        e("  add.u64 %pa, %pw, %pt64;")
-        e("  add.u64 %pa, %pa, %pb;")
-        for j in range(0, lines, sh.threads):
-            if lines - j < sh.threads:
-                e(f"  setp.lt.u32 %p, %th, {lines - j};")
-            e(("  @%p " if lines - j < sh.threads else "  ") + f"prefetch.global.L2 [%pa+{j * 128}];")
+        if not lines:
+            e(f"  cp.async.bulk.prefetch.L2.global [%pa], {sh.KB * 2048};")
+        else:
+            e("  add.u64 %pa, %pa, %pb;")
+            for j in range(0, nlines, sh.threads):
+                if nlines - j < sh.threads:
+                    e(f"  setp.lt.u32 %p, %th, {nlines - j};")
+                e(("  @%p " if nlines - j < sh.threads else "  ") + f"prefetch.global.L2 [%pa+{j * 128}];")
         e("  add.u32 %sn, %sn, %nct;")
     e(f"{label}:")
 
@@ -967,7 +957,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     thread 0 also asks L2 for every later strip of the CTA (cp.async.bulk.prefetch.L2, from the first
     strip not copied before the wait), so DRAM is busy from the CTA's start while x loads, and under a
     PDL chain during the previous grid's tail; the ring's copies then hit L2. ``l2_prefetch="lines"``: the
-    same bytes by every thread's prefetch.global.L2 of single lines (prefetch_lines), not the bulk unit.
+    same bytes by every thread's prefetch.global.L2 of single lines (prefetch_strips(lines=True)), not the bulk unit.
     The same arithmetic. ``m8_only`` (a diagnostic build, experiments/proj/small_cta_variant.py): only the
     M <= 8 body, so a build with few registers can be measured at M <= 8 (M > 8 would be wrong)."""
     _L2["hint"] = l2_hint
@@ -1100,11 +1090,11 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         if xf:
             e("  setp.gt.u32 %pm8, %m, 8;")
             e("  @%pm8 bra PFL_ALL;")
-        prefetch_lines(e, sh, pre, "PFL_DONE" if xf else "PFL_END")
+        prefetch_strips(e, sh, pre, "PFL_DONE" if xf else "PFL_END", lines=True)
         if xf:
             e("  bra.uni PFL_END;")
             e("PFL_ALL:")
-            prefetch_lines(e, sh, 0, "PFL_END")
+            prefetch_strips(e, sh, 0, "PFL_END", lines=True)
     e("  setp.ne.u32 %p, %th, 0;")
     e("  @%p bra " + ("INIT_BARS;" if ids_early else "INIT_DONE;"))
     for i in range(NS):
