@@ -89,6 +89,11 @@ current, each swap, current again, so drift shows as a difference between the tw
   12.936-12.951 / 12.725-12.731. Rejected (experiments/proj/README.md).
 - l2_prefetch_lines: the same bytes by every thread's prefetch.global.L2 of single lines (l2_prefetch="lines"),
   not the CTA's bulk unit, which also carries the ring's copies.
+- k4096_chunks_first (after 44deb3d): 2048 x 4096 and its residual build (out_proj, o_proj: 40 launches per
+  step) with the strip's two chunks requested before the wait and x at M <= 8 (pre_strips=1, the rule before
+  56e2db6). v3r chose x first from the bench, where x is cold in DRAM and queued behind the chunks (5.45 ->
+  4.56 us at M = 1); in the step x is hot in L2 (experiments/proj/x_hot_chain.py). Prediction: batch 1 PDL
+  0-30 us less, plain within +-15 us. Bitwise.
 - moe_prefetch (a candidate after 8a62374): one more launch right after the router at batch <= 2,
   `moe_prefetch.ptx` beside this script (hand-written): 96 CTAs of one warp, each lane one 8 KB
   cp.async.bulk.prefetch.L2 of the chosen experts' packed gate | up and down (24 MiB per token), so the
@@ -127,7 +132,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_prev", "shared_first", "pre_strips_prev",
          "moedown_s6", "expert_stats", "ks2_prev", "res_ks2", "pdl_s2", "carveout", "pre_all", "early",
-         "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines",
+         "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
          "current_again", "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
@@ -190,6 +195,11 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
             if sh.ksplit == 1 and (-(-sh.S // sh.grid) > 1 or sh.pre_strips == 0):
                 out[sh.name] = (g.generate(sh, l2_prefetch=True if form == "l2_prefetch" else "lines"),
                                 contracts.get(sh.name).dynamic_smem)
+    if form == "k4096_chunks_first":  # out_proj / o_proj (and the plain 2048 x 4096) with their strip before x at M <= 8
+        g = paths.generator("proj", "gen_fp8_gemv")
+        for sh in SHAPES + FUSED:
+            if sh.K == 4096 and sh.ksplit == 1 and sh.fuse in ("", "res"):
+                out[sh.name] = (g.generate(sh, pre_strips=1), contracts.get(sh.name).dynamic_smem)
     if form == "pre_strips_prev":
         g = paths.generator("proj", "gen_fp8_gemv")
         for sh in SHAPES + FUSED:
