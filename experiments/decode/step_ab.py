@@ -93,7 +93,8 @@ current, each swap, current again, so drift shows as a difference between the tw
   step) with the strip's two chunks requested before the wait and x at M <= 8 (pre_strips=1, the rule before
   56e2db6). v3r chose x first from the bench, where x is cold in DRAM and queued behind the chunks (5.45 ->
   4.56 us at M = 1); in the step x is hot in L2 (experiments/proj/x_hot_chain.py). Prediction: batch 1 PDL
-  0-30 us less, plain within +-15 us. Bitwise.
+  0-30 us less, plain within +-15 us. Bitwise. Measured at e756719: batch 1 2.454 / 2.147 ms against
+  2.427-2.429 / 2.123-2.128, batch 8 4.518 / 4.282 against 4.477-4.478 / 4.262-4.265. Rejected.
 - moe_prefetch (a candidate after 8a62374): one more launch right after the router at batch <= 2,
   `moe_prefetch.ptx` beside this script (hand-written): 96 CTAs of one warp, each lane one 8 KB
   cp.async.bulk.prefetch.L2 of the chosen experts' packed gate | up and down (24 MiB per token), so the
