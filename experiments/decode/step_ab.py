@@ -193,7 +193,7 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
     if form in ("l2_prefetch", "l2_prefetch_lines"):  # the promoted shapes and contracts; every later strip asked of L2 before the wait
         g = paths.generator("proj", "gen_fp8_gemv")
         for sh in SHAPES + FUSED:
-            if sh.ksplit == 1 and (-(-sh.S // sh.grid) > 1 or sh.pre_strips == 0):
+            if g.prefetch_changes(sh):
                 out[sh.name] = (g.generate(sh, l2_prefetch=True if form == "l2_prefetch" else "lines"),
                                 contracts.get(sh.name).dynamic_smem)
     if form == "k4096_chunks_first":  # out_proj / o_proj (and the plain 2048 x 4096) with their strip before x at M <= 8

@@ -35,10 +35,12 @@ CANDIDATES = {"l2_prefetch": {"l2_prefetch": True}, "l2_prefetch_x_first": {"l2_
 def main():
     import variant_ab
 
+    from netra import paths
     from netra.contracts.proj import FUSED, SHAPES
 
     ends = lambda c: (c.cases()[0], c.cases()[-1])  # noqa: E731
-    shapes = [(sh, ends) for sh in SHAPES + FUSED if sh.ksplit == 1 and (-(-sh.S // sh.grid) > 1 or sh.pre_strips == 0)]
+    g = paths.generator("proj", "gen_fp8_gemv")
+    shapes = [(sh, ends) for sh in SHAPES + FUSED if g.prefetch_changes(sh)]
     which = [a for a in sys.argv[1:] if a in CANDIDATES] or list(CANDIDATES)
     for label in which:
         variant_ab.run(label, CANDIDATES[label], shapes, variant_ab.out_path(f"{label}_variant.json", HERE))

@@ -615,6 +615,13 @@ def prefetch_strips(e: Emit, sh: Shape, start: int, label: str, lines: bool = Fa
     e(f"{label}:")
 
 
+def prefetch_changes(sh: Shape) -> bool:
+    """Whether generate(sh, l2_prefetch=...) differs from the promoted build: not with a k split, experts or
+    the gate CTA, and only where a CTA streams a strip after those copied before the wait."""
+    return (sh.ksplit == 1 and sh.fuse not in ("moe", "moedown", "gate")
+            and (-(-sh.S // sh.grid) > 1 or sh.pre_strips == 0))
+
+
 def store_partials(e: Emit, nts: tuple = (0, 1)) -> None:
     """The warp's 16 x 16 partials %acc to [token][row] fp32 at %t0 (C fragment: rows g, g + 8;
     tokens 2 tig, 2 tig + 1, + 8); only the n-tiles in ``nts``."""
@@ -961,6 +968,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     The same arithmetic. ``m8_only`` (a diagnostic build, experiments/proj/small_cta_variant.py): only the
     M <= 8 body, so a build with few registers can be measured at M <= 8 (M > 8 would be wrong)."""
     _L2["hint"] = l2_hint
+    assert l2_prefetch in (False, True, "lines"), l2_prefetch
+    pf = l2_prefetch if sh.ksplit == 1 and sh.fuse not in ("moe", "moedown", "gate") else False
     _XLD[0] = "ld.global" if coherent_x else "ld.global.nc"  # see _XLD
     ids_early = ids_early and sh.fuse in ("moe", "moedown")
     assert x_rows or not skip_nt1
@@ -1083,9 +1092,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         e("  // the ids before the wait: written two or more grids back (the op's PDL contract), read coherently")
         ids_load(e, sh, "ld.relaxed.gpu.global.u64")
         ids_store(e, sh, barrier=False)
-    lines = l2_prefetch == "lines" and not ks and sh.fuse not in ("moe", "moedown", "gate")
     xf = x_first_m16 and split_m8 and sh.fuse != "norm"
-    if lines:
+    if pf == "lines":
         e("  // every later strip of this CTA asked of L2 by single-line prefetches (all threads), before the wait")
         if xf:
             e("  setp.gt.u32 %pm8, %m, 8;")
@@ -1115,7 +1123,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         e("  @%p bra INIT_DONE;")
     e("  // the first " + ("NS chunks" if pre == NS // NC else "strip's chunks")
       + ", before griddepcontrol.wait: weights do not depend on the previous kernel")
-    l2_prefetch = l2_prefetch is True and not ks and sh.fuse not in ("moe", "moedown", "gate")
+    l2_prefetch = pf is True
     if xf:
         e("  setp.gt.u32 %pm8, %m, 8;")
         e("  @%pm8 bra " + ("PF_ALL" if l2_prefetch else "INIT_DONE") + ";  // M > 8: x first, the chunks after it (the M > 8 copy)")

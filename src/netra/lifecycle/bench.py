@@ -156,10 +156,10 @@ def _public_call(name: str, b: dict):
         return lambda: ops.qk_rmsnorm(b["q"], b["k"], b["q_weight"], b["k_weight"], e, out_q=b["out_q"], out_k=b["out_k"])
     if name == "gated_rmsnorm_d128":
         return lambda: ops.gated_rmsnorm(b["o"], b["z"], b["w"], e, out=b["y"])
-    if contracts.get(name).op in ("gdn_decode", "gdn_verify"):  # every build of the op (_pdl, _smem, ...)
+    if (op_name := contracts.get(name).op) in ("gdn_decode", "gdn_verify"):  # every build of the op (_pdl, _smem, ...)
         from ..decode import ops as dops
 
-        op = dops.gdn_verify if contracts.get(name).op == "gdn_verify" else dops.gdn_decode
+        op = dops.gdn_verify if op_name == "gdn_verify" else dops.gdn_decode
         return lambda: op(*testbeds._gdn_args(b), 16, e, b["out"])
     if name.startswith("gdn_verify_chunk"):
         from ..decode import ops as dops
