@@ -181,6 +181,26 @@ def amax_packed(e: Emit, X: str) -> None:
     e("  mov.b32 %amax, %t0;")
 
 
+def amax_s16(e: Emit, X: str) -> None:
+    """As amax_packed, without masking each register: the unsigned max of the raw BF16 bits is
+    0x8000 | the largest negative magnitude if any value is negative (else the largest positive),
+    the signed max the largest positive if any is non-negative (else 0x8000 | the largest
+    negative magnitude); the larger of the two magnitudes is the amax. The same value."""
+    e(f"  max.u16x2 %t0, {X}0, {X}1;")
+    e(f"  max.s16x2 %t1, {X}0, {X}1;")
+    for r in range(2, 16):
+        e(f"  max.u16x2 %t0, %t0, {X}{r};")
+        e(f"  max.s16x2 %t1, %t1, {X}{r};")
+    e("  and.b32 %t0, %t0, 0x7fff7fff;")
+    e("  and.b32 %t1, %t1, 0x7fff7fff;")
+    e("  max.u16x2 %t0, %t0, %t1;")
+    e("  shr.u32 %t1, %t0, 16;")
+    e("  and.b32 %t0, %t0, 0xffff;")
+    e("  max.u32 %t0, %t0, %t1;")
+    e("  shl.b32 %t0, %t0, 16;")
+    e("  mov.b32 %amax, %t0;")
+
+
 def x_scale_bits(e: Emit) -> None:
     """From %amax: %t2 = the bits of the scale 2^e, %t3 of its inverse (both 0 for an all-zero row)."""
     e("  // E = biased exponent of amax, at least 15 (inverse stays normal); scale 2^(141 - E), inverse 2^(E - 141)")
@@ -251,6 +271,30 @@ def x_rows_load(e: Emit, h: int, nt: int, W: int, K: int, tok_reg: str = "") -> 
         for c in range(4):
             e(f"  mov.b32 {X}{4 * j + c}, 0;")
         e(f"  @%pv {_XLD[0]}.v4.u32 {{{regs}}}, [%pa];")
+
+
+def x_direct_load(e: Emit, h: int, nt: int, W: int, K: int) -> None:
+    """x_direct (weights packed by pack_weight(x_direct=True)): the thread's B fragments of k block
+    h W + warp, token 8 nt + g, straight from global memory: lane (g, tig) takes columns
+    32 j + 8 tig .. + 7 of the block by 16-byte load j (j = 0..3) into %xr{nt}_{h}_{4 j}..{4 j + 3};
+    the packed weights put the same columns in the A fragments (netra.contracts.proj.frag_k), so no trip
+    through shared memory. Each load instruction reads 64 contiguous bytes of each of 8 tokens
+    (16 whole sectors); 0 for a token >= M."""
+    X = f"%xr{nt}_{h}_"
+    e(f"  // x of k block {h} * {W} + warp, n-tile {nt}: token {8 * nt} + g, columns 32 j + 8 tig .. + 7, fragment order")
+    e(f"  add.u32 %tok, %g, {8 * nt};")
+    e("  setp.lt.u32 %pv, %tok, %m;")
+    e(f"  add.u32 %kb, %warp, {h * W};")
+    e(f"  mul.lo.u32 %t0, %tok, {K};")
+    e("  mad.lo.u32 %t0, %kb, 128, %t0;")
+    e("  mad.lo.u32 %t0, %tig, 8, %t0;")
+    e("  mul.wide.u32 %pt64, %t0, 2;")
+    e("  add.u64 %pa, %px, %pt64;")
+    for j in range(4):
+        regs = ", ".join(f"{X}{4 * j + c}" for c in range(4))
+        for c in range(4):
+            e(f"  mov.b32 {X}{4 * j + c}, 0;")
+        e(f"  @%pv {_XLD[0]}.v4.u32 {{{regs}}}, [%pa+{64 * j}];")
 
 
 def x_rows_load_gu(e: Emit, sh: Shape, h: int) -> None:
@@ -444,13 +488,18 @@ def x_pair_fragments(e: Emit, sh: Shape, h: int, nt: int) -> None:
         e(f"  ld.shared.u32 {X}{r}, [%t0];")
 
 
-def x_convert(e: Emit, h: int, nt: int, packed: bool = False) -> None:
+def x_convert(e: Emit, h: int, nt: int, packed: bool | str = False, scale_bf16x2: bool = False) -> None:
     """amax over the mma group's 4 threads (they hold the 128 values of token 8 nt + g in this
     k block), the power-of-two scale, f16 fragments in place; the inverse scale to %inv{nt}_{h}.
-    ``packed``: the thread's amax by amax_packed (the same value, a quarter of the instructions)."""
+    ``packed``: the thread's amax by amax_packed (the same value, a quarter of the instructions).
+    ``scale_bf16x2``: both BF16 of a register scaled by one mul.rn.bf16x2 before they are unpacked, not
+    two f32 multiplies after (a power of two: exact in BF16 but below 2^-133, which f16 rounds to 0 either
+    way; BF16 arithmetic keeps subnormals), so the same fragments."""
     X = f"%xr{nt}_{h}_"
     e(f"  // amax of (token, k block) over the group's 4 threads; scale; f16 fragments (chunk {h}, n-tile {nt})")
-    if packed:
+    if packed == "s16":
+        amax_s16(e, X)
+    elif packed:
         amax_packed(e, X)
     else:
         e("  mov.f32 %amax, 0f00000000;")
@@ -462,10 +511,15 @@ def x_convert(e: Emit, h: int, nt: int, packed: bool = False) -> None:
     x_scale_bits(e)
     e("  mov.b32 %sc, %t2;")
     e(f"  mov.b32 %inv{nt}_{h}, %t3;")
+    if scale_bf16x2:
+        e("  prmt.b32 %t2, %t2, 0, 0x3232;  // the scale (a power of two) as two BF16")
     for r in range(16):
+        if scale_bf16x2:
+            e(f"  mul.rn.bf16x2 {X}{r}, {X}{r}, %t2;")
         bf16x2_to_f32(e, f"{X}{r}")
-        e("  mul.f32 %f0, %f0, %sc;")
-        e("  mul.f32 %f1, %f1, %sc;")
+        if not scale_bf16x2:
+            e("  mul.f32 %f0, %f0, %sc;")
+            e("  mul.f32 %f1, %f1, %sc;")
         e(f"  cvt.rn.f16x2.f32 {X}{r}, %f1, %f0;")
 
 
@@ -919,7 +973,8 @@ def _pol() -> str:
 def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bool = True, packed_amax: bool = True,
              pre_strips: int | None | str = "shape", early_trigger: bool = False, split_m8: bool = True,
              tgroups: bool = False, xpair: bool = False, x_first_m16: bool | None = None, coherent_x: bool = True,
-             ids_early: bool = False, l2_hint: bool = True, l2_prefetch: bool | str = False, m8_only: bool = False) -> str:
+             ids_early: bool = False, l2_hint: bool = True, l2_prefetch: bool | str = False, m8_only: bool = False,
+             x_direct: bool = False, scale_bf16x2: bool = False) -> str:
     """The PTX. The defaults are the promoted build (v3g); ``generate(sh, **V3)`` is v3 as promoted
     at cb9faad (bitwise the same outputs). ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x, on v3): x comes into
     shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
@@ -966,13 +1021,22 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     PDL chain during the previous grid's tail; the ring's copies then hit L2. ``l2_prefetch="lines"``: the
     same bytes by every thread's prefetch.global.L2 of single lines (prefetch_strips(lines=True)), not the bulk unit.
     The same arithmetic. ``m8_only`` (a diagnostic build, experiments/proj/small_cta_variant.py): only the
-    M <= 8 body, so a build with few registers can be measured at M <= 8 (M > 8 would be wrong)."""
+    M <= 8 body, so a build with few registers can be measured at M <= 8 (M > 8 would be wrong).
+    ``x_direct`` (a candidate, experiments/proj/x_direct_variant.py; plain, residual and gate kernels): the
+    weights packed by pack_weight(x_direct=True), whose A fragments take the 128 columns of a k block in
+    the order that puts each thread's x fragments in 64 contiguous bytes (contracts.proj.frag_k), so x comes by
+    four 16-byte loads per (n-tile, k block) straight into the fragment registers: no trip through shared
+    memory and no barrier after the prologue (trace_promoted_ca007e6.json: 1.1-1.6 us from the wait to
+    converted x). Not bitwise the promoted kernels (each mma sums other columns). ``packed_amax="s16"``:
+    the amax by amax_s16 (the same value, no mask per register). ``scale_bf16x2``: x scaled as packed BF16
+    (x_convert; the same fragments)."""
     _L2["hint"] = l2_hint
     assert l2_prefetch in (False, True, "lines"), l2_prefetch
     pf = l2_prefetch if sh.ksplit == 1 and sh.fuse not in ("moe", "moedown", "gate") else False
     _XLD[0] = "ld.global" if coherent_x else "ld.global.nc"  # see _XLD
     ids_early = ids_early and sh.fuse in ("moe", "moedown")
     assert x_rows or not skip_nt1
+    assert not x_direct or (x_rows and split_m8 and sh.fuse in ("", "res", "gate") and not (tgroups or xpair or stage_x))
     assert not (stage_x and x_rows), "stage_x is a variant of v3's x prologue: pass **V3 with it"
     assert sh.fuse in ("", "norm", "res", "gate", "moe", "moedown") and (sh.fuse != "norm" or (x_rows and sh.NC == 1))
     N, K, S, W, NC, SB, NS = sh.N, sh.K, sh.S, sh.W, sh.NC, sh.SB, sh.NS
@@ -1146,7 +1210,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     e("  mov.u32 %phase, 0;")
     e("  setp.gt.u32 %pm8, %m, 8;  // a second n-tile of 8 tokens")
     o = dict(stage_x=stage_x, x_rows=x_rows, skip_nt1=skip_nt1, packed_amax=packed_amax, pre=pre, xpair=False,
-             ids_early=ids_early)
+             ids_early=ids_early, x_direct=x_direct, scale_bf16x2=scale_bf16x2)
     if sh.fuse in ("norm", "moedown") or tgroups or m8_only:  # M <= 8 only (the norm's contract; a token group of at most 8)
         _body(e, sh, (0,), "_M8", **o)
     elif split_m8:
@@ -1263,7 +1327,8 @@ def ids_store(e: Emit, sh: Shape, barrier: bool = True) -> None:
 
 
 def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool, x_rows: bool, skip_nt1: bool,
-          packed_amax: bool, pre: int, xpair: bool = False, ids_early: bool = False) -> None:
+          packed_amax: bool | str, pre: int, xpair: bool = False, ids_early: bool = False,
+          x_direct: bool = False, scale_bf16x2: bool = False) -> None:
     """Everything after griddepcontrol.wait, to ret: the x prologue and the strip loop. ``nts``:
     the n-tiles this copy computes ((0,) for M <= 8, (0, 1) for M > 8: no predicate on the
     second n-tile), or None for one copy for every M (the second n-tile's mma predicated on
@@ -1323,6 +1388,8 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool, x_rows
                 x_staged_fragments(e, h, nt, W, K, x_stride)
             elif x_rows and sh.fuse == "moedown":  # gate and up rows: the pairs', then the shared expert's
                 x_rows_load_gu(e, sh, h)
+            elif x_direct:
+                x_direct_load(e, h, nt, W, K)
             elif x_rows:
                 x_rows_load(e, h, nt, W, K)
             else:
@@ -1342,19 +1409,19 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool, x_rows
     if sh.fuse == "moedown":  # after the chunks are requested: the products wait on the gate | up loads
         for h in range(NC):
             silu_mul(e, h)
-    if x_rows:
+    if x_rows and not x_direct:
         e("  mad.lo.u32 %xst, %warp, 2048, %sbase;  // the warp's 2 KB of the reduction buffers")
         e(f"  add.u32 %xst, %xst, {sh.red_off};")
     if skip_nt1:
         for h in range(NC):
             x_rows_to_fragments(e, h, 0)
-            x_convert(e, h, 0, packed_amax)
+            x_convert(e, h, 0, packed_amax, scale_bf16x2)
         for h in range(NC):
             e(f"  mov.b32 %inv1_{h}, 0;")
         e("  @!%pm8 bra NT1_DONE;  // M <= 8: no second n-tile")
         for h in range(NC):
             x_rows_to_fragments(e, h, 1)
-            x_convert(e, h, 1, packed_amax)
+            x_convert(e, h, 1, packed_amax, scale_bf16x2)
         e("NT1_DONE:")
     elif xpair:
         e(f"  add.u32 %xpb, %sbase, {x_pair_layout(sh)[1]};  // this CTA's x mbarrier: the peer's n-tile has landed")
@@ -1367,18 +1434,18 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool, x_rows
                 x_pair_fragments(e, sh, h, nt)
         for h in range(NC):
             for nt in tiles:
-                x_convert(e, h, nt, packed_amax)
+                x_convert(e, h, nt, packed_amax, scale_bf16x2)
     else:
-        if x_rows:
+        if x_rows and not x_direct:
             for h in range(NC):
                 for nt in tiles:
                     x_rows_to_fragments(e, h, nt)
         for h in range(NC):
             for nt in tiles:
-                x_convert(e, h, nt, packed_amax)
+                x_convert(e, h, nt, packed_amax, scale_bf16x2)
                 if sh.fuse == "moedown":
                     moedown_mult(e, sh, h, nt)
-    if x_rows:
+    if x_rows and not x_direct:
         e("  bar.sync 0;  // every warp is done with its x region before any strip's partials land there")
     if sh.ksplit > 1:
         e("  barrier.cluster.wait.acquire.aligned;  // the peer's slot mbarriers are initialized")

@@ -166,6 +166,19 @@ class Fp8Gemv:
 # 6e78c34). The same split at 4096 x 2048 and 2048 x 4096, where a cluster walks 2-4 strips, was slower
 # at M <= 8 and gained at most 0.16 us at M = 16 (experiments/proj/README.md, k split)
 KSPLIT_1024 = 2
+def frag_k(step: int, tig: int, kk: int, x_direct: bool = False) -> int:
+    """The column, within a 128-k block, that mma step ``step`` (0..7) takes at its k index
+    2 tig + kk (kk in 0, 1, 8, 9) in the packed weight layout (netra.ops.proj.pack_weight) and in
+    the kernels' x fragments. The promoted layout: 16 step + 2 tig + kk. ``x_direct`` (a candidate:
+    gen_fp8_gemv.generate(x_direct=True)): fragment register r = 2 step + kk // 8 of lane (g, tig)
+    holds columns 32 j + 8 tig + 2 q, + 1 with j, q = divmod(r, 4), so each thread's 32 x values of
+    the block are 64 contiguous bytes."""
+    if not x_direct:
+        return 16 * step + 2 * tig + kk
+    j, q = divmod(2 * step + kk // 8, 4)
+    return 32 * j + 8 * tig + 2 * q + kk % 2
+
+
 SHAPES = (
     Fp8Gemv(12288, 2048, "GDN in_proj_qkv | in_proj_z, one launch"),
     Fp8Gemv(8192, 2048, "GDN in_proj_qkv"),

@@ -13,7 +13,7 @@ import functools
 import torch
 from torch import Tensor
 
-from ..contracts.proj import EXPERTS, FUSED, MOE_DOWN, MOE_DOWN_S6, MOE_DOWN_WIDE_M, SHAPES
+from ..contracts.proj import EXPERTS, FUSED, MOE_DOWN, MOE_DOWN_S6, MOE_DOWN_WIDE_M, SHAPES, frag_k
 from ._dispatch import KernelOp
 
 KERNELS = {(s.S, s.KB): KernelOp("fp8_linear", s.name, key=s.name) for s in SHAPES}
@@ -35,36 +35,39 @@ def moe_down_kernel_for(rows: int) -> KernelOp:
 
 
 @functools.cache
-def _tile_index(device: str) -> Tensor:
+def _tile_index(device: str, x_direct: bool = False) -> Tensor:
     """idx[o] = row * 128 + k (within the strip's 16 x 128 block) of packed byte o of a tile,
-    following the mma.m16n8k16 A-fragment layout: lane t = 4 g + tig holds rows g and g + 8,
-    k 2 tig, 2 tig + 1, 2 tig + 8, 2 tig + 9 of each k16 step, as
-    (g, k) (g, k + 1) (g + 8, k) (g + 8, k + 1) (g, k + 8) (g, k + 9) (g + 8, k + 8) (g + 8, k + 9)."""
+    following the mma.m16n8k16 A-fragment layout: lane t = 4 g + tig holds rows g and g + 8 and
+    k indices 2 tig, 2 tig + 1, 2 tig + 8, 2 tig + 9 of each k16 step, as
+    (g, k) (g, k + 1) (g + 8, k) (g + 8, k + 1) (g, k + 8) (g, k + 9) (g + 8, k + 8) (g + 8, k + 9);
+    the column of a k index is frag_k's."""
     o = torch.arange(2048)
     j, t, p = o // 512, (o % 512) // 16, o % 16
     g, tig = t // 4, t % 4
     step, q = 2 * j + p // 8, p % 8
     row = g + 8 * ((q // 2) % 2)
-    k = 16 * step + 2 * tig + 8 * (q // 4) + q % 2
+    cols = torch.tensor([[[frag_k(s_, tg, kk, x_direct) for kk in (0, 1, 8, 9)] for tg in range(4)] for s_ in range(8)])
+    k = cols[step, tig, 2 * (q // 4) + q % 2]
     return (row * 128 + k).to(device)
 
 
-def pack_weight(w: Tensor) -> Tensor:
+def pack_weight(w: Tensor, x_direct: bool = False) -> Tensor:
     """fp8 [..., N, K] (N, K multiples of 128) -> the kernels' layout [..., N / 16, K / 128, 2048]
-    (a stack of experts [E, N, K] packs each expert)."""
+    (a stack of experts [E, N, K] packs each expert). ``x_direct``: the columns of each k block in
+    the order of the x_direct candidate kernels (netra.contracts.proj.frag_k)."""
     *lead, N, K = w.shape
     if N % 128 or K % 128:
         raise ValueError(f"pack_weight: expected N and K multiples of 128, got [{N}, {K}]")
     tiles = (w.view(torch.uint8).reshape(-1, N // 16, 16, K // 128, 128).permute(0, 1, 3, 2, 4)
              .reshape(*lead, N // 16, K // 128, 2048))
-    return tiles[..., _tile_index(str(w.device))].contiguous().view(w.dtype)
+    return tiles[..., _tile_index(str(w.device), x_direct)].contiguous().view(w.dtype)
 
 
-def unpack_weight(p: Tensor) -> Tensor:
+def unpack_weight(p: Tensor, x_direct: bool = False) -> Tensor:
     """The inverse of pack_weight: [..., S, KB, 2048] -> [..., 16 S, 128 KB]."""
     *lead, S, KB, _ = p.shape
     tiles = torch.empty_like(p.view(torch.uint8))
-    tiles[..., _tile_index(str(p.device))] = p.view(torch.uint8)
+    tiles[..., _tile_index(str(p.device), x_direct)] = p.view(torch.uint8)
     return (tiles.reshape(-1, S, KB, 16, 128).permute(0, 1, 3, 2, 4).reshape(*lead, S * 16, KB * 128)
             .view(p.dtype))
 

@@ -1,0 +1,134 @@
+"""x straight into the mma fragments: the weights packed with the 128 columns of each k block in the
+order that puts every thread's x fragments in 64 contiguous bytes (pack_weight(x_direct=True),
+netra.contracts.proj.frag_k), so the x prologue is four 16-byte loads per (n-tile, k block) per thread,
+then the amax and the conversion, with no trip through shared memory and no CTA barrier after it
+(gen_fp8_gemv.generate(x_direct=True)). ``x_direct_lean`` adds two cuts to the conversion that give the
+same fragments: the amax by signed and unsigned packed max without a mask per register (amax_s16), and the
+power-of-two scale applied to both BF16 of a register by one mul.rn.bf16x2 (scale_bf16x2).
+
+Why (docs/notes/bars.md; trace_promoted_ca007e6.json): each CTA spends 1.1-1.6 us between
+griddepcontrol.wait and its converted x, and at M > 8 every CTA converts all of x (the M = 9 jump of
+0.8-1.0 us at 4096 x 2048, 2048 x 4096). SASS from the wait to the first mma, per thread (ptxas 13.0.88):
+4096 x 2048 M <= 8 365 -> 275 (x_direct) -> 255 (lean), M > 8 496 -> 366 -> 326; 2048 x 4096 M > 8
+820 -> 659 -> 542. Prediction: M = 16 at 4096 x 2048 and 2048 x 4096 0.3-0.5 us faster (M16 / M1 from
+1.22 / 1.27 toward 1.15), M = 1 0.1-0.3 us faster plainly and as a PDL chain; the persistent shapes
+(12288, 9216, 8192 x 2048) less, their weight stream leads.
+
+Not bitwise the promoted kernels (each mma sums other columns; the same products, another order): each
+build is checked against the float64 reference on NaN-poisoned outputs (M = 1, 5, 8, 9, 16, 2 seeds,
+launched plainly and as PDL), for 5 bitwise repeats and plain == PDL, and x_direct_lean bitwise against
+x_direct; then timed beside the promoted kernel (its own packing) by the bench's method (CUDA-graph
+replay, >= 16 rotated copies of inputs and weights), plainly and as a PDL chain.
+
+  PYTHONPATH=src python3 experiments/proj/x_direct_variant.py [CANDIDATE ...] --out "$OUT"
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+CANDIDATES = {"x_direct": {"x_direct": True},
+              "x_direct_lean": {"x_direct": True, "packed_amax": "s16", "scale_bf16x2": True}}
+CHECK_M = (1, 5, 8, 9, 16)
+TIME_M = (1, 8, 9, 16)
+
+
+def repacked(tb):
+    """The test bed with every weight packed for the x_direct kernels (the same values)."""
+    from netra.ops.proj import pack_weight
+
+    def make(dims, gen, device, _make=tb.make):
+        i = _make(dims, gen, device)
+        i["w"] = pack_weight(i["_w_plain"], x_direct=True)
+        return i
+
+    return dataclasses.replace(tb, make=make)
+
+
+def main():
+    import variant_ab
+
+    from netra import contracts, paths
+    from netra.contracts.proj import FUSED, SHAPES
+    from netra.lifecycle import bench, check, metrics, testbeds
+    from netra.runtime import launch as rt_launch
+    from netra.runtime import loader
+
+    g = paths.generator("proj", "gen_fp8_gemv")
+    floors = (rt_launch.raw_launcher(loader.load("empty_kernel", 0)), rt_launch.raw_launcher(loader.load("read_floor", 0)))
+    which = [a for a in sys.argv[1:] if a in CANDIDATES] or list(CANDIDATES)
+    res = {"method": bench.METHOD.format(R=bench.REPLAYS), "candidates": {k: CANDIDATES[k] for k in which}, "kernels": {}}
+    keep = []
+    out = variant_ab.out_path("x_direct_variant.json", HERE)
+    for sh in [s for s in SHAPES + FUSED if s.fuse in ("", "res", "gate")]:
+        c, tb = contracts.get(sh.name), testbeds.get(sh.name)
+        tbx = repacked(tb)
+        pdl = rt_launch.pdl_launcher()
+        gos = {"promoted": tuple(rt_launch.make_guard_and_launch(c, function_handle=loader.load(c.name, 0).handle, device=0, **k)
+                                 for k in ({}, {"launch": pdl}))}
+        for label in which:
+            module, fn = loader.load_text(sh.name, g.generate(sh, **CANDIDATES[label]), dynamic_smem=c.dynamic_smem)
+            keep.append(module)
+            gos[label] = tuple(rt_launch.make_guard_and_launch(c, function_handle=int(fn), device=0, **k)
+                               for k in ({}, {"launch": pdl}))
+        rows = {}
+        firsts = {}
+        for label in ["promoted"] + which:  # correctness first: float64 reference, NaN-poisoned outputs
+            bed = tb if label == "promoted" else tbx
+            worst, same_pdl = 0.0, True
+            for m in CHECK_M:
+                for seed in (0, 1):
+                    got = []
+                    for go in gos[label]:
+                        b = check.Bench(bed, {"M": m}, seed)
+                        b.reset()
+                        assert go(*bed.args(b.bufs)) is None
+                        torch.cuda.synchronize()
+                        ref = bed.reference_for(b.original_inputs(), b.bufs)
+                        worst = max(worst, max(metrics.output_error(b.bufs[n], ref[n]) for n in bed.output_names()))
+                        got.append(b.results())
+                    same_pdl = same_pdl and all(metrics.first_mismatch(got[0][n], got[1][n]) is None for n in got[0])
+                    firsts[(label, m, seed)] = got[0]
+            det = True
+            b = check.Bench(bed, {"M": 16}, 7)
+            first = None
+            for _ in range(5):
+                b.reset()
+                gos[label][0](*bed.args(b.bufs))
+                torch.cuda.synchronize()
+                r = b.results()
+                det = det and (first is None or all(metrics.first_mismatch(r[n], first[n]) is None for n in r))
+                first = first or r
+            rows[label + "_check"] = {"max_rel_err": worst, "tolerance": c.tolerance, "pass": worst <= c.tolerance,
+                                      "deterministic": det, "pdl_bitwise_plain": same_pdl}
+            print(sh.name, label, rows[label + "_check"], flush=True)
+        if "x_direct" in which and "x_direct_lean" in which:
+            rows["lean_bitwise_x_direct"] = all(
+                metrics.first_mismatch(firsts[("x_direct_lean", m, s)][n], firsts[("x_direct", m, s)][n]) is None
+                for m in CHECK_M for s in (0, 1) for n in firsts[("x_direct", m, s)])
+        for m in TIME_M:
+            row = {}
+            for name, (go, go_pdl) in gos.items():
+                if not rows[name + "_check"]["pass"]:
+                    continue
+                r = bench.bench_case(tb if name == "promoted" else tbx, {"M": m}, go, floors, peers=False,
+                                     log=lambda *_: None, go_pdl=go_pdl)
+                row[name] = {"us": r["median_us"], "pdl_chain_us": r.get("pdl_chain_us"),
+                             "read_floor_us": r["peers"]["read_floor"]}
+            rows[f"M={m}"] = row
+            print(sh.name, m, row, flush=True)
+        res["kernels"][sh.name] = rows
+        json.dump(res, open(out, "w"), indent=1)  # after every kernel
+    del keep
+
+
+if __name__ == "__main__":
+    main()
