@@ -35,8 +35,20 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+LEAN = {"packed_amax": "s16", "scale_bf16x2": True}
 CANDIDATES = {"x_direct": {"x_direct": True},
-              "x_direct_lean": {"x_direct": True, "packed_amax": "s16", "scale_bf16x2": True}}
+              "x_direct_lean": {"x_direct": True, **LEAN},
+              # second run (after the first showed x_direct slower, more so with M):
+              "promoted_lean": LEAN,  # the promoted kernel with only the conversion cut: bitwise it
+              "x_rows_v4_lean": {"x_direct": "v4", **LEAN},  # whole-line row loads, 16-byte fragment reads
+              "x_direct_cg": {"x_direct": True, **LEAN, "x_ld": "ld.global.cg"},  # diagnostic: x not through L1
+              "stage_x_m16": {"stage_x_m16": True},  # M > 8: x rows by bulk copies, before the chunks
+              "stage_x_m16_mc": {"stage_x_m16": "mc"}}  # the same, multicast over clusters of 2
+REPACKED = ("x_direct", "x_direct_lean", "x_rows_v4_lean", "x_direct_cg")
+
+
+def applies(label: str, sh) -> bool:
+    return not label.startswith("stage_x") or (sh.fuse in ("", "res") and sh.ksplit == 1)
 CHECK_M = (1, 5, 8, 9, 16)
 TIME_M = (1, 8, 9, 16)
 
@@ -64,25 +76,30 @@ def main():
 
     g = paths.generator("proj", "gen_fp8_gemv")
     floors = (rt_launch.raw_launcher(loader.load("empty_kernel", 0)), rt_launch.raw_launcher(loader.load("read_floor", 0)))
-    which = [a for a in sys.argv[1:] if a in CANDIDATES] or list(CANDIDATES)
+    which = [a for a in sys.argv[1:] if a in CANDIDATES] or list(CANDIDATES)[:2]
     res = {"method": bench.METHOD.format(R=bench.REPLAYS), "candidates": {k: CANDIDATES[k] for k in which}, "kernels": {}}
     keep = []
-    out = variant_ab.out_path("x_direct_variant.json", HERE)
+    out = variant_ab.out_path("x_direct_variant.json" if which == list(CANDIDATES)[:2] else "x_direct_variant_2.json", HERE)
     for sh in [s for s in SHAPES + FUSED if s.fuse in ("", "res", "gate")]:
         c, tb = contracts.get(sh.name), testbeds.get(sh.name)
         tbx = repacked(tb)
+        beds = {}
         pdl = rt_launch.pdl_launcher()
         gos = {"promoted": tuple(rt_launch.make_guard_and_launch(c, function_handle=loader.load(c.name, 0).handle, device=0, **k)
                                  for k in ({}, {"launch": pdl}))}
-        for label in which:
-            module, fn = loader.load_text(sh.name, g.generate(sh, **CANDIDATES[label]), dynamic_smem=c.dynamic_smem)
+        beds["promoted"] = tb
+        for label in [w for w in which if applies(w, sh)]:
+            opts = CANDIDATES[label]
+            c2 = dataclasses.replace(c, dynamic_smem=g.x_stage_layout(sh)[2] + 8) if "stage_x_m16" in opts else c
+            module, fn = loader.load_text(sh.name, g.generate(sh, **opts), dynamic_smem=c2.dynamic_smem)
             keep.append(module)
-            gos[label] = tuple(rt_launch.make_guard_and_launch(c, function_handle=int(fn), device=0, **k)
+            gos[label] = tuple(rt_launch.make_guard_and_launch(c2, function_handle=int(fn), device=0, **k)
                                for k in ({}, {"launch": pdl}))
+            beds[label] = tbx if label in REPACKED else tb
         rows = {}
         firsts = {}
-        for label in ["promoted"] + which:  # correctness first: float64 reference, NaN-poisoned outputs
-            bed = tb if label == "promoted" else tbx
+        for label in gos:  # correctness first: float64 reference, NaN-poisoned outputs
+            bed = beds[label]
             worst, same_pdl = 0.0, True
             for m in CHECK_M:
                 for seed in (0, 1):
@@ -109,6 +126,10 @@ def main():
                 first = first or r
             rows[label + "_check"] = {"max_rel_err": worst, "tolerance": c.tolerance, "pass": worst <= c.tolerance,
                                       "deterministic": det, "pdl_bitwise_plain": same_pdl}
+            if label != "promoted" and beds[label] is tb:  # the promoted fragments: the promoted bits
+                rows[label + "_check"]["bitwise_promoted"] = all(
+                    metrics.first_mismatch(firsts[(label, m, s)][n], firsts[("promoted", m, s)][n]) is None
+                    for m in CHECK_M for s in (0, 1) for n in firsts[("promoted", m, s)])
             print(sh.name, label, rows[label + "_check"], flush=True)
         if "x_direct" in which and "x_direct_lean" in which:
             rows["lean_bitwise_x_direct"] = all(
@@ -119,7 +140,7 @@ def main():
             for name, (go, go_pdl) in gos.items():
                 if not rows[name + "_check"]["pass"]:
                     continue
-                r = bench.bench_case(tb if name == "promoted" else tbx, {"M": m}, go, floors, peers=False,
+                r = bench.bench_case(beds[name], {"M": m}, go, floors, peers=False,
                                      log=lambda *_: None, go_pdl=go_pdl)
                 row[name] = {"us": r["median_us"], "pdl_chain_us": r.get("pdl_chain_us"),
                              "read_floor_us": r["peers"]["read_floor"]}

@@ -438,6 +438,48 @@ def x_rows_to_fragments(e: Emit, h: int, nt: int) -> None:
     e("  bar.warp.sync 0xffffffff;  // the next rows may overwrite the region")
 
 
+def x_rows_to_fragments_v4(e: Emit, h: int, nt: int) -> None:
+    """As x_rows_to_fragments, for weights packed by pack_weight(x_direct=True): the fragments come
+    back as 4 16-byte loads per thread (register 4 j + c = token g, columns 32 j + 8 tig + 2 c, + 1:
+    16-byte chunk m = 4 j + tig of the row) instead of 16 four-byte ones. Chunk m of token row r
+    sits at m ^ 4 (r % 2) ^ (r / 2) % 4: conflict-free for the row stores (one row per 8 lanes) and
+    for the fragment loads (8 lanes: rows 2 q, 2 q + 1, four chunks each)."""
+    X = f"%xr{nt}_{h}_"
+    e(f"  // n-tile {nt}, chunk {h}: rows to shared memory, fragments back (16-byte loads)")
+    e("  shr.u32 %t1, %lane, 4;")
+    e("  and.b32 %t2, %lane, 15;")
+    for j in range(4):
+        e(f"  add.u32 %t3, %t1, {2 * j};  // token row in the n-tile")
+        e("  and.b32 %t0, %t3, 1;")
+        e("  shl.b32 %t0, %t0, 2;")
+        e("  xor.b32 %t0, %t0, %t2;")
+        e("  shr.u32 %ta, %t3, 1;")
+        e("  xor.b32 %t0, %t0, %ta;")
+        e("  shl.b32 %t0, %t0, 4;")
+        e("  mad.lo.u32 %t0, %t3, 256, %t0;")
+        e("  add.u32 %t0, %t0, %xst;")
+        regs = ", ".join(f"{X}{4 * j + c}" for c in range(4))
+        e(f"  st.shared.v4.u32 [%t0], {{{regs}}};")
+    e("  bar.warp.sync 0xffffffff;")
+    e("  // chunk 4 j + tig of row g at ((4 j) ^ t) 16, t = tig ^ 4 (g % 2) ^ g / 2: j = 0, 2 from one address, 1, 3 the other")
+    e("  and.b32 %t0, %g, 1;")
+    e("  shl.b32 %t0, %t0, 2;")
+    e("  xor.b32 %t0, %t0, %tig;")
+    e("  shr.u32 %t1, %g, 1;")
+    e("  xor.b32 %t0, %t0, %t1;")
+    e("  shl.b32 %t1, %g, 8;")
+    e("  add.u32 %t1, %t1, %xst;")
+    e("  shl.b32 %t2, %t0, 4;")
+    e("  add.u32 %t2, %t2, %t1;")
+    e("  xor.b32 %t0, %t0, 4;")
+    e("  shl.b32 %t3, %t0, 4;")
+    e("  add.u32 %t3, %t3, %t1;")
+    for j in range(4):
+        regs = ", ".join(f"{X}{4 * j + c}" for c in range(4))
+        e(f"  ld.shared.v4.u32 {{{regs}}}, [{'%t2' if j % 2 == 0 else '%t3'}+{128 * (j // 2)}];")
+    e("  bar.warp.sync 0xffffffff;  // the next rows may overwrite the region")
+
+
 def x_pair_layout(sh: Shape) -> tuple[int, int, int]:
     """xpair: (offset of the x exchange region, its mbarrier's offset, the dynamic shared memory
     in all) after the contract's shared memory: [chunk][n-tile][warp] 2 KB regions, each the
@@ -974,7 +1016,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
              pre_strips: int | None | str = "shape", early_trigger: bool = False, split_m8: bool = True,
              tgroups: bool = False, xpair: bool = False, x_first_m16: bool | None = None, coherent_x: bool = True,
              ids_early: bool = False, l2_hint: bool = True, l2_prefetch: bool | str = False, m8_only: bool = False,
-             x_direct: bool = False, scale_bf16x2: bool = False) -> str:
+             x_direct: bool | str = False, scale_bf16x2: bool = False, x_ld: str | None = None,
+             stage_x_m16: bool | str = False) -> str:
     """The PTX. The defaults are the promoted build (v3g); ``generate(sh, **V3)`` is v3 as promoted
     at cb9faad (bitwise the same outputs). ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x, on v3): x comes into
     shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
@@ -1029,15 +1072,28 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     memory and no barrier after the prologue (trace_promoted_ca007e6.json: 1.1-1.6 us from the wait to
     converted x). Not bitwise the promoted kernels (each mma sums other columns). ``packed_amax="s16"``:
     the amax by amax_s16 (the same value, no mask per register). ``scale_bf16x2``: x scaled as packed BF16
-    (x_convert; the same fragments)."""
+    (x_convert; the same fragments). ``x_direct="v4"``: the same packing, x by the coalesced row loads
+    through shared memory as before but back as 16-byte fragment loads (x_rows_to_fragments_v4). ``x_ld``:
+    the instruction that loads x (a diagnostic, e.g. "ld.global.cg"; default _XLD's). ``stage_x_m16`` (a
+    candidate, experiments/proj/x_direct_variant.py; plain and residual kernels, no k split): the M > 8 copy
+    takes x by one bulk copy per token row into padded shared rows after the contract's shared memory
+    (x_stage_layout; the launch's dynamic shared memory grows to its end), issued before the weight chunks,
+    and the fragments from there (x_staged_fragments), so x comes as a few large L2 requests per CTA
+    instead of 4 * 16 per warp; the M <= 8 copy is the promoted one. ``"mc"``: clusters of 2; rank r copies
+    the rows t = r (mod 2) with .multicast::cluster into both CTAs, so x is read from L2 once per pair.
+    Both give the promoted fragments, so the same outputs."""
     _L2["hint"] = l2_hint
     assert l2_prefetch in (False, True, "lines"), l2_prefetch
     pf = l2_prefetch if sh.ksplit == 1 and sh.fuse not in ("moe", "moedown", "gate") else False
-    _XLD[0] = "ld.global" if coherent_x else "ld.global.nc"  # see _XLD
+    _XLD[0] = x_ld or ("ld.global" if coherent_x else "ld.global.nc")  # see _XLD
     ids_early = ids_early and sh.fuse in ("moe", "moedown")
     assert x_rows or not skip_nt1
+    assert x_direct in (False, True, "v4")
     assert not x_direct or (x_rows and split_m8 and sh.fuse in ("", "res", "gate") and not (tgroups or xpair or stage_x))
     assert not (stage_x and x_rows), "stage_x is a variant of v3's x prologue: pass **V3 with it"
+    assert stage_x_m16 in (False, True, "mc")
+    assert not stage_x_m16 or (split_m8 and x_rows and not x_direct and sh.fuse in ("", "res") and sh.ksplit == 1
+                               and not (tgroups or xpair or stage_x) and sh.grid % 2 == 0)
     assert sh.fuse in ("", "norm", "res", "gate", "moe", "moedown") and (sh.fuse != "norm" or (x_rows and sh.NC == 1))
     N, K, S, W, NC, SB, NS = sh.N, sh.K, sh.S, sh.W, sh.NC, sh.SB, sh.NS
     x_first_m16 = sh.x_first if x_first_m16 is None else x_first_m16
@@ -1083,12 +1139,17 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         e(".reqnctapercluster 2, 1, 1  // x pairs: each CTA loads one n-tile of x for both (M > 8)")
     if ks:
         e(f".reqnctapercluster {sh.ksplit}, 1, 1  // k split: rank r streams and converts k half r of the cluster's strips")
+    if stage_x_m16 == "mc":
+        e(".reqnctapercluster 2, 1, 1  // M > 8: each CTA of a pair multicasts half of x's rows into both")
     e("{")
     e("  .reg .pred %p, %pm8, %pv, %pz;")
     e("  .reg .b32 %th, %warp, %lane, %g, %tig, %m, %s, %sn, %nct, %t0, %t1, %t2, %t3, %tok, %kb, %src;")
     e("  .reg .b32 %sbase, %bars, %stage, %st0, %phase, %buf, %bf, %ta;")
-    if stage_x:
+    if stage_x or stage_x_m16:
         e("  .reg .b32 %sx, %xb;")
+    if stage_x_m16 == "mc":
+        e("  .reg .b32 %rank;")
+        e("  .reg .b16 %cm;")
     if x_rows:
         e("  .reg .b32 %xst;")
     if xpair:
@@ -1171,7 +1232,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     e("  @%p bra " + ("INIT_BARS;" if ids_early else "INIT_DONE;"))
     for i in range(NS):
         e(f"  mbarrier.init.shared::cta.b64 [%bars+{8 * i}], 1;")
-    if stage_x:
+    if stage_x or stage_x_m16:
         e(f"  mbarrier.init.shared::cta.b64 [%sbase+{x_bar}], 1;  // x rows")
     for i in range(sh.slots):
         e(f"  mbarrier.init.shared::cta.b64 [%sbase+{sh.xbar_off + 8 * i}], 1;  // strip {i} of the cluster: the peer's half")
@@ -1201,6 +1262,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     e("  bar.sync 0;")
     if ks:
         e("  barrier.cluster.arrive.relaxed.aligned;  // (after fence.mbarrier_init) this CTA's slot mbarriers are initialized")
+    if stage_x_m16 == "mc":
+        e("  barrier.cluster.arrive.relaxed.aligned;  // (after fence.mbarrier_init) this CTA's x mbarrier is initialized")
     if early_trigger:
         e("  griddepcontrol.launch_dependents;  // every CTA of this grid has started: the next grid may launch")
     e("  griddepcontrol.wait;  // x, and the output the previous kernel may still read, from here")
@@ -1215,9 +1278,14 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         _body(e, sh, (0,), "_M8", **o)
     elif split_m8:
         e("  @%pm8 bra BODY_M16;  // M <= 8 and M > 8: two copies of the rest, each with only its own n-tiles")
+        if stage_x_m16 == "mc":
+            e("  barrier.cluster.wait.aligned;  // pairs the arrive above (the M > 8 copy waits before its multicast)")
         _body(e, sh, (0,), "_M8", **o)
         e("BODY_M16:")
-        _body(e, sh, (0, 1), "", **dict(o, xpair=xpair, pre=0 if x_first_m16 else pre))
+        o16 = dict(o, xpair=xpair, pre=0 if x_first_m16 else pre)
+        if stage_x_m16:
+            o16.update(stage_x=stage_x_m16, x_rows=False)
+        _body(e, sh, (0, 1), "", **o16)
     else:
         _body(e, sh, None, "", **o)
     if sh.fuse == "gate":
@@ -1326,9 +1394,9 @@ def ids_store(e: Emit, sh: Shape, barrier: bool = True) -> None:
         e("  bar.sync 0;  // the ids table, before thread 0 requests any chunk")
 
 
-def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool, x_rows: bool, skip_nt1: bool,
+def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, x_rows: bool, skip_nt1: bool,
           packed_amax: bool | str, pre: int, xpair: bool = False, ids_early: bool = False,
-          x_direct: bool = False, scale_bf16x2: bool = False) -> None:
+          x_direct: bool | str = False, scale_bf16x2: bool = False) -> None:
     """Everything after griddepcontrol.wait, to ret: the x prologue and the strip loop. ``nts``:
     the n-tiles this copy computes ((0,) for M <= 8, (0, 1) for M > 8: no predicate on the
     second n-tile), or None for one copy for every M (the second n-tile's mma predicated on
@@ -1336,8 +1404,33 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool, x_rows
     N, K, S, W, NC, SB, NS = sh.N, sh.K, sh.S, sh.W, sh.NC, sh.SB, sh.NS
     x_off, x_stride, x_bar = x_stage_layout(sh)
     tiles = (0, 1) if nts is None else nts
-    assert nts is None or not (stage_x or skip_nt1)
-    if stage_x:
+    assert nts is None or not skip_nt1
+    late = stage_x and nts is not None  # stage_x_m16: the chunks are requested before everyone waits for x
+    if stage_x == "mc":
+        e("  // x rows multicast: rank r copies rows r, r + 2, ... into both CTAs of the pair; each CTA's x")
+        e("  // mbarrier expects all M rows. The peer's mbarrier must be initialized first: the cluster wait")
+        e(f"  add.u32 %sx, %sbase, {x_off};")
+        e(f"  add.u32 %xb, %sbase, {x_bar};")
+        e("  barrier.cluster.wait.acquire.aligned;")
+        e("  setp.ne.u32 %p, %th, 0;")
+        e(f"  @%p bra X_ISSUED{sfx};")
+        e(f"  mul.lo.u32 %t0, %m, {2 * K};")
+        e("  mbarrier.arrive.expect_tx.shared::cta.b64 _, [%xb], %t0;")
+        e("  mov.u32 %rank, %cluster_ctarank;")
+        e("  mov.u16 %cm, 3;")
+        e(f"  mul.wide.u32 %pt64, %rank, {2 * K};")
+        e("  add.u64 %pa, %px, %pt64;")
+        e(f"  mad.lo.u32 %ta, %rank, {x_stride}, %sx;")
+        e("  mov.u32 %t1, %rank;  // the row")
+        for i in range(8):
+            e("  setp.ge.u32 %p, %t1, %m;")
+            e(f"  @%p bra X_ISSUED{sfx};")
+            e(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%ta], [%pa], {2 * K}, [%xb], %cm;")
+            e("  add.u32 %t1, %t1, 2;")
+            e(f"  add.u64 %pa, %pa, {4 * K};")
+            e(f"  add.u32 %ta, %ta, {2 * x_stride};")
+        e(f"X_ISSUED{sfx}:")
+    elif stage_x:
         e("  // thread 0: the M rows of x by bulk copies into padded shared rows; everyone waits for them")
         e(f"  add.u32 %sx, %sbase, {x_off};")
         e(f"  add.u32 %xb, %sbase, {x_bar};")
@@ -1351,10 +1444,11 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool, x_rows
             e(f"  add.u64 %pa, %px, {t * 2 * K};")
             e(f"  add.u32 %ta, %sx, {t * x_stride};")
             e(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%ta], [%pa], {2 * K}, [%xb];")
-        e("X_ISSUED:")
-        e("X_WAIT:")
-        e("  mbarrier.try_wait.parity.shared::cta.b64 %p, [%xb], 0;")
-        e("  @!%p bra X_WAIT;")
+        e(f"X_ISSUED{sfx}:" if late else "X_ISSUED:")
+        if not late:
+            e("X_WAIT:")
+            e("  mbarrier.try_wait.parity.shared::cta.b64 %p, [%xb], 0;")
+            e("  @!%p bra X_WAIT;")
     elif xpair:
         xp_off, xp_bar, _ = x_pair_layout(sh)
         e("  // x pairs: this CTA's x mbarrier expects the peer's n-tile (W x NC x 2 KB); the cluster barrier")
@@ -1384,11 +1478,13 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool, x_rows
             x_pair_load_push(e, sh, h)
     for h in range(NC):
         for nt in (() if xpair else tiles):
-            if stage_x:
+            if late:
+                pass  # after the chunks are requested and the rows have landed (below)
+            elif stage_x:
                 x_staged_fragments(e, h, nt, W, K, x_stride)
             elif x_rows and sh.fuse == "moedown":  # gate and up rows: the pairs', then the shared expert's
                 x_rows_load_gu(e, sh, h)
-            elif x_direct:
+            elif x_direct is True:
                 x_direct_load(e, h, nt, W, K)
             elif x_rows:
                 x_rows_load(e, h, nt, W, K)
@@ -1404,12 +1500,19 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool, x_rows
         e(f"  @%p bra REST_ISSUED{sfx};")
         e(f"  mad.lo.u32 %t2, %nct, {pre}, %s;")
         issue_strips(e, sh, "%t2", NS // NC - pre, str(pre * NC), "REST_ISSUED" + sfx)
+    if late:
+        e(f"X_WAIT{sfx}:")
+        e("  mbarrier.try_wait.parity.shared::cta.b64 %p, [%xb], 0;")
+        e(f"  @!%p bra X_WAIT{sfx};")
+        for h in range(NC):
+            for nt in tiles:
+                x_staged_fragments(e, h, nt, W, K, x_stride)
     if sh.fuse == "norm":
         norm_prologue(e, sh, tiles, sfx)
     if sh.fuse == "moedown":  # after the chunks are requested: the products wait on the gate | up loads
         for h in range(NC):
             silu_mul(e, h)
-    if x_rows and not x_direct:
+    if x_rows and x_direct is not True:
         e("  mad.lo.u32 %xst, %warp, 2048, %sbase;  // the warp's 2 KB of the reduction buffers")
         e(f"  add.u32 %xst, %xst, {sh.red_off};")
     if skip_nt1:
@@ -1436,16 +1539,16 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool, x_rows
             for nt in tiles:
                 x_convert(e, h, nt, packed_amax, scale_bf16x2)
     else:
-        if x_rows and not x_direct:
+        if x_rows and x_direct is not True:
             for h in range(NC):
                 for nt in tiles:
-                    x_rows_to_fragments(e, h, nt)
+                    (x_rows_to_fragments_v4 if x_direct == "v4" else x_rows_to_fragments)(e, h, nt)
         for h in range(NC):
             for nt in tiles:
                 x_convert(e, h, nt, packed_amax, scale_bf16x2)
                 if sh.fuse == "moedown":
                     moedown_mult(e, sh, h, nt)
-    if x_rows and not x_direct:
+    if x_rows and x_direct is not True:
         e("  bar.sync 0;  // every warp is done with its x region before any strip's partials land there")
     if sh.ksplit > 1:
         e("  barrier.cluster.wait.acquire.aligned;  // the peer's slot mbarriers are initialized")
