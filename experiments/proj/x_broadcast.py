@@ -1,0 +1,173 @@
+"""What every CTA taking in all of x costs by itself: a kernel of the projections' geometry (grid 128 or
+132, 512 threads, one CTA per SM by 100 KB of dynamic shared memory, as theirs) whose threads only
+load x [M, K] BF16 with the promoted kernels' x loads (gen_fp8_gemv.x_rows_load: coalesced 16-byte
+loads, 4 whole lines per instruction) or the x_direct candidate's (x_direct_load: 8 half lines per
+instruction), XOR what they loaded (after a CTA barrier, so every load is in flight at
+once, as in the kernels) and store one word if it equals a constant (so nothing is dropped).
+No weights, no conversion, no mma.
+
+Why (x_direct_variant_25a5a8c.json, x_direct_variant_2_31c539c.json): the promoted kernels' M = 9..16
+cost 0.8-1.2 us over M = 1 at 4096 x 2048 and 2048 x 4096; cutting the x prologue's instructions by
+up to a third changed nothing, while changing how x comes from L2 (half lines, bulk row copies) cost
+0.5-3 us. So the bound should be L2 delivering x to every SM: at M = 16 that is 132 x 64 KB = 8.4 MB
+(K = 2048) or 128 x 128 KB = 16.8 MB (K = 4096), as much as or twice the weights. Prediction: this
+kernel alone takes ~1-1.5 us over the empty kernel at M = 16 K = 2048, ~2-3 at K = 4096; M = 1 near
+the empty kernel; the half-line pattern slower at M = 8 and 16.
+
+The promoted 4096 x 2048 and 2048 x 4096 kernels are timed in the same run (the bench's method, plainly).
+The "prologue" pattern is the promoted x prologue itself (row loads, the trip through shared memory,
+amax, f16 conversion: gen_fp8_gemv's own functions), without the weights.
+
+Timed by the bench's graph method (CUDA events, median of 7 replays), x either one buffer for every
+launch (hot in L2, as in the decode step) or rotated over enough copies to pass 4x the L2 (cold, as
+the lifecycle bench's inputs), plainly; the empty kernel with the same grid in the same run.
+
+  PYTHONPATH=src python3 experiments/proj/x_broadcast.py --out "$OUT"
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import torch
+
+SMEM = 128 << 10  # one CTA per SM, as the projection kernels' 98-131 KB; room for every thread's x words
+CONST = 0x9E3779B9
+
+
+def text(K: int, pattern: str) -> str:
+    from netra import paths
+
+    g = paths.generator("proj", "gen_fp8_gemv")
+    W, NC = 16, K // (128 * 16)
+    e = g.Emit()
+    g.header(e)
+    e()
+    e(".extern .shared .align 128 .b8 dsm[];")
+    e(f".visible .entry x_broadcast_{pattern}_k{K}(")
+    e("  .param .u64 x,")
+    e("  .param .u64 sink,")
+    e("  .param .u32 M")
+    e(")")
+    e(".reqntid 512")
+    e("{")
+    e("  .reg .pred %p, %pv;")
+    e("  .reg .b32 %th, %warp, %lane, %g, %tig, %m, %t0, %t1, %t2, %tok, %kb, %acc;")
+    for nt in range(2):
+        for h in range(NC):
+            e(f"  .reg .b32 %xr{nt}_{h}_<16>, %inv{nt}_{h};")
+    e("  .reg .b64 %px, %pa, %pt64, %ps;")
+    e("  ld.param.u64 %px, [x];")
+    e("  cvta.to.global.u64 %px, %px;")
+    e("  ld.param.u32 %m, [M];")
+    e("  mov.u32 %th, %tid.x;")
+    e("  shr.u32 %warp, %th, 5;")
+    e("  and.b32 %lane, %th, 31;")
+    e("  shr.u32 %g, %lane, 2;")
+    e("  and.b32 %tig, %lane, 3;")
+    for h in range(NC):
+        for nt in range(2):
+            (g.x_direct_load if pattern == "direct" else g.x_rows_load)(e, h, nt, W, K)
+    if pattern == "prologue":  # the promoted kernels' x prologue itself: rows -> fragments, amax, f16
+        e("  .reg .b32 %xst, %t3, %inv<1>;")
+        e("  .reg .f32 %amax, %sc, %f<4>;")
+        e("  .reg .pred %pz;")
+        e("  mov.u32 %xst, dsm;")
+        e("  mad.lo.u32 %xst, %warp, 2048, %xst;")
+        for h in range(NC):
+            for nt in range(2):
+                g.x_rows_to_fragments(e, h, nt)
+                g.x_convert(e, h, nt, True)
+                e(f"  xor.b32 %inv0, %inv0, %inv{nt}_{h};")
+    e("  bar.sync 0;  // every load (and conversion) before the stores below, which cannot move above it")
+    e("  // each word to its own shared address after the barrier: the loads stay in flight together")
+    e("  mov.u32 %t0, dsm;")
+    e("  mad.lo.u32 %t0, %th, 16, %t0;")
+    i = 0
+    for h in range(NC):
+        for nt in range(2):
+            for j in range(4):
+                regs = ", ".join(f"%xr{nt}_{h}_{4 * j + c}" for c in range(4))
+                e(f"  st.shared.v4.u32 [%t0+{8192 * i}], {{{regs}}};")
+                i += 1
+    e("  mov.b32 %acc, 0;")
+    e(f"  setp.ne.u32 %p, %acc, {CONST};")
+    e("  @%p bra DONE;")
+    e("  ld.param.u64 %ps, [sink];")
+    e("  cvta.to.global.u64 %ps, %ps;")
+    e("  st.global.u32 [%ps], %acc;")
+    e("DONE:")
+    e("  ret;")
+    e("}")
+    return e.text()
+
+
+def launcher(fn):
+    """cuLaunchKernel of (x, sink, M) with SMEM bytes of dynamic shared memory on PyTorch's stream."""
+    import ctypes
+
+    from cuda.bindings import driver as cu
+
+    types = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32)
+
+    def go(grid, x, sink, M):
+        err, = cu.cuLaunchKernel(fn, grid, 1, 1, 512, 1, 1, SMEM, cu.CUstream(torch.cuda.current_stream().cuda_stream),
+                                 ((x, sink, M), types), 0)
+        assert err == cu.CUresult.CUDA_SUCCESS, err
+
+    return go
+
+
+def main():
+    from netra.lifecycle import bench
+    from netra.runtime import launch as rt_launch
+    from netra.runtime import loader
+
+    out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else os.path.dirname(__file__)
+    empty = rt_launch.raw_launcher(loader.load("empty_kernel", 0))
+    sink = torch.zeros(4, dtype=torch.int32, device="cuda")
+    res, keep = {}, []
+    for K in (2048, 4096):
+        xs = torch.randn(2048, 16, K, device="cuda").to(torch.bfloat16)  # 2048 x 64-128 KB: past 4x the L2 at M = 16
+        for pattern in ("rows", "direct", "prologue"):
+            mod, fn = loader.load_text(f"x_broadcast_{pattern}_k{K}", text(K, pattern), dynamic_smem=SMEM)
+            keep.append(mod)
+            go = launcher(fn)
+            for grid in (128, 132):
+                for M in (1, 4, 8, 9, 16):
+                    copies = min(2048, bench.copies_for(M * K * 2))
+                    row = {}
+                    row["x_same_us"], _ = bench.graph_time(lambda i: go(grid, xs[0].data_ptr(), sink.data_ptr(), M), copies)
+                    row["x_rotated_us"], _ = bench.graph_time(lambda i: go(grid, xs[i].data_ptr(), sink.data_ptr(), M), copies)
+                    row["empty_kernel_us"], _ = bench.graph_time(lambda i: empty((grid, 1, 1), (512, 1, 1)), copies)
+                    row["copies"] = copies
+                    row["x_bytes_from_l2"] = grid * M * K * 2
+                    res[f"{pattern} K={K} grid={grid} M={M}"] = row
+                    print(pattern, K, grid, M, {k2: round(v, 2) for k2, v in row.items()}, flush=True)
+        xs = None
+        torch.cuda.empty_cache()
+    # the promoted kernels of these K in the same run (the bench's method: inputs and weights rotated)
+    from netra import contracts
+    from netra.lifecycle import testbeds
+
+    floors = (empty, rt_launch.raw_launcher(loader.load("read_floor", 0)))
+    for name in ("fp8_gemv_n4096_k2048", "fp8_gemv_n2048_k4096"):
+        c, tb = contracts.get(name), testbeds.get(name)
+        go = rt_launch.make_guard_and_launch(c, function_handle=loader.load(name, 0).handle, device=0)
+        for M in (1, 4, 8, 9, 16):
+            r = bench.bench_case(tb, {"M": M}, go, floors, peers=False, log=lambda *_: None)
+            res[f"{name} M={M}"] = {"us": r["median_us"], "empty_kernel_us": r["peers"]["empty_kernel"],
+                                   "read_floor_us": r["peers"]["read_floor"]}
+            print(name, M, res[f"{name} M={M}"], flush=True)
+    json.dump({"method": bench.METHOD.format(R=bench.REPLAYS) + "; plain launches; x rotated over min(2048, "
+               "copies_for) copies or the same buffer; one CTA per SM (100 KB dynamic shared memory)",
+               "kernel": "x_broadcast_{rows,direct}_k{K}: every CTA loads all of x [M, K] BF16 with the promoted "
+                         "(rows) or x_direct (direct) loads, nothing else", "cases": res},
+              open(os.path.join(out_dir, "x_broadcast.json"), "w"), indent=1)
+    del keep
+
+
+if __name__ == "__main__":
+    main()
