@@ -33,7 +33,8 @@ import sys
 
 import torch
 
-SMEM = 128 << 10  # one CTA per SM, as the projection kernels' 98-131 KB; room for every thread's x words
+PATTERNS = ["rows", "direct", "prologue", "bulk", "bulk_stagger", "bulk_mc2", "bulk_mc4"]
+SMEM = 136 << 10  # one CTA per SM, as the projection kernels' 98-131 KB; room for every thread's x words
 CONST = 0x9E3779B9
 
 
@@ -104,6 +105,109 @@ def text(K: int, pattern: str) -> str:
     return e.text()
 
 
+def bulk_text(K: int, pattern: str) -> str:
+    """x rows by bulk copies into padded shared rows (stride 2 K + 16, as gen_fp8_gemv.x_stage_layout),
+    everyone waits on one mbarrier. ``bulk``: thread 0 copies rows 0 .. M - 1 in order (as stage_x_m16);
+    ``bulk_stagger``: each row in 4 pieces, the CTA starting at row ctaid % M and piece ctaid % 4, so the
+    SMs do not all ask L2 for the same lines at once; ``bulk_mc2`` / ``bulk_mc4``: clusters of 2 / 4,
+    rank r copies rows r, r + C, ... (staggered by cluster id) with .multicast::cluster into every CTA."""
+    C = {"bulk_mc2": 2, "bulk_mc4": 4}.get(pattern, 1)
+    stride, piece = 2 * K + 16, 2 * K // 4
+    e = []
+    a = e.append
+    a(".version 8.0\n.target sm_90a\n.address_size 64\n")
+    a(".extern .shared .align 128 .b8 dsm[];")
+    a(f".visible .entry x_broadcast_{pattern}_k{K}(\n  .param .u64 x,\n  .param .u64 sink,\n  .param .u32 M\n)")
+    a(".reqntid 512")
+    if C > 1:
+        a(f".reqnctapercluster {C}, 1, 1")
+    a("{")
+    a("  .reg .pred %p;")
+    a("  .reg .b32 %th, %m, %sb, %xb, %t0, %t1, %row, %pc, %i, %st, %acc, %rank;")
+    a("  .reg .b16 %cm;")
+    a("  .reg .b64 %px, %pa, %pt, %ps;")
+    a("  ld.param.u64 %px, [x];")
+    a("  cvta.to.global.u64 %px, %px;")
+    a("  ld.param.u32 %m, [M];")
+    a("  mov.u32 %th, %tid.x;")
+    a("  mov.u32 %sb, dsm;")
+    a(f"  add.u32 %xb, %sb, {16 * stride};")
+    a("  setp.ne.u32 %p, %th, 0;")
+    a("  @%p bra INIT_DONE;")
+    a("  mbarrier.init.shared::cta.b64 [%xb], 1;")
+    a("  fence.mbarrier_init.release.cluster;")
+    a("INIT_DONE:")
+    a("  bar.sync 0;")
+    if C > 1:
+        a("  barrier.cluster.arrive.release.aligned;")
+        a("  barrier.cluster.wait.acquire.aligned;  // every CTA's mbarrier is initialized")
+    a("  @%p bra ISSUED;")
+    a(f"  mul.lo.u32 %t0, %m, {2 * K};")
+    a("  mbarrier.arrive.expect_tx.shared::cta.b64 _, [%xb], %t0;")
+    if pattern == "bulk":
+        a("  mov.u32 %i, 0;")
+        a("ROW:")
+        a("  setp.ge.u32 %p, %i, %m;")
+        a("  @%p bra ISSUED;")
+        a(f"  mul.wide.u32 %pt, %i, {2 * K};")
+        a("  add.u64 %pa, %px, %pt;")
+        a(f"  mad.lo.u32 %t1, %i, {stride}, %sb;")
+        a(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%t1], [%pa], {2 * K}, [%xb];")
+        a("  add.u32 %i, %i, 1;")
+        a("  bra.uni ROW;")
+    elif pattern == "bulk_stagger":
+        a("  mov.u32 %st, %ctaid.x;")
+        a("  mul.lo.u32 %i, %m, 4;  // M rows x 4 pieces, from (ctaid % M, ctaid % 4)")
+        a("  mov.u32 %t0, 0;")
+        a("PIECE:")
+        a("  setp.ge.u32 %p, %t0, %i;")
+        a("  @%p bra ISSUED;")
+        a("  add.u32 %t1, %t0, %st;")
+        a("  rem.u32 %row, %t1, %m;")
+        a("  and.b32 %pc, %t1, 3;")
+        a(f"  mul.lo.u32 %acc, %row, {2 * K};")
+        a(f"  mad.lo.u32 %acc, %pc, {piece}, %acc;")
+        a("  cvt.u64.u32 %pt, %acc;")
+        a("  add.u64 %pa, %px, %pt;")
+        a(f"  mad.lo.u32 %t1, %row, {stride}, %sb;")
+        a(f"  mad.lo.u32 %t1, %pc, {piece}, %t1;")
+        a(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%t1], [%pa], {piece}, [%xb];")
+        a("  add.u32 %t0, %t0, 1;")
+        a("  bra.uni PIECE;")
+    else:
+        a("  mov.u32 %rank, %cluster_ctarank;")
+        a(f"  mov.u16 %cm, {(1 << C) - 1};")
+        a("  mov.u32 %st, %clusterid.x;")
+        a("  mov.u32 %t0, %rank;")
+        a("MROW:")
+        a("  setp.ge.u32 %p, %t0, %m;")
+        a("  @%p bra ISSUED;")
+        a("  add.u32 %t1, %t0, %st;")
+        a("  rem.u32 %row, %t1, %m;")
+        a(f"  mul.wide.u32 %pt, %row, {2 * K};")
+        a("  add.u64 %pa, %px, %pt;")
+        a(f"  mad.lo.u32 %t1, %row, {stride}, %sb;")
+        a(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%t1], [%pa], {2 * K}, [%xb], %cm;")
+        a(f"  add.u32 %t0, %t0, {C};")
+        a("  bra.uni MROW;")
+    a("ISSUED:")
+    a("WAIT:")
+    a("  mbarrier.try_wait.parity.shared::cta.b64 %p, [%xb], 0;")
+    a("  @!%p bra WAIT;")
+    a("  mul.lo.u32 %t0, %th, 16;")
+    a("  add.u32 %t0, %t0, %sb;")
+    a("  ld.shared.u32 %acc, [%t0];")
+    a(f"  setp.ne.u32 %p, %acc, {CONST};")
+    a("  @%p bra DONE;")
+    a("  ld.param.u64 %ps, [sink];")
+    a("  cvta.to.global.u64 %ps, %ps;")
+    a("  st.global.u32 [%ps], %acc;")
+    a("DONE:")
+    a("  ret;")
+    a("}")
+    return "\n".join(e) + "\n"
+
+
 def launcher(fn):
     """cuLaunchKernel of (x, sink, M) with SMEM bytes of dynamic shared memory on PyTorch's stream."""
     import ctypes
@@ -126,13 +230,16 @@ def main():
     from netra.runtime import loader
 
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else os.path.dirname(__file__)
+    if "--bulk" in sys.argv:  # the second run: the bulk-copy patterns beside the promoted row loads
+        PATTERNS[:] = ["rows", "bulk", "bulk_stagger", "bulk_mc2", "bulk_mc4"]
     empty = rt_launch.raw_launcher(loader.load("empty_kernel", 0))
     sink = torch.zeros(4, dtype=torch.int32, device="cuda")
     res, keep = {}, []
     for K in (2048, 4096):
         xs = torch.randn(2048, 16, K, device="cuda").to(torch.bfloat16)  # 2048 x 64-128 KB: past 4x the L2 at M = 16
-        for pattern in ("rows", "direct", "prologue"):
-            mod, fn = loader.load_text(f"x_broadcast_{pattern}_k{K}", text(K, pattern), dynamic_smem=SMEM)
+        for pattern in PATTERNS:
+            src = text(K, pattern) if pattern in ("rows", "direct", "prologue") else bulk_text(K, pattern)
+            mod, fn = loader.load_text(f"x_broadcast_{pattern}_k{K}", src, dynamic_smem=SMEM)
             keep.append(mod)
             go = launcher(fn)
             for grid in (128, 132):
@@ -165,7 +272,8 @@ def main():
                "copies_for) copies or the same buffer; one CTA per SM (100 KB dynamic shared memory)",
                "kernel": "x_broadcast_{rows,direct}_k{K}: every CTA loads all of x [M, K] BF16 with the promoted "
                          "(rows) or x_direct (direct) loads, nothing else", "cases": res},
-              open(os.path.join(out_dir, "x_broadcast.json"), "w"), indent=1)
+              open(os.path.join(out_dir, "x_broadcast_bulk.json" if "--bulk" in sys.argv else "x_broadcast.json"), "w"),
+              indent=1)
     del keep
 
 
