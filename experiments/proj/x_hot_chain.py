@@ -9,7 +9,11 @@ plainly and as a PDL chain, at M = 1 and 8. The outputs are checked bitwise betw
 requested before x at M <= 8 (pre_strips=1), the rule v3r replaced on cold-x bench numbers; the rows are
 keyed by build (x_hot_chain_666a149.json, the first run, has one build and no such key).
 
-  PYTHONPATH=src python3 experiments/proj/x_hot_chain.py [--chunks-first] --out "$OUT"
+``--m16``: every plain projection at M = 1, 8, 9, 16 (the M16 / M1 bar with x hot, as in the step, beside
+x rotated, as the bench: x_broadcast_bulk_a868a88.json and x_broadcast_d27ac55.json have x's delivery alone costing 0.75-0.95 us more at
+M = 16 than at M = 1 when cold, 0.35-0.55 when hot).
+
+  PYTHONPATH=src python3 experiments/proj/x_hot_chain.py [--chunks-first | --m16] --out "$OUT"
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ def main():
     keep = []
     chunks_first = "--chunks-first" in sys.argv
     shapes = [s for s in SHAPES + FUSED if s.K == 4096 and s.fuse in ("", "res")] if chunks_first else \
-        [s for s in SHAPES if s.N * s.K >= 8 << 20]
+        list(SHAPES) if "--m16" in sys.argv else [s for s in SHAPES if s.N * s.K >= 8 << 20]
     for sh in shapes:
         c, tb = contracts.get(sh.name), testbeds.get(sh.name)
         builds = {"promoted": loader.load(c.name, 0).handle}
@@ -57,7 +61,8 @@ def main():
                           for k in ({}, {"launch": rt_launch.pdl_launcher()}))
             rows[bname] = one_build(sh, c, tb, go, go_pdl)
         res["kernels"][sh.name] = rows
-    json.dump(res, open(os.path.join(out_dir, "x_hot_chain" + ("_chunks_first" if chunks_first else "") + ".json"), "w"),
+    tag = "_chunks_first" if chunks_first else "_m16" if "--m16" in sys.argv else ""
+    json.dump(res, open(os.path.join(out_dir, "x_hot_chain" + tag + ".json"), "w"),
               indent=1)
     del keep
 
@@ -66,7 +71,7 @@ def one_build(sh, c, tb, go, go_pdl) -> dict:
     from netra.lifecycle import bench, check
 
     rows = {}
-    for m in (1, 8):
+    for m in (1, 8, 9, 16) if "--m16" in sys.argv else (1, 8):
         dims = {"M": m}
         nread, nwrite = c.nbytes(dims)
         copies = bench.copies_for(nread + nwrite)
