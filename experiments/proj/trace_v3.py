@@ -16,7 +16,9 @@ last CTA end and the next launch's first CTA start, the spread of CTA starts, th
 of the first chunk, the spacing of the chunks, and the tail after the last chunk; clock64
 is turned into ns with each SM's own rate over the whole replay.
 
-  python3 experiments/proj/trace_v3.py [--build v3|v3c|v3d|v3e|v3f|v3g] --out "$OUT"     (on the H200, PYTHONPATH=src)
+``--m89``: only 4096 x 2048 and 2048 x 4096, at M = 1, 8, 9, 16 (where does the M = 9 jump go).
+
+  python3 experiments/proj/trace_v3.py [--build v3|v3c|v3d|v3e|v3f|v3g] [--m89] --out "$OUT"     (on the H200, PYTHONPATH=src)
 """
 
 import ctypes
@@ -211,19 +213,22 @@ def main():
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else os.path.dirname(__file__)
     build = sys.argv[sys.argv.index("--build") + 1] if "--build" in sys.argv else "promoted"
     fns, keep = {}, []
-    for name in NAMES:
+    m89 = "--m89" in sys.argv
+    names = ("fp8_gemv_n4096_k2048", "fp8_gemv_n2048_k4096") if m89 else NAMES
+    for name in names:
         sh = next(s for s in SHAPES if s.name == name)
         module, fn = loader.load_text(name, trace_text(sh, build), dynamic_smem=sh.smem)
         keep.append(module)
         fns[name] = fn
     res = {"method": bench.METHOD.format(R=bench.REPLAYS) + "; stamps by thread 0 of each CTA, last replay", "build": build,
            "slots": __doc__.split("Launched")[0].split("CTA):")[1].strip(), "shapes": {}}
-    for name in NAMES:
+    for name in names:
         res["shapes"][name] = {}
-        for M in (1, 16):
+        for M in (1, 8, 9, 16) if m89 else (1, 16):
             res["shapes"][name][f"M{M}"] = run_case(name, fns[name], M)
             torch.cuda.empty_cache()
-        json.dump(res, open(os.path.join(out_dir, "trace_v3.json" if build == "promoted" else f"trace_{build}.json"), "w"),
+        out = ("trace_v3" if build == "promoted" else f"trace_{build}") + ("_m89" if m89 else "") + ".json"
+        json.dump(res, open(os.path.join(out_dir, out), "w"),
                   indent=1)
     del keep
 
