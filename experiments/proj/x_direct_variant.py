@@ -44,10 +44,20 @@ CANDIDATES = {"x_direct": {"x_direct": True},
               "x_direct_cg": {"x_direct": True, **LEAN, "x_ld": "ld.global.cg"},  # diagnostic: x not through L1
               "stage_x_m16": {"stage_x_m16": True},  # M > 8: x rows by bulk copies, before the chunks
               "stage_x_m16_mc": {"stage_x_m16": "mc"}}  # the same, multicast over clusters of 2
+CANDIDATES.update({  # third run: 32 warps at K = 4096 (one k block and one chunk per warp: half of each warp's x
+    # prologue at M > 8, trace_v3_m89_8675eaa.json: there it ends 1.1 us later than at M = 8, after the strip landed)
+    "w32": {"pre_strips": 0}, "w32_lean": {"pre_strips": 0, **LEAN}})
 REPACKED = ("x_direct", "x_direct_lean", "x_rows_v4_lean", "x_direct_cg")
+SHAPED = {"w32": lambda sh: dataclasses.replace(sh, warps=32, stages=2)}  # 2 stages of 64 KB: 197 KB in all
+
+
+def shape_of(label: str, sh):
+    return SHAPED.get(label.split("_")[0], lambda s: s)(sh)
 
 
 def applies(label: str, sh) -> bool:
+    if label.startswith("w32"):
+        return sh.K == 4096 and sh.fuse in ("", "res")
     return not label.startswith("stage_x") or (sh.fuse in ("", "res") and sh.ksplit == 1)
 CHECK_M = (1, 5, 8, 9, 16)
 TIME_M = (1, 8, 9, 16)
@@ -69,6 +79,7 @@ def main():
     import variant_ab
 
     from netra import contracts, paths
+    from netra.contracts import proj as pc
     from netra.contracts.proj import FUSED, SHAPES
     from netra.lifecycle import bench, check, metrics, testbeds
     from netra.runtime import launch as rt_launch
@@ -79,8 +90,9 @@ def main():
     which = [a for a in sys.argv[1:] if a in CANDIDATES] or list(CANDIDATES)[:2]
     res = {"method": bench.METHOD.format(R=bench.REPLAYS), "candidates": {k: CANDIDATES[k] for k in which}, "kernels": {}}
     keep = []
-    out = variant_ab.out_path("x_direct_variant.json" if which == list(CANDIDATES)[:2] else "x_direct_variant_2.json", HERE)
-    for sh in [s for s in SHAPES + FUSED if s.fuse in ("", "res", "gate")]:
+    out = variant_ab.out_path("x_direct_variant.json" if which == list(CANDIDATES)[:2] else
+                              "x_direct_variant_3.json" if which[0].startswith("w32") else "x_direct_variant_2.json", HERE)
+    for sh in [s for s in SHAPES + FUSED if s.fuse in ("", "res", "gate") and any(applies(w, s) for w in which)]:
         c, tb = contracts.get(sh.name), testbeds.get(sh.name)
         tbx = repacked(tb)
         beds = {}
@@ -89,9 +101,10 @@ def main():
                                  for k in ({}, {"launch": pdl}))}
         beds["promoted"] = tb
         for label in [w for w in which if applies(w, sh)]:
-            opts = CANDIDATES[label]
-            c2 = dataclasses.replace(c, dynamic_smem=g.x_stage_layout(sh)[2] + 8) if "stage_x_m16" in opts else c
-            module, fn = loader.load_text(sh.name, g.generate(sh, **opts), dynamic_smem=c2.dynamic_smem)
+            opts, s2 = CANDIDATES[label], shape_of(label, sh)
+            c2 = pc._contract(s2) if s2 is not sh else c  # its own threads and shared memory
+            c2 = dataclasses.replace(c2, dynamic_smem=g.x_stage_layout(sh)[2] + 8) if "stage_x_m16" in opts else c2
+            module, fn = loader.load_text(s2.name, g.generate(s2, **opts), dynamic_smem=c2.dynamic_smem)
             keep.append(module)
             gos[label] = tuple(rt_launch.make_guard_and_launch(c2, function_handle=int(fn), device=0, **k)
                                for k in ({}, {"launch": pdl}))

@@ -29,11 +29,13 @@ class Fp8Gemv:
     pairs_per_x: int = 1  # "moe": (token, expert) pairs that share one row of x (top-k for gate | up, 1 for down)
     stages: int = 0  # the ring's stages when not 0 (named _s<stages>); otherwise the rule in NS
     ksplit: int = 1  # 2: clusters of 2 CTAs split k in halves (named _ks2); rank r adds the peer's sums of rows 8 r ..
+    warps: int = 0  # the warps per CTA when not 0 (named _w<warps>; a candidate: 32 at K = 4096, one k block per warp)
 
     @property
     def name(self) -> str:
         return (f"fp8_gemv_n{self.N}_k{self.K}" + (f"_{self.fuse}" if self.fuse else "")
-                + (f"_s{self.stages}" if self.stages else "") + (f"_ks{self.ksplit}" if self.ksplit > 1 else ""))
+                + (f"_s{self.stages}" if self.stages else "") + (f"_ks{self.ksplit}" if self.ksplit > 1 else "")
+                + (f"_w{self.warps}" if self.warps else ""))
 
     @property
     def S(self) -> int:  # 16-row strips (the mma's M side)
@@ -47,6 +49,9 @@ class Fp8Gemv:
     def W(self) -> int:  # warps per CTA = k blocks per chunk; warp w owns k block h W + w of chunk h
         if self.fuse == "moedown":  # 36 k blocks: 3 chunks of 3 experts x 4 blocks
             return 12
+        if self.warps:
+            assert self.KB // self.ksplit % self.warps == 0, (self.name, self.KB, self.warps)
+            return self.warps
         return min(16, self.KB // self.ksplit)
 
     @property
@@ -110,14 +115,18 @@ class Fp8Gemv:
             return 0
         return 0 if self.x_first and self.S <= self.walkers and self.NC > 1 else 1
 
-    # dynamic shared memory: NS stages | their W weight scales (64 B each) | 2 reduction buffers | NS mbarriers
+    # dynamic shared memory: NS stages | their W weight scales (scl_bytes each) | 2 reduction buffers | NS mbarriers
     @property
     def scl_off(self) -> int:
         return self.NS * self.SB
 
     @property
+    def scl_bytes(self) -> int:  # one stage's slot of weight-block scales: 64 B up to 16 warps
+        return max(64, 4 * self.W)
+
+    @property
     def red_off(self) -> int:
-        return self.scl_off + self.NS * 64
+        return self.scl_off + self.NS * self.scl_bytes
 
     @property
     def bar_off(self) -> int:
