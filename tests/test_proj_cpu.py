@@ -95,6 +95,29 @@ def test_pack_layout_is_the_mma_fragment_order():
         proj.pack_weight(q[:100])
 
 
+def test_x_direct_packing_puts_each_threads_x_in_64_contiguous_bytes():
+    """pack_weight(x_direct=True) (a measured, rejected candidate: x_direct_variant_25a5a8c.json): the
+    columns of each k block are permuted so that lane (g, tig)'s 16 fragment registers are columns
+    32 j + 8 tig + 2 q, + 1 (j, q = divmod(register, 4)), which x_direct_load reads as 4 16-byte loads;
+    a bijection of the block, inverted by unpack_weight, and the promoted packing is unchanged."""
+    from netra.contracts.proj import frag_k
+
+    for tig in range(4):
+        cols = [frag_k(step, tig, kk, x_direct=True) for step in range(8) for kk in (0, 1, 8, 9)]
+        assert cols == [32 * j + 8 * tig + e for j in range(4) for e in range(8)]
+        assert [frag_k(step, tig, kk) for step in range(8) for kk in (0, 1, 8, 9)] == \
+            [16 * step + 2 * tig + kk for step in range(8) for kk in (0, 1, 8, 9)]
+    g = torch.Generator().manual_seed(3)
+    q, _ = ck.quantize(torch.randn(256, 384, generator=g) * 0.02)
+    u = q.view(torch.uint8)
+    p = proj.pack_weight(q, x_direct=True)
+    assert not torch.equal(p.view(torch.uint8), proj.pack_weight(q).view(torch.uint8))
+    assert torch.equal(proj.unpack_weight(p, x_direct=True).view(torch.uint8), u)
+    # lane t = 5 (g 1, tig 1), chunk j = 1, byte 10: step 3, byte 2 of the step = (row g + 8, k index 2 tig)
+    s, b = 7, 2
+    assert p.view(torch.uint8)[s, b, 1 * 512 + 5 * 16 + 10] == u[s * 16 + 9, b * 128 + frag_k(3, 1, 0, x_direct=True)]
+
+
 def test_fp8_linear_framework_path_packed_equals_plain_and_reference():
     g = torch.Generator().manual_seed(1)
     q, s = ck.quantize(torch.randn(1024, 2048, generator=g) * 0.02)
@@ -256,6 +279,34 @@ def test_measured_candidates_assemble_and_x_first_follows_the_shape(sh):
     assert sh.pre_strips == (0 if sh.name == "fp8_gemv_n2048_k4096" else 1)
     head = promoted[promoted.index(".entry"):promoted.index("griddepcontrol.wait;")]
     assert ("cp.async.bulk.shared" in head) == (sh.pre_strips > 0)
+
+
+@pytest.mark.parametrize("sh", UNSPLIT, ids=lambda s: s.name)
+def test_x_prologue_candidates_assemble(sh):
+    """The x-prologue candidates measured and rejected after eb934d2 (experiments/proj/README.md, the
+    last sections) stay buildable: x straight into the fragments (x_direct, with the lean conversion and
+    with .cg loads), the 16-byte fragment reads (x_direct="v4"), bulk-copied x at M > 8 (stage_x_m16,
+    its cluster multicast) and, at K = 4096, 32 warps; the lean conversion alone leaves the promoted
+    build's structure (the same x loads) and only swaps the amax and the scaling."""
+    g = _generator()
+    lean = dict(packed_amax="s16", scale_bf16x2=True)
+    for kw in (dict(x_direct=True), dict(x_direct=True, **lean), dict(x_direct="v4", **lean),
+               dict(x_direct=True, x_ld="ld.global.cg", **lean), lean):
+        _assembles_without_spills(sh.name, g.generate(sh, **kw))
+    if sh.ksplit == 1:
+        for mode in (True, "mc"):
+            ptx = g.generate(sh, stage_x_m16=mode)
+            _assembles_without_spills(sh.name, ptx)
+            assert ptx.count(".multicast::cluster") == (8 if mode == "mc" else 0)
+        assert g.x_stage_layout(sh)[2] + 8 <= 227 * 1024
+    if sh.K == 4096:
+        s2 = dataclasses.replace(sh, warps=32, stages=2)
+        assert (s2.name, s2.threads, s2.NC, s2.scl_bytes) == (sh.name + "_s2_w32", 1024, 1, 128)
+        assert _assembles_without_spills(s2.name, g.generate(s2, pre_strips=0))["registers"] <= 64
+        assert s2.smem <= 227 * 1024
+    promoted, leaned = g.generate(sh), g.generate(sh, **lean)
+    assert promoted.count("ld.global.v4.u32") == leaned.count("ld.global.v4.u32")
+    assert "mul.rn.bf16x2" in leaned and "max.s16x2" in leaned and "mul.rn.bf16x2" not in promoted
 
 
 def test_bf16_gemv_row_builds_assemble_and_differ_only_in_the_row_fill():
