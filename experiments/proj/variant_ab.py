@@ -70,6 +70,22 @@ def run(label: str, options: dict, shape_cases, out_path: str, candidate_shape=N
     return res
 
 
+def repeats_bitwise(go, tb, dims: dict, seed: int = 7, runs: int = 5) -> bool:
+    """``runs`` launches of ``go`` on the same inputs (NaN-poisoned outputs each time) give the same bits."""
+    from netra.lifecycle import check, metrics
+
+    b = check.Bench(tb, dims, seed)
+    first, same = None, True
+    for _ in range(runs):
+        b.reset()
+        go(*tb.args(b.bufs))
+        torch.cuda.synchronize()
+        r = b.results()
+        same = same and (first is None or all(metrics.first_mismatch(r[n], first[n]) is None for n in r))
+        first = first or r
+    return same
+
+
 def set_carveout(function, percent: int) -> None:
     from cuda.bindings import driver as cu
 

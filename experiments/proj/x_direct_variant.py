@@ -127,16 +127,7 @@ def main():
                         got.append(b.results())
                     same_pdl = same_pdl and all(metrics.first_mismatch(got[0][n], got[1][n]) is None for n in got[0])
                     firsts[(label, m, seed)] = got[0]
-            det = True
-            b = check.Bench(bed, {"M": 16}, 7)
-            first = None
-            for _ in range(5):
-                b.reset()
-                gos[label][0](*bed.args(b.bufs))
-                torch.cuda.synchronize()
-                r = b.results()
-                det = det and (first is None or all(metrics.first_mismatch(r[n], first[n]) is None for n in r))
-                first = first or r
+            det = variant_ab.repeats_bitwise(gos[label][0], bed, {"M": 16})
             rows[label + "_check"] = {"max_rel_err": worst, "tolerance": c.tolerance, "pass": worst <= c.tolerance,
                                       "deterministic": det, "pdl_bitwise_plain": same_pdl}
             if label != "promoted" and beds[label] is tb:  # the promoted fragments: the promoted bits

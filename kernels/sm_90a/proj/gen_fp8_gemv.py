@@ -166,6 +166,15 @@ def amax_update(e: Emit, word: str) -> None:
     e("  max.f32 %amax, %amax, %f1;")
 
 
+def amax_fold(e: Emit) -> None:
+    """%amax = the larger of %t0's two BF16 magnitudes (sign bits clear), as an f32."""
+    e("  shr.u32 %t1, %t0, 16;")
+    e("  and.b32 %t0, %t0, 0xffff;")
+    e("  max.u32 %t0, %t0, %t1;")
+    e("  shl.b32 %t0, %t0, 16;")
+    e("  mov.b32 %amax, %t0;")
+
+
 def amax_packed(e: Emit, X: str) -> None:
     """%amax = max |x| over the 32 BF16 of %{X}0..15, by integer max of the magnitude bits
     (for BF16 without NaN, magnitude order is unsigned order of the bits with the sign
@@ -174,11 +183,7 @@ def amax_packed(e: Emit, X: str) -> None:
     for r in range(1, 16):
         e(f"  and.b32 %t1, {X}{r}, 0x7fff7fff;")
         e("  max.u16x2 %t0, %t0, %t1;")
-    e("  shr.u32 %t1, %t0, 16;")
-    e("  and.b32 %t0, %t0, 0xffff;")
-    e("  max.u32 %t0, %t0, %t1;")
-    e("  shl.b32 %t0, %t0, 16;")
-    e("  mov.b32 %amax, %t0;")
+    amax_fold(e)
 
 
 def amax_s16(e: Emit, X: str) -> None:
@@ -194,11 +199,7 @@ def amax_s16(e: Emit, X: str) -> None:
     e("  and.b32 %t0, %t0, 0x7fff7fff;")
     e("  and.b32 %t1, %t1, 0x7fff7fff;")
     e("  max.u16x2 %t0, %t0, %t1;")
-    e("  shr.u32 %t1, %t0, 16;")
-    e("  and.b32 %t0, %t0, 0xffff;")
-    e("  max.u32 %t0, %t0, %t1;")
-    e("  shl.b32 %t0, %t0, 16;")
-    e("  mov.b32 %amax, %t0;")
+    amax_fold(e)
 
 
 def x_scale_bits(e: Emit) -> None:
