@@ -719,19 +719,37 @@ def prefetch_changes(sh: Shape) -> bool:
             and (-(-sh.S // sh.grid) > 1 or sh.pre_strips == 0))
 
 
-def store_partials(e: Emit, nts: tuple = (0, 1)) -> None:
+def store_partials(e: Emit, nts: tuple = (0, 1), swizzle: bool = False) -> None:
     """The warp's 16 x 16 partials %acc to [token][row] fp32 at %t0 (C fragment: rows g, g + 8;
-    tokens 2 tig, 2 tig + 1, + 8); only the n-tiles in ``nts``."""
+    tokens 2 tig, 2 tig + 1, + 8); only the n-tiles in ``nts``. A warp's store of one register
+    puts its 32 lanes in 8 banks (4-way conflicts: row g at 4 g, tokens 2 tig at 128 tig).
+    ``swizzle``: row r of token t at r ^ 8 ((t / 2) % 2), which halves that (2-way); the sums read
+    it back with red_index."""
     e("  shl.b32 %t1, %tig, 7;")
     e("  mad.lo.u32 %t1, %g, 4, %t1;")
     e("  add.u32 %t1, %t1, %t0;")
+    if swizzle:  # rows g (h = 0) at 32 (tig % 2): %t2; rows g + 8 (h = 1) at 32 (1 - tig % 2): %t1 + 32
+        e("  and.b32 %t3, %tig, 1;")
+        e("  shl.b32 %t3, %t3, 5;")
+        e("  add.u32 %t2, %t1, %t3;")
+        e("  sub.u32 %t1, %t1, %t3;")
     for r in [r for r in range(8) if r // 4 in nts]:  # acc r: token 2 tig + (r % 2) + 8 (r // 4), row g + 8 ((r // 2) % 2)
         off = (r % 2) * 64 + ((r // 2) % 2) * 32 + (r // 4) * 512
-        e(f"  st.shared.f32 [%t1+{off}], %acc{r};")
+        reg = "%t2" if swizzle and (r // 2) % 2 == 0 else "%t1"
+        e(f"  st.shared.f32 [{reg}+{off}], %acc{r};")
+
+
+def red_index(e: Emit, reg: str, swizzle: bool) -> None:
+    """``reg`` = output o (token o / 16, row o % 16) -> its word in a warp's [token][row] partials:
+    o itself, or with store_partials(swizzle=True) o ^ 8 ((o / 32) % 2). Uses %kb (free after the prologue)."""
+    if swizzle:
+        e(f"  shr.u32 %kb, {reg}, 2;")
+        e("  and.b32 %kb, %kb, 8;")
+        e(f"  xor.b32 {reg}, {reg}, %kb;")
 
 
 def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: str, res: bool = False,
-                    moe: Shape | None = None) -> None:
+                    moe: Shape | None = None, swizzle: bool = False) -> None:
     """Output o = tid + threads r < 16 M: row o % 16, token o / 16; the W warps' [token][row]
     partials at red_base (the lines that set %t0) + 1024 w summed in warp order (consecutive
     threads read consecutive words), BF16 to out[token, 16 s + row]. ``res``: the BF16 product
@@ -770,6 +788,7 @@ def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: 
             e(f"  setp.ne.u32 %pq, %t3, {'%ej' if down else '%ls'};")
             e(f"  @%pq bra {done}_{r};")
         e("  mov.u32 %tok, %t0;")
+        red_index(e, "%tok", swizzle)
         e(red_base)
         e("  mad.lo.u32 %t0, %tok, 4, %t0;")
         e("  ld.shared.f32 %f0, [%t0];")
@@ -810,7 +829,7 @@ def ksplit_offsets(e: Emit, sh: Shape) -> None:
     e("  mov.u32 %nct, %nclusterid.x;")
 
 
-def split_keep(e: Emit, sh: Shape, red_base: str, done: str) -> None:
+def split_keep(e: Emit, sh: Shape, red_base: str, done: str, swizzle: bool = False) -> None:
     """ksplit, after a strip's partials: thread o < 16 M sums output o's (row o % 16, token o / 16)
     partials over the warps in warp order, on this rank's half of k, into slot it = the strip's
     index in the cluster, [rank][o]: here where the row is this rank's (rows 8 r .. 8 r + 7), else
@@ -820,8 +839,11 @@ def split_keep(e: Emit, sh: Shape, red_base: str, done: str) -> None:
     e("  shl.b32 %t1, %m, 4;")
     e("  setp.ge.u32 %p, %th, %t1;")
     e(f"  @%p bra {done};")
+    if swizzle:
+        e("  mov.u32 %tok, %th;")
+        red_index(e, "%tok", swizzle)
     e(red_base)
-    e("  mad.lo.u32 %t0, %th, 4, %t0;")
+    e(f"  mad.lo.u32 %t0, {'%tok' if swizzle else '%th'}, 4, %t0;")
     e("  ld.shared.f32 %f0, [%t0];")
     for w_ in range(1, sh.W):
         e(f"  ld.shared.f32 %f1, [%t0+{w_ * 1024}];")
@@ -1018,7 +1040,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
              tgroups: bool = False, xpair: bool = False, x_first_m16: bool | None = None, coherent_x: bool = True,
              ids_early: bool = False, l2_hint: bool = True, l2_prefetch: bool | str = False, m8_only: bool = False,
              x_direct: bool | str = False, scale_bf16x2: bool = False, x_ld: str | None = None,
-             stage_x_m16: bool | str = False) -> str:
+             stage_x_m16: bool | str = False, red_swizzle: bool = False) -> str:
     """The PTX. The defaults are the promoted build (v3g); ``generate(sh, **V3)`` is v3 as promoted
     at cb9faad (bitwise the same outputs). ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x, on v3): x comes into
     shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
@@ -1082,7 +1104,9 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     and the fragments from there (x_staged_fragments), so x comes as a few large L2 requests per CTA
     instead of 4 * 16 per warp; the M <= 8 copy is the promoted one. ``"mc"``: clusters of 2; rank r copies
     the rows t = r (mod 2) with .multicast::cluster into both CTAs, so x is read from L2 once per pair.
-    Both give the promoted fragments, so the same outputs."""
+    Both give the promoted fragments, so the same outputs. ``red_swizzle`` (a candidate,
+    experiments/proj/red_swizzle_variant.py): the warps' partials stored with rows swizzled by token
+    (store_partials), halving the stores' bank conflicts; the same sums in the same order."""
     _L2["hint"] = l2_hint
     assert l2_prefetch in (False, True, "lines"), l2_prefetch
     pf = l2_prefetch if sh.ksplit == 1 and sh.fuse not in ("moe", "moedown", "gate") else False
@@ -1274,7 +1298,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     e("  mov.u32 %phase, 0;")
     e("  setp.gt.u32 %pm8, %m, 8;  // a second n-tile of 8 tokens")
     o = dict(stage_x=stage_x, x_rows=x_rows, skip_nt1=skip_nt1, packed_amax=packed_amax, pre=pre, xpair=False,
-             ids_early=ids_early, x_direct=x_direct, scale_bf16x2=scale_bf16x2)
+             ids_early=ids_early, x_direct=x_direct, scale_bf16x2=scale_bf16x2, red_swizzle=red_swizzle)
     if sh.fuse in ("norm", "moedown") or tgroups or m8_only:  # M <= 8 only (the norm's contract; a token group of at most 8)
         _body(e, sh, (0,), "_M8", **o)
     elif split_m8:
@@ -1397,7 +1421,7 @@ def ids_store(e: Emit, sh: Shape, barrier: bool = True) -> None:
 
 def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, x_rows: bool, skip_nt1: bool,
           packed_amax: bool | str, pre: int, xpair: bool = False, ids_early: bool = False,
-          x_direct: bool | str = False, scale_bf16x2: bool = False) -> None:
+          x_direct: bool | str = False, scale_bf16x2: bool = False, red_swizzle: bool = False) -> None:
     """Everything after griddepcontrol.wait, to ret: the x prologue and the strip loop. ``nts``:
     the n-tiles this copy computes ((0,) for M <= 8, (0, 1) for M > 8: no predicate on the
     second n-tile), or None for one copy for every M (the second n-tile's mma predicated on
@@ -1608,7 +1632,7 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
     e(f"  mad.lo.u32 %t0, %buf, {W * 1024}, %sbase;")
     e(f"  add.u32 %t0, %t0, {sh.red_off};")
     e("  mad.lo.u32 %t0, %warp, 1024, %t0;")
-    store_partials(e, tiles)
+    store_partials(e, tiles, red_swizzle)
     e("  bar.sync 0;")
     e("  // every warp is done with this strip's stages: thread 0 refills them with strip s + (NS / NC) G")
     e("  setp.ne.u32 %p, %th, 0;")
@@ -1619,10 +1643,10 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
     e("  // the warp-order sum, BF16 out")
     red = f"  mad.lo.u32 %t0, %buf, {W * 1024}, %sbase;\n  add.u32 %t0, %t0, {sh.red_off};"
     if sh.ksplit > 1:
-        split_keep(e, sh, red, "SUM_DONE" + sfx)
+        split_keep(e, sh, red, "SUM_DONE" + sfx, red_swizzle)
     else:
         sum_warps_store(e, sh.threads, W, N, red, "SUM_DONE" + sfx, res=sh.fuse in ("res", "moedown"),
-                        moe=sh if sh.fuse in ("moe", "moedown") else None)
+                        moe=sh if sh.fuse in ("moe", "moedown") else None, swizzle=red_swizzle)
         e(f"SUM_DONE{sfx}:")
     e("  xor.b32 %buf, %buf, 1;  // two buffers: the next strip's partials never overwrite ones still being summed")
     e("  add.u32 %s, %s, %nct;")
