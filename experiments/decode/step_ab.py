@@ -95,6 +95,10 @@ current, each swap, current again, so drift shows as a difference between the tw
   4.56 us at M = 1); in the step x is hot in L2 (experiments/proj/x_hot_chain.py). Prediction: batch 1 PDL
   0-30 us less, plain within +-15 us. Bitwise. Measured at e756719: batch 1 2.454 / 2.147 ms against
   2.427-2.429 / 2.123-2.128, batch 8 4.518 / 4.282 against 4.477-4.478 / 4.262-4.265. Rejected.
+- red_swizzle (a candidate after 7bbc5ca): the 11 dense projection kernels with their warps' partials stored
+  with rows swizzled by token (2-way bank conflicts instead of 4-way; experiments/proj/red_swizzle_variant.py).
+  Bitwise the same logits. Prediction from the kernel records: 2-6 us less per batch-1 step (the norm builds
+  0.1-0.2 us per call, 40 calls; the residual builds +-0.05) and 5-10 us less at batch 8, plain and PDL alike.
 - moe_prefetch (a candidate after 8a62374): one more launch right after the router at batch <= 2,
   `moe_prefetch.ptx` beside this script (hand-written): 96 CTAs of one warp, each lane one 8 KB
   cp.async.bulk.prefetch.L2 of the chosen experts' packed gate | up and down (24 MiB per token), so the
@@ -134,6 +138,7 @@ HERE = Path(__file__).resolve().parent
 FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_prev", "shared_first", "pre_strips_prev",
          "moedown_s6", "expert_stats", "ks2_prev", "res_ks2", "pdl_s2", "carveout", "pre_all", "early",
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
+         "red_swizzle",
          "current_again", "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
@@ -201,6 +206,11 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
         for sh in SHAPES + FUSED:
             if sh.K == 4096 and sh.ksplit == 1 and sh.fuse in ("", "res"):
                 out[sh.name] = (g.generate(sh, pre_strips=1), contracts.get(sh.name).dynamic_smem)
+    if form == "red_swizzle":  # the dense projections with their partials stored 2-way instead of 4-way conflicted
+        g = paths.generator("proj", "gen_fp8_gemv")
+        for sh in SHAPES + FUSED:
+            if sh.fuse not in ("moe", "moedown"):
+                out[sh.name] = (g.generate(sh, red_swizzle=True), contracts.get(sh.name).dynamic_smem)
     if form == "pre_strips_prev":
         g = paths.generator("proj", "gen_fp8_gemv")
         for sh in SHAPES + FUSED:

@@ -1104,9 +1104,10 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     and the fragments from there (x_staged_fragments), so x comes as a few large L2 requests per CTA
     instead of 4 * 16 per warp; the M <= 8 copy is the promoted one. ``"mc"``: clusters of 2; rank r copies
     the rows t = r (mod 2) with .multicast::cluster into both CTAs, so x is read from L2 once per pair.
-    Both give the promoted fragments, so the same outputs. ``red_swizzle`` (a candidate,
-    experiments/proj/red_swizzle_variant.py): the warps' partials stored with rows swizzled by token
-    (store_partials), halving the stores' bank conflicts; the same sums in the same order."""
+    Both give the promoted fragments, so the same outputs. ``red_swizzle`` (measured, to be promoted for
+    the dense kernels: experiments/proj/red_swizzle_variant_8919b95.json and _8919b95_2.json): the warps'
+    partials stored with rows swizzled by token (store_partials), halving the stores' bank conflicts;
+    the same sums in the same order, so the same outputs."""
     _L2["hint"] = l2_hint
     assert l2_prefetch in (False, True, "lines"), l2_prefetch
     pf = l2_prefetch if sh.ksplit == 1 and sh.fuse not in ("moe", "moedown", "gate") else False
