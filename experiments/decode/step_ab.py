@@ -99,6 +99,10 @@ current, each swap, current again, so drift shows as a difference between the tw
   with rows swizzled by token (2-way bank conflicts instead of 4-way; experiments/proj/red_swizzle_variant.py).
   Bitwise the same logits. Prediction from the kernel records: 2-6 us less per batch-1 step (the norm builds
   0.1-0.2 us per call, 40 calls; the residual builds +-0.05) and 5-10 us less at batch 8, plain and PDL alike.
+  Measured at 7d2021a (step_ab_red_swizzle{,_b8,_b32}_7d2021a.json, ms plain / PDL, candidate against current and
+  current_again): batch 1 2.404 / 2.116 against 2.404-2.406 / 2.122-2.128; batch 8 4.521 / 4.292 against
+  4.507-4.531 / 4.282-4.305; batch 32 12.913 / 12.710 against 12.922-12.935 / 12.715-12.721. Bitwise. Within the
+  drift of the two currents: the gain is at M > 8 (verification), which these batches do not run.
 - moe_prefetch (a candidate after 8a62374): one more launch right after the router at batch <= 2,
   `moe_prefetch.ptx` beside this script (hand-written): 96 CTAs of one warp, each lane one 8 KB
   cp.async.bulk.prefetch.L2 of the chosen experts' packed gate | up and down (24 MiB per token), so the
