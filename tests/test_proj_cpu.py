@@ -309,6 +309,73 @@ def test_x_prologue_candidates_assemble(sh):
     assert "mul.rn.bf16x2" in leaned and "max.s16x2" in leaned and "mul.rn.bf16x2" not in promoted
 
 
+def _run_emitted(lines, regs):
+    """Interpret the few integer instructions store_partials / red_index emit; returns the stores'
+    (address, register) in order."""
+    import re
+
+    ops = {"shl.b32": lambda a, b: a << b, "shr.u32": lambda a, b: a >> b, "add.u32": lambda a, b: a + b,
+           "sub.u32": lambda a, b: a - b, "and.b32": lambda a, b: a & b, "xor.b32": lambda a, b: a ^ b}
+    val = lambda x: regs[x] if x.startswith("%") else int(x, 0)  # noqa: E731
+    stores = []
+    for line in lines:
+        line = line.split("//")[0].strip().rstrip(";")
+        if not line:
+            continue
+        op, args = line.split(None, 1)
+        a = [x.strip() for x in args.split(",")]
+        if op in ops:
+            regs[a[0]] = ops[op](val(a[1]), val(a[2]))
+        elif op == "mad.lo.u32":
+            regs[a[0]] = val(a[1]) * val(a[2]) + val(a[3])
+        elif op == "mov.u32":
+            regs[a[0]] = val(a[1])
+        elif op == "st.shared.f32":
+            m = re.match(r"\[(%\w+)\+(\d+)\]", a[0])
+            stores.append((regs[m.group(1)] + int(m.group(2)), a[1]))
+        else:
+            raise AssertionError(f"unexpected instruction {op}")
+    return stores
+
+
+@pytest.mark.parametrize("swizzle", (False, True))
+def test_partials_layout_stores_and_reads_agree(swizzle):
+    """store_partials puts partial (token t, row r) of every lane where the warps' sums read output
+    o = 16 t + r (red_index): the identity, or with ``red_swizzle`` o ^ 8 ((o / 32) % 2); the swizzle makes
+    each warp-wide store 2-way bank-conflicted instead of 4-way (a measured candidate:
+    red_swizzle_variant_8919b95.json; bitwise the promoted outputs)."""
+    g = _generator()
+    where, ways = {}, []
+    for r in range(8):
+        banks = {}
+        for lane in range(32):
+            e = g.Emit()
+            g.store_partials(e, (0, 1), swizzle)
+            stores = _run_emitted(e.lines, {"%tig": lane % 4, "%g": lane // 4, "%t0": 0})
+            addr, reg = stores[r]
+            assert reg == f"%acc{r}"
+            token, row = 2 * (lane % 4) + r % 2 + 8 * (r // 4), lane // 4 + 8 * ((r // 2) % 2)
+            where[(token, row)] = addr
+            banks[addr // 4 % 32] = banks.get(addr // 4 % 32, 0) + 1
+        ways.append(max(banks.values()))
+    assert ways == [2 if swizzle else 4] * 8
+    for (token, row), addr in where.items():
+        e = g.Emit()
+        g.red_index(e, "%tok", swizzle)
+        regs = {"%tok": 16 * token + row}
+        _run_emitted(e.lines, regs)
+        assert addr == 4 * regs["%tok"], (token, row)
+    assert sorted(where.values()) == list(range(0, 1024, 4))
+
+
+@pytest.mark.parametrize("sh", SHAPES + FUSED + EXPERTS + MOE_DOWNS, ids=lambda s: s.name)
+def test_red_swizzle_candidate_assembles(sh):
+    g = _generator()
+    ptx = g.generate(sh, red_swizzle=True)
+    _assembles_without_spills(sh.name, ptx)
+    assert ptx != g.generate(sh)
+
+
 def test_bf16_gemv_row_builds_assemble_and_differ_only_in_the_row_fill():
     from netra import paths
 
