@@ -1117,6 +1117,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     assert x_direct in (False, True, "v4")
     assert not x_direct or (x_rows and split_m8 and sh.fuse in ("", "res", "gate") and not (tgroups or xpair or stage_x))
     assert not (stage_x and x_rows), "stage_x is a variant of v3's x prologue: pass **V3 with it"
+    assert not (stage_x and split_m8), "stage_x is v3's one body (**V3); stage_x_m16 stages x in the M > 8 copy"
     assert stage_x_m16 in (False, True, "mc")
     assert not stage_x_m16 or (split_m8 and x_rows and not x_direct and sh.fuse in ("", "res") and sh.ksplit == 1
                                and not (tgroups or xpair or stage_x) and sh.grid % 2 == 0)
@@ -1431,7 +1432,9 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
     x_off, x_stride, x_bar = x_stage_layout(sh)
     tiles = (0, 1) if nts is None else nts
     assert nts is None or not skip_nt1
+    assert not stage_x or nts in (None, (0, 1)), "x staged in the M > 8 copy only (stage_x_m16)"
     late = stage_x and nts is not None  # stage_x_m16: the chunks are requested before everyone waits for x
+    issued = "X_ISSUED" + (sfx if late else "")
     if stage_x == "mc":
         e("  // x rows multicast: rank r copies rows r, r + 2, ... into both CTAs of the pair; each CTA's x")
         e("  // mbarrier expects all M rows. The peer's mbarrier must be initialized first: the cluster wait")
@@ -1461,16 +1464,16 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
         e(f"  add.u32 %sx, %sbase, {x_off};")
         e(f"  add.u32 %xb, %sbase, {x_bar};")
         e("  setp.ne.u32 %p, %th, 0;")
-        e("  @%p bra X_ISSUED;")
+        e(f"  @%p bra {issued};")
         e(f"  mul.lo.u32 %t0, %m, {2 * K};")
         e("  mbarrier.arrive.expect_tx.shared::cta.b64 _, [%xb], %t0;")
         for t in range(16):
             e(f"  setp.le.u32 %p, %m, {t};")
-            e("  @%p bra X_ISSUED;")
+            e(f"  @%p bra {issued};")
             e(f"  add.u64 %pa, %px, {t * 2 * K};")
             e(f"  add.u32 %ta, %sx, {t * x_stride};")
             e(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%ta], [%pa], {2 * K}, [%xb];")
-        e(f"X_ISSUED{sfx}:" if late else "X_ISSUED:")
+        e(f"{issued}:")
         if not late:
             e("X_WAIT:")
             e("  mbarrier.try_wait.parity.shared::cta.b64 %p, [%xb], 0;")

@@ -175,6 +175,8 @@ class Fp8Gemv:
 # 6e78c34). The same split at 4096 x 2048 and 2048 x 4096, where a cluster walks 2-4 strips, was slower
 # at M <= 8 and gained at most 0.16 us at M = 16 (experiments/proj/README.md, k split)
 KSPLIT_1024 = 2
+
+
 def frag_k(step: int, tig: int, kk: int, x_direct: bool = False) -> int:
     """The column, within a 128-k block, that mma step ``step`` (0..7) takes at its k index
     2 tig + kk (kk in 0, 1, 8, 9) in the packed weight layout (netra.ops.proj.pack_weight) and in
