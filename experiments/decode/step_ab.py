@@ -102,7 +102,14 @@ current, each swap, current again, so drift shows as a difference between the tw
   Measured at 7d2021a (step_ab_red_swizzle{,_b8,_b32}_7d2021a.json, ms plain / PDL, candidate against current and
   current_again): batch 1 2.404 / 2.116 against 2.404-2.406 / 2.122-2.128; batch 8 4.521 / 4.292 against
   4.507-4.531 / 4.282-4.305; batch 32 12.913 / 12.710 against 12.922-12.935 / 12.715-12.721. Bitwise. Within the
-  drift of the two currents: the gain is at M > 8 (verification), which these batches do not run.
+  drift of the two currents: the gain is at M > 8 (verification), which these batches do not run. Promoted
+  after that for the seven 16-warp builds but 12288 x 2048's plain one (Fp8Gemv.red_swizzle); this form
+  still swaps in every dense build's swizzled form.
+- land_split (a candidate after the red_swizzle promotion): the 16-warp plain, norm and residual projections
+  with each 32 KB chunk as 4 bulk copies on 4 mbarriers (generate(land_split=4),
+  experiments/proj/land_split_variant.py), each warp waiting for its own 8 KB piece. Bitwise the same logits.
+  Prediction: if the kernels gain 0.05-0.15 us at M = 1 as predicted there, 2-6 us less per batch-1 step
+  (about 40 such launches), plain and PDL alike.
 - moe_prefetch (a candidate after 8a62374): one more launch right after the router at batch <= 2,
   `moe_prefetch.ptx` beside this script (hand-written): 96 CTAs of one warp, each lane one 8 KB
   cp.async.bulk.prefetch.L2 of the chosen experts' packed gate | up and down (24 MiB per token), so the
@@ -142,7 +149,7 @@ HERE = Path(__file__).resolve().parent
 FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_prev", "shared_first", "pre_strips_prev",
          "moedown_s6", "expert_stats", "ks2_prev", "res_ks2", "pdl_s2", "carveout", "pre_all", "early",
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
-         "red_swizzle",
+         "red_swizzle", "land_split",
          "current_again", "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
@@ -215,6 +222,11 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
         for sh in SHAPES + FUSED:
             if sh.fuse not in ("moe", "moedown"):
                 out[sh.name] = (g.generate(sh, red_swizzle=True), contracts.get(sh.name).dynamic_smem)
+    if form == "land_split":  # each chunk of the 16-warp dense builds as 4 pieces on 4 mbarriers; the launch's smem grows
+        g = paths.generator("proj", "gen_fp8_gemv")
+        for sh in SHAPES + FUSED:
+            if sh.ksplit == 1 and sh.fuse in ("", "norm", "res") and sh.W == 16:
+                out[sh.name] = (g.generate(sh, land_split=4), g.land_layout(sh, 4)[1])
     if form == "pre_strips_prev":
         g = paths.generator("proj", "gen_fp8_gemv")
         for sh in SHAPES + FUSED:
@@ -380,6 +392,11 @@ def main():
                         op = _dispatch.OPS[sh.name]
                         real_contracts[sh.name] = op.contract
                         op.contract = _contract(u)
+            if form == "land_split":  # the swapped builds' grown shared memory at launch
+                for name, (_, smem) in previous_builds(form).items():
+                    op = _dispatch.OPS[name]
+                    real_contracts[name] = op.contract
+                    op.contract = dataclasses.replace(op.contract, dynamic_smem=smem)
             if form == "pdl_s2":
                 for fn in swaps.values():
                     carveout(fn, MAX_SHARED)

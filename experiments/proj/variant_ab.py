@@ -7,15 +7,18 @@ of PDL launches of itself."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
 import torch
 
 
-def run(label: str, options: dict, shape_cases, out_path: str, candidate_shape=None, carveout: int | None = None) -> dict:
+def run(label: str, options: dict, shape_cases, out_path: str, candidate_shape=None, carveout: int | None = None,
+        candidate_smem=None) -> dict:
     """``candidate_shape`` (sh -> a replaced Fp8Gemv, e.g. more stages): the candidate is built
     from it and launched with its dynamic shared memory; the promoted kernel as registered.
+    ``candidate_smem`` (sh -> bytes): the candidate's dynamic shared memory where its build grows it.
     ``carveout``: the candidate function's preferred shared-memory carveout (percent; 100: the
     largest), so that two of its CTAs, or one of it beside another kernel's, fit on one SM."""
     from netra import contracts, paths
@@ -38,6 +41,8 @@ def run(label: str, options: dict, shape_cases, out_path: str, candidate_shape=N
         sh2 = candidate_shape(sh) if candidate_shape else sh
         # the candidate's own grid, threads and shared memory (a k split or fewer stages change them)
         c2 = proj_contracts._contract(sh2) if candidate_shape else c
+        if candidate_smem:
+            c2 = dataclasses.replace(c2, dynamic_smem=candidate_smem(sh2))
         module, fn = loader.load_text(sh2.name, g.generate(sh2, **options), dynamic_smem=c2.dynamic_smem)  # its .entry
         keep.append(module)
         if carveout is not None:

@@ -593,7 +593,11 @@ def x_staged_fragments(e: Emit, h: int, nt: int, W: int, K: int, stride: int) ->
 
 def issue(e: Emit, sh: Shape, strip: str, h: int, stage: str) -> None:
     """Expect the bytes on full[stage] and bulk-copy chunk h of ``strip`` (its W weight tiles
-    and their W block scales) into stage ``stage``."""
+    and their W block scales) into stage ``stage``. With generate(land_split=q): q pieces, each
+    the tiles and scales of W / q warps on its own mbarrier (issue_pieces)."""
+    if _LAND["q"] > 1:
+        issue_pieces(e, sh, strip, h, stage, _LAND["q"])
+        return
     e(f"  mad.lo.u32 %bf, {stage}, 8, %bars;")
     e(f"  mbarrier.arrive.expect_tx.shared::cta.b64 _, [%bf], {sh.SB + 4 * sh.W};")
     e(f"  mad.lo.u32 %ta, {stage}, {sh.SB}, %sbase;")
@@ -629,6 +633,31 @@ def issue(e: Emit, sh: Shape, strip: str, h: int, stage: str) -> None:
     e(f"  mad.lo.u32 %ta, {stage}, {sh.scl_bytes}, %sbase;")
     e(f"  add.u32 %ta, %ta, {sh.scl_off};")
     e(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%ta], [%pa], {4 * sh.W}, [%bf];")
+
+
+def issue_pieces(e: Emit, sh: Shape, strip: str, h: int, stage: str, q: int) -> None:
+    """issue() in q pieces: piece i = warps i W / q .. (i + 1) W / q - 1 of the chunk (their tiles,
+    SB / q bytes, and their scales, 4 W / q bytes) on mbarrier q stage + i, so each warp starts on
+    its tiles when they land rather than when the whole chunk has."""
+    tb, sb = sh.SB // q, 4 * sh.W // q
+    e(f"  mul.lo.u32 %t0, {strip}, {sh.KB};")
+    e(f"  add.u32 %t0, %t0, {h * sh.W};")
+    e("  mul.wide.u32 %pt64, %t0, 2048;")
+    e("  add.u64 %pa, %pw, %pt64;")
+    e(f"  shr.u32 %t0, {strip}, 3;")
+    e(f"  mul.lo.u32 %t0, %t0, {sh.KB};")
+    e(f"  add.u32 %t0, %t0, {h * sh.W};")
+    e("  mul.wide.u32 %pt64, %t0, 4;")
+    e("  add.u64 %plq, %ps, %pt64;")
+    e(f"  mad.lo.u32 %ta, {stage}, {sh.SB}, %sbase;")
+    e(f"  mad.lo.u32 %lsc, {stage}, {sh.scl_bytes}, %sbase;")
+    e(f"  mad.lo.u32 %bf, {stage}, {8 * q}, %bars;")
+    for i in range(q):
+        e(f"  mbarrier.arrive.expect_tx.shared::cta.b64 _, [%bf+{8 * i}], {tb + sb};  // piece {i}")
+        e(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes{_hint()} [%ta+{i * tb}], [%pa+{i * tb}], "
+          f"{tb}, [%bf+{8 * i}]{_pol()};")
+        e(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%lsc+{sh.scl_off + i * sb}], "
+          f"[%plq+{i * sb}], {sb}, [%bf+{8 * i}];")
 
 
 def issue_moedown(e: Emit, sh: Shape, strip: str, h: int, stage: str) -> None:
@@ -1021,10 +1050,22 @@ def norm_prologue(e: Emit, sh: Shape, tiles: tuple, sfx: str) -> None:
             e(f"  @%pv st.global.v4.b32 [%pa], {{{regs}}};")
 
 
-V3 = dict(x_rows=False, skip_nt1=False, packed_amax=False, pre_strips=None, early_trigger=True, split_m8=False)  # promoted at cb9faad
+V3 = dict(x_rows=False, skip_nt1=False, packed_amax=False, pre_strips=None, early_trigger=True, split_m8=False,
+          red_swizzle=False)  # promoted at cb9faad
 
 
 _L2 = {"hint": True}  # the weight copies' L2 policy in the build being generated (generate's l2_hint)
+_LAND = {"q": 1}  # mbarriers (pieces) per chunk in the build being generated (generate's land_split)
+
+
+def land_layout(sh: Shape, q: int) -> tuple[int, int]:
+    """generate(land_split=q > 1): the q mbarriers of each stage after the contract's shared memory
+    (16-byte aligned; the one-per-stage mbarriers at bar_off are then unused), and the launch's
+    dynamic shared memory. q = 1: the contract's."""
+    if q == 1:
+        return sh.bar_off, sh.smem
+    off = (sh.smem + 15) // 16 * 16
+    return off, off + 8 * sh.NS * q
 
 
 def _hint() -> str:
@@ -1040,7 +1081,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
              tgroups: bool = False, xpair: bool = False, x_first_m16: bool | None = None, coherent_x: bool = True,
              ids_early: bool = False, l2_hint: bool = True, l2_prefetch: bool | str = False, m8_only: bool = False,
              x_direct: bool | str = False, scale_bf16x2: bool = False, x_ld: str | None = None,
-             stage_x_m16: bool | str = False, red_swizzle: bool = False) -> str:
+             stage_x_m16: bool | str = False, red_swizzle: bool | None = None, land_split: int = 1) -> str:
     """The PTX. The defaults are the promoted build (v3g); ``generate(sh, **V3)`` is v3 as promoted
     at cb9faad (bitwise the same outputs). ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x, on v3): x comes into
     shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
@@ -1104,10 +1145,20 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     and the fragments from there (x_staged_fragments), so x comes as a few large L2 requests per CTA
     instead of 4 * 16 per warp; the M <= 8 copy is the promoted one. ``"mc"``: clusters of 2; rank r copies
     the rows t = r (mod 2) with .multicast::cluster into both CTAs, so x is read from L2 once per pair.
-    Both give the promoted fragments, so the same outputs. ``red_swizzle`` (measured, to be promoted for
-    the dense kernels: experiments/proj/red_swizzle_variant_8919b95.json and _8919b95_2.json): the warps'
-    partials stored with rows swizzled by token (store_partials), halving the stores' bank conflicts;
-    the same sums in the same order, so the same outputs."""
+    Both give the promoted fragments, so the same outputs. ``red_swizzle`` (None: the shape's
+    ``Fp8Gemv.red_swizzle``, promoted after experiments/proj/red_swizzle_variant_8919b95.json and
+    _8919b95_2.json): the warps' partials stored with rows swizzled by token (store_partials), halving
+    the stores' bank conflicts; the same sums in the same order, so the same outputs. ``land_split``
+    (a candidate, experiments/proj/land_split_variant.py; plain, norm and residual kernels of 16 warps):
+    each chunk comes as this many bulk copies (issue_pieces), each with its warps' scales on its own
+    mbarrier (land_layout: after the contract's shared memory, which the launch grows), and each warp
+    waits only for its piece, so the strip's work overlaps the rest of its chunk landing (a 32 KB chunk
+    lands over ~0.6 us: trace_v3_m89_8675eaa.json's chunk spacing). The same arithmetic."""
+    red_swizzle = sh.red_swizzle if red_swizzle is None else red_swizzle
+    assert land_split in (1, 2, 4), land_split
+    assert land_split == 1 or (sh.ksplit == 1 and sh.fuse in ("", "norm", "res") and 4 * sh.W // land_split >= 16
+                               and not (stage_x or stage_x_m16 or xpair or tgroups or l2_prefetch == "lines"))
+    _LAND["q"] = land_split
     _L2["hint"] = l2_hint
     assert l2_prefetch in (False, True, "lines"), l2_prefetch
     pf = l2_prefetch if sh.ksplit == 1 and sh.fuse not in ("moe", "moedown", "gate") else False
@@ -1185,6 +1236,9 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         e("  .reg .pred %pown;")
         e("  .reg .b32 %rank, %peer, %it, %xb;")
     e("  .reg .b32 %wa<16>, %a<4>;")
+    if land_split > 1:
+        e("  .reg .b32 %lsc;")
+        e("  .reg .b64 %plq;")
     for nt in range(2):
         for h in range(NC):
             e(f"  .reg .b32 %xr{nt}_{h}_<16>, %inv{nt}_{h};")
@@ -1237,7 +1291,10 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         e("  sub.u32 %nct, %nct, 1;  // the last " + ("cluster" if ks else "CTA") + " is the gate's; the others stream the weights")
         e("  setp.eq.u32 %p, %s, %nct;")
         e("  @%p bra GATE;")
-    e(f"  add.u32 %bars, %sbase, {sh.bar_off};  // full[i] at bars + 8 i")
+    if land_split > 1:
+        e(f"  add.u32 %bars, %sbase, {land_layout(sh, land_split)[0]};  // full[i][piece j] at bars + 8 ({land_split} i + j)")
+    else:
+        e(f"  add.u32 %bars, %sbase, {sh.bar_off};  // full[i] at bars + 8 i")
     if _L2["hint"]:
         e("  createpolicy.fractional.L2::evict_first.b64 %pol, 1.0;  // weights are read once per step")
     if ids_early:
@@ -1257,7 +1314,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
             prefetch_strips(e, sh, 0, "PFL_END", lines=True)
     e("  setp.ne.u32 %p, %th, 0;")
     e("  @%p bra " + ("INIT_BARS;" if ids_early else "INIT_DONE;"))
-    for i in range(NS):
+    for i in range(NS * land_split):
         e(f"  mbarrier.init.shared::cta.b64 [%bars+{8 * i}], 1;")
     if stage_x or stage_x_m16:
         e(f"  mbarrier.init.shared::cta.b64 [%sbase+{x_bar}], 1;  // x rows")
@@ -1588,7 +1645,13 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
     e("  mov.u32 %st0, %stage;  // this strip's first stage")
     for h in range(NC):
         e(f"  // chunk {h}: wait for its bytes, take this warp's tile and scale")
-        e("  mad.lo.u32 %bf, %stage, 8, %bars;")
+        q = _LAND["q"]
+        if q > 1:
+            e(f"  shr.u32 %ta, %warp, {(W // q).bit_length() - 1};  // this warp's piece of the chunk")
+            e("  mad.lo.u32 %ta, %ta, 8, %bars;")
+            e(f"  mad.lo.u32 %bf, %stage, {8 * q}, %ta;")
+        else:
+            e("  mad.lo.u32 %bf, %stage, 8, %bars;")
         e(f"WAIT{h}{sfx}:")
         e("  mbarrier.try_wait.parity.shared::cta.b64 %p, [%bf], %phase;")
         e(f"  @!%p bra WAIT{h}{sfx};")

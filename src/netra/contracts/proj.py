@@ -102,6 +102,17 @@ class Fp8Gemv:
         return self.K >= 2048 and self.S * self.K <= 4096 * self.grid and self.fuse != "norm"
 
     @property
+    def red_swizzle(self) -> bool:
+        """The warps' partials stored with rows swizzled by token (gen_fp8_gemv.store_partials: 2-way bank
+        conflicts instead of 4-way; bitwise the same outputs): on where 16 warps share the SM's shared
+        memory, off for the experts and for 12288 x 2048's plain build. Measured twice beside the builds
+        before (experiments/proj/red_swizzle_variant_8919b95.json, _8919b95_2.json, us, plain): M = 9..16
+        0.2-0.5 faster at 9216, 8192 and 4096 x 2048, the norm builds 0.1-0.3 faster at M = 1 and 8; the
+        experts' gate | up +0.4 at M = 1 and +3.7 at M = 8, 12288 x 2048 plain +0.22 at M = 1 (both runs,
+        not explained; it would lose that shape's 1.8x cuBLAS bar); the 4- and 8-warp builds within 0.05."""
+        return self.W == 16 and self.fuse not in ("moe", "moedown") and not (self.N == 12288 and self.fuse == "")
+
+    @property
     def pre_strips(self) -> int:
         """Strips whose chunks are requested before griddepcontrol.wait at M <= 8: none where x goes
         first and each CTA streams one strip of two or more chunks (x's prologue is then the critical
