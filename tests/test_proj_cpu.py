@@ -45,7 +45,7 @@ def test_contract_tiling(sh):
     norm = 16 * 256 * 4 + 64 if sh.fuse == "norm" else 0  # the norm prologue's sums of squares and rsqrts
     assert sh.bar_off == sh.red_off + 2 * 1024 * sh.W
     xch = (2048 + 8) * sh.slots  # ksplit: the slots of the exchange and their mbarriers (test_ksplit_builds)
-    assert sh.smem == (sh.norm_off + norm if norm else (sh.xch_off if xch else sh.bar_off + 8 * sh.NS) + xch)
+    assert sh.smem == (sh.norm_off + norm if norm else (sh.xch_off if xch else sh.bar_off + 8 * sh.NS * sh.pieces) + xch)
     assert sh.norm_off >= sh.bar_off + 8 * sh.NS
     assert sh.scl_off % 16 == 0 and sh.red_off % 16 == 0 and sh.bar_off % 8 == 0 and 4 * sh.W % 16 == 0
     assert sh.grid == min(sh.ksplit * sh.S, 132) // sh.ksplit * sh.ksplit and c.pdl
@@ -384,12 +384,20 @@ def test_red_swizzle_builds_assemble_and_the_promoted_choice(sh):
     assert g.generate(sh) == (on if sh.red_swizzle else off)
 
 
+LAND_SPLIT = {"fp8_gemv_n12288_k2048", "fp8_gemv_n8192_k2048", "fp8_gemv_n4096_k2048", "fp8_gemv_n9216_k2048",
+              "fp8_gemv_n2048_k4096", "fp8_gemv_n12288_k2048_norm", "fp8_gemv_n9216_k2048_norm", "fp8_gemv_n2048_k4096_res"}
+
+
 @pytest.mark.parametrize("sh", SHAPES + FUSED + EXPERTS + MOE_DOWNS, ids=lambda s: s.name)
-def test_land_split_candidate(sh):
-    """generate(land_split=q) (experiments/proj/land_split_variant.py): only the plain, norm and residual
-    16-warp builds; each chunk's q pieces expect exactly the chunk's tiles and scales and copy them to
-    where the one-copy build puts them; each warp waits on its own piece; no spills."""
+def test_land_split_builds(sh):
+    """generate(land_split=q) (Fp8Gemv.pieces; experiments/proj/land_split_variant.py): only the plain, norm
+    and residual 16-warp builds; each chunk's q pieces expect exactly the chunk's tiles and scales and copy
+    them to where the one-copy build puts them; each warp waits on its own piece; the contract's mbarrier
+    region holds NS x pieces and overlaps nothing; the committed build takes Fp8Gemv.pieces; no spills."""
     g = _generator()
+    assert sh.pieces == (4 if sh.name in LAND_SPLIT else 1)
+    assert sh.bar_off + 8 * sh.NS * sh.pieces <= (sh.norm_off if sh.fuse == "norm" else sh.xch_off if sh.ksplit > 1 else sh.smem)
+    assert g.generate(sh) == g.generate(sh, land_split=sh.pieces)
     for q in (2, 4):
         if not (sh.ksplit == 1 and sh.fuse in ("", "norm", "res") and sh.W == 16):
             with pytest.raises(AssertionError):
@@ -398,7 +406,7 @@ def test_land_split_candidate(sh):
         ptx = g.generate(sh, land_split=q)
         _assembles_without_spills(sh.name, ptx)
         off, smem = g.land_layout(sh, q)
-        assert off >= sh.smem and off % 16 == 0 and smem == off + 8 * sh.NS * q
+        assert (off, smem) == (sh.bar_off, sh.smem)
         assert f"add.u32 %bars, %sbase, {off};" in ptx
         assert ptx.count("mbarrier.init.shared::cta.b64 [%bars+") == sh.NS * q
         expects = re.findall(r"mbarrier.arrive.expect_tx.shared::cta.b64 _, \[%bf\+(\d+)\], (\d+);", ptx)
@@ -412,7 +420,10 @@ def test_land_split_candidate(sh):
         sb = 4 * sh.W // q
         assert scales[:q] == [(str(sh.scl_off + j * sb), str(j * sb), str(sb), str(8 * j)) for j in range(q)]
         assert f"shr.u32 %ta, %warp, {(sh.W // q).bit_length() - 1};" in ptx
-        assert g.generate(sh) == g.generate(sh, land_split=1)  # the module state does not leak
+    one = g.generate(sh, land_split=1)  # the build before: one copy per chunk part, one mbarrier per stage
+    assert "issue_pieces" not in one and "piece 0" not in one and "%plq" not in one
+    if sh.pieces > 1:
+        assert g.generate(sh) != one
 
 
 def test_bf16_gemv_row_builds_assemble_and_differ_only_in_the_row_fill():
@@ -605,6 +616,6 @@ def test_rejected_ksplit_builds_are_reproduced():
     for sh in SHAPES + FUSED:
         if sh.ksplit > 1:
             u = dataclasses.replace(sh, ksplit=1)
-            assert (kept / f"{u.name}.ptx").read_text() == g.generate(u, red_swizzle=False), u.name  # as measured
+            assert (kept / f"{u.name}.ptx").read_text() == g.generate(u, red_swizzle=False, land_split=1), u.name  # as measured
     res = dataclasses.replace(next(s for s in FUSED if s.fuse == "res"), ksplit=2)
     _assembles_without_spills(res.name, g.generate(res))

@@ -105,11 +105,12 @@ current, each swap, current again, so drift shows as a difference between the tw
   drift of the two currents: the gain is at M > 8 (verification), which these batches do not run. Promoted
   after that for the seven 16-warp builds but 12288 x 2048's plain one (Fp8Gemv.red_swizzle); this form
   still swaps in every dense build's swizzled form.
-- land_split (a candidate after the red_swizzle promotion): the 16-warp plain, norm and residual projections
-  with each 32 KB chunk as 4 bulk copies on 4 mbarriers (generate(land_split=4),
-  experiments/proj/land_split_variant.py), each warp waiting for its own 8 KB piece. Bitwise the same logits.
-  Prediction: if the kernels gain 0.05-0.15 us at M = 1 as predicted there, 2-6 us less per batch-1 step
-  (about 40 such launches), plain and PDL alike.
+- land_split_prev (after land_split's promotion, Fp8Gemv.pieces): the 16-warp plain, norm and residual
+  projections as before it, each 32 KB chunk one bulk copy on one mbarrier (generate(land_split=1)), against
+  the promoted 4 copies on 4 mbarriers, each warp waiting for its own 8 KB piece
+  (experiments/proj/land_split_variant.py). Bitwise the same logits. Prediction from the kernel A/B
+  (land_split_4_variant_421e282.json: norm builds at M = 1 +0.17 / -0.06 us plain / PDL, M = 8 -0.14 / -0.20):
+  the current form within +-5 us of this one at batch 1, 0-10 us faster at batch 8.
 - moe_prefetch (a candidate after 8a62374): one more launch right after the router at batch <= 2,
   `moe_prefetch.ptx` beside this script (hand-written): 96 CTAs of one warp, each lane one 8 KB
   cp.async.bulk.prefetch.L2 of the chosen experts' packed gate | up and down (24 MiB per token), so the
@@ -149,7 +150,7 @@ HERE = Path(__file__).resolve().parent
 FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_prev", "shared_first", "pre_strips_prev",
          "moedown_s6", "expert_stats", "ks2_prev", "res_ks2", "pdl_s2", "carveout", "pre_all", "early",
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
-         "red_swizzle", "land_split",
+         "red_swizzle", "land_split_prev",
          "current_again", "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
@@ -222,11 +223,11 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
         for sh in SHAPES + FUSED:
             if sh.fuse not in ("moe", "moedown"):
                 out[sh.name] = (g.generate(sh, red_swizzle=True), contracts.get(sh.name).dynamic_smem)
-    if form == "land_split":  # each chunk of the 16-warp dense builds as 4 pieces on 4 mbarriers; the launch's smem grows
+    if form == "land_split_prev":  # each chunk of the 16-warp dense builds as one copy on one mbarrier (the first of its stage's)
         g = paths.generator("proj", "gen_fp8_gemv")
         for sh in SHAPES + FUSED:
-            if sh.ksplit == 1 and sh.fuse in ("", "norm", "res") and sh.W == 16:
-                out[sh.name] = (g.generate(sh, land_split=4), g.land_layout(sh, 4)[1])
+            if sh.pieces > 1:
+                out[sh.name] = (g.generate(sh, land_split=1), contracts.get(sh.name).dynamic_smem)
     if form == "pre_strips_prev":
         g = paths.generator("proj", "gen_fp8_gemv")
         for sh in SHAPES + FUSED:
@@ -392,11 +393,6 @@ def main():
                         op = _dispatch.OPS[sh.name]
                         real_contracts[sh.name] = op.contract
                         op.contract = _contract(u)
-            if form == "land_split":  # the swapped builds' grown shared memory at launch
-                for name, (_, smem) in previous_builds(form).items():
-                    op = _dispatch.OPS[name]
-                    real_contracts[name] = op.contract
-                    op.contract = dataclasses.replace(op.contract, dynamic_smem=smem)
             if form == "pdl_s2":
                 for fn in swaps.values():
                     carveout(fn, MAX_SHARED)

@@ -14,7 +14,11 @@ Prediction (written before the run): 4096 x 2048 M = 1 0.05-0.15 us faster, M = 
 the same absolute gain, a smaller fraction; q = 2 about half of q = 4's. The cost: 4 q copies per strip
 instead of 2 for thread 0 to issue (~20 instructions each, in the refill's path).
 
-  PYTHONPATH=src python3 experiments/proj/land_split_variant.py --out "$OUT" [q ...]
+Run 1 at 421e282 (land_split_{4,2}_variant_421e282.json; the candidate against the promoted one-copy builds).
+Promoted after it (Fp8Gemv.pieces = 4); ``prev`` then times the build before (land_split=1) against the
+promoted one over every 16-warp plain, norm and residual build: the second run.
+
+  PYTHONPATH=src python3 experiments/proj/land_split_variant.py --out "$OUT" [q ... | prev]
 """
 
 from __future__ import annotations
@@ -39,6 +43,10 @@ def main():
     def cases(c):
         return [d for d in c.cases() if d["M"] in (1, 8, 9, 16)]
 
+    if "prev" in sys.argv[1:]:  # after the promotion: the one-copy build against the promoted pieces
+        shapes = [(sh, cases) for sh in SHAPES + FUSED if sh.pieces > 1]
+        variant_ab.run("land_split_1", {"land_split": 1}, shapes, variant_ab.out_path("land_split_prev_variant.json", HERE))
+        return
     shapes = [(sh, cases) for sh in SHAPES + FUSED if sh.name in names]
     for q in qs:
         variant_ab.run(f"land_split_{q}", {"land_split": q}, shapes,

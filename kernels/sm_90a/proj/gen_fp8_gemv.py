@@ -1059,10 +1059,10 @@ _LAND = {"q": 1}  # mbarriers (pieces) per chunk in the build being generated (g
 
 
 def land_layout(sh: Shape, q: int) -> tuple[int, int]:
-    """generate(land_split=q > 1): the q mbarriers of each stage after the contract's shared memory
-    (16-byte aligned; the one-per-stage mbarriers at bar_off are then unused), and the launch's
-    dynamic shared memory. q = 1: the contract's."""
-    if q == 1:
+    """Where generate(land_split=q)'s q mbarriers per stage start, and the launch's dynamic shared
+    memory: the contract's (bar_off, smem) for q <= sh.pieces (mbarrier q i + j, its region holds
+    pieces per stage); for more, after the contract's shared memory (16-byte aligned; the launch grows)."""
+    if q <= sh.pieces:
         return sh.bar_off, sh.smem
     off = (sh.smem + 15) // 16 * 16
     return off, off + 8 * sh.NS * q
@@ -1081,7 +1081,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
              tgroups: bool = False, xpair: bool = False, x_first_m16: bool | None = None, coherent_x: bool = True,
              ids_early: bool = False, l2_hint: bool = True, l2_prefetch: bool | str = False, m8_only: bool = False,
              x_direct: bool | str = False, scale_bf16x2: bool = False, x_ld: str | None = None,
-             stage_x_m16: bool | str = False, red_swizzle: bool | None = None, land_split: int = 1) -> str:
+             stage_x_m16: bool | str = False, red_swizzle: bool | None = None, land_split: int | None = None) -> str:
     """The PTX. The defaults are the promoted build (v3g); ``generate(sh, **V3)`` is v3 as promoted
     at cb9faad (bitwise the same outputs). ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x, on v3): x comes into
     shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
@@ -1149,12 +1149,15 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     ``Fp8Gemv.red_swizzle``, promoted after experiments/proj/red_swizzle_variant_8919b95.json and
     _8919b95_2.json): the warps' partials stored with rows swizzled by token (store_partials), halving
     the stores' bank conflicts; the same sums in the same order, so the same outputs. ``land_split``
-    (a candidate, experiments/proj/land_split_variant.py; plain, norm and residual kernels of 16 warps):
+    (experiments/proj/land_split_variant.py; plain, norm and residual kernels of 16 warps):
     each chunk comes as this many bulk copies (issue_pieces), each with its warps' scales on its own
-    mbarrier (land_layout: after the contract's shared memory, which the launch grows), and each warp
+    mbarrier (land_layout), and each warp
     waits only for its piece, so the strip's work overlaps the rest of its chunk landing (a 32 KB chunk
-    lands over ~0.6 us: trace_v3_m89_8675eaa.json's chunk spacing). The same arithmetic."""
+    lands over ~0.6 us: trace_v3_m89_8675eaa.json's chunk spacing). The same arithmetic. None: the
+    shape's ``Fp8Gemv.pieces`` (promoted after land_split_4_variant_421e282.json)."""
     red_swizzle = sh.red_swizzle if red_swizzle is None else red_swizzle
+    if land_split is None:  # the candidates measured on one-copy chunks keep them
+        land_split = 1 if stage_x or stage_x_m16 or xpair or tgroups or l2_prefetch == "lines" else sh.pieces
     assert land_split in (1, 2, 4), land_split
     assert land_split == 1 or (sh.ksplit == 1 and sh.fuse in ("", "norm", "res") and 4 * sh.W // land_split >= 16
                                and not (stage_x or stage_x_m16 or xpair or tgroups or l2_prefetch == "lines"))
@@ -1292,7 +1295,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         e("  setp.eq.u32 %p, %s, %nct;")
         e("  @%p bra GATE;")
     if land_split > 1:
-        e(f"  add.u32 %bars, %sbase, {land_layout(sh, land_split)[0]};  // full[i][piece j] at bars + 8 ({land_split} i + j)")
+        e(f"  add.u32 %bars, %sbase, {land_layout(sh, land_split)[0]};  // full[i] piece j at bars + 8 ({land_split} i + j)")
     else:
         e(f"  add.u32 %bars, %sbase, {sh.bar_off};  // full[i] at bars + 8 i")
     if _L2["hint"]:

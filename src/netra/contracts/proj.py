@@ -126,7 +126,17 @@ class Fp8Gemv:
             return 0
         return 0 if self.x_first and self.S <= self.walkers and self.NC > 1 else 1
 
-    # dynamic shared memory: NS stages | their W weight scales (scl_bytes each) | 2 reduction buffers | NS mbarriers
+    @property
+    def pieces(self) -> int:
+        """Bulk copies (each on its own mbarrier) per weight chunk: warp w waits only for piece
+        w // (W / pieces) (gen_fp8_gemv.issue_pieces), so a strip's work overlaps the rest of its chunk
+        landing. 4 for the 16-warp plain, norm and residual builds (a piece's 4 scales are the bulk
+        copy's 16-byte minimum), promoted after experiments/proj/land_split_4_variant_421e282.json
+        (M = 9..16 0.15-0.27 us faster at 12288 and 4096 x 2048; bitwise the same outputs); else 1."""
+        return 4 if self.W == 16 and self.ksplit == 1 and self.fuse in ("", "norm", "res") else 1
+
+    # dynamic shared memory: NS stages | their W weight scales (scl_bytes each) | 2 reduction buffers |
+    # NS x pieces mbarriers (stage i, piece j at 8 (pieces i + j))
     @property
     def scl_off(self) -> int:
         return self.NS * self.SB
@@ -146,7 +156,7 @@ class Fp8Gemv:
     # fuse == "norm": then the per-thread sums of squares [16 tokens][256] and the 16 rsqrt
     @property
     def norm_off(self) -> int:
-        return (self.bar_off + 8 * self.NS + 15) // 16 * 16
+        return (self.bar_off + 8 * self.NS * self.pieces + 15) // 16 * 16
 
     # fuse == "moe": then the pairs' expert ids (u32; 0xffffffff for an id outside the experts)
     @property
@@ -161,7 +171,7 @@ class Fp8Gemv:
 
     @property
     def xch_off(self) -> int:
-        return (self.bar_off + 8 * self.NS + 15) // 16 * 16
+        return (self.bar_off + 8 * self.NS * self.pieces + 15) // 16 * 16
 
     @property
     def xbar_off(self) -> int:
@@ -173,7 +183,7 @@ class Fp8Gemv:
             return self.ids_off + 4 * MAX_PAIRS
         if self.ksplit > 1:
             return self.xbar_off + 8 * self.slots
-        return self.norm_off + 16 * 256 * 4 + 64 if self.fuse == "norm" else self.bar_off + 8 * self.NS
+        return self.norm_off + 16 * 256 * 4 + 64 if self.fuse == "norm" else self.bar_off + 8 * self.NS * self.pieces
 
     @property
     def pair_shift(self) -> int:  # pair j's x row is j >> pair_shift
