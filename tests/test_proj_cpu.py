@@ -385,7 +385,7 @@ def test_red_swizzle_builds_assemble_and_the_promoted_choice(sh):
 
 
 LAND_SPLIT = {"fp8_gemv_n12288_k2048", "fp8_gemv_n8192_k2048", "fp8_gemv_n4096_k2048", "fp8_gemv_n9216_k2048",
-              "fp8_gemv_n2048_k4096", "fp8_gemv_n12288_k2048_norm", "fp8_gemv_n9216_k2048_norm", "fp8_gemv_n2048_k4096_res"}
+              "fp8_gemv_n12288_k2048_norm", "fp8_gemv_n9216_k2048_norm", "fp8_gemv_n2048_k4096_res"}
 
 
 @pytest.mark.parametrize("sh", SHAPES + FUSED + EXPERTS + MOE_DOWNS, ids=lambda s: s.name)
@@ -405,8 +405,8 @@ def test_land_split_builds(sh):
             continue
         ptx = g.generate(sh, land_split=q)
         _assembles_without_spills(sh.name, ptx)
-        off, smem = g.land_layout(sh, q)
-        assert (off, smem) == (sh.bar_off, sh.smem)
+        off, smem = g.land_layout(sh, q)  # the contract's region, or after the contract's shared memory
+        assert (off, smem) == (sh.bar_off, sh.smem) if q <= sh.pieces else off >= sh.smem and smem == off + 8 * sh.NS * q
         assert f"add.u32 %bars, %sbase, {off};" in ptx
         assert ptx.count("mbarrier.init.shared::cta.b64 [%bars+") == sh.NS * q
         expects = re.findall(r"mbarrier.arrive.expect_tx.shared::cta.b64 _, \[%bf\+(\d+)\], (\d+);", ptx)

@@ -131,9 +131,14 @@ class Fp8Gemv:
         """Bulk copies (each on its own mbarrier) per weight chunk: warp w waits only for piece
         w // (W / pieces) (gen_fp8_gemv.issue_pieces), so a strip's work overlaps the rest of its chunk
         landing. 4 for the 16-warp plain, norm and residual builds (a piece's 4 scales are the bulk
-        copy's 16-byte minimum), promoted after experiments/proj/land_split_4_variant_421e282.json
-        (M = 9..16 0.15-0.27 us faster at 12288 and 4096 x 2048; bitwise the same outputs); else 1."""
-        return 4 if self.W == 16 and self.ksplit == 1 and self.fuse in ("", "norm", "res") else 1
+        copy's 16-byte minimum) but 2048 x 4096's plain one; else 1. Measured twice, bitwise the same
+        outputs (experiments/proj/land_split_4_variant_421e282.json, land_split_prev_variant_172b25b.json):
+        0.1-0.3 us faster at most shapes and M, 0.2-0.4 at the norm builds as PDL chains, 9-16 us less
+        per batch-1 decode step; 2048 x 4096's plain build (not launched by the decode runner, which takes
+        its residual build) was 0.11 / 0.15 us slower plainly at M = 16 in both runs."""
+        if self.W != 16 or self.ksplit != 1 or self.fuse not in ("", "norm", "res"):
+            return 1
+        return 1 if self.K == 4096 and self.fuse == "" else 4
 
     # dynamic shared memory: NS stages | their W weight scales (scl_bytes each) | 2 reduction buffers |
     # NS x pieces mbarriers (stage i, piece j at 8 (pieces i + j))
