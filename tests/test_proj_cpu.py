@@ -619,3 +619,21 @@ def test_rejected_ksplit_builds_are_reproduced():
             assert (kept / f"{u.name}.ptx").read_text() == g.generate(u, red_swizzle=False, land_split=1), u.name  # as measured
     res = dataclasses.replace(next(s for s in FUSED if s.fuse == "res"), ksplit=2)
     _assembles_without_spills(res.name, g.generate(res))
+
+
+@pytest.mark.parametrize("sh", SHAPES + FUSED + EXPERTS + MOE_DOWNS, ids=lambda s: s.name)
+def test_acc_split_candidate(sh):
+    """generate(acc_split=True) (experiments/proj/acc_split_variant.py; not promoted): every chunk's mma of
+    the odd k16 steps accumulate in %d, the even ones in %c, one add per live accumulator after the
+    eighth; the same mma count; it assembles without spills; off by default (the committed builds)."""
+    g = _generator()
+    on, off = g.generate(sh, acc_split=True), g.generate(sh)
+    assert off == g.generate(sh, acc_split=False) and on != off
+    _assembles_without_spills(sh.name, on)
+    mma = re.compile(r"mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.f16\.f16\.f32 \{(%[cd])(\d)")
+    assert len(mma.findall(on)) == len(mma.findall(off))
+    targets = [a for a, _ in mma.findall(on)]
+    assert targets.count("%d") == targets.count("%c") > 0
+    assert all(a == "%c" for a, _ in mma.findall(off))
+    adds = re.findall(r"add\.rn\.f32 %c(\d), %c\1, %d\1;", on)
+    assert len(adds) == len(re.findall(r"mov\.f32 %d\d, 0f00000000;", on)) > 0

@@ -14,7 +14,7 @@ Each kernel: 132 CTAs of 512 threads (one per SM, as the projections), every thr
 independent chains of one instruction (so latency is hidden); thread 0 of each CTA reads %clock64 before
 and after. Rate = lanes x chains x ITERS / median cycles, per SM.
 
-  PYTHONPATH=src python3 experiments/proj/pipe_rates.py --out "$OUT"
+  PYTHONPATH=src python3 experiments/proj/pipe_rates.py --out "$OUT" [--mma]  (--mma: only the mma chains)
 """
 
 from __future__ import annotations
@@ -67,6 +67,39 @@ def text(name: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def text_mma(chains: int) -> str:
+    """16 warps per CTA, each running ``chains`` independent accumulator chains of
+    mma.sync.m16n8k16.f32.f16.f16.f32 (the projections' instruction; they run one chain per n-tile, the
+    acc_split candidate two): chains = 1 is its latency as 16 warps see it, 16 its throughput."""
+    lines = [".version 8.0", ".target sm_90a", ".address_size 64", "",
+             f".visible .entry rate_mma_c{chains}(", "  .param .u64 out,", "  .param .u64 clocks", ")", ".reqntid 512", "{",
+             "  .reg .pred %p;", "  .reg .b32 %a<4>, %b<2>, %i, %th, %acc;", f"  .reg .f32 %m<{4 * chains}>;",
+             "  .reg .b64 %po, %pc, %c0, %c1, %t64;", "  mov.u32 %th, %tid.x;"]
+    for r in range(4):
+        lines.append(f"  mad.lo.u32 %a{r}, %th, {2 * r + 3}, {0x3c003c00 + 977 * r};")
+    for r in range(2):
+        lines.append(f"  mad.lo.u32 %b{r}, %th, {2 * r + 5}, {0x38003800 + 311 * r};")
+    for r in range(4 * chains):
+        lines.append(f"  mov.f32 %m{r}, 0f00000000;")
+    lines += ["  bar.sync 0;", "  mov.u64 %c0, %clock64;", f"  mov.u32 %i, {ITERS};", "LOOP:"]
+    for c in range(chains):
+        m = ", ".join(f"%m{4 * c + r}" for r in range(4))
+        lines.append(f"  mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{{m}}}, {{%a0, %a1, %a2, %a3}}, {{%b0, %b1}}, {{{m}}};")
+    lines += ["  sub.u32 %i, %i, 1;", "  setp.ne.u32 %p, %i, 0;", "  @%p bra LOOP;", "  bar.sync 0;",
+              "  mov.u64 %c1, %clock64;", "  mov.u32 %acc, 0;"]
+    for r in range(4 * chains):
+        lines += [f"  mov.b32 %i, %m{r};", "  xor.b32 %acc, %acc, %i;"]
+    lines += ["  ld.param.u64 %po, [out];", "  cvta.to.global.u64 %po, %po;", "  mul.wide.u32 %t64, %th, 4;",
+              "  add.u64 %po, %po, %t64;", "  st.global.u32 [%po], %acc;",
+              "  setp.ne.u32 %p, %th, 0;", "  @%p bra DONE;", "  ld.param.u64 %pc, [clocks];",
+              "  cvta.to.global.u64 %pc, %pc;", "  mov.u32 %th, %ctaid.x;", "  mul.wide.u32 %t64, %th, 8;",
+              "  add.u64 %pc, %pc, %t64;", "  sub.u64 %c1, %c1, %c0;", "  st.global.u64 [%pc], %c1;", "DONE:", "  ret;", "}"]
+    return "\n".join(lines) + "\n"
+
+
+MMA_CHAINS = (1, 2, 4, 16)
+
+
 def main():
     import ctypes
 
@@ -78,8 +111,11 @@ def main():
     res, keep = {}, []
     out = torch.zeros(132 * 512, dtype=torch.int32, device="cuda")
     clocks = torch.zeros(132, dtype=torch.int64, device="cuda")
-    for name in OPS:
-        mod, fn = loader.load_text("rate_" + name.replace(".", "_"), text(name))
+    only_mma = "--mma" in sys.argv
+    jobs = [] if only_mma else [(name, "rate_" + name.replace(".", "_"), text(name), 512 * CHAINS) for name in OPS]
+    jobs += [(f"mma.m16n8k16 x{c} chains", f"rate_mma_c{c}", text_mma(c), 16 * c) for c in MMA_CHAINS]  # per warp
+    for name, entry, ptx, per_iter in jobs:
+        mod, fn = loader.load_text(entry, ptx)
         keep.append(mod)
         runs = []
         for _ in range(5):
@@ -89,12 +125,14 @@ def main():
             torch.cuda.synchronize()
             runs.append(statistics.median(clocks.tolist()))
         cycles = statistics.median(runs[1:])
-        rate = 512 * CHAINS * ITERS / cycles
-        res[name] = {"median_cycles": cycles, "lanes_per_clock_per_sm": rate}
-        print(f"{name:24s} {cycles:10.0f} cycles  {rate:6.1f} lanes / clock / SM", flush=True)
-    json.dump({"method": f"132 CTAs x 512 threads, {CHAINS} independent chains x {ITERS} iterations per thread, %clock64 "
-               "of thread 0 per CTA around the loop (median over CTAs, median of runs 2-5)", "rates": res},
-              open(os.path.join(out_dir, "pipe_rates.json"), "w"), indent=1)
+        rate = per_iter * ITERS / cycles
+        unit = "warp-level mma / clock / SM" if entry.startswith("rate_mma") else "lanes / clock / SM"
+        res[name] = {"median_cycles": cycles, unit.replace(" ", "_").replace("/", "per").replace("-", "_"): rate}
+        print(f"{name:24s} {cycles:10.0f} cycles  {rate:6.2f} {unit}", flush=True)
+    json.dump({"method": f"132 CTAs x 512 threads, {CHAINS} independent chains (mma: 1-16 per warp) x {ITERS} iterations "
+               "per thread, %clock64 of thread 0 per CTA around the loop (median over CTAs, median of runs 2-5)",
+               "rates": res},
+              open(os.path.join(out_dir, "pipe_rates_mma.json" if only_mma else "pipe_rates.json"), "w"), indent=1)
     del keep
 
 

@@ -1081,7 +1081,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
              tgroups: bool = False, xpair: bool = False, x_first_m16: bool | None = None, coherent_x: bool = True,
              ids_early: bool = False, l2_hint: bool = True, l2_prefetch: bool | str = False, m8_only: bool = False,
              x_direct: bool | str = False, scale_bf16x2: bool = False, x_ld: str | None = None,
-             stage_x_m16: bool | str = False, red_swizzle: bool | None = None, land_split: int | None = None) -> str:
+             stage_x_m16: bool | str = False, red_swizzle: bool | None = None, land_split: int | None = None,
+             acc_split: bool = False) -> str:
     """The PTX. The defaults are the promoted build (v3g); ``generate(sh, **V3)`` is v3 as promoted
     at cb9faad (bitwise the same outputs). ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x, on v3): x comes into
     shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
@@ -1154,7 +1155,10 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     mbarrier (land_layout), and each warp
     waits only for its piece, so the strip's work overlaps the rest of its chunk landing (a 32 KB chunk
     lands over ~0.6 us: trace_v3_m89_8675eaa.json's chunk spacing). The same arithmetic. None: the
-    shape's ``Fp8Gemv.pieces`` (promoted after land_split_4_variant_421e282.json)."""
+    shape's ``Fp8Gemv.pieces`` (promoted after land_split_4_variant_421e282.json). ``acc_split`` (a
+    candidate, experiments/proj/acc_split_variant.py): a chunk's eight mma per n-tile accumulate in two
+    fragments (even and odd k16 steps), added after the eighth, so the dependent mma chain is four deep,
+    not eight. Not bitwise the promoted kernels (other fp32 roundings); deterministic."""
     red_swizzle = sh.red_swizzle if red_swizzle is None else red_swizzle
     if land_split is None:  # the candidates measured on one-copy chunks keep them
         land_split = 1 if stage_x or stage_x_m16 or xpair or tgroups or l2_prefetch == "lines" else sh.pieces
@@ -1248,6 +1252,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     e(f"  .reg .f32 %ws<{NC}>;")
     e("  .reg .b16 %q<8>;")
     e("  .reg .f32 %c<8>, %acc<8>, %f<8>, %xs<4>, %amax, %sc;")
+    if acc_split:
+        e("  .reg .f32 %d<8>;")
     e("  .reg .b64 %px, %pw, %ps, %po, %pa, %pb, %pt64, %pol;")
     if sh.fuse == "norm":
         e("  .reg .pred %pc0;")
@@ -1360,7 +1366,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     e("  mov.u32 %phase, 0;")
     e("  setp.gt.u32 %pm8, %m, 8;  // a second n-tile of 8 tokens")
     o = dict(stage_x=stage_x, x_rows=x_rows, skip_nt1=skip_nt1, packed_amax=packed_amax, pre=pre, xpair=False,
-             ids_early=ids_early, x_direct=x_direct, scale_bf16x2=scale_bf16x2, red_swizzle=red_swizzle)
+             ids_early=ids_early, x_direct=x_direct, scale_bf16x2=scale_bf16x2, red_swizzle=red_swizzle,
+             acc_split=acc_split)
     if sh.fuse in ("norm", "moedown") or tgroups or m8_only:  # M <= 8 only (the norm's contract; a token group of at most 8)
         _body(e, sh, (0,), "_M8", **o)
     elif split_m8:
@@ -1483,7 +1490,8 @@ def ids_store(e: Emit, sh: Shape, barrier: bool = True) -> None:
 
 def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, x_rows: bool, skip_nt1: bool,
           packed_amax: bool | str, pre: int, xpair: bool = False, ids_early: bool = False,
-          x_direct: bool | str = False, scale_bf16x2: bool = False, red_swizzle: bool = False) -> None:
+          x_direct: bool | str = False, scale_bf16x2: bool = False, red_swizzle: bool = False,
+          acc_split: bool = False) -> None:
     """Everything after griddepcontrol.wait, to ret: the x prologue and the strip loop. ``nts``:
     the n-tiles this copy computes ((0,) for M <= 8, (0, 1) for M > 8: no predicate on the
     second n-tile), or None for one copy for every M (the second n-tile's mma predicated on
@@ -1666,20 +1674,28 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
         e(f"  mad.lo.u32 %t0, %stage, {sh.scl_bytes}, %sbase;")
         e("  mad.lo.u32 %t0, %warp, 4, %t0;")
         e(f"  ld.shared.f32 %ws{h}, [%t0+{sh.scl_off}];  // weight-block scale (s / 8, h W + warp)")
+        live = [r for r in range(8) if r // 4 in tiles]
         for i in range(8):
             e(f"  mov.f32 %c{i}, 0f00000000;")
+        if acc_split:  # the odd k16 steps' own fragments: two chains of four mma, not one of eight
+            for r in live:
+                e(f"  mov.f32 %d{r}, 0f00000000;")
         for i in range(8):
             j, half = i // 2, i % 2
             base = j * 4 + 2 * half
+            acc = "%d" if acc_split and i % 2 else "%c"
             e(f"  mov.b32 {{%q0, %q1}}, %wa{base};")
             e(f"  mov.b32 {{%q2, %q3}}, %wa{base + 1};")
             for r in range(4):
                 e(f"  cvt.rn.f16x2.e4m3x2 %a{r}, %q{r};")
-            e("  mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%c0, %c1, %c2, %c3}, {%a0, %a1, %a2, %a3}, "
-              f"{{%xr0_{h}_{2 * i}, %xr0_{h}_{2 * i + 1}}}, {{%c0, %c1, %c2, %c3}};")
+            e(f"  mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{{acc}0, {acc}1, {acc}2, {acc}3}}, {{%a0, %a1, %a2, %a3}}, "
+              f"{{%xr0_{h}_{2 * i}, %xr0_{h}_{2 * i + 1}}}, {{{acc}0, {acc}1, {acc}2, {acc}3}};")
             if 1 in tiles:
-                e(("  @%pm8 " if nts is None else "  ") + "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%c4, %c5, %c6, %c7}, "
-                  f"{{%a0, %a1, %a2, %a3}}, {{%xr1_{h}_{2 * i}, %xr1_{h}_{2 * i + 1}}}, {{%c4, %c5, %c6, %c7}};")
+                e(("  @%pm8 " if nts is None else "  ") + f"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{{acc}4, {acc}5, {acc}6, {acc}7}}, "
+                  f"{{%a0, %a1, %a2, %a3}}, {{%xr1_{h}_{2 * i}, %xr1_{h}_{2 * i + 1}}}, {{{acc}4, {acc}5, {acc}6, {acc}7}};")
+        if acc_split:
+            for r in live:
+                e(f"  add.rn.f32 %c{r}, %c{r}, %d{r};")
         e("  // scale: weight block times the inverse x scales of tokens 2 tig, 2 tig + 1 (+ 8), from lanes")
         e("  // 8 tig and 8 tig + 4 (shuffled here, not kept: fewer live registers across the loop)")
         e("  shl.b32 %src, %tig, 3;")
@@ -1691,7 +1707,7 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
             e(f"  mov.b32 %xs{2 * nt + 1}, %t1;")
         for r in range(2 * len(tiles)):
             e(f"  mul.f32 %xs{r}, %xs{r}, %ws{h};")
-        for r in [r for r in range(8) if r // 4 in tiles]:
+        for r in live:
             add = "0f00000000" if h == 0 else f"%acc{r}"
             e(f"  fma.rn.f32 %acc{r}, %c{r}, %xs{(r // 4) * 2 + (r % 2)}, {add};")
         e("  add.u32 %stage, %stage, 1;  // the next stage; the phase parity flips when the ring wraps")
