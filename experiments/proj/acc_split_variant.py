@@ -28,8 +28,6 @@ import json
 import sys
 from pathlib import Path
 
-import torch
-
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
@@ -43,7 +41,7 @@ def main():
 
     from netra import contracts, paths
     from netra.contracts.proj import FUSED, SHAPES
-    from netra.lifecycle import bench, check, metrics, testbeds
+    from netra.lifecycle import bench, metrics, testbeds
     from netra.runtime import launch as rt_launch
     from netra.runtime import loader
 
@@ -62,38 +60,15 @@ def main():
                            for k in ({}, {"launch": pdl}))
                for name, handle in (("promoted", loader.load(c.name, 0).handle), (LABEL, int(fn)))}
         rows, firsts = {}, {}
-        for name, (go, go_pdl) in gos.items():  # correctness first: float64 reference, NaN-poisoned outputs
-            worst, same_pdl = 0.0, True
-            for m in [m for m in CHECK_M if m in ms]:
-                for seed in (0, 1):
-                    got = []
-                    for launch in (go, go_pdl):
-                        b = check.Bench(tb, {"M": m}, seed)
-                        b.reset()
-                        assert launch(*tb.args(b.bufs)) is None
-                        torch.cuda.synchronize()
-                        ref = tb.reference_for(b.original_inputs(), b.bufs)
-                        worst = max(worst, max(metrics.output_error(b.bufs[n], ref[n]) for n in tb.output_names()))
-                        got.append(b.results())
-                    same_pdl = same_pdl and all(metrics.first_mismatch(got[0][n], got[1][n]) is None for n in got[0])
-                    firsts[(name, m, seed)] = got[0]
-            det = variant_ab.repeats_bitwise(go, tb, {"M": max(ms)})
-            rows[name + "_check"] = {"max_rel_err": worst, "tolerance": c.tolerance, "pass": worst <= c.tolerance,
-                                     "deterministic": det, "pdl_bitwise_plain": same_pdl}
+        for name, pair in gos.items():  # correctness first: float64 reference, NaN-poisoned outputs
+            rows[name + "_check"] = variant_ab.f64_check(pair, tb, [m for m in CHECK_M if m in ms], c.tolerance, firsts, name)
         rows[LABEL + "_check"]["bitwise_promoted"] = all(
             metrics.first_mismatch(firsts[(LABEL, m, s)][n], firsts[("promoted", m, s)][n]) is None
             for (_, m, s) in [k for k in firsts if k[0] == "promoted"] for n in firsts[("promoted", m, s)])
-        print(sh.name, {k: v for k, v in rows.items()}, flush=True)
+        print(sh.name, rows, flush=True)
         for m in [m for m in TIME_M if m in ms]:
-            row = {}
-            for name, (go, go_pdl) in gos.items():
-                if not rows[name + "_check"]["pass"]:
-                    continue
-                r = bench.bench_case(tb, {"M": m}, go, floors, peers=False, log=lambda *_: None, go_pdl=go_pdl)
-                row[name] = {"us": r["median_us"], "pdl_chain_us": r.get("pdl_chain_us"),
-                             "read_floor_us": r["peers"]["read_floor"]}
-            rows[f"M={m}"] = row
-            print(sh.name, m, row, flush=True)
+            rows[f"M={m}"] = variant_ab.time_builds(gos, tb, m, floors, rows)
+            print(sh.name, m, rows[f"M={m}"], flush=True)
         res["kernels"][sh.name] = rows
         json.dump(res, open(out, "w"), indent=1)  # after every kernel
     del keep

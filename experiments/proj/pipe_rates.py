@@ -42,6 +42,32 @@ OPS = {
 }
 
 
+# every rate kernel's end: %acc (the chains folded, so nothing is dead) to out[tid], thread 0 the CTA's
+# %clock64 difference (%c1 - %c0) to clocks[ctaid]
+EPILOGUE = ["  ld.param.u64 %po, [out];", "  cvta.to.global.u64 %po, %po;", "  mul.wide.u32 %t64, %th, 4;",
+            "  add.u64 %po, %po, %t64;", "  st.global.u32 [%po], %acc;",
+            "  setp.ne.u32 %p, %th, 0;", "  @%p bra DONE;", "  ld.param.u64 %pc, [clocks];",
+            "  cvta.to.global.u64 %pc, %pc;", "  mov.u32 %th, %ctaid.x;", "  mul.wide.u32 %t64, %th, 8;",
+            "  add.u64 %pc, %pc, %t64;", "  sub.u64 %c1, %c1, %c0;", "  st.global.u64 [%pc], %c1;", "DONE:", "  ret;", "}"]
+
+
+def clock_cycles(fn, out, clocks) -> float:
+    """Five launches of a rate kernel (132 CTAs x 512 threads); the median over CTAs of each, the median of
+    launches 2-5."""
+    import ctypes
+
+    from cuda.bindings import driver as cu
+
+    runs = []
+    for _ in range(5):
+        err, = cu.cuLaunchKernel(fn, 132, 1, 1, 512, 1, 1, 0, cu.CUstream(torch.cuda.current_stream().cuda_stream),
+                                 ((out.data_ptr(), clocks.data_ptr()), (ctypes.c_void_p, ctypes.c_void_p)), 0)
+        assert err == cu.CUresult.CUDA_SUCCESS, err
+        torch.cuda.synchronize()
+        runs.append(statistics.median(clocks.tolist()))
+    return statistics.median(runs[1:])
+
+
 def text(name: str) -> str:
     _, op = OPS[name]
     tag = name.replace(".", "_")
@@ -59,11 +85,7 @@ def text(name: str) -> str:
               "  mov.u64 %c1, %clock64;", "  mov.u32 %acc, 0;"]
     for i in range(CHAINS):
         lines.append(f"  xor.b32 %acc, %acc, %r{i};")
-    lines += ["  ld.param.u64 %po, [out];", "  cvta.to.global.u64 %po, %po;", "  mul.wide.u32 %t64, %th, 4;",
-              "  add.u64 %po, %po, %t64;", "  st.global.u32 [%po], %acc;",
-              "  setp.ne.u32 %p, %th, 0;", "  @%p bra DONE;", "  ld.param.u64 %pc, [clocks];",
-              "  cvta.to.global.u64 %pc, %pc;", "  mov.u32 %th, %ctaid.x;", "  mul.wide.u32 %t64, %th, 8;",
-              "  add.u64 %pc, %pc, %t64;", "  sub.u64 %c1, %c1, %c0;", "  st.global.u64 [%pc], %c1;", "DONE:", "  ret;", "}"]
+    lines += EPILOGUE
     return "\n".join(lines) + "\n"
 
 
@@ -89,11 +111,7 @@ def text_mma(chains: int) -> str:
               "  mov.u64 %c1, %clock64;", "  mov.u32 %acc, 0;"]
     for r in range(4 * chains):
         lines += [f"  mov.b32 %i, %m{r};", "  xor.b32 %acc, %acc, %i;"]
-    lines += ["  ld.param.u64 %po, [out];", "  cvta.to.global.u64 %po, %po;", "  mul.wide.u32 %t64, %th, 4;",
-              "  add.u64 %po, %po, %t64;", "  st.global.u32 [%po], %acc;",
-              "  setp.ne.u32 %p, %th, 0;", "  @%p bra DONE;", "  ld.param.u64 %pc, [clocks];",
-              "  cvta.to.global.u64 %pc, %pc;", "  mov.u32 %th, %ctaid.x;", "  mul.wide.u32 %t64, %th, 8;",
-              "  add.u64 %pc, %pc, %t64;", "  sub.u64 %c1, %c1, %c0;", "  st.global.u64 [%pc], %c1;", "DONE:", "  ret;", "}"]
+    lines += EPILOGUE
     return "\n".join(lines) + "\n"
 
 
@@ -101,10 +119,6 @@ MMA_CHAINS = (1, 2, 4, 16)
 
 
 def main():
-    import ctypes
-
-    from cuda.bindings import driver as cu
-
     from netra.runtime import loader
 
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else os.path.dirname(__file__)
@@ -117,14 +131,7 @@ def main():
     for name, entry, ptx, per_iter in jobs:
         mod, fn = loader.load_text(entry, ptx)
         keep.append(mod)
-        runs = []
-        for _ in range(5):
-            err, = cu.cuLaunchKernel(fn, 132, 1, 1, 512, 1, 1, 0, cu.CUstream(torch.cuda.current_stream().cuda_stream),
-                                     ((out.data_ptr(), clocks.data_ptr()), (ctypes.c_void_p, ctypes.c_void_p)), 0)
-            assert err == cu.CUresult.CUDA_SUCCESS, err
-            torch.cuda.synchronize()
-            runs.append(statistics.median(clocks.tolist()))
-        cycles = statistics.median(runs[1:])
+        cycles = clock_cycles(fn, out, clocks)
         rate = per_iter * ITERS / cycles
         unit = "warp-level mma / clock / SM" if entry.startswith("rate_mma") else "lanes / clock / SM"
         res[name] = {"median_cycles": cycles, unit.replace(" ", "_").replace("/", "per").replace("-", "_"): rate}

@@ -75,6 +75,45 @@ def run(label: str, options: dict, shape_cases, out_path: str, candidate_shape=N
     return res
 
 
+def f64_check(gos: tuple, tb, ms, tolerance: float, firsts: dict, name: str) -> dict:
+    """A build that need not be bitwise the promoted one (``gos``: its plain and PDL launches): for every M in
+    ``ms`` and seeds 0 and 1, the worst relative error against the float64 reference on NaN-poisoned
+    outputs, plain == PDL bitwise, and 5 bitwise repeats at the largest M. ``firsts[(name, M, seed)]``
+    keeps the plain outputs for comparisons between builds."""
+    from netra.lifecycle import check, metrics
+
+    worst, same_pdl = 0.0, True
+    for m in ms:
+        for seed in (0, 1):
+            got = []
+            for launch in gos:
+                b = check.Bench(tb, {"M": m}, seed)
+                b.reset()
+                assert launch(*tb.args(b.bufs)) is None
+                torch.cuda.synchronize()
+                ref = tb.reference_for(b.original_inputs(), b.bufs)
+                worst = max(worst, max(metrics.output_error(b.bufs[n], ref[n]) for n in tb.output_names()))
+                got.append(b.results())
+            same_pdl = same_pdl and all(metrics.first_mismatch(got[0][n], got[1][n]) is None for n in got[0])
+            firsts[(name, m, seed)] = got[0]
+    return {"max_rel_err": worst, "tolerance": tolerance, "pass": worst <= tolerance,
+            "deterministic": repeats_bitwise(gos[0], tb, {"M": max(ms)}), "pdl_bitwise_plain": same_pdl}
+
+
+def time_builds(gos: dict, tb, m: int, floors, checks: dict) -> dict:
+    """Each build in ``gos`` (name -> (plain, PDL) launches) that passed its check, timed at M = ``m`` by the
+    bench's method, plainly and as a PDL chain, with the read floor of the same run."""
+    from netra.lifecycle import bench
+
+    row = {}
+    for name, (go, go_pdl) in gos.items():
+        if checks[name + "_check"]["pass"]:
+            r = bench.bench_case(tb, {"M": m}, go, floors, peers=False, log=lambda *_: None, go_pdl=go_pdl)
+            row[name] = {"us": r["median_us"], "pdl_chain_us": r.get("pdl_chain_us"),
+                         "read_floor_us": r["peers"]["read_floor"]}
+    return row
+
+
 def repeats_bitwise(go, tb, dims: dict, seed: int = 7, runs: int = 5) -> bool:
     """``runs`` launches of ``go`` on the same inputs (NaN-poisoned outputs each time) give the same bits."""
     from netra.lifecycle import check, metrics

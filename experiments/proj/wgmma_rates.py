@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import sys
+from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import pipe_rates  # noqa: E402  (the rate kernels' epilogue and clock)
 
 ITERS = 512
 R = 8
@@ -58,19 +61,11 @@ def text(n: int, chains: int) -> str:
               "  mov.u64 %c1, %clock64;", "  mov.u32 %acc, 0;"]
     for r in range(nd * chains):
         lines += [f"  mov.b32 %t, %d{r};", "  xor.b32 %acc, %acc, %t;"]
-    lines += ["  ld.param.u64 %po, [out];", "  cvta.to.global.u64 %po, %po;", "  mul.wide.u32 %t64, %th, 4;",
-              "  add.u64 %po, %po, %t64;", "  st.global.u32 [%po], %acc;",
-              "  setp.ne.u32 %p, %th, 0;", "  @%p bra DONE;", "  ld.param.u64 %pc, [clocks];",
-              "  cvta.to.global.u64 %pc, %pc;", "  mov.u32 %th, %ctaid.x;", "  mul.wide.u32 %t64, %th, 8;",
-              "  add.u64 %pc, %pc, %t64;", "  sub.u64 %c1, %c1, %c0;", "  st.global.u64 [%pc], %c1;", "DONE:", "  ret;", "}"]
+    lines += pipe_rates.EPILOGUE
     return "\n".join(lines) + "\n"
 
 
 def main():
-    import ctypes
-
-    from cuda.bindings import driver as cu
-
     from netra.runtime import loader
 
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else os.path.dirname(__file__)
@@ -80,14 +75,7 @@ def main():
     for n, chains in CASES:
         mod, fn = loader.load_text(f"wg_rate_n{n}_c{chains}", text(n, chains))
         keep.append(mod)
-        runs = []
-        for _ in range(5):
-            err, = cu.cuLaunchKernel(fn, 132, 1, 1, 512, 1, 1, 0, cu.CUstream(torch.cuda.current_stream().cuda_stream),
-                                     ((out.data_ptr(), clocks.data_ptr()), (ctypes.c_void_p, ctypes.c_void_p)), 0)
-            assert err == cu.CUresult.CUDA_SUCCESS, err
-            torch.cuda.synchronize()
-            runs.append(statistics.median(clocks.tolist()))
-        cycles = statistics.median(runs[1:])
+        cycles = pipe_rates.clock_cycles(fn, out, clocks)
         per_sm = 4 * R * chains * ITERS / cycles  # wgmma per clock per SM
         flops = per_sm * 2 * 64 * n * 16
         res[f"m64n{n}k16 x{chains}"] = {"median_cycles": cycles, "wgmma_per_clock_per_sm": per_sm,

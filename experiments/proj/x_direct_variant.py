@@ -30,8 +30,6 @@ import json
 import sys
 from pathlib import Path
 
-import torch
-
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
@@ -81,7 +79,7 @@ def main():
     from netra import contracts, paths
     from netra.contracts import proj as pc
     from netra.contracts.proj import FUSED, SHAPES
-    from netra.lifecycle import bench, check, metrics, testbeds
+    from netra.lifecycle import bench, metrics, testbeds
     from netra.runtime import launch as rt_launch
     from netra.runtime import loader
 
@@ -112,24 +110,7 @@ def main():
         rows = {}
         firsts = {}
         for label in gos:  # correctness first: float64 reference, NaN-poisoned outputs
-            bed = beds[label]
-            worst, same_pdl = 0.0, True
-            for m in CHECK_M:
-                for seed in (0, 1):
-                    got = []
-                    for go in gos[label]:
-                        b = check.Bench(bed, {"M": m}, seed)
-                        b.reset()
-                        assert go(*bed.args(b.bufs)) is None
-                        torch.cuda.synchronize()
-                        ref = bed.reference_for(b.original_inputs(), b.bufs)
-                        worst = max(worst, max(metrics.output_error(b.bufs[n], ref[n]) for n in bed.output_names()))
-                        got.append(b.results())
-                    same_pdl = same_pdl and all(metrics.first_mismatch(got[0][n], got[1][n]) is None for n in got[0])
-                    firsts[(label, m, seed)] = got[0]
-            det = variant_ab.repeats_bitwise(gos[label][0], bed, {"M": 16})
-            rows[label + "_check"] = {"max_rel_err": worst, "tolerance": c.tolerance, "pass": worst <= c.tolerance,
-                                      "deterministic": det, "pdl_bitwise_plain": same_pdl}
+            rows[label + "_check"] = variant_ab.f64_check(gos[label], beds[label], CHECK_M, c.tolerance, firsts, label)
             if label != "promoted" and beds[label] is tb:  # the promoted fragments: the promoted bits
                 rows[label + "_check"]["bitwise_promoted"] = all(
                     metrics.first_mismatch(firsts[(label, m, s)][n], firsts[("promoted", m, s)][n]) is None
