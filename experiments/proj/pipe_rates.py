@@ -14,7 +14,8 @@ Each kernel: 132 CTAs of 512 threads (one per SM, as the projections), every thr
 independent chains of one instruction (so latency is hidden); thread 0 of each CTA reads %clock64 before
 and after. Rate = lanes x chains x ITERS / median cycles, per SM.
 
-  PYTHONPATH=src python3 experiments/proj/pipe_rates.py --out "$OUT" [--mma]  (--mma: only the mma chains)
+  PYTHONPATH=src python3 experiments/proj/pipe_rates.py --out "$OUT" [--mma [--e4m3]]  (--mma: only the mma chains;
+  --e4m3: with the FP8 mma's)
 """
 
 from __future__ import annotations
@@ -89,12 +90,16 @@ def text(name: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def text_mma(chains: int) -> str:
-    """16 warps per CTA, each running ``chains`` independent accumulator chains of
-    mma.sync.m16n8k16.f32.f16.f16.f32 (the projections' instruction; they run one chain per n-tile, the
-    acc_split candidate two): chains = 1 is its latency as 16 warps see it, 16 its throughput."""
-    lines = [".version 8.0", ".target sm_90a", ".address_size 64", "",
-             f".visible .entry rate_mma_c{chains}(", "  .param .u64 out,", "  .param .u64 clocks", ")", ".reqntid 512", "{",
+MMA = {"f16": "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",  # the projections' instruction
+       "e4m3": "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32"}  # the FP8 one: twice the k, the same registers
+
+
+def text_mma(chains: int, kind: str = "f16") -> str:
+    """16 warps per CTA, each running ``chains`` independent accumulator chains of MMA[kind] (the
+    projections run one chain per n-tile, the acc_split candidate two): chains = 1 is its latency as 16
+    warps see it, 16 its throughput."""
+    lines = [".version 8.0" if kind == "f16" else ".version 8.4", ".target sm_90a", ".address_size 64", "",  # FP8 mma: 8.4
+             f".visible .entry rate_mma_c{chains}{'' if kind == 'f16' else '_' + kind}(", "  .param .u64 out,", "  .param .u64 clocks", ")", ".reqntid 512", "{",
              "  .reg .pred %p;", "  .reg .b32 %a<4>, %b<2>, %i, %th, %acc;", f"  .reg .f32 %m<{4 * chains}>;",
              "  .reg .b64 %po, %pc, %c0, %c1, %t64;", "  mov.u32 %th, %tid.x;"]
     for r in range(4):
@@ -106,7 +111,7 @@ def text_mma(chains: int) -> str:
     lines += ["  bar.sync 0;", "  mov.u64 %c0, %clock64;", f"  mov.u32 %i, {ITERS};", "LOOP:"]
     for c in range(chains):
         m = ", ".join(f"%m{4 * c + r}" for r in range(4))
-        lines.append(f"  mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{{m}}}, {{%a0, %a1, %a2, %a3}}, {{%b0, %b1}}, {{{m}}};")
+        lines.append(f"  {MMA[kind]} {{{m}}}, {{%a0, %a1, %a2, %a3}}, {{%b0, %b1}}, {{{m}}};")
     lines += ["  sub.u32 %i, %i, 1;", "  setp.ne.u32 %p, %i, 0;", "  @%p bra LOOP;", "  bar.sync 0;",
               "  mov.u64 %c1, %clock64;", "  mov.u32 %acc, 0;"]
     for r in range(4 * chains):
@@ -128,6 +133,8 @@ def main():
     only_mma = "--mma" in sys.argv
     jobs = [] if only_mma else [(name, "rate_" + name.replace(".", "_"), text(name), 512 * CHAINS) for name in OPS]
     jobs += [(f"mma.m16n8k16 x{c} chains", f"rate_mma_c{c}", text_mma(c), 16 * c) for c in MMA_CHAINS]  # per warp
+    if "--e4m3" in sys.argv:  # the FP8 mma (k32): what E4M3 activations would give the M > 8 n-tile
+        jobs += [(f"mma.m16n8k32.e4m3 x{c} chains", f"rate_mma_c{c}_e4m3", text_mma(c, "e4m3"), 16 * c) for c in (1, 16)]
     for name, entry, ptx, per_iter in jobs:
         mod, fn = loader.load_text(entry, ptx)
         keep.append(mod)
@@ -139,7 +146,8 @@ def main():
     json.dump({"method": f"132 CTAs x 512 threads, {CHAINS} independent chains (mma: 1-16 per warp) x {ITERS} iterations "
                "per thread, %clock64 of thread 0 per CTA around the loop (median over CTAs, median of runs 2-5)",
                "rates": res},
-              open(os.path.join(out_dir, "pipe_rates_mma.json" if only_mma else "pipe_rates.json"), "w"), indent=1)
+              open(os.path.join(out_dir, ("pipe_rates_mma" + ("_e4m3" if "--e4m3" in sys.argv else "") + ".json")
+                                if only_mma else "pipe_rates.json"), "w"), indent=1)
     del keep
 
 
