@@ -133,9 +133,10 @@ class Fp8Gemv:
         landing. 4 for the 16-warp plain, norm and residual builds (a piece's 4 scales are the bulk
         copy's 16-byte minimum) but 2048 x 4096's plain one; else 1. Measured twice, bitwise the same
         outputs (experiments/proj/land_split_4_variant_421e282.json, land_split_prev_variant_172b25b.json):
-        0.1-0.3 us faster at most shapes and M, 0.2-0.4 at the norm builds as PDL chains, 9-16 us less
-        per batch-1 decode step; 2048 x 4096's plain build (not launched by the decode runner, which takes
-        its residual build) was 0.11 / 0.15 us slower plainly at M = 16 in both runs."""
+        0.1-0.3 us faster at most shapes and M, 0.06-0.43 at the norm builds as PDL chains, 18 / 8 us less
+        per batch-1 decode step plain / PDL (experiments/decode/step_ab_land_split_prev_172b25b.json);
+        2048 x 4096's plain build (not launched by the decode runner, which takes its residual build) was
+        0.11 / 0.15 us slower plainly at M = 16 in both runs."""
         if self.W != 16 or self.ksplit != 1 or self.fuse not in ("", "norm", "res"):
             return 1
         return 1 if self.K == 4096 and self.fuse == "" else 4
