@@ -171,6 +171,64 @@ def test_router_reference_emulates_fp32_order_and_breaks_ties_low():
     assert ids.tolist() == [[1, 2]] and abs(w[0, 0].item() - 1 / (1 + torch.e ** -1)) < 1e-12
 
 
+def _select_redux_emulated(logits):
+    """gen_moe_router's select="redux" in integers, instruction by instruction: BF16 logits [M, 256] ->
+    (values [M, 8] f32, ids [M, 8]) as rank 0's warp 0 chooses them."""
+    bits = logits.to(torch.bfloat16).float().view(torch.int32).long() & 0xFFFFFFFF
+    bits = torch.where(bits == 0x80000000, 0, bits)  # -0: +0
+    neg = bits >> 31 == 1
+    key = (bits ^ torch.where(neg, 0xFFFFFFFF, 0x80000000)) & 0xFFFF0000
+    key = key | (255 - torch.arange(256))
+    vals, ids = [], []
+    for _ in range(TOP_K):
+        best = key.max(-1).values  # the max tree and redux.sync.max.u32
+        key = torch.where(key == best[:, None], 0, key)
+        o = best & 0xFFFF0000
+        pos = o >> 31 == 1
+        b = (o ^ torch.where(pos, 0x80000000, 0xFFFFFFFF)) & 0xFFFF0000
+        b = torch.where(b >= 1 << 31, b - (1 << 32), b).to(torch.int32)
+        vals.append(b.view(torch.float32))
+        ids.append(255 - (best & 255))
+    return torch.stack(vals, -1), torch.stack(ids, -1)
+
+
+def test_router_redux_selection_orders_as_the_reference():
+    """The "redux" selection (one u32 key per logit, a warp max per round) picks the reference's ids
+    in its order, ties to the lower id, on random logits and on ones built to break it: exact ties,
+    +0 beside -0, negative logits, -inf, every logit equal."""
+    from netra.reference.proj import router_topk
+
+    g = torch.Generator().manual_seed(5)
+    cases = [torch.randn(64, 256, generator=g),
+             torch.randint(-3, 4, (64, 256), generator=g).float() / 2,  # many exact ties
+             -torch.rand(8, 256, generator=g) * 100,  # every logit negative
+             torch.zeros(2, 256), torch.full((2, 256), -1.5)]
+    signed_zeros = torch.zeros(4, 256)
+    signed_zeros[:, ::2] = -0.0
+    signed_zeros[:, 100:104] = -float("inf")
+    cases.append(signed_zeros)
+    for logits in cases:
+        lb = logits.to(torch.bfloat16)
+        vals, ids = _select_redux_emulated(lb)
+        _, want = router_topk(lb, TOP_K)
+        assert torch.equal(ids, want), (ids[:2], want[:2])
+        assert torch.equal(vals, lb.float().gather(1, want) + 0.0)  # the chosen values (-0 read back as +0)
+
+
+def test_router_redux_build_assembles():
+    """The candidate builds (select="redux") assemble without spills, with redux.sync in the PTX,
+    and the promoted PTX is not changed by the option's default."""
+    from test_proj_cpu import _assembles_without_spills
+
+    g = paths.generator("proj", "gen_moe_router")
+    for norm in (False, True):
+        ptx = g.generate(norm=norm, pdl=norm, select="redux")
+        assert ptx.count("redux.sync.max.u32") == TOP_K and ptx.count("div.rn.f32") == 1
+        res = _assembles_without_spills(g.NORM_NAME if norm else g.NAME, ptx)
+        assert res["registers"] <= 128
+    assert "redux.sync" not in g.generate(norm=True, pdl=True)
+
+
 def test_router_framework_path_is_the_models_form_and_agrees_with_the_reference():
     """On the CPU the op runs the model's PyTorch form (softmax, top-k, renormalize); its ids
     equal the reference's wherever the BF16 logits at the top-8 boundary are not within one

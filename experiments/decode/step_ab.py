@@ -130,6 +130,9 @@ current, each swap, current again, so drift shows as a difference between the tw
   give, whichever way they are asked for. Both forms put the launch in front of the routed gate | up
   by wrapping netra.decode.ops.moe_decode and fp8_linear_experts (moe_prefetch_wrappers), so the op itself
   carries no hook (it did at a694dcc and eac4517; the launch order is the same).
+- router_redux (a candidate after d1172a3): moe_router_norm_e256_k2048 choosing its top 8 by u32 keys and
+  redux.sync.max (gen_moe_router.generate(select="redux"); experiments/proj/router/router_select_variant.py),
+  bitwise the same outputs. Prediction: ~1 us less per router launch, ~40 us per batch-1 step both ways.
 Every form's logits over 4 teacher-forced steps are compared bitwise with the current plain
 runner's (every swap keeps the arithmetic but ks2_prev's).
 
@@ -150,7 +153,7 @@ HERE = Path(__file__).resolve().parent
 FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_prev", "shared_first", "pre_strips_prev",
          "moedown_s6", "expert_stats", "ks2_prev", "res_ks2", "pdl_s2", "carveout", "pre_all", "early",
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
-         "red_swizzle", "land_split_prev",
+         "red_swizzle", "land_split_prev", "router_redux", "ba_fused",
          "current_again", "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
@@ -180,6 +183,9 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
     if form in ("router_prev", "all_prev"):
         g = paths.generator("proj", "gen_moe_router")
         out[g.NORM_NAME] = (g.generate(norm=True), 0)
+    if form == "router_redux":  # the norm router's candidate top-8 selection (u32 keys, redux.sync); same contract
+        g = paths.generator("proj", "gen_moe_router")
+        out[g.NORM_NAME] = (g.generate(norm=True, pdl=True, select="redux"), 0)
     if form in ("gdn_prev", "all_prev"):
         g = paths.generator("gdn", "gen_gdn_decode")
         out["gdn_decode_b32"] = (g.generate(stream_state=False), 0)

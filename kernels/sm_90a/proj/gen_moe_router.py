@@ -59,7 +59,8 @@ PREFETCH_MAX_M = 2  # beyond it every token's cluster would prefetch its own 24 
 
 
 def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS, prefetch: bool = False,
-             ranks: int = ROUTER_RANKS, prefetch_experts: bool = False, pdl: bool = False) -> str:
+             ranks: int = ROUTER_RANKS, prefetch_experts: bool = False, pdl: bool = False,
+             select: str = "bfly") -> str:
     """The PTX; ``start_barrier=False`` is the build measured at bab7443 (racecheck hazards).
     ``warps`` (a candidate at 16: experiments/proj/router/router_warps_variant.py): warps per
     CTA; each takes PER_RANK / warps experts, two rows' loads in flight at a time, so 16 warps
@@ -95,7 +96,16 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
     previous kernel's tail (the other clusters' loads then hit L2 too; every cluster asking
     cost 1.9 us at M = 32: router_warps_variant_7b16591.json); h is read after the wait by
     ld.global, not .nc (the previous kernel writes it); launch_dependents right after the wait
-    (one dependent grid at a time); nothing is written before the wait."""
+    (one dependent grid at a time); nothing is written before the wait.
+    ``select`` (rank 0's warp 0 choosing the 8 from the 256 logits): "bfly", each of the 8 rounds an
+    fp32 compare chain over the lane's 8 and five shfl.bfly argmax steps of (value, id) pairs, every
+    lane then dividing all 8 weights; "redux" (a candidate, experiments/proj/router/router_select_variant.py),
+    each logit as one u32 key, (the BF16 logit's bits made orderable) << 16 | (255 - id), so a larger
+    key is a larger logit or, on a tie, the lower id (the same order; -0 is made +0 first, as the fp32
+    compare has them equal); a round is a max.u32 tree over the lane's 8 keys and one
+    redux.sync.max.u32, the owner zeroing the chosen key; lane j < 8 divides only its own weight. The
+    same ids, values and weight arithmetic, so the same outputs (NaN logits aside: no finite h gives one)."""
+    assert select in ("bfly", "redux"), select
     assert ranks in (8, 16) and LOADS == 8, "x_out is written by ranks 0..7 (one 256-channel block each)"
     per_rank = NUM_EXPERTS // ranks
     name = NORM_NAME if norm else NAME
@@ -136,6 +146,8 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
     e(".reg .f32 %a, %b, %c, %d, %acc<2>, %bv, %ov;")
     e(".reg .f32 %v<8>, %sv<8>, %ev<8>, %sum;")
     e(".reg .b32 %si<8>;")
+    if select == "redux":
+        e(".reg .b32 %k<8>;")
     e(".reg .b16 %h;")
     e(".reg .b64 %px, %pw, %pt, %pi, %pa, %o64;")
     if prefetch_experts:
@@ -245,7 +257,9 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
     e("mad.lo.u32 %t0, %lane, 32, %t0;")
     e("ld.shared.v4.f32 {%v0, %v1, %v2, %v3}, [%t0];")
     e("ld.shared.v4.f32 {%v4, %v5, %v6, %v7}, [%t0+16];")
-    for rnd in range(TOP_K):
+    if select == "redux":
+        _select_redux(e)
+    for rnd in range(TOP_K if select == "bfly" else 0):
         e(f"// selection {rnd}: the lane's best (ties: the lower id), then the warp's")
         e("mov.f32 %bv, %v0;")
         e("shl.b32 %t1, %lane, 3;")
@@ -284,7 +298,20 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
     e("add.u64 %pt, %pt, %o64;")
     e("mul.wide.u32 %o64, %t0, 8;")
     e("add.u64 %pi, %pi, %o64;")
-    for j in range(TOP_K):
+    if select == "redux":  # lane j < 8: its own weight and id
+        e("mov.f32 %a, %ev0;")
+        e("mov.u32 %t1, %si0;")
+        for j in range(1, TOP_K):
+            e(f"setp.eq.u32 %p, %lane, {j};")
+            e(f"@%p mov.f32 %a, %ev{j};")
+            e(f"@%p mov.u32 %t1, %si{j};")
+        e("div.rn.f32 %a, %a, %sum;")
+        e("cvt.rn.bf16.f32 %h, %a;")
+        e(f"setp.lt.u32 %p, %lane, {TOP_K};")
+        e("@%p st.global.b16 [%pt], %h;")
+        e("cvt.u64.u32 %o64, %t1;")
+        e("@%p st.global.u64 [%pi], %o64;")
+    for j in range(TOP_K if select == "bfly" else 0):
         e(f"setp.eq.u32 %p, %lane, {j};")
         e(f"div.rn.f32 %a, %ev{j}, %sum;")
         e("cvt.rn.bf16.f32 %h, %a;")
@@ -295,6 +322,46 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
     e("ret;")
     e("}")
     return "\n".join(L) + "\n"
+
+
+def _select_redux(e) -> None:
+    """select="redux": %v0..7 (lane l's logits 8 l .. 8 l + 7, BF16 values in f32) -> the 8 largest in
+    descending order (ties: the lower id) as %sv0..7 (values) and %si0..7 (ids), the same in every lane."""
+    e("// keys: (orderable BF16 bits) << 16 | (255 - id): a larger key is a larger logit, on a tie the lower id")
+    e("shl.b32 %t1, %lane, 3;")
+    for j in range(8):
+        e(f"mov.b32 %k{j}, %v{j};")
+        e(f"setp.eq.u32 %p, %k{j}, 0x80000000;  // -0: +0 (equal under the fp32 compare)")
+        e(f"selp.b32 %k{j}, 0, %k{j}, %p;")
+        e(f"shr.s32 %t0, %k{j}, 31;")
+        e("or.b32 %t0, %t0, 0x80000000;  // negative: flip every bit; else the sign bit")
+        e(f"xor.b32 %k{j}, %k{j}, %t0;")
+        e(f"and.b32 %k{j}, %k{j}, 0xffff0000;")
+        e(f"sub.u32 %t0, {255 - j}, %t1;  // 255 - (8 lane + {j})")
+        e(f"or.b32 %k{j}, %k{j}, %t0;")
+    for rnd in range(TOP_K):
+        e(f"// selection {rnd}: the lane's largest key (a max tree), the warp's (redux), the owner zeroes it")
+        e("max.u32 %t0, %k0, %k1;")
+        e("max.u32 %t1, %k2, %k3;")
+        e("max.u32 %bi, %k4, %k5;")
+        e("max.u32 %oi, %k6, %k7;")
+        e("max.u32 %t0, %t0, %t1;")
+        e("max.u32 %bi, %bi, %oi;")
+        e("max.u32 %t0, %t0, %bi;")
+        e(f"redux.sync.max.u32 %si{rnd}, %t0, 0xffffffff;")
+        for j in range(8):
+            e(f"setp.eq.u32 %p, %k{j}, %si{rnd};")
+            e(f"@%p mov.b32 %k{j}, 0;  // below every key of a finite logit")
+    for rnd in range(TOP_K):
+        e(f"and.b32 %t0, %si{rnd}, 0xffff0000;  // selection {rnd}: its logit's bits back, and its id")
+        e("shr.s32 %t1, %t0, 31;")
+        e("not.b32 %t1, %t1;")
+        e("or.b32 %t1, %t1, 0x80000000;")
+        e("xor.b32 %t0, %t0, %t1;")
+        e("and.b32 %t0, %t0, 0xffff0000;")
+        e(f"mov.b32 %sv{rnd}, %t0;")
+        e(f"and.b32 %t0, %si{rnd}, 255;")
+        e(f"sub.u32 %si{rnd}, 255, %t0;")
 
 
 def _prefetch_experts(e) -> None:
