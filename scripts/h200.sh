@@ -16,6 +16,7 @@ for step in $steps; do
   echo "== $step $(date -u +%T)" | tee -a "$OUT/run.log"
   case $step in
     tests) python3 -m pytest -q -m gpu tests/test_gpu.py 2>&1 | tee -a "$OUT/run.log" ;;
+    tests:*) spec=${step#tests:}; python3 -m pytest -q -m gpu tests/test_gpu.py -k "${spec//,/ or }" 2>&1 | tee -a "$OUT/run.log" ;;  # GPU tests by -k name
     check) python3 -m netra.cli check 2>&1 | tee -a "$OUT/run.log" ;;
     check:*) spec=${step#check:}; python3 -m netra.cli check ${spec//,/ } 2>&1 | tee -a "$OUT/run.log" ;;
     sanitize:*) spec=${step#sanitize:}; python3 -m netra.cli sanitize ${spec//,/ } --log "$OUT/sanitizer.log" 2>&1 | tee -a "$OUT/run.log" ;;

@@ -240,6 +240,35 @@ def test_fused_projections_are_bitwise_the_unfused_kernels(M):
             assert _misses(sh.name) == 0, ops.stats()[sh.name]
 
 
+@pytest.mark.parametrize("M", [1, 2, 5, 8, 9])
+def test_norm_ba_is_bitwise_the_norm_kernel_then_the_ba_kernel(M):
+    """fp8_linear_norm_ba (one launch: the 12288 x 2048 norm kernel and 4 CTAs of b | a) gives bitwise what
+    fp8_linear_norm then bf16_linear2 give (their own kernels), NaN-poisoned outputs, plainly and under
+    set_pdl; M > 8 (outside its contract) takes those two ops."""
+    from netra.contracts.proj import NORM_BA
+    from netra.decode import ops as dops
+    from netra.lifecycle import testbeds
+
+    i = testbeds.get(NORM_BA.name).make({"M": M}, torch.Generator().manual_seed(200 + M), "cuda")
+    nan = lambda *shape: torch.full(shape, float("nan"), dtype=torch.bfloat16, device="cuda")  # noqa: E731
+    want = [nan(M, NORM_BA.N), nan(M, 2048), nan(M, 32), nan(M, 32)]
+    dops.fp8_linear_norm(i["h"], i["norm_w"], EPS, i["w"], i["scale"], want[0], want[1])
+    dops.bf16_linear2(want[1], i["w_b"], i["w_a"], want[2], want[3])
+    for pdl in (False, True):
+        ops.reset_stats()
+        ops.set_pdl(pdl)
+        try:
+            got = [nan(M, NORM_BA.N), nan(M, 2048), nan(M, 32), nan(M, 32)]
+            dops.fp8_linear_norm_ba(i["h"], i["norm_w"], EPS, i["w"], i["scale"], got[0], got[1], i["w_b"], i["w_a"],
+                                    got[2], got[3])
+            torch.cuda.synchronize()
+        finally:
+            ops.set_pdl(False)
+        assert all(torch.equal(a, b) for a, b in zip(got, want)), (M, pdl)
+        if M <= 8:
+            assert _misses(NORM_BA.name) == 0, ops.stats()[NORM_BA.name]
+
+
 @pytest.mark.parametrize("M", [1, 3, 9, 16, 20])
 def test_expert_kernels_in_the_op_and_the_moe_block(M):
     """fp8_linear_experts takes both expert kernels with no miss (M = 20 tokens: two launches

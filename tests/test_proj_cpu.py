@@ -11,7 +11,7 @@ import torch
 
 import netra.ops as ops
 from netra import contracts, paths
-from netra.contracts.proj import EXPERTS, FUSED, MOE_DOWN, MOE_DOWNS, SHAPES, Fp8Gemv
+from netra.contracts.proj import EXPERTS, FUSED, MOE_DOWN, MOE_DOWNS, NORM_BA, SHAPES, Fp8Gemv
 
 KSPLIT = tuple(s for s in SHAPES + FUSED if s.ksplit > 1)
 UNSPLIT = tuple(dataclasses.replace(s, ksplit=1) for s in SHAPES)  # the builds the candidates were measured on
@@ -25,7 +25,7 @@ def _generator():
     return paths.generator("proj", "gen_fp8_gemv")
 
 
-@pytest.mark.parametrize("sh", SHAPES + FUSED, ids=lambda s: s.name)
+@pytest.mark.parametrize("sh", SHAPES + FUSED + (NORM_BA,), ids=lambda s: s.name)
 def test_generated_ptx_is_current(sh):
     committed = paths.ptx_path("sm_90a", "proj", sh.name).read_text()
     assert committed == _generator().generate(sh), f"{sh.name}.ptx differs from its generator: run gen_fp8_gemv.py"
@@ -464,7 +464,7 @@ def test_set_pdl_rebinds_only_pdl_kernels_with_the_pdl_launcher(monkeypatch):
         ops.set_pdl(True)
         ops.prepare()
         pdl_names = {k.contract.name for k in ops.OPS.values() if k.contract.pdl}
-        assert pdl_names == {sh.name for sh in SHAPES + FUSED + EXPERTS + MOE_DOWNS} | {"bf16_gemv_n64_k2048",
+        assert pdl_names == {sh.name for sh in SHAPES + FUSED + (NORM_BA,) + EXPERTS + MOE_DOWNS} | {"bf16_gemv_n64_k2048",
                                                                                      "gdn_decode_b32_pdl",
                                                                                      "gdn_decode_b32_smem_pdl", "gdn_decode_b32_pipe_pdl",
                                                                                      "moe_router_norm_e256_k2048"}
@@ -506,6 +506,49 @@ def test_fused_ops_fall_back_to_the_unfused_ops():
         y = torch.empty_like(h0)
         dops.fp8_linear(xo, w, s, y)
         assert torch.equal(prod, y) and torch.equal(hh, h0 + y) and not torch.equal(hh, h0)
+
+
+def test_norm_ba_build():
+    """fp8_gemv_n12288_k2048_norm_ba: the norm kernel's PTX with the b | a CTAs branched off first and their code
+    after it (the FP8 path is the same text but for the stride), assembled without spills within the contract's
+    registers; its walkers take 6 strips each, as the plain build's busiest CTAs; its shared memory holds the b | a
+    CTA's rows; the contract adds the four tensors after the norm kernel's."""
+    g = _generator()
+    sh = next(s for s in FUSED if s.N == 12288)
+    ba, plain = g.generate(NORM_BA), g.generate(sh)
+    assert NORM_BA.name == sh.name + "_ba" and NORM_BA.walkers == 128 and NORM_BA.S % NORM_BA.walkers == 0
+    assert -(-sh.S // sh.walkers) == NORM_BA.S // NORM_BA.walkers  # the busiest CTA's strips: no more than before
+    fp8_part = ba.split("\nBA:\n")[0]
+    branch = ("    sub.u32 %nct, %nct, 4;  // the last 4 CTAs are b | a's; the others stream the FP8 weights\n"
+              "    setp.ge.u32 %p, %s, %nct;\n    @%p bra BA;\n")
+    assert branch in fp8_part
+    body = lambda t: t.split(".reqntid")[1]  # noqa: E731  (after the entry's parameters)
+    assert body(fp8_part.replace(branch, "")).rstrip() == body(plain).rsplit("}", 1)[0].rstrip()
+    res = _assembles_without_spills(NORM_BA.name, ba)
+    c, cn = contracts.get(NORM_BA.name), contracts.get(sh.name)
+    assert res["registers"] <= c.max_registers and c.dynamic_smem == NORM_BA.smem >= g.BA_BAR + 8
+    assert [t.name for t in c.params] == [t.name for t in cn.params] + ["w_b", "w_a", "out_b", "out_a"]
+    assert c.grid == cn.grid == ("132", "1", "1") and c.op == "fp8_linear_norm_ba" and "bitwise" in c.reduction_order
+    assert ba.count("griddepcontrol.wait;") == plain.count("griddepcontrol.wait;") + 1
+    assert ba.count("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%sbase+") >= 16
+
+
+def test_norm_ba_op_falls_back_to_the_two_ops():
+    """On the framework path fp8_linear_norm_ba is fp8_linear_norm then bf16_linear2, bit for bit, and within
+    the contract's tolerance of the float64 reference."""
+    from netra.decode import ops as dops
+    from netra.lifecycle import metrics, testbeds
+
+    tb = testbeds.get(NORM_BA.name)
+    i = tb.make({"M": 3}, torch.Generator().manual_seed(4), "cpu")
+    out, x = torch.empty(3, 12288, dtype=torch.bfloat16), torch.empty(3, 2048, dtype=torch.bfloat16)
+    ob, oa = torch.empty(3, 32, dtype=torch.bfloat16), torch.empty(3, 32, dtype=torch.bfloat16)
+    dops.fp8_linear_norm_ba(i["h"], i["norm_w"], 1e-6, i["w"], i["scale"], out, x, i["w_b"], i["w_a"], ob, oa)
+    peer = tb.peers["netra_unfused"](i, {"eps": 1e-6})
+    assert all(torch.equal(a, peer[n]) for a, n in ((out, "out"), (x, "x_out"), (ob, "out_b"), (oa, "out_a")))
+    ref = tb.reference(i)
+    got = {"out": out, "x_out": x, "out_b": ob, "out_a": oa}
+    assert max(metrics.output_error(got[n], ref[n]) for n in ref) <= contracts.get(NORM_BA.name).tolerance
 
 
 def test_gate_op_falls_back_to_the_plain_op_and_a_matmul():

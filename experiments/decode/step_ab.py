@@ -133,6 +133,12 @@ current, each swap, current again, so drift shows as a difference between the tw
 - router_redux (a candidate after d1172a3): moe_router_norm_e256_k2048 choosing its top 8 by u32 keys and
   redux.sync.max (gen_moe_router.generate(select="redux"); experiments/proj/router/router_select_variant.py),
   bitwise the same outputs. Prediction: ~1 us less per router launch, ~40 us per batch-1 step both ways.
+- ba_fused (a candidate after d1172a3; once promoted, the form swaps back to the two launches): the GDN layer's
+  in_proj_b | in_proj_a by 4 more CTAs of its norm + in_proj_qkv | z launch (fp8_gemv_n12288_k2048_norm_ba,
+  netra.decode.ops.BA_FUSED) instead of bf16_gemv_n64_k2048 after it; bitwise the same logits. Prediction from
+  the kernel records (b | a 2.67 us plain, 1.57 as a PDL chain at M = 1; 30 GDN layers): ~60-80 us less per
+  batch-1 step plainly, ~25-45 with PDL (the GDN kernel's state prefetch then overlaps the fused kernel's tail,
+  not the b | a launch).
 Every form's logits over 4 teacher-forced steps are compared bitwise with the current plain
 runner's (every swap keeps the arithmetic but ks2_prev's).
 
@@ -344,6 +350,7 @@ def main():
     real_load, real_attn = loader.load, dops.attention_decode_ctx
     real_moe, real_experts = dops.moe_decode, dops.fp8_linear_experts
     real_pipe_b, real_pipe_plain_b = dops.GDN_PIPE_PDL_B, dops.GDN_PIPE_B
+    real_ba_fused = dops.BA_FUSED
     router_op = _dispatch.OPS["moe_router_norm"]
     real_router_contract = router_op.contract
     down_op = _dispatch.OPS["moe_down"]
@@ -382,6 +389,7 @@ def main():
         try:
             loader.load = lambda n, d, s=swaps: SimpleNamespace(handle=s[n]) if n in s else real_load(n, d)
             dops.MOE_SHARED_FIRST = form == "shared_first"
+            dops.BA_FUSED = (form == "ba_fused") != real_ba_fused
             dops.GDN_PIPE_PDL_B = 1 << 30 if form == "pipe_prev" else real_pipe_b
             dops.GDN_PIPE_B = 1 << 30 if form == "pipe_prev" else real_pipe_plain_b
             if form in ("moe_prefetch", "moe_prefetch_lines"):
@@ -441,6 +449,7 @@ def main():
             for name, c in real_contracts.items():
                 _dispatch.OPS[name].contract = c
             dops.MOE_SHARED_FIRST = False
+            dops.BA_FUSED = real_ba_fused
             dops.GDN_PIPE_PDL_B = real_pipe_b
             dops.GDN_PIPE_B = real_pipe_plain_b
             dops.moe_decode, dops.fp8_linear_experts = real_moe, real_experts

@@ -72,7 +72,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "src"))
-from netra.contracts.proj import EXPERTS, FUSED, MOE_DOWN, MOE_DOWNS, SHAPES, TOP_K, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
+from netra.contracts.proj import BA_K, BA_ROWS, BA_STRIPS, EXPERTS, FUSED, MOE_DOWN, MOE_DOWNS, NORM_BA, SHAPES, TOP_K, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
 
 
 class Emit:
@@ -100,7 +100,7 @@ def header(e: Emit, version: str = "8.0") -> None:
     e(".address_size 64")
 
 
-def entry(e: Emit, name: str, fuse: str = "") -> None:
+def entry(e: Emit, name: str, fuse: str = "", ba: bool = False) -> None:
     """The .entry line and the parameters (netra.contracts.proj, in its order): x (h with the
     norm prologue), w, scale, out (h, in place, with the residual epilogue), M; the norm
     prologue adds norm_w, x_out, eps; the gate CTA gate_w, gate_out; the experts ids, E; the
@@ -111,6 +111,8 @@ def entry(e: Emit, name: str, fuse: str = "") -> None:
             "res": ["u32 M", "u64 out"]}
     params = ["u64 h" if fuse == "norm" else "u64 x", "u64 w", "u64 scale",
               "u64 h" if fuse in ("res", "moedown") else "u64 out"] + tail.get(fuse, ["u32 M"])
+    if ba:  # the b | a CTAs' weights and outputs (netra.contracts.proj.NORM_BA)
+        params += ["u64 w_b", "u64 w_a", "u64 out_b", "u64 out_a"]
     e(f".visible .entry {name}(")
     for i, prm in enumerate(params):
         e(f"  .param .{prm}" + ("," if i < len(params) - 1 else ""))
@@ -1180,6 +1182,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     assert not stage_x_m16 or (split_m8 and x_rows and not x_direct and sh.fuse in ("", "res") and sh.ksplit == 1
                                and not (tgroups or xpair or stage_x) and sh.grid % 2 == 0)
     assert sh.fuse in ("", "norm", "res", "gate", "moe", "moedown") and (sh.fuse != "norm" or (x_rows and sh.NC == 1))
+    assert not sh.ba or (sh.fuse == "norm" and sh.ksplit == 1 and not tgroups), "b | a CTAs: the norm kernels"
     N, K, S, W, NC, SB, NS = sh.N, sh.K, sh.S, sh.W, sh.NC, sh.SB, sh.NS
     x_first_m16 = sh.x_first if x_first_m16 is None else x_first_m16
     pre_strips = sh.pre_strips if pre_strips == "shape" else pre_strips
@@ -1208,6 +1211,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     else:
         e(f"// grid {sh.grid} persistent CTAs over {S} strips of 16 rows; {W} warps; thread 0 streams {NC} chunk(s) of {SB} B")
     e(f"// per strip into {NS} shared-memory stages (cp.async.bulk + mbarrier); x converted to f16 once per CTA.")
+    if sh.ba:
+        e(f"// Plus {BA_STRIPS} more CTAs (the last): out_b, out_a = x @ w_b^T, x @ w_a^T, BF16, one 16-row strip each (ba_cta).")
     e("// Reduction order: each k block's mma partial (k in mma order) scaled; the warp's k blocks in k order;")
     e("// the warps' partials added in warp order. Deterministic.")
     if sh.fuse == "gate":
@@ -1218,7 +1223,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     e()
     e(".extern .shared .align 128 .b8 dsm[];")
     e()
-    entry(e, sh.name, sh.fuse)
+    entry(e, sh.name, sh.fuse, sh.ba)
     e(f".reqntid {sh.threads}")
     if xpair:
         e(".reqnctapercluster 2, 1, 1  // x pairs: each CTA loads one n-tile of x for both (M > 8)")
@@ -1300,6 +1305,10 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         e("  sub.u32 %nct, %nct, 1;  // the last " + ("cluster" if ks else "CTA") + " is the gate's; the others stream the weights")
         e("  setp.eq.u32 %p, %s, %nct;")
         e("  @%p bra GATE;")
+    if sh.ba:
+        e(f"  sub.u32 %nct, %nct, {BA_STRIPS};  // the last {BA_STRIPS} CTAs are b | a's; the others stream the FP8 weights")
+        e("  setp.ge.u32 %p, %s, %nct;")
+        e("  @%p bra BA;")
     if land_split > 1:
         e(f"  add.u32 %bars, %sbase, {land_layout(sh, land_split)[0]};  // full[i] piece j at bars + 8 ({land_split} i + j)")
     else:
@@ -1384,6 +1393,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         _body(e, sh, None, "", **o)
     if sh.fuse == "gate":
         gate_cta(e, sh)
+    if sh.ba:
+        ba_cta(e, sh)
     e("}")
     return e.text()
 
@@ -1461,6 +1472,169 @@ def gate_cta(e: Emit, sh: Shape) -> None:
     e("  st.global.b16 [%pa], %q0;")
     e("GATE_DONE:")
     e("  ret;")
+
+
+# the b | a CTA's shared memory: 16 weight rows and 8 x rows, each padded to BA_RB bytes (so the 8 rows of a
+# ldmatrix start in 8 different 16-byte bank groups, as bf16_gemv_n64_k2048's), the 16 warps' partials, one mbarrier
+BA_RB = 2 * BA_K + 16
+BA_W, BA_X = 0, 16 * BA_RB
+BA_RED = BA_X + 8 * BA_RB
+BA_BAR = BA_RED + 16 * 1024
+
+
+def ba_cta(e: Emit, sh: Shape) -> None:
+    """The last BA_STRIPS CTAs of a ``ba`` build: CTA nct + q computes rows 16 (q % 2) .. + 15 of w_b (q < 2) or
+    w_a for M <= 8 tokens, bitwise as bf16_gemv_n64_k2048 (its cluster of 4 ranks x 4 warps is here one CTA of
+    16 warps): thread 0 bulk-copies the 16 weight rows before griddepcontrol.wait; after it warp t < M makes x[t]
+    = rmsnorm(h[t]) (bitwise rmsnorm_h2048, as moe_router_norm's prologue: lane l holds channels 256 i + 8 l ..),
+    into padded shared rows (rows M..7 zero); warp w takes the k16 steps 8 w .. 8 w + 7 (ldmatrix, mma.sync
+    m16n8k16 bf16 -> f32 from zero, in k order), stores its partial [register][lane] to slot w; warps 0..3 add the
+    16 slots in slot order (k order) and store the tokens < M."""
+    assert sh.fuse == "norm" and sh.W == 16 and sh.K == BA_K and BA_BAR + 8 <= sh.smem, (sh.name, sh.smem)
+    e("BA:")
+    e("  {")
+    e("  .reg .pred %bp, %bq;")
+    e("  .reg .b32 %bstrip, %bbar, %bsa, %bsb, %bt<6>, %bx<32>, %bnw<4>, %ba<4>, %bb<2>, %bo, %btok, %brow;")
+    e("  .reg .f32 %bf<8>, %bv<8>, %bss<8>, %br, %bc<4>, %bacc, %bg;")
+    e("  .reg .b16 %bh;")
+    e("  .reg .b64 %bpw, %bpa, %bpo;")
+    e("  sub.u32 %bstrip, %s, %nct;  // 0, 1: w_b's rows 0-15, 16-31; 2, 3: w_a's")
+    e(f"  setp.lt.u32 %bq, %bstrip, {BA_STRIPS // 2};")
+    e("  ld.param.u64 %bpw, [w_b];")
+    e("  ld.param.u64 %bpa, [w_a];")
+    e("  selp.b64 %bpw, %bpw, %bpa, %bq;")
+    e("  cvta.to.global.u64 %bpw, %bpw;")
+    e("  and.b32 %bt0, %bstrip, 1;")
+    e(f"  mul.wide.u32 %bpa, %bt0, {16 * 2 * BA_K};  // the strip's first row")
+    e("  add.u64 %bpw, %bpw, %bpa;")
+    e(f"  add.u32 %bbar, %sbase, {BA_BAR};")
+    e("  setp.ne.u32 %bp, %th, 0;")
+    e("  @%bp bra BA_ISSUED;")
+    e("  mbarrier.init.shared::cta.b64 [%bbar], 1;")
+    e("  fence.mbarrier_init.release.cluster;  // visible to the async proxy")
+    e(f"  mbarrier.arrive.expect_tx.shared::cta.b64 _, [%bbar], {16 * 2 * BA_K};")
+    for r in range(16):
+        e(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%sbase+{BA_W + r * BA_RB}], "
+          f"[%bpw+{r * 2 * BA_K}], {2 * BA_K}, [%bbar];  // row {r}: weights, before the wait")
+    e("BA_ISSUED:")
+    e("  griddepcontrol.wait;  // h is the previous kernel's output")
+    e("  griddepcontrol.launch_dependents;")
+    e("  // x[t] = rmsnorm(h[t]) by warp t < M into padded row t; warps M..7 zero their row")
+    e("  setp.ge.u32 %bp, %warp, 8;")
+    e("  @%bp bra BA_NORMED;")
+    e(f"  mad.lo.u32 %bt0, %warp, {BA_RB}, %sbase;")
+    e("  mad.lo.u32 %bt0, %lane, 16, %bt0;")
+    e(f"  add.u32 %bt0, %bt0, {BA_X};  // row warp, channels 8 lane .. (+ 256 i)")
+    e("  setp.ge.u32 %bp, %warp, %m;")
+    e("  @%bp bra BA_ZERO;")
+    e(f"  mad.lo.u32 %bt1, %warp, {BA_K}, 0;")
+    e("  mad.lo.u32 %bt1, %lane, 8, %bt1;")
+    e("  mul.wide.u32 %bpa, %bt1, 2;")
+    e("  add.u64 %bpa, %px, %bpa;")
+    loads = BA_K // 256
+    for i in range(loads):
+        e(f"  {_XLD[0]}.v4.u32 {{%bx{4 * i}, %bx{4 * i + 1}, %bx{4 * i + 2}, %bx{4 * i + 3}}}, [%bpa+{512 * i}];  // h[t, 256 {i} + 8 lane ..]")
+    for i in range(loads):
+        _unpack_b(e, [f"%bx{4 * i + c}" for c in range(4)], "%bf")
+        e(f"  mul.rn.f32 %bss{i}, %bf0, %bf0;")
+        for c in range(1, 8):
+            e(f"  fma.rn.f32 %bss{i}, %bf{c}, %bf{c}, %bss{i};")
+        bfly_sum(e, f"%bss{i}", "%bg")
+    e("  add.rn.f32 %br, %bss0, %bss1;")
+    for i in range(2, loads):
+        e(f"  add.rn.f32 %br, %br, %bss{i};")
+    e(f"  fma.rn.f32 %br, %br, 0f3A000000, %eps;  // mean = sum / {BA_K} (exact), + eps")
+    e("  rsqrt.approx.f32 %br, %br;")
+    e("  mul.wide.u32 %bpa, %lane, 16;")
+    e("  add.u64 %bpa, %pn, %bpa;")
+    for i in range(loads):
+        e(f"  ld.global.nc.v4.u32 {{%bnw0, %bnw1, %bnw2, %bnw3}}, [%bpa+{512 * i}];  // norm_w[256 {i} + 8 lane ..]")
+        _unpack_b(e, [f"%bnw{c}" for c in range(4)], "%bv")
+        _unpack_b(e, [f"%bx{4 * i + c}" for c in range(4)], "%bf")
+        for c in range(8):
+            e(f"  add.rn.f32 %bv{c}, %bv{c}, 0f3F800000;")
+        for c in range(8):
+            e(f"  mul.rn.f32 %bf{c}, %bf{c}, %br;")
+        for c in range(8):
+            e(f"  mul.rn.f32 %bf{c}, %bf{c}, %bv{c};")
+        for c in range(4):
+            e(f"  cvt.rn.bf16x2.f32 %bx{4 * i + c}, %bf{2 * c + 1}, %bf{2 * c};")
+        e(f"  st.shared.v4.b32 [%bt0+{512 * i}], {{%bx{4 * i}, %bx{4 * i + 1}, %bx{4 * i + 2}, %bx{4 * i + 3}}};")
+    e("  bra.uni BA_NORMED;")
+    e("BA_ZERO:")
+    for i in range(loads):
+        e(f"  st.shared.v4.b32 [%bt0+{512 * i}], {{0, 0, 0, 0}};")
+    e("BA_NORMED:")
+    e("  bar.sync 0;  // x's rows; thread 0 has initialized the mbarrier")
+    e("BA_CP_WAIT:")
+    e("  mbarrier.try_wait.parity.shared::cta.b64 %bp, [%bbar], 0;")
+    e("  @!%bp bra BA_CP_WAIT;")
+    e("  // ldmatrix rows: lane l gives row (l >> 3 & 1) 8 + l % 8, k + (l >> 4) 8 of A; token l % 8, k + (l >> 3 & 1) 8 of B")
+    e("  and.b32 %bt0, %lane, 7;")
+    e("  shr.u32 %bt1, %lane, 3;")
+    e("  and.b32 %bt2, %bt1, 1;")
+    e("  shr.u32 %bt3, %bt1, 1;")
+    e("  mad.lo.u32 %bt4, %bt2, 8, %bt0;")
+    e(f"  mad.lo.u32 %bsa, %bt4, {BA_RB}, %sbase;")
+    e("  mad.lo.u32 %bsa, %bt3, 16, %bsa;")
+    e("  mad.lo.u32 %bsa, %warp, 256, %bsa;  // k16 steps 8 warp ..")
+    e(f"  add.u32 %bsa, %bsa, {BA_W};")
+    e(f"  mad.lo.u32 %bsb, %bt0, {BA_RB}, %sbase;")
+    e("  mad.lo.u32 %bsb, %bt2, 16, %bsb;")
+    e("  mad.lo.u32 %bsb, %warp, 256, %bsb;")
+    e(f"  add.u32 %bsb, %bsb, {BA_X};")
+    for i in range(4):
+        e(f"  mov.f32 %bc{i}, 0f00000000;")
+    for i in range(8):
+        e(f"  ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{%ba0, %ba1, %ba2, %ba3}}, [%bsa+{32 * i}];")
+        e(f"  ldmatrix.sync.aligned.m8n8.x2.shared.b16 {{%bb0, %bb1}}, [%bsb+{32 * i}];")
+        e("  mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%bc0, %bc1, %bc2, %bc3}, {%ba0, %ba1, %ba2, %ba3}, "
+          "{%bb0, %bb1}, {%bc0, %bc1, %bc2, %bc3};")
+    e("  // the warp's partial to slot warp, [register][lane]")
+    e("  mad.lo.u32 %bt0, %warp, 1024, %sbase;")
+    e("  mad.lo.u32 %bt0, %lane, 4, %bt0;")
+    for i in range(4):
+        e(f"  st.shared.f32 [%bt0+{BA_RED + 128 * i}], %bc{i};")
+    e("  bar.sync 0;")
+    e("  setp.ge.u32 %bp, %warp, 4;")
+    e("  @%bp bra BA_DONE;")
+    e("  // warps 0..3: register r = warp of every slot, summed in slot order (k order); token 2 tig + r % 2,")
+    e("  // row g + 8 (r / 2)")
+    e("  mad.lo.u32 %bt0, %warp, 128, %sbase;")
+    e("  mad.lo.u32 %bt0, %lane, 4, %bt0;")
+    e(f"  ld.shared.f32 %bacc, [%bt0+{BA_RED}];")
+    for sl in range(1, 16):
+        e(f"  ld.shared.f32 %bg, [%bt0+{BA_RED + 1024 * sl}];")
+        e("  add.f32 %bacc, %bacc, %bg;")
+    e("  shl.b32 %btok, %tig, 1;")
+    e("  and.b32 %bt1, %warp, 1;")
+    e("  add.u32 %btok, %btok, %bt1;")
+    e("  shr.u32 %bt1, %warp, 1;")
+    e("  mad.lo.u32 %brow, %bt1, 8, %g;")
+    e("  and.b32 %bt1, %bstrip, 1;")
+    e("  mad.lo.u32 %brow, %bt1, 16, %brow;  // the row of w_b or w_a")
+    e("  setp.lt.u32 %bp, %btok, %m;")
+    e("  cvt.rn.bf16.f32 %bh, %bacc;")
+    e("  ld.param.u64 %bpo, [out_b];")
+    e("  ld.param.u64 %bpa, [out_a];")
+    e("  selp.b64 %bpo, %bpo, %bpa, %bq;")
+    e("  cvta.to.global.u64 %bpo, %bpo;")
+    e(f"  mad.lo.u32 %bt1, %btok, {BA_ROWS}, %brow;")
+    e("  mul.wide.u32 %bpa, %bt1, 2;")
+    e("  add.u64 %bpa, %bpo, %bpa;")
+    e("  @%bp st.global.b16 [%bpa], %bh;")
+    e("BA_DONE:")
+    e("  ret;")
+    e("  }")
+
+
+def _unpack_b(e: Emit, words: list[str], dst: str) -> None:
+    """{dst}0..7 = the 8 BF16 of the 4 words as f32, in channel order (%bt5 scratch)."""
+    for c, w in enumerate(words):
+        e(f"  shl.b32 %bt5, {w}, 16;")
+        e(f"  mov.b32 {dst}{2 * c}, %bt5;")
+        e(f"  and.b32 %bt5, {w}, 0xffff0000;")
+        e(f"  mov.b32 {dst}{2 * c + 1}, %bt5;")
 
 
 def ids_load(e: Emit, sh: Shape, ld: str) -> None:
@@ -1744,7 +1918,7 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
 
 
 def main(argv=None) -> int:
-    for sh in SHAPES + FUSED + EXPERTS + MOE_DOWNS:
+    for sh in SHAPES + FUSED + (NORM_BA,) + EXPERTS + MOE_DOWNS:
         (HERE / f"{sh.name}.ptx").write_text(generate(sh))
         grid = "min(P S, 132)" if sh.fuse == "moe" else sh.grid
         print(f"wrote {sh.name}.ptx ({sh.threads} threads, grid {grid}, {sh.NS} stages, {sh.smem} B dynamic smem)")

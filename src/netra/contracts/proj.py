@@ -12,6 +12,9 @@ from .spec import Contract, Scalar, Tensor
 
 TOKENS = tuple(range(1, 17))
 SMS = 132  # H200 multiprocessors
+# GDN in_proj_b and in_proj_a: BF16 [32, 2048] each, computed together: 64 rows, BA_STRIPS strips of 16
+BA_ROWS, BA_K = 32, 2048
+BA_STRIPS = 2 * BA_ROWS // 16
 STAGES = 3  # weight chunks in flight per CTA: 2, 3, 4 and 6 measured, 3 fastest (experiments/proj/README.md)
 
 
@@ -30,12 +33,13 @@ class Fp8Gemv:
     stages: int = 0  # the ring's stages when not 0 (named _s<stages>); otherwise the rule in NS
     ksplit: int = 1  # 2: clusters of 2 CTAs split k in halves (named _ks2); rank r adds the peer's sums of rows 8 r ..
     warps: int = 0  # the warps per CTA when not 0 (named _w<warps>; a candidate: 32 at K = 4096, one k block per warp)
+    ba: bool = False  # "norm" only (named _ba): BA_STRIPS more CTAs compute GDN in_proj_b | in_proj_a (gen_fp8_gemv.ba_cta)
 
     @property
     def name(self) -> str:
         return (f"fp8_gemv_n{self.N}_k{self.K}" + (f"_{self.fuse}" if self.fuse else "")
                 + (f"_s{self.stages}" if self.stages else "") + (f"_ks{self.ksplit}" if self.ksplit > 1 else "")
-                + (f"_w{self.warps}" if self.warps else ""))
+                + (f"_w{self.warps}" if self.warps else "") + ("_ba" if self.ba else ""))
 
     @property
     def S(self) -> int:  # 16-row strips (the mma's M side)
@@ -86,8 +90,8 @@ class Fp8Gemv:
         return min(self.S * self.ksplit, SMS) // self.ksplit * self.ksplit
 
     @property
-    def walkers(self) -> int:  # what walks the strips: the CTAs, or with ksplit the clusters
-        return self.grid // self.ksplit
+    def walkers(self) -> int:  # what walks the strips: the CTAs, or with ksplit the clusters (ba: the last BA_STRIPS CTAs do not)
+        return (self.grid - (BA_STRIPS if self.ba else 0)) // self.ksplit
 
     @property
     def x_first(self) -> bool:
@@ -237,6 +241,11 @@ FUSED = (
     Fp8Gemv(1024, 2048, "shared expert gate | up, and the BF16 shared_expert_gate by one more CTA", "gate",
             ksplit=KSPLIT_1024),
 )
+# GDN's first projections in one launch: the input norm, in_proj_qkv | in_proj_z (FP8, 128 CTAs walking the
+# strips) and in_proj_b | in_proj_a (BF16, BA_STRIPS more CTAs, bitwise bf16_gemv_n64_k2048 on the same x), so
+# the GDN layer loses the b | a launch (the issue's "may be fused into a neighbouring FP8 launch")
+NORM_BA = Fp8Gemv(12288, 2048, "input_layernorm, then GDN in_proj_qkv | in_proj_z, and in_proj_b | in_proj_a "
+                  "(BF16) by 4 more CTAs", "norm", ba=True)
 
 # The routed experts of Qwen3.6's MoE block (256 experts, top 8, width 512: design/qwen36.md),
 # whose shapes are the shared expert's: the same kernels with an expert id per (token, expert)
@@ -351,6 +360,34 @@ def _common(s: Fp8Gemv) -> dict:
 
 def _contract_norm(s: Fp8Gemv) -> Contract:
     assert s.K == NORM_K and s.NC == 1 and s.W == 16
+    c = _contract_norm_plain(s)
+    if not s.ba:
+        return c
+    assert s.K == BA_K and s.walkers * -(-s.S // s.walkers) == s.S, "the FP8 CTAs take the same number of strips each"
+    return dataclasses.replace(
+        c,
+        summary=c.summary + f"; and out_b[M, {BA_ROWS}] = x @ w_b^T, out_a[M, {BA_ROWS}] = x @ w_a^T (BF16 GDN in_proj_b, "
+                f"in_proj_a) by the last {BA_STRIPS} CTAs, one 16-row strip each",
+        params=c.params + (
+            Tensor("w_b", "bf16", (BA_ROWS, BA_K), "in"),
+            Tensor("w_a", "bf16", (BA_ROWS, BA_K), "in"),
+            Tensor("out_b", "bf16", ("M", BA_ROWS), "out", align=4),
+            Tensor("out_a", "bf16", ("M", BA_ROWS), "out", align=4),
+        ),
+        reduction_order=c.reduction_order + "; out_b, out_a: as bf16_gemv_n64_k2048 on the same x (per strip, warp w "
+                        "the k16 steps 8 w .. 8 w + 7 by mma.sync bf16 in k order, the 16 warp partials added in warp "
+                        "order), so bitwise its outputs",
+        bytes_read=c.bytes_read + f" + {2 * 2 * BA_ROWS * BA_K}",
+        bytes_written=c.bytes_written + f" + M * {2 * 2 * BA_ROWS}",
+        op="fp8_linear_norm_ba",
+        pdl=c.pdl + "; the b | a CTAs: their 16 weight rows (bulk copies) before the wait, h after it, "
+            "launch_dependents right after it",
+        reference=c.reference + "; out_b, out_a: x @ w^T in float64 on the BF16-rounded float64 norm",
+        peers=("netra_unfused", "cublas_bf16"),
+    )
+
+
+def _contract_norm_plain(s: Fp8Gemv) -> Contract:
     return Contract(
         name=s.name,
         summary=f"x = rmsnorm(h) (zero-centred, as rmsnorm_h2048, bitwise), then out[M, {s.N}] = x @ dequant(W)^T "
@@ -471,8 +508,7 @@ def _contract_moe(s: Fp8Gemv) -> Contract:
     )
 
 
-# GDN in_proj_b and in_proj_a: BF16 [32, 2048] each, computed together (64 rows, one launch)
-BA_ROWS, BA_K = 32, 2048
+# GDN in_proj_b and in_proj_a: BF16 [BA_ROWS, BA_K] each (above), computed together (64 rows, one launch)
 BA_RANKS, BA_WARPS = 4, 4  # a cluster of 4 CTAs per 16-row strip splits k; 4 warps per CTA
 BA_ROWB = 2 * BA_K // BA_RANKS + 16  # a weight or x row of a rank's k range in shared memory, padded
 BA_SMEM = 2 * 16 * BA_ROWB + BA_RANKS * BA_WARPS * 1024 + 16  # 16 weight rows, 16 x rows, partial slots, 2 mbarriers
@@ -621,5 +657,5 @@ def _contract_moe_down(s: Fp8Gemv) -> Contract:
     )
 
 
-CONTRACTS = tuple(_contract(s) for s in SHAPES + FUSED + EXPERTS) + (
+CONTRACTS = tuple(_contract(s) for s in SHAPES + FUSED + (NORM_BA,) + EXPERTS) + (
     BF16_GEMV_N64_K2048, MOE_ROUTER, MOE_ROUTER_NORM, *(_contract_moe_down(s) for s in MOE_DOWNS))

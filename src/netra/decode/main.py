@@ -160,9 +160,11 @@ ABLATE = ("fp8_linear", "fp8_linear_norm", "fp8_linear_add", "fp8_linear_experts
 # (fp8_linear_norm: rmsnorm_h2048, then the plain FP8 kernel; fp8_linear_add: the plain kernel,
 # then the add; moe_router_norm: rmsnorm_h2048, then the router kernel), so that row measures
 # the fusion
+# fp8_linear_norm_ba switched off runs fp8_linear_norm and bf16_linear2, each then on its own switch
 ABLATE_OPS = {"fp8_linear": ("fp8_linear", "fp8_linear_norm", "fp8_linear_add", "fp8_linear_gate", "fp8_linear_experts",
-                              "moe_down"),
-              "moe_router": ("moe_router", "moe_router_norm")}
+                              "moe_down", "fp8_linear_norm_ba"),
+              "moe_router": ("moe_router", "moe_router_norm"),
+              "bf16_linear2": ("bf16_linear2", "fp8_linear_norm_ba")}
 
 
 PROFILED = ("netra-framework-graph", "netra-kernels-graph")  # engines whose op breakdown is recorded

@@ -122,6 +122,29 @@ def _(h, norm_weight, eps, weight, scale, out, x_out):
     return None
 
 
+# The GDN layer's b | a by 4 more CTAs of its norm + in_proj_qkv | z launch (fp8_linear_norm_ba) instead of a
+# launch of their own after it (a candidate: experiments/decode/step_ab.py ba_fused; bitwise the same outputs)
+BA_FUSED = False
+
+
+@decode_op("fp8_linear_norm_ba", mutates_args=("out", "x_out", "out_b", "out_a"))
+def fp8_linear_norm_ba(h: Tensor, norm_weight: Tensor, eps: float, weight: Tensor, scale: Tensor, out: Tensor,
+                       x_out: Tensor, w_b: Tensor, w_a: Tensor, out_b: Tensor, out_a: Tensor) -> None:
+    """fp8_linear_norm, then out_b = x_out @ w_b^T and out_a = x_out @ w_a^T (BF16; bf16_linear2): the GDN
+    layer's input norm and its four input projections. Kernel fp8_gemv_n12288_k2048_norm_ba (packed weight,
+    M = 1..8; bitwise fp8_linear_norm's and bf16_linear2's kernels); otherwise those two ops."""
+    k = proj.kernel_for(weight, proj.NORM_BA_KERNELS)
+    if k is not None and k(h, weight, scale, out, norm_weight, x_out, eps, w_b, w_a, out_b, out_a):
+        return
+    fp8_linear_norm(h, norm_weight, eps, weight, scale, out, x_out)
+    bf16_linear2(x_out, w_b, w_a, out_b, out_a)
+
+
+@fp8_linear_norm_ba.register_fake
+def _(h, norm_weight, eps, weight, scale, out, x_out, w_b, w_a, out_b, out_a):
+    return None
+
+
 @decode_op("fp8_linear_add", mutates_args=("h", "out"))
 def fp8_linear_add(x: Tensor, weight: Tensor, scale: Tensor, h: Tensor, out: Tensor) -> None:
     """out = x @ dequant(weight, scale)^T (BF16), then h += out in place (the model's two ops):

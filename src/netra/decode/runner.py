@@ -103,8 +103,12 @@ class DecodeRunner:
                                       pages_in_order=True)  # block_table is arange(B * pages): read the cache as a view
             dops.fp8_linear_add(self.ao, *lw["o"], self.h, self.mix)  # mix, and h += mix
         else:
-            dops.fp8_linear_norm(self.h, lw["in_norm"], eps, *lw["qkvz"], self.qkvz, self.x)
-            dops.bf16_linear2(self.x, lw["b"], lw["a"], self.bb, self.aa)
+            if dops.BA_FUSED:  # b | a by more CTAs of the same launch
+                dops.fp8_linear_norm_ba(self.h, lw["in_norm"], eps, *lw["qkvz"], self.qkvz, self.x, lw["b"], lw["a"],
+                                        self.bb, self.aa)
+            else:
+                dops.fp8_linear_norm(self.h, lw["in_norm"], eps, *lw["qkvz"], self.qkvz, self.x)
+                dops.bf16_linear2(self.x, lw["b"], lw["a"], self.bb, self.aa)
             dops.gdn_decode(self.qkv, self.z, self.bb, self.aa, lw["conv"], lw["A_log"], lw["dt_bias"], lw["gnorm"],
                             self.conv_pool[L], self.state_pool[L], self.slots, c.linear_num_key_heads, eps, self.o)
             dops.fp8_linear_add(self.o, *lw["out"], self.h, self.mix)  # mix, and h += mix

@@ -312,6 +312,37 @@ def _norm_unfused_peer(i, s):
     return {"x_out": x, "out": out}
 
 
+def _make_fp8_norm_ba(shape):
+    """The norm kernel's bed, plus w_b and w_a as bf16_gemv_n64_k2048's."""
+    norm = _make_fp8_norm(shape)
+
+    def make(dims, gen, device):
+        i = norm(dims, gen, device)
+        ba = _make_ba(dims, gen, device)
+        return {**i, "w_b": ba["w_b"], "w_a": ba["w_a"]}
+
+    return make
+
+
+def _norm_ba_ref(i):
+    out = _norm_ref(i)
+    xb = out["x_out"].to(torch.bfloat16).double()
+    return {**out, "out_b": xb @ i["w_b"].double().T, "out_a": xb @ i["w_a"].double().T}
+
+
+def _norm_ba_unfused_peer(i, s):
+    """What the runner ran before: the norm kernel (fp8_linear_norm), then the b | a kernel (bf16_linear2)."""
+    from ..decode import ops as dops
+
+    M = i["h"].shape[0]
+    x = torch.empty_like(i["h"])
+    out = torch.empty(M, i["w"].shape[0] * 16, dtype=x.dtype, device=x.device)
+    ob, oa = (torch.empty(M, i[w].shape[0], dtype=x.dtype, device=x.device) for w in ("w_b", "w_a"))
+    dops.fp8_linear_norm(i["h"], i["norm_w"], s["eps"], i["w"], i["scale"], out, x)
+    dops.bf16_linear2(x, i["w_b"], i["w_a"], ob, oa)
+    return {"x_out": x, "out": out, "out_b": ob, "out_a": oa}
+
+
 def _res_unfused_peer(i, s):
     """fp8_gemv_n2048_k4096, then the BF16 add in PyTorch (out of place: the bench replays it)."""
     from ..decode.ops import linear
@@ -515,7 +546,7 @@ def _moe_down_peer(i, s):
 
 
 def _proj_testbeds() -> dict:
-    from ..contracts.proj import EXPERTS, FUSED, MOE_DOWNS, SHAPES
+    from ..contracts.proj import EXPERTS, FUSED, MOE_DOWNS, NORM_BA, SHAPES
     from ..reference.proj import fp8_linear
 
     beds = {sh.name: Testbed(contracts.get(sh.name), _make_fp8_gemv(sh),
@@ -535,6 +566,10 @@ def _proj_testbeds() -> dict:
             beds[sh.name] = Testbed(contracts.get(sh.name), _make_fp8_res(sh),
                                     _res_ref, None, {"netra_unfused": _res_unfused_peer, "cublas_bf16": _res_cublas_peer},
                                     scalars={})
+    beds[NORM_BA.name] = Testbed(contracts.get(NORM_BA.name), _make_fp8_norm_ba(NORM_BA), _norm_ba_ref, None, {
+        "netra_unfused": _norm_ba_unfused_peer,
+        "cublas_bf16": lambda i, s: (lambda x: {"out": x @ i["_w_bf16"].T, "out_b": x @ i["w_b"].T,
+                                                "out_a": x @ i["w_a"].T})(_zc(i["h"], i["norm_w"], s["eps"]))})
     for sh in EXPERTS:
         beds[sh.name] = Testbed(contracts.get(sh.name), _make_fp8_experts(sh), _experts_ref(sh), None,
                                 _experts_peers(sh), scalars={})

@@ -13,13 +13,15 @@ import functools
 import torch
 from torch import Tensor
 
-from ..contracts.proj import EXPERTS, FUSED, MOE_DOWN, MOE_DOWN_S6, MOE_DOWN_WIDE_M, SHAPES, frag_k
+from ..contracts.proj import EXPERTS, FUSED, MOE_DOWN, MOE_DOWN_S6, MOE_DOWN_WIDE_M, NORM_BA, SHAPES, frag_k
 from ._dispatch import KernelOp
 
 KERNELS = {(s.S, s.KB): KernelOp("fp8_linear", s.name, key=s.name) for s in SHAPES}
 # the fused kernels (input norm prologue, residual epilogue), by the packed weight's (S, KB)
 NORM_KERNELS = {(s.S, s.KB): KernelOp("fp8_linear_norm", s.name, key=s.name) for s in FUSED if s.fuse == "norm"}
 RES_KERNELS = {(s.S, s.KB): KernelOp("fp8_linear_add", s.name, key=s.name) for s in FUSED if s.fuse == "res"}
+# the GDN layer's norm, in_proj_qkv | z and in_proj_b | a in one launch (the same packed weight's (S, KB) as its norm kernel)
+NORM_BA_KERNELS = {(NORM_BA.S, NORM_BA.KB): KernelOp("fp8_linear_norm_ba", NORM_BA.name, key=NORM_BA.name)}
 GATE_KERNELS = {(s.S, s.KB): KernelOp("fp8_linear_gate", s.name, key=s.name) for s in FUSED if s.fuse == "gate"}
 # the routed experts' kernels, by the stacked packed weight's (S, KB) per expert
 EXPERT_KERNELS = {(s.S, s.KB): KernelOp("fp8_linear_experts", s.name, key=s.name) for s in EXPERTS}
