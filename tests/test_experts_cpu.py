@@ -215,18 +215,21 @@ def test_router_redux_selection_orders_as_the_reference():
         assert torch.equal(vals, lb.float().gather(1, want) + 0.0)  # the chosen values (-0 read back as +0)
 
 
-def test_router_redux_build_assembles():
-    """The candidate builds (select="redux") assemble without spills, with redux.sync in the PTX,
-    and the promoted PTX is not changed by the option's default."""
+def test_router_selection_builds():
+    """The promoted builds choose by redux.sync (8 rounds, one division per lane); the builds before them
+    (select="bfly", kept for the step A/B) by shfl.bfly argmax and 8 divisions; both assemble without spills."""
     from test_proj_cpu import _assembles_without_spills
 
     g = paths.generator("proj", "gen_moe_router")
     for norm in (False, True):
-        ptx = g.generate(norm=norm, pdl=norm, select="redux")
+        name = g.NORM_NAME if norm else g.NAME
+        ptx = g.generate(norm=norm, pdl=norm)
+        assert paths.ptx_path("sm_90a", "proj", name).read_text() == ptx
         assert ptx.count("redux.sync.max.u32") == TOP_K and ptx.count("div.rn.f32") == 1
-        res = _assembles_without_spills(g.NORM_NAME if norm else g.NAME, ptx)
-        assert res["registers"] <= 128
-    assert "redux.sync" not in g.generate(norm=True, pdl=True)
+        old = g.generate(norm=norm, pdl=norm, select="bfly")
+        assert "redux.sync" not in old and old.count("div.rn.f32") == TOP_K
+        for text in (ptx, old):
+            assert _assembles_without_spills(name, text)["registers"] <= 128
 
 
 def test_router_framework_path_is_the_models_form_and_agrees_with_the_reference():

@@ -130,15 +130,20 @@ current, each swap, current again, so drift shows as a difference between the tw
   give, whichever way they are asked for. Both forms put the launch in front of the routed gate | up
   by wrapping netra.decode.ops.moe_decode and fp8_linear_experts (moe_prefetch_wrappers), so the op itself
   carries no hook (it did at a694dcc and eac4517; the launch order is the same).
-- router_redux (a candidate after d1172a3): moe_router_norm_e256_k2048 choosing its top 8 by u32 keys and
-  redux.sync.max (gen_moe_router.generate(select="redux"); experiments/proj/router/router_select_variant.py),
-  bitwise the same outputs. Prediction: ~1 us less per router launch, ~40 us per batch-1 step both ways.
-- ba_fused (a candidate after d1172a3; once promoted, the form swaps back to the two launches): the GDN layer's
-  in_proj_b | in_proj_a by 4 more CTAs of its norm + in_proj_qkv | z launch (fp8_gemv_n12288_k2048_norm_ba,
-  netra.decode.ops.BA_FUSED) instead of bf16_gemv_n64_k2048 after it; bitwise the same logits. Prediction from
-  the kernel records (b | a 2.67 us plain, 1.57 as a PDL chain at M = 1; 30 GDN layers): ~60-80 us less per
-  batch-1 step plainly, ~25-45 with PDL (the GDN kernel's state prefetch then overlaps the fused kernel's tail,
-  not the b | a launch).
+- router_bfly (measured at 7f8a1fd as the candidate form router_redux, promoted after it): moe_router_norm_e256_k2048
+  choosing its top 8 by shfl.bfly argmax (generate(select="bfly")), as before, against the promoted u32 keys and
+  redux.sync.max (experiments/proj/router/router_select_variant_7f8a1fd.json: bitwise, the norm build 0.95 us
+  faster per launch plainly and as a PDL chain at M = 1). Prediction was ~40 us per batch-1 step both ways.
+  Measured (step_ab_router_redux_ba_fused{,_b8}_7f8a1fd.json, ms plain / PDL, redux against the two currents):
+  batch 1 2.388 / 2.099 against 2.393-2.403 / 2.104-2.118 (5-19 us, within the currents' drift); batch 8 4.439 /
+  4.224 against 4.472-4.474 / 4.250-4.258 (30-35 us). Bitwise.
+- ba_unfused (measured at 7f8a1fd as the candidate form ba_fused, promoted after it): the GDN layer's in_proj_b |
+  in_proj_a as their own launch (bf16_gemv_n64_k2048 after fp8_linear_norm), against the promoted 4 more CTAs of
+  the norm + in_proj_qkv | z launch (fp8_gemv_n12288_k2048_norm_ba, netra.decode.ops.BA_FUSED). Prediction from
+  the kernel records (b | a 2.67 us plain, 1.57 as a PDL chain at M = 1; 30 GDN layers): the fused form ~60-80 us
+  less per batch-1 step plainly, ~25-45 with PDL. Measured (same files): batch 1 2.326 / 2.076 against 2.393-2.403
+  / 2.104-2.118 (67-77 / 28-42 us); batch 8 4.403 / 4.180 against 4.472-4.474 / 4.250-4.258 (70 / 70-78 us).
+  Bitwise the same logits.
 Every form's logits over 4 teacher-forced steps are compared bitwise with the current plain
 runner's (every swap keeps the arithmetic but ks2_prev's).
 
@@ -159,7 +164,7 @@ HERE = Path(__file__).resolve().parent
 FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_prev", "shared_first", "pre_strips_prev",
          "moedown_s6", "expert_stats", "ks2_prev", "res_ks2", "pdl_s2", "carveout", "pre_all", "early",
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
-         "red_swizzle", "land_split_prev", "router_redux", "ba_fused",
+         "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused",
          "current_again", "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
@@ -189,9 +194,9 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
     if form in ("router_prev", "all_prev"):
         g = paths.generator("proj", "gen_moe_router")
         out[g.NORM_NAME] = (g.generate(norm=True), 0)
-    if form == "router_redux":  # the norm router's candidate top-8 selection (u32 keys, redux.sync); same contract
+    if form == "router_bfly":  # the norm router choosing its top 8 by shfl.bfly argmax, as before 7f8a1fd; same contract
         g = paths.generator("proj", "gen_moe_router")
-        out[g.NORM_NAME] = (g.generate(norm=True, pdl=True, select="redux"), 0)
+        out[g.NORM_NAME] = (g.generate(norm=True, pdl=True, select="bfly"), 0)
     if form in ("gdn_prev", "all_prev"):
         g = paths.generator("gdn", "gen_gdn_decode")
         out["gdn_decode_b32"] = (g.generate(stream_state=False), 0)
@@ -389,7 +394,7 @@ def main():
         try:
             loader.load = lambda n, d, s=swaps: SimpleNamespace(handle=s[n]) if n in s else real_load(n, d)
             dops.MOE_SHARED_FIRST = form == "shared_first"
-            dops.BA_FUSED = (form == "ba_fused") != real_ba_fused
+            dops.BA_FUSED = real_ba_fused and form != "ba_unfused"
             dops.GDN_PIPE_PDL_B = 1 << 30 if form == "pipe_prev" else real_pipe_b
             dops.GDN_PIPE_B = 1 << 30 if form == "pipe_prev" else real_pipe_plain_b
             if form in ("moe_prefetch", "moe_prefetch_lines"):

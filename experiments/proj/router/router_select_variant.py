@@ -1,5 +1,7 @@
 """The router kernels with the top-8 chosen by u32 keys and redux.sync (gen_moe_router.generate(
-select="redux")) against the promoted builds (select="bfly").
+select="redux")) against the builds before them (select="bfly"). Run at 7f8a1fd, when "bfly" was
+promoted ("promoted" in router_select_variant_7f8a1fd.json) and "redux" the candidate; promoted
+after it, so the script now builds "bfly" and labels the committed kernels "promoted" (redux).
 
 Why: after the cluster barrier, rank 0's warp 0 chooses the 8 experts in 8 dependent rounds, each
 a 7-step fp32 compare chain over the lane's 8 logits and 5 shfl.bfly argmax steps of (value, id)
@@ -45,26 +47,27 @@ def main():
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
     out = os.path.join(out_dir, "router_select_variant.json")
     floors = (rt_launch.raw_launcher(loader.load("empty_kernel", 0)), rt_launch.raw_launcher(loader.load("read_floor", 0)))
-    res = {"method": bench.METHOD.format(R=bench.REPLAYS), "candidate": "select='redux'", "correctness": {},
+    res = {"method": bench.METHOD.format(R=bench.REPLAYS), "other": "select='bfly'", "correctness": {},
            "timing_us": {}}
     keep = []
     bits = lambda t: t.contiguous().view(torch.uint8)  # noqa: E731  (NaN rows compare equal as bits)
     for name, norm in ((gen.NAME, False), (gen.NORM_NAME, True)):
         c = contracts.get(name)
         tb = testbeds.get(name)
-        module, fn = loader.load_text(name, gen.generate(norm=norm, pdl=norm, select="redux"))
+        other = "bfly"  # the committed build is "redux" since 7f8a1fd
+        module, fn = loader.load_text(name, gen.generate(norm=norm, pdl=norm, select=other))
         keep.append(module)
         launchers = ({},) + (({"launch": rt_launch.pdl_launcher()},) if norm else ())
         gos = {"promoted": tuple(rt_launch.make_guard_and_launch(c, function_handle=loader.load(name, 0).handle,
                                                                  device=0, **k) for k in launchers),
-               "redux": tuple(rt_launch.make_guard_and_launch(c, function_handle=int(fn), device=0, **k)
-                              for k in launchers)}
+               other: tuple(rt_launch.make_guard_and_launch(c, function_handle=int(fn), device=0, **k)
+                            for k in launchers)}
         same, cases = True, 0
         for M in CHECK_MS:
             for seed in range(3):
                 for dup in (False, True):
                     outs = []
-                    for go in (gos["promoted"][0],) + gos["redux"]:
+                    for go in (gos["promoted"][0],) + gos[other]:
                         b = check.Bench(tb, {"M": M}, seed)
                         if dup:  # every odd expert's row a copy of the even one before it: exact ties everywhere
                             b.inputs["w"].view(-1, 2, b.inputs["w"].shape[-1])[:, 1] = b.inputs["w"].view(
@@ -78,7 +81,7 @@ def main():
                         print(f"  {name} M={M} seed={seed} dup={dup}: differs", flush=True)
                     same &= ok
                     cases += 1
-        res["correctness"][name] = {"redux_bitwise_the_promoted": same, "cases": cases,
+        res["correctness"][name] = {f"{other}_bitwise_the_promoted": same, "cases": cases,
                                     "launches_compared": "plain" + (" and PDL" if norm else "")}
         print(name, res["correctness"][name], flush=True)
         for M in TIME_MS:

@@ -22,9 +22,12 @@ kernels), sum, divide):
   no such barrier: racecheck's "block that might not have entered yet").
 - Lane 0 of each warp stores its 4 logits into rank 0's shared memory (st.shared::cluster);
   one release/acquire cluster barrier; rank 0's warp 0 takes the 256 logits (8 per lane) and
-  selects 8 times: each lane its best (value, then lower id), a shfl.bfly argmax, the owner
-  lane marks it taken. Weights by ex2.approx on (l_j - l_0) log2(e), summed in selection order,
-  one division each. Lanes 0..7 store top[t, j] and idx[t, j].
+  selects 8 times on u32 keys, (the BF16 logit's bits made orderable) << 16 | (255 - id): each
+  round a max tree over the lane's 8 keys and one redux.sync.max.u32 (a larger key: a larger
+  logit, or on a tie the lower id), the owner lane zeroing the chosen key (select="redux"; the
+  shfl.bfly argmax of (value, id) pairs before it was ~1 us slower). Weights by ex2.approx on
+  (l_j - l_0) log2(e), summed in selection order; lane j < 8 divides its own and stores
+  top[t, j] and idx[t, j].
 
   python3 kernels/sm_90a/proj/gen_moe_router.py      (rewrites moe_router_e256_k2048.ptx beside it)
 """
@@ -60,7 +63,7 @@ PREFETCH_MAX_M = 2  # beyond it every token's cluster would prefetch its own 24 
 
 def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS, prefetch: bool = False,
              ranks: int = ROUTER_RANKS, prefetch_experts: bool = False, pdl: bool = False,
-             select: str = "bfly") -> str:
+             select: str = "redux") -> str:
     """The PTX; ``start_barrier=False`` is the build measured at bab7443 (racecheck hazards).
     ``warps`` (a candidate at 16: experiments/proj/router/router_warps_variant.py): warps per
     CTA; each takes PER_RANK / warps experts, two rows' loads in flight at a time, so 16 warps
@@ -97,9 +100,10 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
     cost 1.9 us at M = 32: router_warps_variant_7b16591.json); h is read after the wait by
     ld.global, not .nc (the previous kernel writes it); launch_dependents right after the wait
     (one dependent grid at a time); nothing is written before the wait.
-    ``select`` (rank 0's warp 0 choosing the 8 from the 256 logits): "bfly", each of the 8 rounds an
-    fp32 compare chain over the lane's 8 and five shfl.bfly argmax steps of (value, id) pairs, every
-    lane then dividing all 8 weights; "redux" (a candidate, experiments/proj/router/router_select_variant.py),
+    ``select`` (rank 0's warp 0 choosing the 8 from the 256 logits): "bfly" (the builds until 7f8a1fd),
+    each of the 8 rounds an fp32 compare chain over the lane's 8 and five shfl.bfly argmax steps of
+    (value, id) pairs, every lane then dividing all 8 weights; "redux" (promoted after
+    experiments/proj/router/router_select_variant_7f8a1fd.json: bitwise, 0.5-1.0 us faster per launch),
     each logit as one u32 key, (the BF16 logit's bits made orderable) << 16 | (255 - id), so a larger
     key is a larger logit or, on a tie, the lower id (the same order; -0 is made +0 first, as the fp32
     compare has them equal); a round is a max.u32 tree over the lane's 8 keys and one

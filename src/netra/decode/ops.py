@@ -123,8 +123,9 @@ def _(h, norm_weight, eps, weight, scale, out, x_out):
 
 
 # The GDN layer's b | a by 4 more CTAs of its norm + in_proj_qkv | z launch (fp8_linear_norm_ba) instead of a
-# launch of their own after it (a candidate: experiments/decode/step_ab.py ba_fused; bitwise the same outputs)
-BA_FUSED = False
+# launch of their own after it: bitwise the same logits, 67-77 us less per batch-1 step plainly, 28-42 with PDL,
+# ~70 at batch 8 (experiments/decode/step_ab_router_redux_ba_fused{,_b8}_7f8a1fd.json). False: the two launches
+BA_FUSED = True
 
 
 @decode_op("fp8_linear_norm_ba", mutates_args=("out", "x_out", "out_b", "out_a"))
