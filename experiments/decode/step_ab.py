@@ -144,6 +144,10 @@ current, each swap, current again, so drift shows as a difference between the tw
   less per batch-1 step plainly, ~25-45 with PDL. Measured (same files): batch 1 2.326 / 2.076 against 2.393-2.403
   / 2.104-2.118 (67-77 / 28-42 us); batch 8 4.403 / 4.180 against 4.472-4.474 / 4.250-4.258 (70 / 70-78 us).
   Bitwise the same logits.
+- no_shared (a diagnosis after 5fa7d79, not a candidate: its logits are wrong): moe_decode without the shared
+  expert's gate | up launch (fp8_linear_gate a no-op; moe_down reads whatever its buffers hold). The difference
+  to current is what that launch costs the step, i.e. the most that merging it into the routed experts' launch
+  (or the router's) could save. Kernel records: 2.79 us plain, ~2.1-2.4 as a PDL chain at M = 1.
 Every form's logits over 4 teacher-forced steps are compared bitwise with the current plain
 runner's (every swap keeps the arithmetic but ks2_prev's).
 
@@ -164,7 +168,7 @@ HERE = Path(__file__).resolve().parent
 FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_prev", "shared_first", "pre_strips_prev",
          "moedown_s6", "expert_stats", "ks2_prev", "res_ks2", "pdl_s2", "carveout", "pre_all", "early",
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
-         "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused",
+         "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared",
          "current_again", "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
@@ -353,7 +357,7 @@ def main():
     packed = pack(ck.synthetic_checkpoint(cfg, seed=0, device="cuda"))
     tokens = torch.randint(0, cfg.vocab_size, (4, B), generator=torch.Generator().manual_seed(3)).to("cuda")
     real_load, real_attn = loader.load, dops.attention_decode_ctx
-    real_moe, real_experts = dops.moe_decode, dops.fp8_linear_experts
+    real_moe, real_experts, real_gate = dops.moe_decode, dops.fp8_linear_experts, dops.fp8_linear_gate
     real_pipe_b, real_pipe_plain_b = dops.GDN_PIPE_PDL_B, dops.GDN_PIPE_B
     real_ba_fused = dops.BA_FUSED
     router_op = _dispatch.OPS["moe_router_norm"]
@@ -402,6 +406,8 @@ def main():
                 keep.append(prefetch_module)
                 for name, fn in moe_prefetch_wrappers(dops, hook).items():
                     setattr(dops, name, fn)
+            if form == "no_shared":  # a diagnosis: the shared expert's gate | up launch left out (wrong logits)
+                dops.fp8_linear_gate = lambda *a, **k: None
             if form in ("router_prev", "all_prev"):
                 router_op.contract = dataclasses.replace(real_router_contract, pdl="")
             if form in ("ks2_prev", "res_ks2", "pdl_s2"):  # the swapped builds' contracts (grid, threads, shared memory)
@@ -458,6 +464,7 @@ def main():
             dops.GDN_PIPE_PDL_B = real_pipe_b
             dops.GDN_PIPE_B = real_pipe_plain_b
             dops.moe_decode, dops.fp8_linear_experts = real_moe, real_experts
+            dops.fp8_linear_gate = real_gate
             rebind_all()
         res["forms"][form] = row
         print(form, row, flush=True)
