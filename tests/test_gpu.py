@@ -269,6 +269,39 @@ def test_norm_ba_is_bitwise_the_norm_kernel_then_the_ba_kernel(M):
             assert _misses(NORM_BA.name) == 0, ops.stats()[NORM_BA.name]
 
 
+@pytest.mark.parametrize("M", [1, 3, 8, 9, 16])
+def test_experts_shared_is_the_experts_kernel_and_the_shared_gate_up(M):
+    """fp8_linear_experts_shared (one launch): the routed pairs bitwise fp8_linear_experts' kernel, the shared
+    expert's rows and the gate logit within tolerance of float64 (the unsplit order, not the k-split kernel's),
+    NaN-poisoned outputs, plainly and under set_pdl, no miss; a bad id gives a NaN row for its pair only."""
+    from netra.contracts.proj import EXPERTS_SHARED
+    from netra.decode import ops as dops
+    from netra.lifecycle import testbeds
+
+    tb = testbeds.get(EXPERTS_SHARED.name)
+    i = tb.make({"M": M, "E": 256}, torch.Generator().manual_seed(300 + M), "cuda")
+    ids = i["ids"].clone()
+    ids[0, 3] = 256  # not an expert (the shared expert's index in the kernel): NaN for that pair only
+    nan = lambda *shape: torch.full(shape, float("nan"), dtype=torch.bfloat16, device="cuda")  # noqa: E731
+    want = nan(M, 8, 1024)
+    dops.fp8_linear_experts(i["x"], i["w"], i["scale"], ids, want)
+    ref = tb.reference(i)
+    tol = contracts.get(EXPERTS_SHARED.name).tolerance
+    for pdl in (False, True):
+        ops.reset_stats()
+        ops.set_pdl(pdl)
+        try:
+            out, sout, g = nan(M, 8, 1024), nan(M, 1024), nan(M, 1)
+            dops.fp8_linear_experts_shared(i["x"], i["w"], i["scale"], ids, i["ws"], i["ss"], i["gate_w"], out, sout, g)
+            torch.cuda.synchronize()
+        finally:
+            ops.set_pdl(False)
+        assert torch.equal(out.view(torch.uint16), want.view(torch.uint16)), (M, pdl)
+        assert out[0, 3].isnan().all() and not out[0, 2].isnan().any()
+        assert metrics.rel_err(sout, ref["sout"]) <= tol and metrics.rel_err(g, ref["gate_out"]) <= tol, (M, pdl)
+        assert _misses(EXPERTS_SHARED.name) == 0, ops.stats()[EXPERTS_SHARED.name]
+
+
 @pytest.mark.parametrize("M", [1, 3, 9, 16, 20])
 def test_expert_kernels_in_the_op_and_the_moe_block(M):
     """fp8_linear_experts takes both expert kernels with no miss (M = 20 tokens: two launches

@@ -11,7 +11,7 @@ import torch
 
 import netra.ops as ops
 from netra import contracts, paths
-from netra.contracts.proj import EXPERTS, FUSED, MOE_DOWN, MOE_DOWNS, NORM_BA, SHAPES, Fp8Gemv
+from netra.contracts.proj import EXPERTS, EXPERTS_SHARED, FUSED, MOE_DOWN, MOE_DOWNS, NORM_BA, SHAPES, Fp8Gemv
 
 KSPLIT = tuple(s for s in SHAPES + FUSED if s.ksplit > 1)
 UNSPLIT = tuple(dataclasses.replace(s, ksplit=1) for s in SHAPES)  # the builds the candidates were measured on
@@ -25,7 +25,7 @@ def _generator():
     return paths.generator("proj", "gen_fp8_gemv")
 
 
-@pytest.mark.parametrize("sh", SHAPES + FUSED + (NORM_BA,), ids=lambda s: s.name)
+@pytest.mark.parametrize("sh", SHAPES + FUSED + (NORM_BA, EXPERTS_SHARED), ids=lambda s: s.name)
 def test_generated_ptx_is_current(sh):
     committed = paths.ptx_path("sm_90a", "proj", sh.name).read_text()
     assert committed == _generator().generate(sh), f"{sh.name}.ptx differs from its generator: run gen_fp8_gemv.py"
@@ -464,7 +464,7 @@ def test_set_pdl_rebinds_only_pdl_kernels_with_the_pdl_launcher(monkeypatch):
         ops.set_pdl(True)
         ops.prepare()
         pdl_names = {k.contract.name for k in ops.OPS.values() if k.contract.pdl}
-        assert pdl_names == {sh.name for sh in SHAPES + FUSED + (NORM_BA,) + EXPERTS + MOE_DOWNS} | {"bf16_gemv_n64_k2048",
+        assert pdl_names == {sh.name for sh in SHAPES + FUSED + (NORM_BA, EXPERTS_SHARED) + EXPERTS + MOE_DOWNS} | {"bf16_gemv_n64_k2048",
                                                                                      "gdn_decode_b32_pdl",
                                                                                      "gdn_decode_b32_smem_pdl", "gdn_decode_b32_pipe_pdl",
                                                                                      "moe_router_norm_e256_k2048"}
@@ -549,6 +549,41 @@ def test_norm_ba_op_falls_back_to_the_two_ops():
     ref = tb.reference(i)
     got = {"out": out, "x_out": x, "out_b": ob, "out_a": oa}
     assert max(metrics.output_error(got[n], ref[n]) for n in ref) <= contracts.get(NORM_BA.name).tolerance
+
+
+def test_experts_shared_build():
+    """fp8_gemv_n1024_k2048_moe_shared: the gate | up experts' PTX with the shared expert's pairs (id E, its own weight
+    and scale bases, rows to sout) and the gate CTA (the last, as the unsplit gate build's), assembled without spills;
+    its contract adds the five tensors after the experts kernel's, its grid keeps one CTA for the gate."""
+    g = _generator()
+    ptx = g.generate(EXPERTS_SHARED)
+    res = _assembles_without_spills(EXPERTS_SHARED.name, ptx)
+    c, ce = contracts.get(EXPERTS_SHARED.name), contracts.get(EXPERTS[0].name)
+    assert res["registers"] <= c.max_registers and c.dynamic_smem == EXPERTS_SHARED.smem <= 227 * 1024
+    assert [t.name for t in c.params] == [t.name for t in ce.params] + ["ws", "ss", "sout", "gate_w", "gate_out"]
+    assert c.grid_for({"M": 1, "E": 256}) == (132, 1, 1) and c.op == "fp8_linear_experts_shared"
+    assert "GATE:" in ptx and "@%p bra GATE;" in ptx and ptx.count("selp.b64 %psb, %pws, %pw, %psh;") >= 1
+    assert "setp.le.u64 %pe, %rid, %pt64;" in ptx and "setp.gt.u32 %pe, %ls, %ne;" in ptx
+    plain = g.generate(EXPERTS[0])
+    assert "GATE:" not in plain and "%psh" not in plain  # the routed build is untouched
+
+
+def test_experts_shared_op_falls_back_to_the_two_ops():
+    """On the framework path fp8_linear_experts_shared is fp8_linear_experts then fp8_linear_gate, bit for bit, and
+    within the contract's tolerance of float64."""
+    from netra.decode import ops as dops
+    from netra.lifecycle import metrics, testbeds
+
+    tb = testbeds.get(EXPERTS_SHARED.name)
+    i = tb.make({"M": 3, "E": 256}, torch.Generator().manual_seed(6), "cpu")
+    got = {"out": torch.empty(3, 8, 1024, dtype=torch.bfloat16), "sout": torch.empty(3, 1024, dtype=torch.bfloat16),
+           "gate_out": torch.empty(3, 1, dtype=torch.bfloat16)}
+    dops.fp8_linear_experts_shared(i["x"], i["w"], i["scale"], i["ids"], i["ws"], i["ss"], i["gate_w"], got["out"],
+                                   got["sout"], got["gate_out"])
+    peer = tb.peers["netra_unfused"](i, {})
+    assert all(torch.equal(got[n], peer[n]) for n in got)
+    ref = tb.reference(i)
+    assert max(metrics.output_error(got[n], ref[n]) for n in ref) <= contracts.get(EXPERTS_SHARED.name).tolerance
 
 
 def test_gate_op_falls_back_to_the_plain_op_and_a_matmul():

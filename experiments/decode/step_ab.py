@@ -148,6 +148,12 @@ current, each swap, current again, so drift shows as a difference between the tw
   expert's gate | up launch (fp8_linear_gate a no-op; moe_down reads whatever its buffers hold). The difference
   to current is what that launch costs the step, i.e. the most that merging it into the routed experts' launch
   (or the router's) could save. Kernel records: 2.79 us plain, ~2.1-2.4 as a PDL chain at M = 1.
+- shared_merged (a candidate after a404156; the form flips netra.decode.ops.MOE_SHARED_MERGED): the shared
+  expert's gate | up as M more pairs of the routed experts' launch and its gate logit by that launch's last CTA
+  (fp8_gemv_n1024_k2048_moe_shared), so the router's dependent is the experts' launch. Not bitwise: the shared
+  gate | up leaves its k-split build for the unsplit order (and its gate CTA's 512-thread order), so the logits
+  differ by roundings. Prediction from no_shared (127-130 / 72-74 us at batch 1) less the merged launch's extra
+  2.1 MB per layer (~0.5 us): ~100 us plainly and ~50 us with PDL per batch-1 step.
 Every form's logits over 4 teacher-forced steps are compared bitwise with the current plain
 runner's (every swap keeps the arithmetic but ks2_prev's).
 
@@ -168,7 +174,7 @@ HERE = Path(__file__).resolve().parent
 FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_prev", "shared_first", "pre_strips_prev",
          "moedown_s6", "expert_stats", "ks2_prev", "res_ks2", "pdl_s2", "carveout", "pre_all", "early",
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
-         "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared",
+         "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged",
          "current_again", "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
@@ -359,7 +365,7 @@ def main():
     real_load, real_attn = loader.load, dops.attention_decode_ctx
     real_moe, real_experts, real_gate = dops.moe_decode, dops.fp8_linear_experts, dops.fp8_linear_gate
     real_pipe_b, real_pipe_plain_b = dops.GDN_PIPE_PDL_B, dops.GDN_PIPE_B
-    real_ba_fused = dops.BA_FUSED
+    real_ba_fused, real_shared_merged = dops.BA_FUSED, dops.MOE_SHARED_MERGED
     router_op = _dispatch.OPS["moe_router_norm"]
     real_router_contract = router_op.contract
     down_op = _dispatch.OPS["moe_down"]
@@ -406,6 +412,7 @@ def main():
                 keep.append(prefetch_module)
                 for name, fn in moe_prefetch_wrappers(dops, hook).items():
                     setattr(dops, name, fn)
+            dops.MOE_SHARED_MERGED = real_shared_merged if form != "shared_merged" else not real_shared_merged
             if form == "no_shared":  # a diagnosis: the shared expert's gate | up launch left out (wrong logits)
                 dops.fp8_linear_gate = lambda *a, **k: None
             if form in ("router_prev", "all_prev"):
@@ -461,6 +468,7 @@ def main():
                 _dispatch.OPS[name].contract = c
             dops.MOE_SHARED_FIRST = False
             dops.BA_FUSED = real_ba_fused
+            dops.MOE_SHARED_MERGED = real_shared_merged
             dops.GDN_PIPE_PDL_B = real_pipe_b
             dops.GDN_PIPE_B = real_pipe_plain_b
             dops.moe_decode, dops.fp8_linear_experts = real_moe, real_experts

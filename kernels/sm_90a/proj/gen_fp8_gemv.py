@@ -72,7 +72,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "src"))
-from netra.contracts.proj import BA_K, BA_ROWS, BA_STRIPS, EXPERTS, FUSED, MOE_DOWN, MOE_DOWNS, NORM_BA, SHAPES, TOP_K, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
+from netra.contracts.proj import BA_K, BA_ROWS, BA_STRIPS, EXPERTS, EXPERTS_SHARED, FUSED, MOE_DOWN, MOE_DOWNS, NORM_BA, SHAPES, TOP_K, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
 
 
 class Emit:
@@ -100,7 +100,7 @@ def header(e: Emit, version: str = "8.0") -> None:
     e(".address_size 64")
 
 
-def entry(e: Emit, name: str, fuse: str = "", ba: bool = False) -> None:
+def entry(e: Emit, name: str, fuse: str = "", ba: bool = False, shared: bool = False) -> None:
     """The .entry line and the parameters (netra.contracts.proj, in its order): x (h with the
     norm prologue), w, scale, out (h, in place, with the residual epilogue), M; the norm
     prologue adds norm_w, x_out, eps; the gate CTA gate_w, gate_out; the experts ids, E; the
@@ -113,13 +113,15 @@ def entry(e: Emit, name: str, fuse: str = "", ba: bool = False) -> None:
               "u64 h" if fuse in ("res", "moedown") else "u64 out"] + tail.get(fuse, ["u32 M"])
     if ba:  # the b | a CTAs' weights and outputs (netra.contracts.proj.NORM_BA)
         params += ["u64 w_b", "u64 w_a", "u64 out_b", "u64 out_a"]
+    if shared:  # the shared expert's pairs and gate (netra.contracts.proj.EXPERTS_SHARED)
+        params += ["u64 ws", "u64 ss", "u64 sout", "u64 gate_w", "u64 gate_out"]
     e(f".visible .entry {name}(")
     for i, prm in enumerate(params):
         e(f"  .param .{prm}" + ("," if i < len(params) - 1 else ""))
     e(")")
 
 
-def load_params(e: Emit, fuse: str = "") -> None:
+def load_params(e: Emit, fuse: str = "", shared: bool = False) -> None:
     """Parameters to global addresses and M; thread, warp, lane and the mma group ids g, tig."""
     e("  ld.param.u64 %px, [x];" if fuse != "norm" else "  ld.param.u64 %px, [h];")
     e("  ld.param.u64 %pw, [w];")
@@ -130,7 +132,7 @@ def load_params(e: Emit, fuse: str = "") -> None:
     e("  cvta.to.global.u64 %pw, %pw;")
     e("  cvta.to.global.u64 %ps, %ps;")
     e("  cvta.to.global.u64 %po, %po;")
-    if fuse == "gate":
+    if fuse == "gate" or shared:
         e("  ld.param.u64 %pg, [gate_w];")
         e("  ld.param.u64 %pgo, [gate_out];")
         e("  cvta.to.global.u64 %pg, %pg;")
@@ -139,6 +141,10 @@ def load_params(e: Emit, fuse: str = "") -> None:
         e("  ld.param.u64 %pid, [ids];")
         e("  ld.param.u32 %ne, [E];")
         e("  cvta.to.global.u64 %pid, %pid;")
+    if shared:
+        for r, n in (("%pws", "ws"), ("%pss", "ss"), ("%pso", "sout")):
+            e(f"  ld.param.u64 {r}, [{n}];")
+            e(f"  cvta.to.global.u64 {r}, {r};")
     if fuse == "moedown":
         for r, n in (("%ptop", "top"), ("%pxs", "xs"), ("%pws", "ws"), ("%pss", "ss"), ("%pgl", "glogit"), ("%pmo", "out")):
             e(f"  ld.param.u64 {r}, [{n}];")
@@ -613,8 +619,14 @@ def issue(e: Emit, sh: Shape, strip: str, h: int, stage: str) -> None:
         e("  shl.b32 %t0, %ej, 2;")
         e("  add.u32 %t0, %t0, %sbase;")
         e(f"  ld.shared.u32 %ej, [%t0+{sh.ids_off}];")
-        e("  sub.u32 %t0, %ne, 1;")
-        e("  min.u32 %ej, %ej, %t0;")
+        if sh.shared:  # id E: the shared expert's weight (ws, ss); a bad id reads it too (in bounds), its row NaN
+            e("  min.u32 %ej, %ej, %ne;")
+            e("  setp.eq.u32 %psh, %ej, %ne;")
+            e("  selp.b32 %ej, 0, %ej, %psh;")
+            e("  selp.b64 %psb, %pws, %pw, %psh;")
+        else:
+            e("  sub.u32 %t0, %ne, 1;")
+            e("  min.u32 %ej, %ej, %t0;")
         e(f"  mad.lo.u32 %t0, %ej, {sh.S}, %ls;")
         strip = "%ls"
         e(f"  mul.lo.u32 %t0, %t0, {sh.KB};")
@@ -622,7 +634,7 @@ def issue(e: Emit, sh: Shape, strip: str, h: int, stage: str) -> None:
         e(f"  mul.lo.u32 %t0, {strip}, {sh.KB};")
     e(f"  add.u32 %t0, %t0, {h * sh.W};")
     e("  mul.wide.u32 %pt64, %t0, 2048;")
-    e("  add.u64 %pa, %pw, %pt64;")
+    e("  add.u64 %pa, %psb, %pt64;" if sh.shared else "  add.u64 %pa, %pw, %pt64;")
     e(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes{_hint()} [%ta], [%pa], {sh.SB}, [%bf]{_pol()};")
     e("  // the chunk's W weight-block scales (s / 8, h W .. h W + W - 1), 16-byte aligned and contiguous")
     e(f"  shr.u32 %t0, {strip}, 3;")
@@ -631,7 +643,9 @@ def issue(e: Emit, sh: Shape, strip: str, h: int, stage: str) -> None:
     e(f"  mul.lo.u32 %t0, %t0, {sh.KB};")
     e(f"  add.u32 %t0, %t0, {h * sh.W};")
     e("  mul.wide.u32 %pt64, %t0, 4;")
-    e("  add.u64 %pa, %ps, %pt64;")
+    if sh.shared:
+        e("  selp.b64 %psb, %pss, %ps, %psh;")
+    e("  add.u64 %pa, %psb, %pt64;" if sh.shared else "  add.u64 %pa, %ps, %pt64;")
     e(f"  mad.lo.u32 %ta, {stage}, {sh.scl_bytes}, %sbase;")
     e(f"  add.u32 %ta, %ta, {sh.scl_off};")
     e(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%ta], [%pa], {4 * sh.W}, [%bf];")
@@ -806,8 +820,15 @@ def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: 
         e("  shl.b32 %t0, %ej, 2;")
         e("  add.u32 %t0, %t0, %sbase;")
         e(f"  ld.shared.u32 %ls, [%t0+{moe.ids_off}];")
-        e("  setp.ge.u32 %pe, %ls, %ne;  // not an expert: NaN out")
-        e(f"  shr.u32 %ls, %ej, {moe.pair_shift};  // the pair's x row: the only token stored")
+        if moe.shared:  # id E is the shared expert's
+            e("  setp.gt.u32 %pe, %ls, %ne;  // not an expert: NaN out")
+            e(f"  shr.u32 %ls, %ej, {moe.pair_shift};  // the pair's x row: the only token stored")
+            e("  setp.ge.u32 %psh, %ej, %p8m;")
+            e("  @%psh sub.u32 %ls, %ej, %p8m;  // a shared pair: token j - 8 M, its row in sout")
+            e("  selp.b64 %psb, %pso, %po, %psh;")
+        else:
+            e("  setp.ge.u32 %pe, %ls, %ne;  // not an expert: NaN out")
+            e(f"  shr.u32 %ls, %ej, {moe.pair_shift};  // the pair's x row: the only token stored")
     e("  shl.b32 %t1, %m, 4;")
     for r in range(-(-256 // threads)):
         e(f"  add.u32 %t0, %th, {r * threads};")
@@ -838,7 +859,7 @@ def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: 
             e(f"  mad.lo.u32 %t0, %t3, {N}, %t2;")
             e("  mad.lo.u32 %t0, %s, 16, %t0;")
         e("  mul.wide.u32 %pt64, %t0, 2;")
-        store_out(e, res)
+        store_out(e, res, "%psb" if moe is not None and moe.shared else "%po")
         if moe is not None:
             e(f"{done}_{r}:")
 
@@ -932,11 +953,11 @@ def split_finish(e: Emit, sh: Shape, sfx: str, res: bool = False) -> None:
     e(f"FIN{sfx}:")
 
 
-def store_out(e: Emit, res: bool) -> None:
+def store_out(e: Emit, res: bool, base: str = "%po") -> None:
     """The BF16 %q0 to out (%po) + %pt64. ``res``: out is h; the product goes to %pmo + %pt64 first
     (the mixer's or the MoE block's output, before the residual add), then h = bf16(h + product)
     (fp32 add: the model's two BF16 ops)."""
-    e("  add.u64 %pb, %po, %pt64;")
+    e(f"  add.u64 %pb, {base}, %pt64;")
     if res:
         e("  add.u64 %pc, %pmo, %pt64;")
         e("  st.global.b16 [%pc], %q0;")
@@ -1223,7 +1244,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     e()
     e(".extern .shared .align 128 .b8 dsm[];")
     e()
-    entry(e, sh.name, sh.fuse, sh.ba)
+    entry(e, sh.name, sh.fuse, sh.ba, sh.shared)
     e(f".reqntid {sh.threads}")
     if xpair:
         e(".reqnctapercluster 2, 1, 1  // x pairs: each CTA loads one n-tile of x for both (M > 8)")
@@ -1265,8 +1286,12 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         e("  .reg .b32 %nw<4>, %nb;")
         e("  .reg .f32 %nr<8>, %eps;")
         e("  .reg .b64 %pn, %pxo;")
-    if sh.fuse == "gate":
+    if sh.fuse == "gate" or sh.shared:
         e("  .reg .b64 %pg, %pgo;")
+    if sh.shared:
+        e("  .reg .pred %psh;")
+        e("  .reg .b32 %p8m;")
+        e("  .reg .b64 %pws, %pss, %pso, %psb;")
     if sh.fuse in ("moe", "moedown"):
         e("  .reg .pred %pq, %pe;")
         e("  .reg .b32 %sv, %ej, %ls, %ne;")
@@ -1278,7 +1303,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         e("  .reg .b64 %ptop, %pxs, %pws, %pss, %pgl, %pc, %pmo;")
         for h in range(NC):
             e(f"  .reg .b32 %u{h}_<16>;  // the up halves of x (silu_mul)")
-    load_params(e, sh.fuse)
+    load_params(e, sh.fuse, sh.shared)
     if tgroups:
         e("  // token group ctaid.y: rows 8 y .. 8 y + 7 of x and out (and gate_out), M - 8 y of them (at most 8)")
         e("  mov.u32 %t0, %ctaid.y;")
@@ -1300,7 +1325,16 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     e("  mov.u32 %sbase, dsm;")
     if sh.fuse in ("moe", "moedown"):
         e(f"  shl.b32 %sv, %m, {sh.pair_shift};  // " + ("M tokens" if sh.fuse == "moedown" else "P pairs") + f" of {S} strips each")
+        if sh.shared:
+            e("  mov.u32 %p8m, %sv;  // the routed pairs; pairs 8 M + t: token t's shared expert")
+            e("  add.u32 %sv, %sv, %m;")
+            e(f"  mul.wide.u32 %pt64, %p8m, {2 * N};")
+            e("  sub.u64 %pso, %pso, %pt64;  // so that pair j's row is at %pso + 2 N j, as out's")
         e(f"  mul.lo.u32 %sv, %sv, {S};")
+    if sh.shared:
+        e("  sub.u32 %nct, %nct, 1;  // the last CTA is the gate's; the others stream the weights")
+        e("  setp.eq.u32 %p, %s, %nct;")
+        e("  @%p bra GATE;")
     if sh.fuse == "gate":
         e("  sub.u32 %nct, %nct, 1;  // the last " + ("cluster" if ks else "CTA") + " is the gate's; the others stream the weights")
         e("  setp.eq.u32 %p, %s, %nct;")
@@ -1391,7 +1425,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         _body(e, sh, (0, 1), "", **o16)
     else:
         _body(e, sh, None, "", **o)
-    if sh.fuse == "gate":
+    if sh.fuse == "gate" or sh.shared:
         gate_cta(e, sh)
     if sh.ba:
         ba_cta(e, sh)
@@ -1646,13 +1680,22 @@ def ids_load(e: Emit, sh: Shape, ld: str) -> None:
     e("  add.u64 %pa, %pid, %pt64;")
     e("  mov.u64 %rid, -1;")
     e(f"  @%pq {ld} %rid, [%pa];")
+    if sh.shared:
+        e("  add.u32 %t0, %t0, %m;  // and thread 8 M + t: token t's shared expert, id E")
+        e("  setp.ge.u32 %p, %th, %p8m;")
+        e("  cvt.u64.u32 %pt64, %ne;")
+        e("  @%p mov.u64 %rid, %pt64;")
+        e("  setp.lt.u32 %pq, %th, %t0;")
 
 
 def ids_store(e: Emit, sh: Shape, barrier: bool = True) -> None:
     """moe, moedown: %rid (0xffffffff outside 0..E-1) to the shared ids table; then (``barrier``)
     a bar.sync before thread 0 requests any chunk."""
     e("  cvt.u64.u32 %pt64, %ne;")
-    e("  setp.lt.u64 %pe, %rid, %pt64;  // unsigned: a negative id is outside too")
+    if sh.shared:
+        e("  setp.le.u64 %pe, %rid, %pt64;  // E is the shared expert's; unsigned: a negative id is outside too")
+    else:
+        e("  setp.lt.u64 %pe, %rid, %pt64;  // unsigned: a negative id is outside too")
     e("  cvt.u32.u64 %t0, %rid;")
     e("  selp.b32 %t0, %t0, 0xffffffff, %pe;")
     e("  shl.b32 %t1, %th, 2;")
@@ -1918,7 +1961,7 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
 
 
 def main(argv=None) -> int:
-    for sh in SHAPES + FUSED + (NORM_BA,) + EXPERTS + MOE_DOWNS:
+    for sh in SHAPES + FUSED + (NORM_BA,) + EXPERTS + (EXPERTS_SHARED,) + MOE_DOWNS:
         (HERE / f"{sh.name}.ptx").write_text(generate(sh))
         grid = "min(P S, 132)" if sh.fuse == "moe" else sh.grid
         print(f"wrote {sh.name}.ptx ({sh.threads} threads, grid {grid}, {sh.NS} stages, {sh.smem} B dynamic smem)")

@@ -34,12 +34,13 @@ class Fp8Gemv:
     ksplit: int = 1  # 2: clusters of 2 CTAs split k in halves (named _ks2); rank r adds the peer's sums of rows 8 r ..
     warps: int = 0  # the warps per CTA when not 0 (named _w<warps>; a candidate: 32 at K = 4096, one k block per warp)
     ba: bool = False  # "norm" only (named _ba): BA_STRIPS more CTAs compute GDN in_proj_b | in_proj_a (gen_fp8_gemv.ba_cta)
+    shared: bool = False  # "moe" gate | up only (named _shared): M more pairs, the shared expert's, and its gate by one CTA
 
     @property
     def name(self) -> str:
         return (f"fp8_gemv_n{self.N}_k{self.K}" + (f"_{self.fuse}" if self.fuse else "")
                 + (f"_s{self.stages}" if self.stages else "") + (f"_ks{self.ksplit}" if self.ksplit > 1 else "")
-                + (f"_w{self.warps}" if self.warps else "") + ("_ba" if self.ba else ""))
+                + (f"_w{self.warps}" if self.warps else "") + ("_ba" if self.ba else "") + ("_shared" if self.shared else ""))
 
     @property
     def S(self) -> int:  # 16-row strips (the mma's M side)
@@ -190,7 +191,7 @@ class Fp8Gemv:
     @property
     def smem(self) -> int:
         if self.fuse in ("moe", "moedown"):
-            return self.ids_off + 4 * MAX_PAIRS
+            return self.ids_off + 4 * (MAX_PAIRS + (max(TOKENS) if self.shared else 0))
         if self.ksplit > 1:
             return self.xbar_off + 8 * self.slots
         return self.norm_off + 16 * 256 * 4 + 64 if self.fuse == "norm" else self.bar_off + 8 * self.NS * self.pieces
@@ -263,6 +264,11 @@ EXPERTS = (
     # withdrawn at 8fe3aaa: 10% faster in its kernel record at M = 16, the same as this build in
     # a 40-layer graph of real expert stacks; experiments/decode/experts_graph_c7bfb0f.json)
 )
+# the routed experts' gate | up and the shared expert's (as M more pairs on its own weight) in one launch, the
+# shared_expert_gate by one more CTA: the MoE block's shared gate | up launch gone from between the router and the
+# experts (experiments/decode/step_ab.py no_shared: that launch costs 127-130 us per batch-1 step plainly, 72-74 with PDL)
+EXPERTS_SHARED = Fp8Gemv(1024, 2048, "routed and shared experts' gate | up: pairs 0 .. 8 M - 1 = (token j / 8, its j % 8-th "
+                         "expert), pairs 8 M + t = (token t, the shared expert)", "moe", TOP_K, shared=True)
 MOE_I = 512  # moe_intermediate_size: the experts' (and the shared expert's) width
 # the MoE block after gate | up in one launch: silu(gate) * up, then the 8 routed experts' and
 # the shared expert's down as one GEMV over K = 9 x 512, weighted, into the residual (M <= 8)
@@ -466,6 +472,32 @@ def _contract_gate(s: Fp8Gemv) -> Contract:
 
 
 def _contract_moe(s: Fp8Gemv) -> Contract:
+    c = _contract_moe_routed(s)
+    if not s.shared:
+        return c
+    P, strips = f"{s.pairs_per_x + 1} * M", f"{(s.pairs_per_x + 1) * s.S} * M"
+    return dataclasses.replace(
+        c,
+        summary=c.summary + f"; and sout[M, {s.N}] = x @ dequant(ws)^T (the shared expert's gate | up as M more pairs) and "
+                f"gate_out[M, 1] = x @ gate_w^T (BF16 shared_expert_gate) by the last CTA: the MoE block's gate | up in one launch",
+        params=c.params + (
+            Tensor("ws", "fp8e4m3", (s.S, s.KB, 2048), "in", doc="the shared expert's gate | up, packed"),
+            Tensor("ss", "f32", (s.N // 128, s.KB), "in", align=4, doc="its weight_scale_inv"),
+            Tensor("sout", "bf16", ("M", s.N), "out", doc="the shared expert's gate | up rows (moe_down's xs)"),
+            Tensor("gate_w", "bf16", (1, s.K), "in", doc="shared_expert_gate.weight"),
+            Tensor("gate_out", "bf16", ("M", 1), "out", align=4, doc="the gate's logit (the model applies sigmoid)"),
+        ),
+        grid=(f"({strips} if {strips} < {SMS - 1} else {SMS - 1}) + 1", "1", "1"),
+        reduction_order=c.reduction_order + "; the shared expert's pairs the same on ws; gate_out as "
+                        f"{Fp8Gemv(s.N, s.K, s.use, 'gate').name}'s gate CTA",
+        bytes_read=f"{P} * {s.N * s.K + s.N // 128 * s.KB * 4} + M * {2 * s.K} + M * {8 * s.pairs_per_x} + {2 * s.K}",
+        bytes_written=f"{P} * {2 * s.N} + M * 2",
+        op="fp8_linear_experts_shared",
+        peers=("netra_unfused",),
+    )
+
+
+def _contract_moe_routed(s: Fp8Gemv) -> Contract:
     plain = "the plain kernel's unsplit build"
     k, S = s.pairs_per_x, s.S
     P = f"{k} * M" if k > 1 else "M"
@@ -657,5 +689,5 @@ def _contract_moe_down(s: Fp8Gemv) -> Contract:
     )
 
 
-CONTRACTS = tuple(_contract(s) for s in SHAPES + FUSED + (NORM_BA,) + EXPERTS) + (
+CONTRACTS = tuple(_contract(s) for s in SHAPES + FUSED + (NORM_BA,) + EXPERTS + (EXPERTS_SHARED,)) + (
     BF16_GEMV_N64_K2048, MOE_ROUTER, MOE_ROUTER_NORM, *(_contract_moe_down(s) for s in MOE_DOWNS))

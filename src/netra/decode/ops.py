@@ -216,6 +216,26 @@ def _(x, weight, scale, ids, out):
     return None
 
 
+@decode_op("fp8_linear_experts_shared", mutates_args=("out", "sout", "gate_out"))
+def fp8_linear_experts_shared(x: Tensor, weight: Tensor, scale: Tensor, ids: Tensor, shared_w: Tensor,
+                              shared_s: Tensor, gate_w: Tensor, out: Tensor, sout: Tensor, gate_out: Tensor) -> None:
+    """fp8_linear_experts (the routed pairs, ids [M, k], into out [M, k, N]) and fp8_linear_gate (the shared
+    expert's gate | up shared_w [N, K] into sout [M, N], and gate_out [M, 1] = x @ gate_w^T) in one launch:
+    kernel fp8_gemv_n1024_k2048_moe_shared (packed weights, M = 1..16, k = 8: the shared expert as M more
+    pairs); otherwise those two ops."""
+    k = proj.EXPERTS_SHARED_KERNEL
+    if (weight.dim() == 4 and shared_w.dim() == 3 and ids.dim() == 2
+            and k(x, weight, scale, out, ids, shared_w, shared_s, sout, gate_w, gate_out)):
+        return
+    fp8_linear_experts(x, weight, scale, ids, out)
+    fp8_linear_gate(x, shared_w, shared_s, gate_w, sout, gate_out)
+
+
+@fp8_linear_experts_shared.register_fake
+def _(x, weight, scale, ids, shared_w, shared_s, gate_w, out, sout, gate_out):
+    return None
+
+
 # --- moe_router: the router and its top-k ------------------------------------------------------
 @decode_op("moe_router", mutates_args=("top", "idx"))
 def moe_router(x: Tensor, router: Tensor, top: Tensor, idx: Tensor) -> None:
@@ -620,6 +640,9 @@ def _(q, k, v, gate, cos, sin, k_pages, v_pages, block_table, positions, out):
 # so under PDL its weights (no expert ids needed) stream while the router runs on its 8 SMs per
 # token, and the routed experts follow. The two launches are independent: the same bits either way.
 MOE_SHARED_FIRST = False
+# The shared expert's gate | up as M more pairs of the routed experts' launch (fp8_linear_experts_shared), so no
+# launch sits between the router and the routed experts (a candidate: experiments/decode/step_ab.py shared_merged)
+MOE_SHARED_MERGED = False
 
 
 @decode_op("moe_decode", mutates_args=("x", "out", "residual"))
@@ -650,11 +673,14 @@ def moe_decode(x: Tensor, router: Tensor, w13: Tensor, s13: Tensor, w2: Tensor, 
     gu = torch.empty(B, top_k, s13.shape[1] * 128, dtype=x.dtype, device=x.device)
     sgu = torch.empty(B, shared_s13.shape[0] * 128, dtype=x.dtype, device=x.device)
     glogit = torch.empty(B, 1, dtype=x.dtype, device=x.device)
-    if MOE_SHARED_FIRST:
-        fp8_linear_gate(x, shared_w13, shared_s13, shared_gate, sgu, glogit)
-    fp8_linear_experts(x, w13, s13, idx, gu)  # every (token, expert) pair's gate | up
-    if not MOE_SHARED_FIRST:
-        fp8_linear_gate(x, shared_w13, shared_s13, shared_gate, sgu, glogit)  # gate | up and the gate's logit, one launch
+    if MOE_SHARED_MERGED:  # every pair's gate | up, the shared expert's and its gate logit: one launch
+        fp8_linear_experts_shared(x, w13, s13, idx, shared_w13, shared_s13, shared_gate, gu, sgu, glogit)
+    else:
+        if MOE_SHARED_FIRST:
+            fp8_linear_gate(x, shared_w13, shared_s13, shared_gate, sgu, glogit)
+        fp8_linear_experts(x, w13, s13, idx, gu)  # every (token, expert) pair's gate | up
+        if not MOE_SHARED_FIRST:
+            fp8_linear_gate(x, shared_w13, shared_s13, shared_gate, sgu, glogit)  # gate | up and the gate's logit, one launch
     h = residual if residual is not None else torch.zeros_like(out)  # bf16(0 + out) = out
     moe_down(gu.view(B, -1), w2, s2, idx, top, sgu, shared_w2, shared_s2, glogit, h, out)  # out, and h += out
 

@@ -197,6 +197,9 @@ def _public_call(name: str, b: dict):
         if op == "moe_down":  # the public op picks the build by M
             return lambda: dops.moe_down(b["x"], b["w"], b["scale"], b["ids"], b["top"], b["xs"], b["ws"], b["ss"],
                                          b["glogit"], b["h"], b["out"])
+        if op == "fp8_linear_experts_shared":
+            return lambda: dops.fp8_linear_experts_shared(b["x"], b["w"], b["scale"], b["ids"], b["ws"], b["ss"],
+                                                          b["gate_w"], b["out"], b["sout"], b["gate_out"])
         if op == "fp8_linear_experts":
             return lambda: dops.fp8_linear_experts(b["x"], b["w"], b["scale"], b["ids"], b["out"])
         assert op == "fp8_linear", (name, op)

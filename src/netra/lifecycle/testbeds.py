@@ -427,6 +427,45 @@ def _experts_peers(shape):
     return {"framework_gather_dequant_bmm": framework, "cublas_bf16_bmm": bmm}
 
 
+def _make_experts_shared(shape):
+    """The routed experts' bed, and a shared expert's gate | up and gate as the gate kernel's bed draws them."""
+    routed = _make_fp8_experts(shape)
+    shared = _make_fp8_gate(shape)
+
+    def make(dims, gen, device):
+        i = routed(dims, gen, device)
+        sh = shared({"M": dims["M"]}, gen, device)
+        return {**i, "ws": sh["w"], "ss": sh["scale"], "_ws_plain": sh["_w_plain"], "gate_w": sh["gate_w"]}
+
+    return make
+
+
+def _experts_shared_ref(shape):
+    routed = _experts_ref(shape)
+
+    def ref(i):
+        from ..reference.proj import fp8_linear
+
+        return {**routed(i), "sout": fp8_linear(i["x"], i["_ws_plain"], i["ss"]),
+                "gate_out": i["x"].double() @ i["gate_w"].double().T}
+
+    return ref
+
+
+def _experts_shared_unfused_peer(i, s):
+    """What the MoE block ran before: fp8_linear_experts, then fp8_linear_gate (their kernels)."""
+    from ..decode import ops as dops
+
+    M, k = i["ids"].shape
+    x = i["x"]
+    out = torch.empty(M, k, i["w"].shape[1] * 16, dtype=x.dtype, device=x.device)
+    sout = torch.empty(M, i["ws"].shape[0] * 16, dtype=x.dtype, device=x.device)
+    g = torch.empty(M, 1, dtype=x.dtype, device=x.device)
+    dops.fp8_linear_experts(x, i["w"], i["scale"], i["ids"], out)
+    dops.fp8_linear_gate(x, i["ws"], i["ss"], i["gate_w"], sout, g)
+    return {"out": out, "sout": sout, "gate_out": g}
+
+
 def _make_router(dims, gen, device):
     """x at the scale of the post-attention norm's output, the router N(0, 0.02) per row with a
     log-normal spread (BF16 logits of order 1: exact ties at the top-8 boundary occur and test
@@ -546,7 +585,7 @@ def _moe_down_peer(i, s):
 
 
 def _proj_testbeds() -> dict:
-    from ..contracts.proj import EXPERTS, FUSED, MOE_DOWNS, NORM_BA, SHAPES
+    from ..contracts.proj import EXPERTS, EXPERTS_SHARED, FUSED, MOE_DOWNS, NORM_BA, SHAPES
     from ..reference.proj import fp8_linear
 
     beds = {sh.name: Testbed(contracts.get(sh.name), _make_fp8_gemv(sh),
@@ -570,6 +609,9 @@ def _proj_testbeds() -> dict:
         "netra_unfused": _norm_ba_unfused_peer,
         "cublas_bf16": lambda i, s: (lambda x: {"out": x @ i["_w_bf16"].T, "out_b": x @ i["w_b"].T,
                                                 "out_a": x @ i["w_a"].T})(_zc(i["h"], i["norm_w"], s["eps"]))})
+    beds[EXPERTS_SHARED.name] = Testbed(contracts.get(EXPERTS_SHARED.name), _make_experts_shared(EXPERTS_SHARED),
+                                        _experts_shared_ref(EXPERTS_SHARED), None,
+                                        {"netra_unfused": _experts_shared_unfused_peer}, scalars={})
     for sh in EXPERTS:
         beds[sh.name] = Testbed(contracts.get(sh.name), _make_fp8_experts(sh), _experts_ref(sh), None,
                                 _experts_peers(sh), scalars={})

@@ -13,7 +13,7 @@ import functools
 import torch
 from torch import Tensor
 
-from ..contracts.proj import EXPERTS, FUSED, MOE_DOWN, MOE_DOWN_S6, MOE_DOWN_WIDE_M, NORM_BA, SHAPES, frag_k
+from ..contracts.proj import EXPERTS, EXPERTS_SHARED, FUSED, MOE_DOWN, MOE_DOWN_S6, MOE_DOWN_WIDE_M, NORM_BA, SHAPES, frag_k
 from ._dispatch import KernelOp
 
 KERNELS = {(s.S, s.KB): KernelOp("fp8_linear", s.name, key=s.name) for s in SHAPES}
@@ -25,6 +25,8 @@ NORM_BA_KERNELS = {(NORM_BA.S, NORM_BA.KB): KernelOp("fp8_linear_norm_ba", NORM_
 GATE_KERNELS = {(s.S, s.KB): KernelOp("fp8_linear_gate", s.name, key=s.name) for s in FUSED if s.fuse == "gate"}
 # the routed experts' kernels, by the stacked packed weight's (S, KB) per expert
 EXPERT_KERNELS = {(s.S, s.KB): KernelOp("fp8_linear_experts", s.name, key=s.name) for s in EXPERTS}
+# the routed and the shared experts' gate | up (and the shared expert's gate) in one launch
+EXPERTS_SHARED_KERNEL = KernelOp("fp8_linear_experts_shared", EXPERTS_SHARED.name, key=EXPERTS_SHARED.name)
 BA = KernelOp("bf16_linear2", "bf16_gemv_n64_k2048")  # GDN in_proj_b | in_proj_a, one launch
 ROUTER = KernelOp("moe_router", "moe_router_e256_k2048")  # the MoE router and its top-k, one launch
 ROUTER_NORM = KernelOp("moe_router_norm", "moe_router_norm_e256_k2048")  # the same after the post-attention norm
