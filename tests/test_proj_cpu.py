@@ -563,7 +563,8 @@ def test_experts_shared_build():
     assert [t.name for t in c.params] == [t.name for t in ce.params] + ["ws", "ss", "sout", "gate_w", "gate_out"]
     assert c.grid_for({"M": 1, "E": 256}) == (132, 1, 1) and c.op == "fp8_linear_experts_shared"
     assert "GATE:" in ptx and "@%p bra GATE;" in ptx and ptx.count("selp.b64 %psb, %pws, %pw, %psh;") >= 1
-    assert "setp.le.u64 %pe, %rid, %pt64;" in ptx and "setp.gt.u32 %pe, %ls, %ne;" in ptx
+    assert "or.pred %pe, %pe, %p;  // the shared pairs' id E (a routed id E is outside)" in ptx
+    assert "setp.gt.u32 %pe, %ls, %ne;" in ptx
     plain = g.generate(EXPERTS[0])
     assert "GATE:" not in plain and "%psh" not in plain  # the routed build is untouched
 

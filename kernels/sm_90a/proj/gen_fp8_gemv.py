@@ -1692,10 +1692,10 @@ def ids_store(e: Emit, sh: Shape, barrier: bool = True) -> None:
     """moe, moedown: %rid (0xffffffff outside 0..E-1) to the shared ids table; then (``barrier``)
     a bar.sync before thread 0 requests any chunk."""
     e("  cvt.u64.u32 %pt64, %ne;")
+    e("  setp.lt.u64 %pe, %rid, %pt64;  // unsigned: a negative id is outside too")
     if sh.shared:
-        e("  setp.le.u64 %pe, %rid, %pt64;  // E is the shared expert's; unsigned: a negative id is outside too")
-    else:
-        e("  setp.lt.u64 %pe, %rid, %pt64;  // unsigned: a negative id is outside too")
+        e("  setp.ge.u32 %p, %th, %p8m;")
+        e("  or.pred %pe, %pe, %p;  // the shared pairs' id E (a routed id E is outside)")
     e("  cvt.u32.u64 %t0, %rid;")
     e("  selp.b32 %t0, %t0, 0xffffffff, %pe;")
     e("  shl.b32 %t1, %th, 2;")
