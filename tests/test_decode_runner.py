@@ -324,6 +324,7 @@ def test_moe_shared_first_only_reorders_two_independent_launches(monkeypatch, sh
     for name in ("moe_router_norm", "fp8_linear_experts", "fp8_linear_gate", "moe_down"):
         real = getattr(dops, name)
         monkeypatch.setattr(dops, name, lambda *a, _r=real, _n=name, **k: (calls.append(_n), _r(*a, **k))[1])
+    monkeypatch.setattr(dops, "MOE_SHARED_MERGED", False)  # the two launches (test_moe_shared_merged below)
     outs = {}
     for flag in (False, shared_first):
         monkeypatch.setattr(dops, "MOE_SHARED_FIRST", flag)
@@ -338,3 +339,32 @@ def test_moe_shared_first_only_reorders_two_independent_launches(monkeypatch, sh
         order[1:3] = order[2:0:-1]
     assert outs[shared_first][0][:4] == order  # (moe_down's framework path calls fp8_linear_experts after)
     assert all(torch.equal(a, b) for a, b in zip(outs[False][1:], outs[shared_first][1:]))
+
+
+@pytest.mark.parametrize("B", [2, 5])
+def test_moe_shared_merged_takes_one_launch_up_to_its_rows(monkeypatch, B):
+    """netra.decode.ops.MOE_SHARED_MERGED: up to MOE_SHARED_MERGED_ROWS tokens the MoE block calls
+    fp8_linear_experts_shared in place of fp8_linear_experts and fp8_linear_gate (above them, those two), and on the
+    framework path the block's outputs are the same bits either way."""
+    from netra.decode import ops as dops
+    from netra.model.packed import pack
+
+    cfg = tiny(layers=1)
+    lw = pack(ck.synthetic_checkpoint(cfg, seed=1)).layer(0, "cpu")
+    calls = []
+    for name in ("moe_router_norm", "fp8_linear_experts_shared", "fp8_linear_experts", "fp8_linear_gate", "moe_down"):
+        real = getattr(dops, name)
+        monkeypatch.setattr(dops, name, lambda *a, _r=real, _n=name, **k: (calls.append(_n), _r(*a, **k))[1])
+    outs = {}
+    for flag in (False, True):
+        monkeypatch.setattr(dops, "MOE_SHARED_MERGED", flag)
+        calls.clear()
+        h = (torch.randn(B, cfg.hidden_size, generator=torch.Generator().manual_seed(4)) * 2).to(torch.bfloat16)
+        x, out = torch.empty_like(h), torch.empty_like(h)
+        dops.moe_decode(x, lw["router"], lw["w13"], lw["s13"], lw["w2"], lw["s2"], *lw["sw13"], *lw["sw2"], lw["sgate"],
+                        cfg.num_experts_per_tok, out, h, lw["post_norm"], 1e-6)
+        outs[flag] = (list(calls), h, x, out)
+    merged = B <= dops.MOE_SHARED_MERGED_ROWS
+    assert outs[True][0][1] == ("fp8_linear_experts_shared" if merged else "fp8_linear_experts")
+    assert outs[False][0][1:3] == ["fp8_linear_experts", "fp8_linear_gate"]
+    assert all(torch.equal(a, b) for a, b in zip(outs[False][1:], outs[True][1:]))

@@ -205,7 +205,7 @@ def test_runner_with_real_projection_shapes_packs_and_matches_the_reference():
     # the runner calls the norm-prologue (GDN's with b | a), residual-epilogue and gate kernels, whose fallback
     # is the plain kernel (missed too here)
     assert missed == ({sh.name for sh in SHAPES if (sh.N, sh.K) not in ((8192, 2048), (4096, 2048))}
-                      | {sh.name for sh in FUSED if sh.fuse in ("norm", "gate", "res")} | {NORM_BA.name}
+                      | {sh.name for sh in FUSED if sh.fuse in ("norm", "gate", "res")} | {NORM_BA.name, EXPERTS_SHARED.name}
                       | {sh.name for sh in EXPERTS}
                       | {"moe_down"})
 

@@ -153,7 +153,14 @@ current, each swap, current again, so drift shows as a difference between the tw
   (fp8_gemv_n1024_k2048_moe_shared), so the router's dependent is the experts' launch. Not bitwise: the shared
   gate | up leaves its k-split build for the unsplit order (and its gate CTA's 512-thread order), so the logits
   differ by roundings. Prediction from no_shared (127-130 / 72-74 us at batch 1) less the merged launch's extra
-  2.1 MB per layer (~0.5 us): ~100 us plainly and ~50 us with PDL per batch-1 step.
+  2.1 MB per layer (~0.5 us): ~100 us plainly and ~50 us with PDL per batch-1 step. Measured at 9be9f78
+  (step_ab_shared_merged{,_b8}_9be9f78.json, ms plain / PDL, against the two currents): batch 1 2.168 / 1.994
+  against 2.268-2.272 / 2.038-2.045 (100-104 / 44-51 us, as predicted); batch 8 4.347 / 4.173 against 4.362-4.365 /
+  4.146-4.152 (15-18 us faster plainly, 21-28 slower with PDL). Promoted up to MOE_SHARED_MERGED_ROWS = 4 tokens
+  (where the kernel record is 1.0-1.5 us faster than the two launches); since then the form turns it off.
+- no_shared measured at a404156 (step_ab_no_shared{,_b8}_a404156.json): batch 1 2.151 / 1.972 ms against
+  2.277-2.280 / 2.044-2.046, batch 8 4.213 / 4.016 against 4.351 / 4.112: the shared gate | up launch cost the step
+  127-130 / 72-74 us at batch 1 and 139 / 96 at batch 8.
 Every form's logits over 4 teacher-forced steps are compared bitwise with the current plain
 runner's (every swap keeps the arithmetic but ks2_prev's).
 

@@ -641,8 +641,13 @@ def _(q, k, v, gate, cos, sin, k_pages, v_pages, block_table, positions, out):
 # token, and the routed experts follow. The two launches are independent: the same bits either way.
 MOE_SHARED_FIRST = False
 # The shared expert's gate | up as M more pairs of the routed experts' launch (fp8_linear_experts_shared), so no
-# launch sits between the router and the routed experts (a candidate: experiments/decode/step_ab.py shared_merged)
-MOE_SHARED_MERGED = False
+# launch sits between the router and the routed experts, up to MOE_SHARED_MERGED_ROWS tokens. Measured at 9be9f78
+# (experiments/decode/step_ab_shared_merged{,_b8}_9be9f78.json, ms plain / PDL): batch 1 2.168 / 1.994 against
+# 2.268-2.272 / 2.038-2.045; batch 8 4.347 / 4.173 against 4.362-4.365 / 4.146-4.152 (PDL 21-28 us slower). The
+# kernel record: M = 1..4 1.0-1.5 us faster than the two launches, M = 5..8 within 0.5, M >= 9 up to 3 us slower
+# (its last CTA, the gate's, is one SM fewer for the weights). False: the two launches at every batch
+MOE_SHARED_MERGED = True
+MOE_SHARED_MERGED_ROWS = 4
 
 
 @decode_op("moe_decode", mutates_args=("x", "out", "residual"))
@@ -673,7 +678,7 @@ def moe_decode(x: Tensor, router: Tensor, w13: Tensor, s13: Tensor, w2: Tensor, 
     gu = torch.empty(B, top_k, s13.shape[1] * 128, dtype=x.dtype, device=x.device)
     sgu = torch.empty(B, shared_s13.shape[0] * 128, dtype=x.dtype, device=x.device)
     glogit = torch.empty(B, 1, dtype=x.dtype, device=x.device)
-    if MOE_SHARED_MERGED:  # every pair's gate | up, the shared expert's and its gate logit: one launch
+    if MOE_SHARED_MERGED and B <= MOE_SHARED_MERGED_ROWS:  # every pair's gate | up, the shared's and its gate: one launch
         fp8_linear_experts_shared(x, w13, s13, idx, shared_w13, shared_s13, shared_gate, gu, sgu, glogit)
     else:
         if MOE_SHARED_FIRST:
