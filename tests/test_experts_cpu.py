@@ -232,6 +232,22 @@ def test_router_selection_builds():
             assert _assembles_without_spills(name, text)["registers"] <= 128
 
 
+def test_router_smem_rows_candidate():
+    """The smem_rows candidate: every warp's rows bulk-copied (lane 0, the warp's mbarrier) before
+    griddepcontrol.wait and read back by ld.shared; no L2 prefetch; assembles without spills in 128 registers;
+    its shared memory (the CTA's rows and 8 mbarriers, plus the static logits) fits one CTA per SM."""
+    from test_proj_cpu import _assembles_without_spills
+
+    g = paths.generator("proj", "gen_moe_router")
+    ptx = g.generate(norm=True, pdl=True, smem_rows=True)
+    head = ptx.split("griddepcontrol.wait;")[0]
+    assert head.count("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes") == 4
+    assert "prefetch.global.L2" not in ptx and ptx.count("ld.shared.v4.u32") == 4 * 8
+    assert "ld.global.nc.v4.u32 {%w" not in ptx
+    assert _assembles_without_spills(g.NORM_NAME, ptx)["registers"] <= 128
+    assert g.SMEM_BYTES + 4 * NUM_EXPERTS <= 227 * 1024 < 2 * (g.SMEM_BYTES + 4 * NUM_EXPERTS)
+
+
 def test_router_framework_path_is_the_models_form_and_agrees_with_the_reference():
     """On the CPU the op runs the model's PyTorch form (softmax, top-k, renormalize); its ids
     equal the reference's wherever the BF16 logits at the top-8 boundary are not within one

@@ -158,6 +158,10 @@ current, each swap, current again, so drift shows as a difference between the tw
   against 2.268-2.272 / 2.038-2.045 (100-104 / 44-51 us, as predicted); batch 8 4.347 / 4.173 against 4.362-4.365 /
   4.146-4.152 (15-18 us faster plainly, 21-28 slower with PDL). Promoted up to MOE_SHARED_MERGED_ROWS = 4 tokens
   (where the kernel record is 1.0-1.5 us faster than the two launches); since then the form turns it off.
+- router_smem (a candidate after 891fbf5): moe_router_norm_e256_k2048 with each warp's rows bulk-copied into
+  shared memory at its start (gen_moe_router.generate(smem_rows=True), 132 KB per CTA), bitwise. Prediction:
+  0.5-1 us per router launch, 20-40 us per batch-1 step; at batch 32 (M = 32: 256 CTAs of 132 KB, two waves)
+  slower.
 - no_shared measured at a404156 (step_ab_no_shared{,_b8}_a404156.json): batch 1 2.151 / 1.972 ms against
   2.277-2.280 / 2.044-2.046, batch 8 4.213 / 4.016 against 4.351 / 4.112: the shared gate | up launch cost the step
   127-130 / 72-74 us at batch 1 and 139 / 96 at batch 8.
@@ -181,7 +185,7 @@ HERE = Path(__file__).resolve().parent
 FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_prev", "shared_first", "pre_strips_prev",
          "moedown_s6", "expert_stats", "ks2_prev", "res_ks2", "pdl_s2", "carveout", "pre_all", "early",
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
-         "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged",
+         "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem",
          "current_again", "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
@@ -211,6 +215,9 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
     if form in ("router_prev", "all_prev"):
         g = paths.generator("proj", "gen_moe_router")
         out[g.NORM_NAME] = (g.generate(norm=True), 0)
+    if form == "router_smem":  # the norm router with its rows bulk-copied into shared memory at the start
+        g = paths.generator("proj", "gen_moe_router")
+        out[g.NORM_NAME] = (g.generate(norm=True, pdl=True, smem_rows=True), g.SMEM_BYTES)
     if form == "router_bfly":  # the norm router choosing its top 8 by shfl.bfly argmax, as before 7f8a1fd; same contract
         g = paths.generator("proj", "gen_moe_router")
         out[g.NORM_NAME] = (g.generate(norm=True, pdl=True, select="bfly"), 0)
@@ -422,6 +429,9 @@ def main():
             dops.MOE_SHARED_MERGED = real_shared_merged if form != "shared_merged" else not real_shared_merged
             if form == "no_shared":  # a diagnosis: the shared expert's gate | up launch left out (wrong logits)
                 dops.fp8_linear_gate = lambda *a, **k: None
+            if form == "router_smem":  # the swapped build's shared memory at launch
+                router_op.contract = dataclasses.replace(real_router_contract,
+                                                         dynamic_smem=previous_builds(form)[real_router_contract.name][1])
             if form in ("router_prev", "all_prev"):
                 router_op.contract = dataclasses.replace(real_router_contract, pdl="")
             if form in ("ks2_prev", "res_ks2", "pdl_s2"):  # the swapped builds' contracts (grid, threads, shared memory)

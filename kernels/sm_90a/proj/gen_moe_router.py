@@ -53,6 +53,7 @@ NEG_INF = "0fFF800000"
 
 
 NORM_NAME = f"moe_router_norm_e{NUM_EXPERTS}_k{ROUTER_K}"  # with the post-attention norm (netra::moe_router_norm)
+SMEM_BYTES = PER_RANK * ROUTER_K * 2 + 8 * WARPS  # smem_rows: the CTA's expert rows and the warps' mbarriers
 
 
 # prefetch_experts: the chosen experts' packed gate | up (the expert kernel's [E, 64, 16, 2048]) and
@@ -63,7 +64,7 @@ PREFETCH_MAX_M = 2  # beyond it every token's cluster would prefetch its own 24 
 
 def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS, prefetch: bool = False,
              ranks: int = ROUTER_RANKS, prefetch_experts: bool = False, pdl: bool = False,
-             select: str = "redux") -> str:
+             select: str = "redux", smem_rows: bool = False) -> str:
     """The PTX; ``start_barrier=False`` is the build measured at bab7443 (racecheck hazards).
     ``warps`` (a candidate at 16: experiments/proj/router/router_warps_variant.py): warps per
     CTA; each takes PER_RANK / warps experts, two rows' loads in flight at a time, so 16 warps
@@ -108,8 +109,14 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
     key is a larger logit or, on a tie, the lower id (the same order; -0 is made +0 first, as the fp32
     compare has them equal); a round is a max.u32 tree over the lane's 8 keys and one
     redux.sync.max.u32, the owner zeroing the chosen key; lane j < 8 divides only its own weight. The
-    same ids, values and weight arithmetic, so the same outputs (NaN logits aside: no finite h gives one)."""
+    same ids, values and weight arithmetic, so the same outputs (NaN logits aside: no finite h gives one).
+    ``smem_rows`` (a candidate, experiments/proj/router/router_smem_variant.py; 8 ranks): lane 0 of each warp
+    bulk-copies the warp's expert rows (4 x 4 KB) into the CTA's dynamic shared memory on the warp's own mbarrier
+    at the very start (before griddepcontrol.wait: weights never change), and the sums read them from there
+    (16-byte ld.shared, a warp's 512 contiguous bytes) instead of two L2 round trips after the norm; no L2
+    prefetch. 128 KB per CTA, so one CTA per SM (M <= 16 in one wave). The same sums in the same order: bitwise."""
     assert select in ("bfly", "redux"), select
+    assert not smem_rows or (ranks == ROUTER_RANKS and warps == WARPS and not prefetch), "smem_rows: the 8-rank build"
     assert ranks in (8, 16) and LOADS == 8, "x_out is written by ranks 0..7 (one 256-channel block each)"
     per_rank = NUM_EXPERTS // ranks
     name = NORM_NAME if norm else NAME
@@ -126,6 +133,8 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
     e(".address_size 64")
     e()
     e(f".shared .align 16 .f32 logits[{NUM_EXPERTS}];  // rank 0's: every rank's logits")
+    if smem_rows:
+        e(f".extern .shared .align 128 .b8 dsm[];  // the CTA's {PER_RANK} expert rows, then one mbarrier per warp")
     e()
     e(f".visible .entry {name}(")
     for p in ("h" if norm else "x", "w", "top", "idx"):
@@ -157,6 +166,8 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
     if prefetch_experts:
         e(".reg .b64 %p13, %p2;")
         e(".reg .b32 %pe, %pp;")
+    if smem_rows:
+        e(".reg .b32 %rows, %bar;")
     if norm:
         e(".reg .b32 %nw<4>;")
         e(".reg .f32 %eps, %ss<8>, %r, %e<8>;")
@@ -176,7 +187,10 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
         e("mov.u32 %rank, %cluster_ctarank;")
 
     assert not (prefetch and pdl), "pdl prefetches from token 0's cluster only"
-    if prefetch or pdl:  # first of all, and before the barrier: ptxas sinks them otherwise
+    if smem_rows:  # first of all: the rows do not depend on the previous kernel
+        thread_ids()
+        _rows_to_smem(e, per_warp)
+    if (prefetch or pdl) and not smem_rows:  # first of all, and before the barrier: ptxas sinks them otherwise
         thread_ids()
         if pdl:
             e("mov.u32 %t0, %ctaid.x;")
@@ -194,7 +208,7 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
     if pdl:
         e("griddepcontrol.wait;  // h, and the outputs the previous kernels may still read, from here")
         e("griddepcontrol.launch_dependents;  // after the wait: one dependent grid at a time")
-    if not (prefetch or pdl):
+    if not (prefetch or pdl or smem_rows):
         thread_ids()
     e("mov.u32 %tok, %ctaid.x;")
     e(f"shr.u32 %tok, %tok, {ranks.bit_length() - 1};  // one cluster per token")
@@ -215,7 +229,16 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
     first_store = [True]
     for pair in range(per_warp // 2):
         e(f"// experts ex + {2 * pair}, ex + {2 * pair + 1}: both rows' loads, then the sums")
-        for j in range(2):
+        if smem_rows and pair == 0:
+            e("ROWS_WAIT:")
+            e("mbarrier.try_wait.parity.shared::cta.b64 %q, [%bar], 0;")
+            e("@!%q bra ROWS_WAIT;")
+        for j in range(2 if smem_rows else 0):
+            e(f"mad.lo.u32 %t0, %lane, 16, %rows;  // row {2 * pair + j} of the warp's, in shared memory")
+            for i in range(LOADS):
+                b = 4 * LOADS * j + 4 * i
+                e(f"ld.shared.v4.u32 {{%w{b}, %w{b + 1}, %w{b + 2}, %w{b + 3}}}, [%t0+{(2 * pair + j) * ROUTER_K * 2 + 512 * i}];")
+        for j in range(0 if smem_rows else 2):
             e(f"add.u32 %t0, %ex, {2 * pair + j};")
             e(f"mul.lo.u32 %t0, %t0, {ROUTER_K};")
             e("mad.lo.u32 %t0, %lane, 8, %t0;")
@@ -326,6 +349,30 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
     e("ret;")
     e("}")
     return "\n".join(L) + "\n"
+
+
+def _rows_to_smem(e, per_warp: int) -> None:
+    """smem_rows: %rows = the warp's first row in shared memory (rows 4 warp .. of the CTA's), %bar its mbarrier;
+    lane 0 initializes the mbarrier and bulk-copies the warp's per_warp rows onto it (expect_tx first)."""
+    row = ROUTER_K * 2
+    e(f"// the warp's {per_warp} expert rows into shared memory, lane 0 by bulk copies on the warp's mbarrier")
+    e("mov.u32 %rows, dsm;")
+    e(f"mad.lo.u32 %bar, %warp, 8, %rows;")
+    e(f"add.u32 %bar, %bar, {PER_RANK * row};")
+    e(f"mad.lo.u32 %rows, %warp, {per_warp * row}, %rows;")
+    e("setp.ne.u32 %p, %lane, 0;")
+    e("@%p bra ROWS_ISSUED;")
+    e("mbarrier.init.shared::cta.b64 [%bar], 1;")
+    e("fence.mbarrier_init.release.cluster;  // visible to the async proxy")
+    e(f"mbarrier.arrive.expect_tx.shared::cta.b64 _, [%bar], {per_warp * row};")
+    e(f"mad.lo.u32 %t0, %rank, {PER_RANK}, 0;")
+    e(f"mad.lo.u32 %t0, %warp, {per_warp}, %t0;")
+    e(f"mul.wide.u32 %o64, %t0, {row};")
+    e("add.u64 %o64, %pw, %o64;")
+    for r in range(per_warp):
+        e(f"cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%rows+{r * row}], [%o64+{r * row}], {row}, [%bar];")
+    e("ROWS_ISSUED:")
+    e("bar.warp.sync 0xffffffff;  // the mbarrier is initialized before any lane waits on it")
 
 
 def _select_redux(e) -> None:
