@@ -161,7 +161,8 @@ current, each swap, current again, so drift shows as a difference between the tw
 - router_smem (a candidate after 891fbf5): moe_router_norm_e256_k2048 with each warp's rows bulk-copied into
   shared memory at its start (gen_moe_router.generate(smem_rows=True), 132 KB per CTA), bitwise. Prediction:
   0.5-1 us per router launch, 20-40 us per batch-1 step; at batch 32 (M = 32: 256 CTAs of 132 KB, two waves)
-  slower.
+  slower. Measured at a33b43e (step_ab_router_smem_a33b43e.json): 2.175 / 2.007 ms against 2.169-2.170 /
+  1.992-1.994 at batch 1, bitwise. Rejected (the kernel A/B: experiments/proj/router/router_smem_variant_a33b43e.json).
 - no_shared measured at a404156 (step_ab_no_shared{,_b8}_a404156.json): batch 1 2.151 / 1.972 ms against
   2.277-2.280 / 2.044-2.046, batch 8 4.213 / 4.016 against 4.351 / 4.112: the shared gate | up launch cost the step
   127-130 / 72-74 us at batch 1 and 139 / 96 at batch 8.

@@ -9,6 +9,14 @@ tail (under PDL) or during the h load and the norm (plainly), so the sums start 
 Prediction: 0.5-1 us less per launch at M = 1 (plain and PDL chain), about the same at M = 16; slower from
 M = 17 (one 132 KB CTA per SM: 8 M CTAs need two waves), so only M <= 16 would take it.
 
+Measured at a33b43e (router_smem_variant_a33b43e.json; bitwise): us plain / PDL chain, promoted -> smem_rows:
+M = 1 5.31 / 4.45 -> 5.75 / 4.44; M = 8 5.31 / 4.52 -> 5.87 / 5.17; M = 16 6.22 / 5.82 -> 9.71 / 9.14. In the
+decode step (../../decode/step_ab_router_smem_a33b43e.json) 2.175 / 2.007 ms against 2.169-2.170 / 1.992-1.994 at
+batch 1. Rejected: slower plainly at every M and no faster as a chain. Likely why: the promoted build's L2 prefetch
+(every lane of token 0's cluster asking for single lines of the whole 1 MB) pulls the weight out of DRAM faster than
+each SM's bulk unit copying its 128 KB, and at M = 16 clusters of eight 132 KB CTAs (one per SM) do not all fit in
+the GPCs at once (9.7 us: a second wave). Not diagnosed further.
+
 Checks: bitwise the promoted kernel (idx, top, x_out) at M = 1, 2, 5, 8, 9, 16, 2 seeds, plain and PDL
 launches. Times: the bench's method at M = 1, 8, 16, plainly and as a PDL chain, both in the same run.
 
