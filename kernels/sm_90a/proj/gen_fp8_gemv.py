@@ -56,6 +56,10 @@ experiments/proj/README.md):
   Every chunk is requested after the wait and the x loads. Each strip computes every x row
   (the M <= 8 / M > 8 copies as above) and stores only pair j's own row (j >> pair_shift) to
   out[j]. K = 512 keeps 8 chunks in flight (MOE_STAGES).
+- GDN's b | a with the norm build (netra.contracts.proj.NORM_BA, ``ba``): the last 4 CTAs compute the BF16
+  in_proj_b | in_proj_a rows (ba_cta: bitwise bf16_gemv_n64_k2048), the others walk the FP8 strips.
+- The shared expert with the routed ones (netra.contracts.proj.EXPERTS_SHARED, ``shared``): M more pairs after the
+  8 M routed ones, id E, their weight, scales and output rows from ws, ss, sout; the last CTA is the gate CTA.
 - The MoE down side (netra.contracts.proj.MOE_DOWN, fuse "moedown", M <= 8): virtual strip s is
   (token s / S, strip s % S) over K = 9 x 512: chunk h holds experts 3 h .. 3 h + 2 (4 tiles each,
   three bulk copies: the token's routed experts from the ids table, the shared expert's from ws).
