@@ -569,6 +569,27 @@ def test_experts_shared_build():
     assert "GATE:" not in plain and "%psh" not in plain  # the routed build is untouched
 
 
+def test_gate_in_router_candidates_assemble():
+    """The CPU-built candidates (not registered): the router with the shared_expert_gate (rank 1's warp 0, after the
+    cluster barrier) and the merged gate | up without the gate CTA (all 132 CTAs walk the strips); both assemble
+    without spills and their contracts add / drop exactly the gate's tensors."""
+    from netra.contracts import proj as pc
+
+    gr, gf = paths.generator("proj", "gen_moe_router"), _generator()
+    rp = gr.generate(norm=True, pdl=True, gate=True)
+    assert "GATE_DONE:" in rp and rp.count("redux.sync.max.u32") == 8 and ".param .u64 glogit" in rp
+    assert rp.split("barrier.cluster.wait.acquire.aligned;")[1].count("ld.global.nc.v4.u32") == 8  # gate_w after it
+    assert _assembles_without_spills(gr.GATE_NAME, rp)["registers"] <= 128
+    assert [t.name for t in pc.MOE_ROUTER_NORM_GATE.params][-2:] == ["gate_w", "glogit"]
+    sh = pc.EXPERTS_SHARED_NOGATE
+    ep = gf.generate(sh)
+    assert sh.name == pc.EXPERTS_SHARED.name + "_nogate" and "GATE:" not in ep and "gate_w" not in ep
+    assert _assembles_without_spills(sh.name, ep)["registers"] <= 64
+    c = pc._contract(sh)
+    assert [t.name for t in c.params][-3:] == ["ws", "ss", "sout"] and c.grid_for({"M": 1, "E": 256}) == (132, 1, 1)
+    assert sh.name not in contracts.REGISTRY and pc.MOE_ROUTER_NORM_GATE.name not in contracts.REGISTRY
+
+
 def test_experts_shared_op_falls_back_to_the_two_ops():
     """On the framework path fp8_linear_experts_shared is fp8_linear_experts then fp8_linear_gate, bit for bit, and
     within the contract's tolerance of float64."""

@@ -163,6 +163,13 @@ current, each swap, current again, so drift shows as a difference between the tw
   0.5-1 us per router launch, 20-40 us per batch-1 step; at batch 32 (M = 32: 256 CTAs of 132 KB, two waves)
   slower. Measured at a33b43e (step_ab_router_smem_a33b43e.json): 2.175 / 2.007 ms against 2.169-2.170 /
   1.992-1.994 at batch 1, bitwise. Rejected (the kernel A/B: experiments/proj/router/router_smem_variant_a33b43e.json).
+- gate_in_router (a candidate, CPU-built after 891fbf5, not yet run): the MoE block's gate logit from the router
+  (moe_router_norm_gate_e256_k2048: rank 1's warp 0 sums x . gate_w while rank 0 selects) and the routed + shared gate
+  | up launch without its gate CTA (fp8_gemv_n1024_k2048_moe_shared_nogate, 132 CTAs on the weights) at every batch
+  (gate_in_router_moe). Not bitwise (the gate logit's order; above 4 tokens also the shared rows' unsplit order).
+  Kernels first: experiments/proj/router/gate_in_router_variant.py. Prediction: batch 1 within +-10 us (it takes the
+  merge already); batch 8 50-90 us less with PDL (no_shared: 96 us; the promoted merge was 21-28 us slower there for
+  its 131 CTAs), batch 32 more (two launches of 16 per layer lose their shared launch).
 - no_shared measured at a404156 (step_ab_no_shared{,_b8}_a404156.json): batch 1 2.151 / 1.972 ms against
   2.277-2.280 / 2.044-2.046, batch 8 4.213 / 4.016 against 4.351 / 4.112: the shared gate | up launch cost the step
   127-130 / 72-74 us at batch 1 and 139 / 96 at batch 8.
@@ -186,7 +193,7 @@ HERE = Path(__file__).resolve().parent
 FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_prev", "shared_first", "pre_strips_prev",
          "moedown_s6", "expert_stats", "ks2_prev", "res_ks2", "pdl_s2", "carveout", "pre_all", "early",
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
-         "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem",
+         "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem", "gate_in_router",
          "current_again", "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
@@ -332,6 +339,47 @@ def moe_prefetch_wrappers(dops, hook) -> dict:
     return {"moe_decode": moe_decode, "fp8_linear_experts": fp8_linear_experts}
 
 
+def gate_in_router_moe(dops, dispatch):
+    """The gate_in_router form's moe_decode (a candidate, CPU-built after 891fbf5): the router with the
+    shared_expert_gate (moe_router_norm_gate_e256_k2048) and the routed + shared gate | up launch without its gate CTA
+    (contracts.proj.EXPERTS_SHARED_NOGATE, 16 tokens per launch) at every batch, then moe_down. Both kernels are built
+    here and launched by their contracts' guards, with programmatic serialization while netra.ops.set_pdl is on.
+    Returns (moe_decode, modules to keep alive)."""
+    from netra import paths
+    from netra.contracts import proj as pc
+    from netra.runtime import launch as rt_launch
+    from netra.runtime import loader
+
+    gr, gf = paths.generator("proj", "gen_moe_router"), paths.generator("proj", "gen_fp8_gemv")
+    cr, ce = pc.MOE_ROUTER_NORM_GATE, pc._contract(pc.EXPERTS_SHARED_NOGATE)
+    mr, fr = loader.load_text(cr.name, gr.generate(norm=True, pdl=True, gate=True))
+    me, fe = loader.load_text(ce.name, gf.generate(pc.EXPERTS_SHARED_NOGATE), dynamic_smem=ce.dynamic_smem)
+    gos = {pdl: tuple(rt_launch.make_guard_and_launch(c, function_handle=int(f), device=0,
+                                                      **({"launch": rt_launch.pdl_launcher()} if pdl else {}))
+                      for c, f in ((cr, fr), (ce, fe)))
+           for pdl in (False, True)}
+
+    def moe_decode(x, router, w13, s13, w2, s2, shared_w13, shared_s13, shared_w2, shared_s2, shared_gate, top_k, out,
+                   residual=None, norm_w=None, eps=1e-6):
+        assert residual is not None and norm_w is not None, "the runner's form: x = rmsnorm(residual) by the router"
+        B = x.shape[0]
+        top = torch.empty(B, top_k, dtype=x.dtype, device=x.device)
+        idx = torch.empty(B, top_k, dtype=torch.long, device=x.device)
+        gu = torch.empty(B, top_k, s13.shape[1] * 128, dtype=x.dtype, device=x.device)
+        sgu = torch.empty(B, shared_s13.shape[0] * 128, dtype=x.dtype, device=x.device)
+        glogit = torch.empty(B, 1, dtype=x.dtype, device=x.device)
+        go_r, go_e = gos[dispatch._PDL]
+        reason = go_r(residual, router, top, idx, norm_w, x, eps, shared_gate, glogit)
+        assert reason is None, reason
+        for lo in range(0, B, 16):
+            sl = slice(lo, lo + 16)
+            reason = go_e(x[sl], w13, s13, gu[sl], idx[sl], shared_w13, shared_s13, sgu[sl])
+            assert reason is None, reason
+        dops.moe_down(gu.view(B, -1), w2, s2, idx, top, sgu, shared_w2, shared_s2, glogit, residual, out)
+
+    return moe_decode, (mr, me)
+
+
 def expert_stats(dops, rmod, packed, B, context, tokens) -> dict:
     """Distinct experts among each layer's B x 8 pairs over the teacher-forced eager steps (the
     routed gate | up op's ids, read back with a sync: a diagnosis, never timed)."""
@@ -430,6 +478,10 @@ def main():
             dops.MOE_SHARED_MERGED = real_shared_merged if form != "shared_merged" else not real_shared_merged
             if form == "no_shared":  # a diagnosis: the shared expert's gate | up launch left out (wrong logits)
                 dops.fp8_linear_gate = lambda *a, **k: None
+            if form == "gate_in_router":
+                cand_moe, mods = gate_in_router_moe(dops, _dispatch)
+                keep.extend(mods)
+                dops.moe_decode = cand_moe
             if form == "router_smem":  # the swapped build's shared memory at launch
                 router_op.contract = dataclasses.replace(real_router_contract,
                                                          dynamic_smem=previous_builds(form)[real_router_contract.name][1])

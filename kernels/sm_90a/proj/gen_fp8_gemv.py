@@ -104,7 +104,7 @@ def header(e: Emit, version: str = "8.0") -> None:
     e(".address_size 64")
 
 
-def entry(e: Emit, name: str, fuse: str = "", ba: bool = False, shared: bool = False) -> None:
+def entry(e: Emit, name: str, fuse: str = "", ba: bool = False, shared: bool = False, shared_gate: bool = True) -> None:
     """The .entry line and the parameters (netra.contracts.proj, in its order): x (h with the
     norm prologue), w, scale, out (h, in place, with the residual epilogue), M; the norm
     prologue adds norm_w, x_out, eps; the gate CTA gate_w, gate_out; the experts ids, E; the
@@ -118,14 +118,14 @@ def entry(e: Emit, name: str, fuse: str = "", ba: bool = False, shared: bool = F
     if ba:  # the b | a CTAs' weights and outputs (netra.contracts.proj.NORM_BA)
         params += ["u64 w_b", "u64 w_a", "u64 out_b", "u64 out_a"]
     if shared:  # the shared expert's pairs and gate (netra.contracts.proj.EXPERTS_SHARED)
-        params += ["u64 ws", "u64 ss", "u64 sout", "u64 gate_w", "u64 gate_out"]
+        params += ["u64 ws", "u64 ss", "u64 sout"] + (["u64 gate_w", "u64 gate_out"] if shared_gate else [])
     e(f".visible .entry {name}(")
     for i, prm in enumerate(params):
         e(f"  .param .{prm}" + ("," if i < len(params) - 1 else ""))
     e(")")
 
 
-def load_params(e: Emit, fuse: str = "", shared: bool = False) -> None:
+def load_params(e: Emit, fuse: str = "", shared: bool = False, gate: bool = False) -> None:
     """Parameters to global addresses and M; thread, warp, lane and the mma group ids g, tig."""
     e("  ld.param.u64 %px, [x];" if fuse != "norm" else "  ld.param.u64 %px, [h];")
     e("  ld.param.u64 %pw, [w];")
@@ -136,7 +136,7 @@ def load_params(e: Emit, fuse: str = "", shared: bool = False) -> None:
     e("  cvta.to.global.u64 %pw, %pw;")
     e("  cvta.to.global.u64 %ps, %ps;")
     e("  cvta.to.global.u64 %po, %po;")
-    if fuse == "gate" or shared:
+    if fuse == "gate" or gate:
         e("  ld.param.u64 %pg, [gate_w];")
         e("  ld.param.u64 %pgo, [gate_out];")
         e("  cvta.to.global.u64 %pg, %pg;")
@@ -1248,7 +1248,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     e()
     e(".extern .shared .align 128 .b8 dsm[];")
     e()
-    entry(e, sh.name, sh.fuse, sh.ba, sh.shared)
+    entry(e, sh.name, sh.fuse, sh.ba, sh.shared, sh.shared_gate)
     e(f".reqntid {sh.threads}")
     if xpair:
         e(".reqnctapercluster 2, 1, 1  // x pairs: each CTA loads one n-tile of x for both (M > 8)")
@@ -1290,7 +1290,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         e("  .reg .b32 %nw<4>, %nb;")
         e("  .reg .f32 %nr<8>, %eps;")
         e("  .reg .b64 %pn, %pxo;")
-    if sh.fuse == "gate" or sh.shared:
+    if sh.fuse == "gate" or (sh.shared and sh.shared_gate):
         e("  .reg .b64 %pg, %pgo;")
     if sh.shared:
         e("  .reg .pred %psh;")
@@ -1307,7 +1307,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         e("  .reg .b64 %ptop, %pxs, %pws, %pss, %pgl, %pc, %pmo;")
         for h in range(NC):
             e(f"  .reg .b32 %u{h}_<16>;  // the up halves of x (silu_mul)")
-    load_params(e, sh.fuse, sh.shared)
+    load_params(e, sh.fuse, sh.shared, sh.shared and sh.shared_gate)
     if tgroups:
         e("  // token group ctaid.y: rows 8 y .. 8 y + 7 of x and out (and gate_out), M - 8 y of them (at most 8)")
         e("  mov.u32 %t0, %ctaid.y;")
@@ -1335,7 +1335,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
             e(f"  mul.wide.u32 %pt64, %p8m, {2 * N};")
             e("  sub.u64 %pso, %pso, %pt64;  // so that pair j's row is at %pso + 2 N j, as out's")
         e(f"  mul.lo.u32 %sv, %sv, {S};")
-    if sh.shared:
+    if sh.shared and sh.shared_gate:
         e("  sub.u32 %nct, %nct, 1;  // the last CTA is the gate's; the others stream the weights")
         e("  setp.eq.u32 %p, %s, %nct;")
         e("  @%p bra GATE;")
@@ -1429,7 +1429,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         _body(e, sh, (0, 1), "", **o16)
     else:
         _body(e, sh, None, "", **o)
-    if sh.fuse == "gate" or sh.shared:
+    if sh.fuse == "gate" or (sh.shared and sh.shared_gate):
         gate_cta(e, sh)
     if sh.ba:
         ba_cta(e, sh)
@@ -1965,7 +1965,7 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
 
 
 def main(argv=None) -> int:
-    for sh in SHAPES + FUSED + (NORM_BA,) + EXPERTS + (EXPERTS_SHARED,) + MOE_DOWNS:
+    for sh in SHAPES + FUSED + (NORM_BA,) + EXPERTS + (EXPERTS_SHARED,) + MOE_DOWNS:  # (contracts.proj.EXPERTS_SHARED_NOGATE: a candidate)
         (HERE / f"{sh.name}.ptx").write_text(generate(sh))
         grid = "min(P S, 132)" if sh.fuse == "moe" else sh.grid
         print(f"wrote {sh.name}.ptx ({sh.threads} threads, grid {grid}, {sh.NS} stages, {sh.smem} B dynamic smem)")

@@ -53,6 +53,7 @@ NEG_INF = "0fFF800000"
 
 
 NORM_NAME = f"moe_router_norm_e{NUM_EXPERTS}_k{ROUTER_K}"  # with the post-attention norm (netra::moe_router_norm)
+GATE_NAME = f"moe_router_norm_gate_e{NUM_EXPERTS}_k{ROUTER_K}"  # and the shared_expert_gate (a candidate)
 SMEM_BYTES = PER_RANK * ROUTER_K * 2 + 8 * WARPS  # smem_rows: the CTA's expert rows and the warps' mbarriers
 
 
@@ -64,7 +65,7 @@ PREFETCH_MAX_M = 2  # beyond it every token's cluster would prefetch its own 24 
 
 def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS, prefetch: bool = False,
              ranks: int = ROUTER_RANKS, prefetch_experts: bool = False, pdl: bool = False,
-             select: str = "redux", smem_rows: bool = False) -> str:
+             select: str = "redux", smem_rows: bool = False, gate: bool = False) -> str:
     """The PTX; ``start_barrier=False`` is the build measured at bab7443 (racecheck hazards).
     ``warps`` (a candidate at 16: experiments/proj/router/router_warps_variant.py): warps per
     CTA; each takes PER_RANK / warps experts, two rows' loads in flight at a time, so 16 warps
@@ -114,12 +115,17 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
     bulk-copies the warp's expert rows (4 x 4 KB) into the CTA's dynamic shared memory on the warp's own mbarrier
     at the very start (before griddepcontrol.wait: weights never change), and the sums read them from there
     (16-byte ld.shared, a warp's 512 contiguous bytes) instead of two L2 round trips after the norm; no L2
-    prefetch. 128 KB per CTA, so one CTA per SM (M <= 16 in one wave). The same sums in the same order: bitwise."""
+    prefetch. 128 KB per CTA, so one CTA per SM (M <= 16 in one wave). The same sums in the same order: bitwise.
+    ``gate`` (GATE_NAME; a candidate, CPU-built: experiments/decode/step_ab.py gate_in_router): two more parameters,
+    the BF16 shared_expert_gate row gate_w [1, K] and glogit [M, 1]; after the cluster barrier, while rank 0
+    selects, rank 1's warp 0 sums x . gate_w as every expert row (the same lanes and order) into glogit[tok], BF16,
+    so the MoE block's gate | up launch needs no gate CTA."""
     assert select in ("bfly", "redux"), select
     assert not smem_rows or (ranks == ROUTER_RANKS and warps == WARPS and not prefetch), "smem_rows: the 8-rank build"
     assert ranks in (8, 16) and LOADS == 8, "x_out is written by ranks 0..7 (one 256-channel block each)"
     per_rank = NUM_EXPERTS // ranks
-    name = NORM_NAME if norm else NAME
+    assert not gate or (norm and ranks >= 2), "gate: the norm build (rank 1 sums the gate)"
+    name = GATE_NAME if gate else NORM_NAME if norm else NAME
     L: list[str] = []
 
     def e(s: str = ""):
@@ -144,7 +150,7 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
         e("  .param .u32 M,")
         e("  .param .u64 norm_w,")
         e("  .param .u64 x_out,")
-        e("  .param .f32 eps" + tail)
+        e("  .param .f32 eps" + (",\n  .param .u64 gate_w,\n  .param .u64 glogit" if gate else "") + tail)
     else:
         e("  .param .u32 M" + tail)
     e(")")
@@ -248,23 +254,7 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
                 b = 4 * LOADS * j + 4 * i
                 e(f"ld.global.nc.v4.u32 {{%w{b}, %w{b + 1}, %w{b + 2}, %w{b + 3}}}, [%pa+{512 * i}];")
         for j in range(2):
-            e(f"mov.f32 %acc{j}, 0f00000000;")
-            for q in range(4 * LOADS):  # k order: word q of the lane's 32, low half then high
-                xw, ww = f"%x{q}", f"%w{4 * LOADS * j + q}"
-                e(f"shl.b32 %t0, {xw}, 16;")
-                e(f"shl.b32 %t1, {ww}, 16;")
-                e("mov.b32 %a, %t0;")
-                e("mov.b32 %b, %t1;")
-                e(f"fma.rn.f32 %acc{j}, %a, %b, %acc{j};")
-                e(f"and.b32 %t0, {xw}, 0xffff0000;")
-                e(f"and.b32 %t1, {ww}, 0xffff0000;")
-                e("mov.b32 %c, %t0;")
-                e("mov.b32 %d, %t1;")
-                e(f"fma.rn.f32 %acc{j}, %c, %d, %acc{j};")
-            for off in (16, 8, 4, 2, 1):
-                e(f"shfl.sync.bfly.b32 %a, %acc{j}, {off}, 31, 0xffffffff;")
-                e(f"add.rn.f32 %acc{j}, %acc{j}, %a;")
-            e(f"cvt.rn.bf16.f32 %h, %acc{j};  // the model's BF16 logit")
+            _row_sum(e, j)
             e(f"cvt.f32.bf16 %acc{j}, %h;")
             if start_barrier and first_store[0]:
                 e("barrier.cluster.wait.aligned;  // every CTA of the cluster has started: rank 0's shared memory exists")
@@ -275,6 +265,8 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
             e(f"@%p st.shared::cluster.f32 [%t0], %acc{j};")
     e("barrier.cluster.arrive.release.aligned;  // every rank's logits are in rank 0's shared memory")
     e("barrier.cluster.wait.acquire.aligned;")
+    if gate:
+        _gate_sum(e)
     e("setp.ne.u32 %p, %rank, 0;")
     e("setp.ne.u32 %q, %warp, 0;")
     e("or.pred %p, %p, %q;")
@@ -349,6 +341,53 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
     e("ret;")
     e("}")
     return "\n".join(L) + "\n"
+
+
+def _row_sum(e, j: int) -> None:
+    """%h = bf16(x . row j): lane l's 64 products (words %x0..31 against %w{32 j}..) in k order by fma, low half
+    then high, then shfl.bfly 16, 8, 4, 2, 1 adds (every lane the same sum), rounded to BF16 (into %acc{j} first)."""
+    e(f"mov.f32 %acc{j}, 0f00000000;")
+    for q in range(4 * LOADS):  # k order: word q of the lane's 32, low half then high
+        xw, ww = f"%x{q}", f"%w{4 * LOADS * j + q}"
+        e(f"shl.b32 %t0, {xw}, 16;")
+        e(f"shl.b32 %t1, {ww}, 16;")
+        e("mov.b32 %a, %t0;")
+        e("mov.b32 %b, %t1;")
+        e(f"fma.rn.f32 %acc{j}, %a, %b, %acc{j};")
+        e(f"and.b32 %t0, {xw}, 0xffff0000;")
+        e(f"and.b32 %t1, {ww}, 0xffff0000;")
+        e("mov.b32 %c, %t0;")
+        e("mov.b32 %d, %t1;")
+        e(f"fma.rn.f32 %acc{j}, %c, %d, %acc{j};")
+    for off in (16, 8, 4, 2, 1):
+        e(f"shfl.sync.bfly.b32 %a, %acc{j}, {off}, 31, 0xffffffff;")
+        e(f"add.rn.f32 %acc{j}, %acc{j}, %a;")
+    e(f"cvt.rn.bf16.f32 %h, %acc{j};  // the model's BF16 logit")
+
+
+def _gate_sum(e) -> None:
+    """gate: rank 1's warp 0 (idle while rank 0 selects) sums x . gate_w as an expert row and lane 0 stores
+    glogit[tok]; the other warps and ranks go on."""
+    e("setp.ne.u32 %p, %rank, 1;")
+    e("setp.ne.u32 %q, %warp, 0;")
+    e("or.pred %p, %p, %q;")
+    e("@%p bra GATE_DONE;")
+    e("// rank 1, warp 0: glogit[tok] = bf16(x . gate_w), the shared_expert_gate, in the experts' order")
+    e("ld.param.u64 %pa, [gate_w];")
+    e("cvta.to.global.u64 %pa, %pa;")
+    e("mul.wide.u32 %o64, %lane, 16;")
+    e("add.u64 %pa, %pa, %o64;")
+    for i in range(LOADS):
+        e(f"ld.global.nc.v4.u32 {{%w{4 * i}, %w{4 * i + 1}, %w{4 * i + 2}, %w{4 * i + 3}}}, [%pa+{512 * i}];")
+    _row_sum(e, 0)
+    e("ld.param.u64 %pa, [glogit];")
+    e("cvta.to.global.u64 %pa, %pa;")
+    e("mul.wide.u32 %o64, %tok, 2;")
+    e("add.u64 %pa, %pa, %o64;")
+    e("setp.eq.u32 %p, %lane, 0;")
+    e("@%p st.global.b16 [%pa], %h;")
+    e("bra.uni DONE;")
+    e("GATE_DONE:")
 
 
 def _rows_to_smem(e, per_warp: int) -> None:
@@ -514,7 +553,7 @@ def norm_prologue(e) -> None:
 def main() -> int:
     (HERE / f"{NAME}.ptx").write_text(generate())
     (HERE / f"{NORM_NAME}.ptx").write_text(generate(norm=True, pdl=True))
-    print(f"wrote {NAME}.ptx, {NORM_NAME}.ptx")
+    print(f"wrote {NAME}.ptx, {NORM_NAME}.ptx")  # (GATE_NAME: a candidate, built by its experiment scripts)
     return 0
 
 

@@ -35,12 +35,13 @@ class Fp8Gemv:
     warps: int = 0  # the warps per CTA when not 0 (named _w<warps>; a candidate: 32 at K = 4096, one k block per warp)
     ba: bool = False  # "norm" only (named _ba): BA_STRIPS more CTAs compute GDN in_proj_b | in_proj_a (gen_fp8_gemv.ba_cta)
     shared: bool = False  # "moe" gate | up only (named _shared): M more pairs, the shared expert's, and its gate by one CTA
+    shared_gate: bool = True  # with shared: False (named _shared_nogate): no gate CTA (the router computes the logit)
 
     @property
     def name(self) -> str:
         return (f"fp8_gemv_n{self.N}_k{self.K}" + (f"_{self.fuse}" if self.fuse else "")
                 + (f"_s{self.stages}" if self.stages else "") + (f"_ks{self.ksplit}" if self.ksplit > 1 else "")
-                + (f"_w{self.warps}" if self.warps else "") + ("_ba" if self.ba else "") + ("_shared" if self.shared else ""))
+                + (f"_w{self.warps}" if self.warps else "") + ("_ba" if self.ba else "") + ("_shared" if self.shared else "") + ("_nogate" if self.shared and not self.shared_gate else ""))
 
     @property
     def S(self) -> int:  # 16-row strips (the mma's M side)
@@ -269,6 +270,9 @@ EXPERTS = (
 # experts (experiments/decode/step_ab.py no_shared: that launch costs 127-130 us per batch-1 step plainly, 72-74 with PDL)
 EXPERTS_SHARED = Fp8Gemv(1024, 2048, "routed and shared experts' gate | up: pairs 0 .. 8 M - 1 = (token j / 8, its j % 8-th "
                          "expert), pairs 8 M + t = (token t, the shared expert)", "moe", TOP_K, shared=True)
+# the same without the gate CTA (a candidate, CPU-built, not registered): the router computes the gate logit (MOE_ROUTER_NORM_GATE),
+# so all 132 CTAs stream the weights (the build above loses from 9 tokens: its gate CTA takes an SM)
+EXPERTS_SHARED_NOGATE = dataclasses.replace(EXPERTS_SHARED, shared_gate=False)
 MOE_I = 512  # moe_intermediate_size: the experts' (and the shared expert's) width
 # the MoE block after gate | up in one launch: silu(gate) * up, then the 8 routed experts' and
 # the shared expert's down as one GEMV over K = 9 x 512, weighted, into the residual (M <= 8)
@@ -476,6 +480,23 @@ def _contract_moe(s: Fp8Gemv) -> Contract:
     if not s.shared:
         return c
     P, strips = f"{s.pairs_per_x + 1} * M", f"{(s.pairs_per_x + 1) * s.S} * M"
+    if not s.shared_gate:
+        return dataclasses.replace(
+            c,
+            summary=c.summary + f"; and sout[M, {s.N}] = x @ dequant(ws)^T (the shared expert's gate | up as M more "
+                    "pairs): the MoE block's gate | up in one launch, its gate logit by the router (moe_router_norm_gate)",
+            params=c.params + (
+                Tensor("ws", "fp8e4m3", (s.S, s.KB, 2048), "in", doc="the shared expert's gate | up, packed"),
+                Tensor("ss", "f32", (s.N // 128, s.KB), "in", align=4, doc="its weight_scale_inv"),
+                Tensor("sout", "bf16", ("M", s.N), "out", doc="the shared expert's gate | up rows (moe_down's xs)"),
+            ),
+            grid=(f"({strips} if {strips} < {SMS} else {SMS})", "1", "1"),
+            reduction_order=c.reduction_order + "; the shared expert's pairs the same on ws",
+            bytes_read=f"{P} * {s.N * s.K + s.N // 128 * s.KB * 4} + M * {2 * s.K} + M * {8 * s.pairs_per_x}",
+            bytes_written=f"{P} * {2 * s.N}",
+            op="fp8_linear_experts_and_shared",
+            peers=("netra_unfused",),
+        )
     return dataclasses.replace(
         c,
         summary=c.summary + f"; and sout[M, {s.N}] = x @ dequant(ws)^T (the shared expert's gate | up as M more pairs) and "
@@ -640,6 +661,24 @@ MOE_ROUTER_NORM = dataclasses.replace(
 )
 
 
+# The same with the MoE block's BF16 shared_expert_gate computed by rank 1 while rank 0 selects (a candidate, not registered:
+# gen_moe_router.generate(gate=True)), so the gate | up launch after it needs no gate CTA (EXPERTS_SHARED_NOGATE)
+MOE_ROUTER_NORM_GATE = dataclasses.replace(
+    MOE_ROUTER_NORM,
+    name=f"moe_router_norm_gate_e{NUM_EXPERTS}_k{ROUTER_K}",
+    summary=MOE_ROUTER_NORM.summary + "; and glogit[M, 1] = bf16(x_out @ gate_w^T), the shared_expert_gate's logit",
+    params=MOE_ROUTER_NORM.params + (
+        Tensor("gate_w", "bf16", (1, ROUTER_K), "in", doc="shared_expert_gate.weight"),
+        Tensor("glogit", "bf16", ("M", 1), "out", align=2, doc="the gate's logit (the model applies sigmoid)"),
+    ),
+    reduction_order=MOE_ROUTER_NORM.reduction_order + "; glogit: as an expert's logit (rank 1's warp 0)",
+    bytes_read=MOE_ROUTER_NORM.bytes_read + f" + {2 * ROUTER_K}",
+    bytes_written=MOE_ROUTER_NORM.bytes_written + " + M * 2",
+    op="moe_router_norm_gate",
+    reference=MOE_ROUTER_NORM.reference + "; glogit: the kernel's x_out @ gate_w^T in float64",
+)
+
+
 def _contract_moe_down(s: Fp8Gemv) -> Contract:
     I, S = MOE_I, s.S
     return Contract(
@@ -689,5 +728,7 @@ def _contract_moe_down(s: Fp8Gemv) -> Contract:
     )
 
 
+# (not registered: the candidates EXPERTS_SHARED_NOGATE and MOE_ROUTER_NORM_GATE, built and launched by
+# experiments/decode/step_ab.py gate_in_router and experiments/proj/router/gate_in_router_variant.py until measured)
 CONTRACTS = tuple(_contract(s) for s in SHAPES + FUSED + (NORM_BA,) + EXPERTS + (EXPERTS_SHARED,)) + (
     BF16_GEMV_N64_K2048, MOE_ROUTER, MOE_ROUTER_NORM, *(_contract_moe_down(s) for s in MOE_DOWNS))
