@@ -76,6 +76,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "src"))
+sys.path.insert(0, str(HERE))
+import rms_emit  # noqa: E402  (the warp's RMSNorm, shared with gen_moe_router.norm_prologue)
 from netra.contracts.proj import BA_K, BA_ROWS, BA_STRIPS, EXPERTS, EXPERTS_SHARED, FUSED, MOE_DOWN, MOE_DOWNS, NORM_BA, SHAPES, TOP_K, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
 
 
@@ -1572,31 +1574,12 @@ def ba_cta(e: Emit, sh: Shape) -> None:
     loads = BA_K // 256
     for i in range(loads):
         e(f"  {_XLD[0]}.v4.u32 {{%bx{4 * i}, %bx{4 * i + 1}, %bx{4 * i + 2}, %bx{4 * i + 3}}}, [%bpa+{512 * i}];  // h[t, 256 {i} + 8 lane ..]")
-    for i in range(loads):
-        _unpack_b(e, [f"%bx{4 * i + c}" for c in range(4)], "%bf")
-        e(f"  mul.rn.f32 %bss{i}, %bf0, %bf0;")
-        for c in range(1, 8):
-            e(f"  fma.rn.f32 %bss{i}, %bf{c}, %bf{c}, %bss{i};")
-        bfly_sum(e, f"%bss{i}", "%bg")
-    e("  add.rn.f32 %br, %bss0, %bss1;")
-    for i in range(2, loads):
-        e(f"  add.rn.f32 %br, %br, %bss{i};")
-    e(f"  fma.rn.f32 %br, %br, 0f3A000000, %eps;  // mean = sum / {BA_K} (exact), + eps")
-    e("  rsqrt.approx.f32 %br, %br;")
+    ind = lambda line: e("  " + line)  # noqa: E731  (this scope's indentation)
+    rms_emit.sums(ind, "%bx", "%bf", "%bss", "%br", "%bg", "%bt5", "%eps", loads, BA_K)
     e("  mul.wide.u32 %bpa, %lane, 16;")
     e("  add.u64 %bpa, %pn, %bpa;")
     for i in range(loads):
-        e(f"  ld.global.nc.v4.u32 {{%bnw0, %bnw1, %bnw2, %bnw3}}, [%bpa+{512 * i}];  // norm_w[256 {i} + 8 lane ..]")
-        _unpack_b(e, [f"%bnw{c}" for c in range(4)], "%bv")
-        _unpack_b(e, [f"%bx{4 * i + c}" for c in range(4)], "%bf")
-        for c in range(8):
-            e(f"  add.rn.f32 %bv{c}, %bv{c}, 0f3F800000;")
-        for c in range(8):
-            e(f"  mul.rn.f32 %bf{c}, %bf{c}, %br;")
-        for c in range(8):
-            e(f"  mul.rn.f32 %bf{c}, %bf{c}, %bv{c};")
-        for c in range(4):
-            e(f"  cvt.rn.bf16x2.f32 %bx{4 * i + c}, %bf{2 * c + 1}, %bf{2 * c};")
+        rms_emit.scale(ind, i, "%bx", "%bf", "%bv", "%bnw", "%br", "%bt5", "%bpa")
         e(f"  st.shared.v4.b32 [%bt0+{512 * i}], {{%bx{4 * i}, %bx{4 * i + 1}, %bx{4 * i + 2}, %bx{4 * i + 3}}};")
     e("  bra.uni BA_NORMED;")
     e("BA_ZERO:")
@@ -1664,15 +1647,6 @@ def ba_cta(e: Emit, sh: Shape) -> None:
     e("BA_DONE:")
     e("  ret;")
     e("  }")
-
-
-def _unpack_b(e: Emit, words: list[str], dst: str) -> None:
-    """{dst}0..7 = the 8 BF16 of the 4 words as f32, in channel order (%bt5 scratch)."""
-    for c, w in enumerate(words):
-        e(f"  shl.b32 %bt5, {w}, 16;")
-        e(f"  mov.b32 {dst}{2 * c}, %bt5;")
-        e(f"  and.b32 %bt5, {w}, 0xffff0000;")
-        e(f"  mov.b32 {dst}{2 * c + 1}, %bt5;")
 
 
 def ids_load(e: Emit, sh: Shape, ld: str) -> None:

@@ -39,6 +39,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "src"))
+sys.path.insert(0, str(HERE))
+import rms_emit  # noqa: E402  (the warp's RMSNorm, shared with gen_fp8_gemv.ba_cta)
 from netra.contracts.proj import MOE_I, NUM_EXPERTS, ROUTER_K, ROUTER_RANKS, TOP_K  # noqa: E402  (written once)
 
 NAME = f"moe_router_e{NUM_EXPERTS}_k{ROUTER_K}"
@@ -396,7 +398,7 @@ def _rows_to_smem(e, per_warp: int) -> None:
     row = ROUTER_K * 2
     e(f"// the warp's {per_warp} expert rows into shared memory, lane 0 by bulk copies on the warp's mbarrier")
     e("mov.u32 %rows, dsm;")
-    e(f"mad.lo.u32 %bar, %warp, 8, %rows;")
+    e("mad.lo.u32 %bar, %warp, 8, %rows;")
     e(f"add.u32 %bar, %bar, {PER_RANK * row};")
     e(f"mad.lo.u32 %rows, %warp, {per_warp * row}, %rows;")
     e("setp.ne.u32 %p, %lane, 0;")
@@ -492,15 +494,6 @@ def _prefetch_experts(e) -> None:
     e("PREFETCHED:")
 
 
-def _unpack(e, words: list[str], dst: str) -> None:
-    """{dst}0..7 = the 8 BF16 of the 4 words, in channel order (%t0 scratch)."""
-    for c, w in enumerate(words):
-        e(f"shl.b32 %t0, {w}, 16;")
-        e(f"mov.b32 {dst}{2 * c}, %t0;")
-        e(f"and.b32 %t0, {w}, 0xffff0000;")
-        e(f"mov.b32 {dst}{2 * c + 1}, %t0;")
-
-
 def norm_prologue(e) -> None:
     """norm: %x* (h) -> rmsnorm(h) in BF16, in place, bitwise as rmsnorm_h2048 (its instruction
     sequence: mul and fma in channel order, add.rn butterflies, the block sums in order, fma by
@@ -512,19 +505,7 @@ def norm_prologue(e) -> None:
     e("ld.param.f32 %eps, [eps];")
     e("cvta.to.global.u64 %pn, %pn;")
     e("cvta.to.global.u64 %pxo, %pxo;")
-    for i in range(LOADS):
-        _unpack(e, [f"%x{4 * i + c}" for c in range(4)], "%e")
-        e(f"mul.rn.f32 %ss{i}, %e0, %e0;")
-        for c in range(1, 8):
-            e(f"fma.rn.f32 %ss{i}, %e{c}, %e{c}, %ss{i};")
-        for off in (16, 8, 4, 2, 1):
-            e(f"shfl.sync.bfly.b32 %a, %ss{i}, {off}, 31, 0xffffffff;")
-            e(f"add.rn.f32 %ss{i}, %ss{i}, %a;")
-    e("add.rn.f32 %r, %ss0, %ss1;")
-    for i in range(2, LOADS):
-        e(f"add.rn.f32 %r, %r, %ss{i};")
-    e(f"fma.rn.f32 %r, %r, 0f3A000000, %eps;  // mean = sum / {ROUTER_K} (exact), + eps")
-    e("rsqrt.approx.f32 %r, %r;")
+    rms_emit.sums(e, "%x", "%e", "%ss", "%r", "%a", "%t0", "%eps", LOADS, ROUTER_K)
     e("mul.wide.u32 %o64, %lane, 16;")
     e("add.u64 %pa, %pn, %o64;")
     e(f"mad.lo.u32 %t1, %tok, {ROUTER_K}, 0;")
@@ -533,17 +514,7 @@ def norm_prologue(e) -> None:
     e("add.u64 %pxo, %pxo, %o64;  // x_out[tok, 8 lane ..]")
     e("setp.eq.u32 %q, %warp, 0;")
     for i in range(LOADS):
-        e(f"ld.global.nc.v4.u32 {{%nw0, %nw1, %nw2, %nw3}}, [%pa+{512 * i}];  // norm_w[256 {i} + 8 lane ..]")
-        _unpack(e, [f"%nw{c}" for c in range(4)], "%v")
-        _unpack(e, [f"%x{4 * i + c}" for c in range(4)], "%e")
-        for c in range(8):
-            e(f"add.rn.f32 %v{c}, %v{c}, 0f3F800000;")
-        for c in range(8):
-            e(f"mul.rn.f32 %e{c}, %e{c}, %r;")
-        for c in range(8):
-            e(f"mul.rn.f32 %e{c}, %e{c}, %v{c};")
-        for c in range(4):
-            e(f"cvt.rn.bf16x2.f32 %x{4 * i + c}, %e{2 * c + 1}, %e{2 * c};")
+        rms_emit.scale(e, i, "%x", "%e", "%v", "%nw", "%r", "%t0", "%pa")
         e(f"setp.eq.u32 %p, %rank, {i};")
         e("and.pred %p, %p, %q;")
         regs = ", ".join(f"%x{4 * i + c}" for c in range(4))
