@@ -41,7 +41,8 @@ class Fp8Gemv:
     def name(self) -> str:
         return (f"fp8_gemv_n{self.N}_k{self.K}" + (f"_{self.fuse}" if self.fuse else "")
                 + (f"_s{self.stages}" if self.stages else "") + (f"_ks{self.ksplit}" if self.ksplit > 1 else "")
-                + (f"_w{self.warps}" if self.warps else "") + ("_ba" if self.ba else "") + ("_shared" if self.shared else "") + ("_nogate" if self.shared and not self.shared_gate else ""))
+                + (f"_w{self.warps}" if self.warps else "") + ("_ba" if self.ba else "")
+                + ("_shared" if self.shared else "") + ("_nogate" if self.shared and not self.shared_gate else ""))
 
     @property
     def S(self) -> int:  # 16-row strips (the mma's M side)
@@ -480,40 +481,29 @@ def _contract_moe(s: Fp8Gemv) -> Contract:
     if not s.shared:
         return c
     P, strips = f"{s.pairs_per_x + 1} * M", f"{(s.pairs_per_x + 1) * s.S} * M"
-    if not s.shared_gate:
-        return dataclasses.replace(
-            c,
-            summary=c.summary + f"; and sout[M, {s.N}] = x @ dequant(ws)^T (the shared expert's gate | up as M more "
-                    "pairs): the MoE block's gate | up in one launch, its gate logit by the router (moe_router_norm_gate)",
-            params=c.params + (
-                Tensor("ws", "fp8e4m3", (s.S, s.KB, 2048), "in", doc="the shared expert's gate | up, packed"),
-                Tensor("ss", "f32", (s.N // 128, s.KB), "in", align=4, doc="its weight_scale_inv"),
-                Tensor("sout", "bf16", ("M", s.N), "out", doc="the shared expert's gate | up rows (moe_down's xs)"),
-            ),
-            grid=(f"({strips} if {strips} < {SMS} else {SMS})", "1", "1"),
-            reduction_order=c.reduction_order + "; the shared expert's pairs the same on ws",
-            bytes_read=f"{P} * {s.N * s.K + s.N // 128 * s.KB * 4} + M * {2 * s.K} + M * {8 * s.pairs_per_x}",
-            bytes_written=f"{P} * {2 * s.N}",
-            op="fp8_linear_experts_and_shared",
-            peers=("netra_unfused",),
-        )
+    g = s.shared_gate  # the gate logit by the launch's last CTA, or (not) by the router
     return dataclasses.replace(
         c,
-        summary=c.summary + f"; and sout[M, {s.N}] = x @ dequant(ws)^T (the shared expert's gate | up as M more pairs) and "
-                f"gate_out[M, 1] = x @ gate_w^T (BF16 shared_expert_gate) by the last CTA: the MoE block's gate | up in one launch",
+        summary=c.summary + f"; and sout[M, {s.N}] = x @ dequant(ws)^T (the shared expert's gate | up as M more pairs)"
+                + (f" and gate_out[M, 1] = x @ gate_w^T (BF16 shared_expert_gate) by the last CTA: the MoE block's gate | "
+                   "up in one launch" if g else ": the MoE block's gate | up in one launch, its gate logit by the router "
+                   "(moe_router_norm_gate)"),
         params=c.params + (
             Tensor("ws", "fp8e4m3", (s.S, s.KB, 2048), "in", doc="the shared expert's gate | up, packed"),
             Tensor("ss", "f32", (s.N // 128, s.KB), "in", align=4, doc="its weight_scale_inv"),
             Tensor("sout", "bf16", ("M", s.N), "out", doc="the shared expert's gate | up rows (moe_down's xs)"),
+        ) + ((
             Tensor("gate_w", "bf16", (1, s.K), "in", doc="shared_expert_gate.weight"),
             Tensor("gate_out", "bf16", ("M", 1), "out", align=4, doc="the gate's logit (the model applies sigmoid)"),
-        ),
-        grid=(f"({strips} if {strips} < {SMS - 1} else {SMS - 1}) + 1", "1", "1"),
-        reduction_order=c.reduction_order + "; the shared expert's pairs the same on ws; gate_out as "
-                        f"{Fp8Gemv(s.N, s.K, s.use, 'gate').name}'s gate CTA",
-        bytes_read=f"{P} * {s.N * s.K + s.N // 128 * s.KB * 4} + M * {2 * s.K} + M * {8 * s.pairs_per_x} + {2 * s.K}",
-        bytes_written=f"{P} * {2 * s.N} + M * 2",
-        op="fp8_linear_experts_shared",
+        ) if g else ()),
+        grid=(f"({strips} if {strips} < {SMS - 1} else {SMS - 1}) + 1" if g else f"({strips} if {strips} < {SMS} else {SMS})",
+              "1", "1"),
+        reduction_order=c.reduction_order + "; the shared expert's pairs the same on ws"
+                        + (f"; gate_out as {Fp8Gemv(s.N, s.K, s.use, 'gate').name}'s gate CTA" if g else ""),
+        bytes_read=f"{P} * {s.N * s.K + s.N // 128 * s.KB * 4} + M * {2 * s.K} + M * {8 * s.pairs_per_x}"
+                   + (f" + {2 * s.K}" if g else ""),
+        bytes_written=f"{P} * {2 * s.N}" + (" + M * 2" if g else ""),
+        op="fp8_linear_experts_shared" if g else "fp8_linear_experts_and_shared",
         peers=("netra_unfused",),
     )
 
