@@ -163,7 +163,7 @@ current, each swap, current again, so drift shows as a difference between the tw
   0.5-1 us per router launch, 20-40 us per batch-1 step; at batch 32 (M = 32: 256 CTAs of 132 KB, two waves)
   slower. Measured at a33b43e (step_ab_router_smem_a33b43e.json): 2.175 / 2.007 ms against 2.169-2.170 /
   1.992-1.994 at batch 1, bitwise. Rejected (the kernel A/B: experiments/proj/router/router_smem_variant_a33b43e.json).
-- gate_in_router (a candidate, CPU-built after 891fbf5, not yet run): the MoE block's gate logit from the router
+- gate_in_router (a candidate, CPU-built after 891fbf5; measured at fde3786 and rejected: step_ab_gate_in_router{,_b8}_fde3786.json): the MoE block's gate logit from the router
   (moe_router_norm_gate_e256_k2048: rank 1's warp 0 sums x . gate_w while rank 0 selects) and the routed + shared gate
   | up launch without its gate CTA (fp8_gemv_n1024_k2048_moe_shared_nogate, 132 CTAs on the weights) at every batch
   (gate_in_router_moe). Not bitwise (the gate logit's order; above 4 tokens also the shared rows' unsplit order).

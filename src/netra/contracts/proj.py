@@ -271,7 +271,7 @@ EXPERTS = (
 # experts (experiments/decode/step_ab.py no_shared: that launch costs 127-130 us per batch-1 step plainly, 72-74 with PDL)
 EXPERTS_SHARED = Fp8Gemv(1024, 2048, "routed and shared experts' gate | up: pairs 0 .. 8 M - 1 = (token j / 8, its j % 8-th "
                          "expert), pairs 8 M + t = (token t, the shared expert)", "moe", TOP_K, shared=True)
-# the same without the gate CTA (a candidate, CPU-built, not registered): the router computes the gate logit (MOE_ROUTER_NORM_GATE),
+# the same without the gate CTA (a candidate, not registered; measured at fde3786 and rejected: experiments/proj/README.md): the router computes the gate logit (MOE_ROUTER_NORM_GATE),
 # so all 132 CTAs stream the weights (the build above loses from 9 tokens: its gate CTA takes an SM)
 EXPERTS_SHARED_NOGATE = dataclasses.replace(EXPERTS_SHARED, shared_gate=False)
 MOE_I = 512  # moe_intermediate_size: the experts' (and the shared expert's) width
@@ -719,6 +719,6 @@ def _contract_moe_down(s: Fp8Gemv) -> Contract:
 
 
 # (not registered: the candidates EXPERTS_SHARED_NOGATE and MOE_ROUTER_NORM_GATE, built and launched by
-# experiments/decode/step_ab.py gate_in_router and experiments/proj/router/gate_in_router_variant.py until measured)
+# experiments/decode/step_ab.py gate_in_router and experiments/proj/router/gate_in_router_variant.py; rejected at fde3786)
 CONTRACTS = tuple(_contract(s) for s in SHAPES + FUSED + (NORM_BA,) + EXPERTS + (EXPERTS_SHARED,)) + (
     BF16_GEMV_N64_K2048, MOE_ROUTER, MOE_ROUTER_NORM, *(_contract_moe_down(s) for s in MOE_DOWNS))
