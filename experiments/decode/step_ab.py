@@ -170,6 +170,10 @@ current, each swap, current again, so drift shows as a difference between the tw
   Kernels first: experiments/proj/router/gate_in_router_variant.py. Prediction: batch 1 within +-10 us (it takes the
   merge already); batch 8 50-90 us less with PDL (no_shared: 96 us; the promoted merge was 21-28 us slower there for
   its 131 CTAs), batch 32 more (two launches of 16 per layer lose their shared launch).
+- router_fused (a candidate, CPU-built after 486cb0a): up to 8 tokens the post-attention norm, the router and the
+  routed + shared gate | up in one launch with a grid-wide barrier (fp8_gemv_n1024_k2048_moe_shared_router:
+  router_fused_moe), then moe_down. Bitwise the current form at batch 1 (the same instructions per row; checked by
+  experiments/proj/router/router_fused_variant.py). Prediction: 80-160 us less per batch-1 step plain and PDL.
 - no_shared measured at a404156 (step_ab_no_shared{,_b8}_a404156.json): batch 1 2.151 / 1.972 ms against
   2.277-2.280 / 2.044-2.046, batch 8 4.213 / 4.016 against 4.351 / 4.112: the shared gate | up launch cost the step
   127-130 / 72-74 us at batch 1 and 139 / 96 at batch 8.
@@ -194,6 +198,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "moedown_s6", "expert_stats", "ks2_prev", "res_ks2", "pdl_s2", "carveout", "pre_all", "early",
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
          "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem", "gate_in_router",
+         "router_fused",
          "current_again", "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
@@ -380,6 +385,44 @@ def gate_in_router_moe(dops, dispatch):
     return moe_decode, (mr, me)
 
 
+def router_fused_moe(dops, dispatch, real_moe):
+    """The router_fused form's moe_decode (a candidate, CPU-built after 486cb0a): up to 8 tokens, the post-attention
+    norm, the router and the routed + shared gate | up in one launch (contracts.proj.EXPERTS_ROUTER, built here and
+    launched by its contract's guard, PDL while netra.ops.set_pdl is on; one barrier counter for every layer, zero
+    before capture), then moe_down; above 8 tokens the current moe_decode. Returns (moe_decode, modules to keep)."""
+    from netra import paths
+    from netra.contracts import proj as pc
+    from netra.runtime import launch as rt_launch
+    from netra.runtime import loader
+
+    c = pc._contract(pc.EXPERTS_ROUTER)
+    mod, f = loader.load_text(c.name, paths.generator("proj", "gen_fp8_gemv").generate(pc.EXPERTS_ROUTER),
+                              dynamic_smem=c.dynamic_smem)
+    gos = {pdl: rt_launch.make_guard_and_launch(c, function_handle=int(f), device=0,
+                                                **({"launch": rt_launch.pdl_launcher()} if pdl else {}))
+           for pdl in (False, True)}
+    bar = torch.zeros(1, dtype=torch.int64, device="cuda")
+
+    def moe_decode(x, router, w13, s13, w2, s2, shared_w13, shared_s13, shared_w2, shared_s2, shared_gate, top_k, out,
+                   residual=None, norm_w=None, eps=1e-6):
+        B = x.shape[0]
+        if B > 8 or residual is None or norm_w is None:
+            return real_moe(x, router, w13, s13, w2, s2, shared_w13, shared_s13, shared_w2, shared_s2, shared_gate,
+                            top_k, out, residual=residual, norm_w=norm_w, eps=eps)
+        top = torch.empty(B, top_k, dtype=x.dtype, device=x.device)
+        idx = torch.empty(B, top_k, dtype=torch.long, device=x.device)
+        logits = torch.empty(B, router.shape[0], dtype=torch.float32, device=x.device)
+        gu = torch.empty(B, top_k, s13.shape[1] * 128, dtype=x.dtype, device=x.device)
+        sgu = torch.empty(B, shared_s13.shape[0] * 128, dtype=x.dtype, device=x.device)
+        glogit = torch.empty(B, 1, dtype=x.dtype, device=x.device)
+        reason = gos[dispatch._PDL](x, w13, s13, gu, idx, shared_w13, shared_s13, sgu, shared_gate, glogit, residual,
+                                    norm_w, eps, router, top, logits, bar)
+        assert reason is None, reason
+        dops.moe_down(gu.view(B, -1), w2, s2, idx, top, sgu, shared_w2, shared_s2, glogit, residual, out)
+
+    return moe_decode, (mod,)
+
+
 def expert_stats(dops, rmod, packed, B, context, tokens) -> dict:
     """Distinct experts among each layer's B x 8 pairs over the teacher-forced eager steps (the
     routed gate | up op's ids, read back with a sync: a diagnosis, never timed)."""
@@ -480,6 +523,10 @@ def main():
                 dops.fp8_linear_gate = lambda *a, **k: None
             if form == "gate_in_router":
                 cand_moe, mods = gate_in_router_moe(dops, _dispatch)
+                keep.extend(mods)
+                dops.moe_decode = cand_moe
+            if form == "router_fused":
+                cand_moe, mods = router_fused_moe(dops, _dispatch, real_moe)
                 keep.extend(mods)
                 dops.moe_decode = cand_moe
             if form == "router_smem":  # the swapped build's shared memory at launch

@@ -78,7 +78,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "src"))
 sys.path.insert(0, str(HERE))
 import rms_emit  # noqa: E402  (the warp's RMSNorm, shared with gen_moe_router.norm_prologue)
-from netra.contracts.proj import BA_K, BA_ROWS, BA_STRIPS, EXPERTS, EXPERTS_SHARED, FUSED, MOE_DOWN, MOE_DOWNS, NORM_BA, SHAPES, TOP_K, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
+from netra.contracts.proj import BA_K, BA_ROWS, BA_STRIPS, EXPERTS, EXPERTS_SHARED, FUSED, MOE_DOWN, MOE_DOWNS, NORM_BA, NUM_EXPERTS, ROUTER_K, ROUTER_ROWS, SHAPES, SMS, TOP_K, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
+import gen_moe_router as gmr  # noqa: E402  (the router's row sum and selection, for router_phase)
 
 
 class Emit:
@@ -106,7 +107,8 @@ def header(e: Emit, version: str = "8.0") -> None:
     e(".address_size 64")
 
 
-def entry(e: Emit, name: str, fuse: str = "", ba: bool = False, shared: bool = False, shared_gate: bool = True) -> None:
+def entry(e: Emit, name: str, fuse: str = "", ba: bool = False, shared: bool = False, shared_gate: bool = True,
+          router: bool = False) -> None:
     """The .entry line and the parameters (netra.contracts.proj, in its order): x (h with the
     norm prologue), w, scale, out (h, in place, with the residual epilogue), M; the norm
     prologue adds norm_w, x_out, eps; the gate CTA gate_w, gate_out; the experts ids, E; the
@@ -121,15 +123,18 @@ def entry(e: Emit, name: str, fuse: str = "", ba: bool = False, shared: bool = F
         params += ["u64 w_b", "u64 w_a", "u64 out_b", "u64 out_a"]
     if shared:  # the shared expert's pairs and gate (netra.contracts.proj.EXPERTS_SHARED)
         params += ["u64 ws", "u64 ss", "u64 sout"] + (["u64 gate_w", "u64 gate_out"] if shared_gate else [])
+    if router:  # x and ids are the router phase's outputs; its inputs and other outputs (netra.contracts.proj.EXPERTS_ROUTER)
+        params = ["u64 x_out" if p == "u64 x" else "u64 idx" if p == "u64 ids" else p for p in params]
+        params += ["u64 h", "u64 norm_w", "f32 eps", "u64 rw", "u64 top", "u64 logits", "u64 bar"]
     e(f".visible .entry {name}(")
     for i, prm in enumerate(params):
         e(f"  .param .{prm}" + ("," if i < len(params) - 1 else ""))
     e(")")
 
 
-def load_params(e: Emit, fuse: str = "", shared: bool = False, gate: bool = False) -> None:
+def load_params(e: Emit, fuse: str = "", shared: bool = False, gate: bool = False, router: bool = False) -> None:
     """Parameters to global addresses and M; thread, warp, lane and the mma group ids g, tig."""
-    e("  ld.param.u64 %px, [x];" if fuse != "norm" else "  ld.param.u64 %px, [h];")
+    e("  ld.param.u64 %px, [h];" if fuse == "norm" else "  ld.param.u64 %px, [x_out];" if router else "  ld.param.u64 %px, [x];")
     e("  ld.param.u64 %pw, [w];")
     e("  ld.param.u64 %ps, [scale];")
     e("  ld.param.u64 %po, [out];" if fuse not in ("res", "moedown") else "  ld.param.u64 %po, [h];")
@@ -144,7 +149,7 @@ def load_params(e: Emit, fuse: str = "", shared: bool = False, gate: bool = Fals
         e("  cvta.to.global.u64 %pg, %pg;")
         e("  cvta.to.global.u64 %pgo, %pgo;")
     if fuse in ("moe", "moedown"):
-        e("  ld.param.u64 %pid, [ids];")
+        e("  ld.param.u64 %pid, [idx];" if router else "  ld.param.u64 %pid, [ids];")
         e("  ld.param.u32 %ne, [E];")
         e("  cvta.to.global.u64 %pid, %pid;")
     if shared:
@@ -1250,7 +1255,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     e()
     e(".extern .shared .align 128 .b8 dsm[];")
     e()
-    entry(e, sh.name, sh.fuse, sh.ba, sh.shared, sh.shared_gate)
+    entry(e, sh.name, sh.fuse, sh.ba, sh.shared, sh.shared_gate, sh.router)
     e(f".reqntid {sh.threads}")
     if xpair:
         e(".reqnctapercluster 2, 1, 1  // x pairs: each CTA loads one n-tile of x for both (M > 8)")
@@ -1309,7 +1314,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         e("  .reg .b64 %ptop, %pxs, %pws, %pss, %pgl, %pc, %pmo;")
         for h in range(NC):
             e(f"  .reg .b32 %u{h}_<16>;  // the up halves of x (silu_mul)")
-    load_params(e, sh.fuse, sh.shared, sh.shared and sh.shared_gate)
+    load_params(e, sh.fuse, sh.shared, sh.shared and sh.shared_gate, sh.router)
     if tgroups:
         e("  // token group ctaid.y: rows 8 y .. 8 y + 7 of x and out (and gate_out), M - 8 y of them (at most 8)")
         e("  mov.u32 %t0, %ctaid.y;")
@@ -1339,8 +1344,9 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         e(f"  mul.lo.u32 %sv, %sv, {S};")
     if sh.shared and sh.shared_gate:
         e("  sub.u32 %nct, %nct, 1;  // the last CTA is the gate's; the others stream the weights")
-        e("  setp.eq.u32 %p, %s, %nct;")
-        e("  @%p bra GATE;")
+        if not sh.router:  # router: the gate CTA takes part in the router phase first (its barrier counts every CTA)
+            e("  setp.eq.u32 %p, %s, %nct;")
+            e("  @%p bra GATE;")
     if sh.fuse == "gate":
         e("  sub.u32 %nct, %nct, 1;  // the last " + ("cluster" if ks else "CTA") + " is the gate's; the others stream the weights")
         e("  setp.eq.u32 %p, %s, %nct;")
@@ -1378,11 +1384,15 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         e(f"  mbarrier.init.shared::cta.b64 [%sbase+{x_bar}], 1;  // x rows")
     for i in range(sh.slots):
         e(f"  mbarrier.init.shared::cta.b64 [%sbase+{sh.xbar_off + 8 * i}], 1;  // strip {i} of the cluster: the peer's half")
+    if sh.router:
+        e(f"  mbarrier.init.shared::cta.b64 [%sbase+{sh.rows_off + ROUTER_ROWS * 2 * ROUTER_K}], 1;  // the router rows")
     e("  fence.mbarrier_init.release.cluster;  // visible to the async proxy (the bulk copies)" + (" and the peer" if ks else ""))
     if ks:
         e("  shl.b32 %t1, %m, 5;  // each slot expects the peer's 8 M sums of 4 bytes")
         for i in range(sh.slots):
             e(f"  mbarrier.arrive.expect_tx.shared::cta.b64 _, [%sbase+{sh.xbar_off + 8 * i}], %t1;")
+    if sh.router:
+        router_rows(e, sh)
     if ids_early:
         e("INIT_BARS:")
         e("  bar.sync 0;  // the ids table, before thread 0 requests any chunk")
@@ -1414,10 +1424,14 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     e("  mov.u32 %stage, 0;")
     e("  mov.u32 %phase, 0;")
     e("  setp.gt.u32 %pm8, %m, 8;  // a second n-tile of 8 tokens")
+    if sh.router:
+        router_phase(e, sh)
+        e("  setp.eq.u32 %p, %s, %nct;")
+        e("  @%p bra GATE;  // the gate CTA (the router phase done)")
     o = dict(stage_x=stage_x, x_rows=x_rows, skip_nt1=skip_nt1, packed_amax=packed_amax, pre=pre, xpair=False,
              ids_early=ids_early, x_direct=x_direct, scale_bf16x2=scale_bf16x2, red_swizzle=red_swizzle,
              acc_split=acc_split)
-    if sh.fuse in ("norm", "moedown") or tgroups or m8_only:  # M <= 8 only (the norm's contract; a token group of at most 8)
+    if sh.fuse in ("norm", "moedown") or tgroups or m8_only or sh.router:  # M <= 8 only (the norm's contract; a token group of at most 8)
         _body(e, sh, (0,), "_M8", **o)
     elif split_m8:
         e("  @%pm8 bra BODY_M16;  // M <= 8 and M > 8: two copies of the rest, each with only its own n-tiles")
@@ -1683,6 +1697,174 @@ def ids_store(e: Emit, sh: Shape, barrier: bool = True) -> None:
         e("  bar.sync 0;  // the ids table, before thread 0 requests any chunk")
 
 
+def router_rows(e: Emit, sh: Shape) -> None:
+    """router (thread 0, after fence.mbarrier_init, before griddepcontrol.wait: weights never change): the CTA's
+    router rows, experts ctaid and ctaid + SMS (the second only below NUM_EXPERTS), one 4 KB bulk copy each into
+    rows_off on their own mbarrier."""
+    row, rbar = 2 * ROUTER_K, sh.rows_off + ROUTER_ROWS * 2 * ROUTER_K
+    assert ROUTER_ROWS == 2 and NUM_EXPERTS - SMS > 0
+    e("  // the CTA's router rows (experts ctaid, ctaid + SMS) into shared memory")
+    e(f"  add.u32 %t3, %sbase, {rbar};")
+    e("  mov.u32 %t0, %ctaid.x;")
+    e(f"  setp.lt.u32 %p, %t0, {NUM_EXPERTS - SMS};  // a second row")
+    e(f"  selp.b32 %t1, {2 * row}, {row}, %p;")
+    e("  mbarrier.arrive.expect_tx.shared::cta.b64 _, [%t3], %t1;")
+    e("  ld.param.u64 %pa, [rw];")
+    e("  cvta.to.global.u64 %pa, %pa;")
+    e(f"  mul.wide.u32 %pt64, %t0, {row};")
+    e("  add.u64 %pa, %pa, %pt64;")
+    e(f"  add.u32 %t2, %sbase, {sh.rows_off};")
+    e(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%t2], [%pa], {row}, [%t3];")
+    e(f"  add.u64 %pa, %pa, {SMS * row};")
+    e(f"  @%p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%t2+{row}], [%pa], {row}, [%t3];")
+
+
+def router_phase(e: Emit, sh: Shape) -> None:
+    """router (after griddepcontrol.wait, every CTA, the gate CTA too): the post-attention norm, the router's logits,
+    one grid-wide barrier, the top 8, as moe_router_norm_e256_k2048 computes them (bitwise: the same instructions
+    per row, from gen_moe_router and rms_emit).
+    - Warp w < 2 M: token m = w / 2, expert c + SMS (w % 2) of CTA c. Lane l loads h[m, 256 i + 8 l ..] (the
+      router's layout), normalizes the row in registers (rms_emit: rmsnorm_h2048's order), CTA 0's slot-0 warps
+      store it to x_out; then the expert's row (in shared memory since before the wait) as the router sums it
+      (gen_moe_router._row_sum), lane 0 stores the BF16 logit as fp32 to logits[m, e].
+    - bar.sync; thread 0: fence.acq_rel.gpu, atom.add.release.gpu on the counter (u64, never wraps), spin with
+      ld.acquire.gpu until it reaches the next multiple of SMS, fence.acq_rel.gpu; bar.sync. Every CTA must be
+      resident (one per SM, SMS of them): the op checks the device before it launches this.
+    - Warp m < M: the 256 logits of token m (ld.global.cg: not from L1), the router's selection
+      (gen_moe_router._select_redux) and weights; lane j < 8 writes pair 8 m + j's id to the shared ids table (the
+      body reads it there), CTA 0 also top[m, j] and idx[m, j]. Threads 8 M + t (t < M): the shared pairs' id E.
+      bar.sync, then the body (x from x_out, coherent loads after the barrier)."""
+    row, rbar = 2 * ROUTER_K, sh.rows_off + ROUTER_ROWS * 2 * ROUTER_K
+    loads = ROUTER_K // 256
+    assert sh.router and sh.shared and sh.shared_gate and loads == gmr.LOADS and sh.W >= 2 * max(8, 1)
+    L: list[str] = []
+    ee = lambda ln: e(ln if ln.endswith(":") or ln.startswith("//") else "  " + ln)  # noqa: E731
+
+    e("  // ---- the router phase: norm, this CTA's logits, the grid barrier, every CTA's selection ----")
+    e("  {")
+    ee(".reg .pred %q, %pr;")
+    ee(f".reg .b32 %x<{4 * loads}>, %w<{4 * loads}>, %nw<4>, %k<8>, %si<8>, %bi, %oi, %rm, %rj, %re;")
+    ee(".reg .f32 %a, %b, %c, %d, %acc0, %e<8>, %ss<8>, %v<8>, %sv<8>, %ev<8>, %r, %sum, %reps;")
+    ee(".reg .b16 %h;")
+    ee(".reg .b64 %o64, %pn, %pl, %rb, %ro, %rt, %rv;")
+    ee("ld.param.u64 %pl, [logits];")
+    ee("cvta.to.global.u64 %pl, %pl;")
+    ee("shr.u32 %rm, %warp, 1;  // token m")
+    ee("and.b32 %rj, %warp, 1;  // row slot j: expert ctaid + SMS j")
+    ee("setp.ge.u32 %p, %rm, %m;")
+    ee("@%p bra RT_SUMS_DONE;")
+    ee("mov.u32 %re, %ctaid.x;")
+    ee(f"mad.lo.u32 %re, %rj, {SMS}, %re;")
+    ee("ld.param.u64 %o64, [h];")
+    ee("cvta.to.global.u64 %o64, %o64;")
+    ee(f"mul.lo.u32 %t0, %rm, {ROUTER_K};")
+    ee("mad.lo.u32 %t0, %lane, 8, %t0;")
+    ee("mul.wide.u32 %pt64, %t0, 2;")
+    ee("add.u64 %pa, %o64, %pt64;  // h[m, 8 lane ..]")
+    ee("add.u64 %pb, %px, %pt64;  // x_out[m, 8 lane ..]")
+    for i in range(loads):
+        ee(f"ld.global.v4.u32 {{%x{4 * i}, %x{4 * i + 1}, %x{4 * i + 2}, %x{4 * i + 3}}}, [%pa+{512 * i}];")
+    ee("ld.param.f32 %reps, [eps];")
+    rms_emit.sums(ee, "%x", "%e", "%ss", "%r", "%a", "%t0", "%reps", loads, ROUTER_K)
+    ee("ld.param.u64 %pn, [norm_w];")
+    ee("cvta.to.global.u64 %pn, %pn;")
+    ee("mul.wide.u32 %o64, %lane, 16;")
+    ee("add.u64 %pn, %pn, %o64;")
+    ee("mov.u32 %t0, %ctaid.x;")
+    ee("or.b32 %t0, %t0, %rj;")
+    ee("setp.eq.u32 %q, %t0, 0;  // CTA 0's slot-0 warps write x_out")
+    for i in range(loads):
+        rms_emit.scale(ee, i, "%x", "%e", "%v", "%nw", "%r", "%t0", "%pn")
+        regs = ", ".join(f"%x{4 * i + c}" for c in range(4))
+        ee(f"@%q st.global.v4.b32 [%pb+{512 * i}], {{{regs}}};")
+    ee(f"setp.ge.u32 %p, %re, {NUM_EXPERTS};")
+    ee("@%p bra RT_SUMS_DONE;")
+    ee(f"add.u32 %t0, %sbase, {rbar};")
+    e("RT_ROWS_WAIT:")
+    ee("mbarrier.try_wait.parity.shared::cta.b64 %pr, [%t0], 0;")
+    ee("@!%pr bra RT_ROWS_WAIT;")
+    ee(f"mad.lo.u32 %t1, %rj, {row}, %sbase;")
+    ee("mad.lo.u32 %t1, %lane, 16, %t1;")
+    for i in range(loads):
+        ee(f"ld.shared.v4.u32 {{%w{4 * i}, %w{4 * i + 1}, %w{4 * i + 2}, %w{4 * i + 3}}}, [%t1+{sh.rows_off + 512 * i}];")
+    gmr._row_sum(ee, 0)
+    ee("cvt.f32.bf16 %acc0, %h;")
+    ee(f"mad.lo.u32 %t0, %rm, {NUM_EXPERTS}, %re;")
+    ee("mul.wide.u32 %o64, %t0, 4;")
+    ee("add.u64 %o64, %pl, %o64;")
+    ee("setp.eq.u32 %p, %lane, 0;")
+    ee("@%p st.global.f32 [%o64], %acc0;")
+    e("RT_SUMS_DONE:")
+    ee("bar.sync 0;  // the CTA's logits and x_out stored")
+    ee("setp.ne.u32 %p, %th, 0;")
+    ee("@%p bra RT_ARRIVED;")
+    ee("ld.param.u64 %rb, [bar];")
+    ee("cvta.to.global.u64 %rb, %rb;")
+    ee("fence.acq_rel.gpu;")
+    ee("atom.release.gpu.global.add.u64 %ro, [%rb], 1;")
+    ee(f"div.u64 %rt, %ro, {SMS};")
+    ee("add.u64 %rt, %rt, 1;")
+    ee(f"mul.lo.u64 %rt, %rt, {SMS};  // this launch's last arrival")
+    e("RT_SPIN:")
+    ee("ld.acquire.gpu.global.u64 %rv, [%rb];")
+    ee("setp.lt.u64 %p, %rv, %rt;")
+    ee("@%p bra RT_SPIN;")
+    ee("fence.acq_rel.gpu;")
+    e("RT_ARRIVED:")
+    ee("bar.sync 0;  // every CTA's logits and x_out visible")
+    ee("setp.ge.u32 %p, %warp, %m;")
+    ee("@%p bra RT_SEL_DONE;")
+    ee(f"mad.lo.u32 %t0, %warp, {NUM_EXPERTS}, 0;")
+    ee("mad.lo.u32 %t0, %lane, 8, %t0;")
+    ee("mul.wide.u32 %o64, %t0, 4;")
+    ee("add.u64 %o64, %pl, %o64;  // logits[m, 8 lane ..]")
+    ee("ld.global.cg.v4.f32 {%v0, %v1, %v2, %v3}, [%o64];")
+    ee("ld.global.cg.v4.f32 {%v4, %v5, %v6, %v7}, [%o64+16];")
+    gmr._select_redux(ee)
+    ee("// weights: exp(l_j - l_0) / their sum, in selection order (moe_router_norm's)")
+    ee("mov.f32 %sum, 0f00000000;")
+    for j in range(TOP_K):
+        ee(f"sub.f32 %a, %sv{j}, %sv0;")
+        ee(f"mul.f32 %a, %a, {gmr.LOG2E};")
+        ee(f"ex2.approx.f32 %ev{j}, %a;")
+        ee(f"add.f32 %sum, %sum, %ev{j};")
+    ee("mov.f32 %a, %ev0;")
+    ee("mov.u32 %t1, %si0;")
+    for j in range(1, TOP_K):
+        ee(f"setp.eq.u32 %p, %lane, {j};")
+        ee(f"@%p mov.f32 %a, %ev{j};")
+        ee(f"@%p mov.u32 %t1, %si{j};")
+    ee("div.rn.f32 %a, %a, %sum;")
+    ee("cvt.rn.bf16.f32 %h, %a;")
+    ee(f"setp.lt.u32 %p, %lane, {TOP_K};")
+    ee(f"mad.lo.u32 %t0, %warp, {TOP_K}, %lane;  // pair 8 m + j")
+    ee("shl.b32 %t2, %t0, 2;")
+    ee("add.u32 %t2, %t2, %sbase;")
+    ee(f"@%p st.shared.u32 [%t2+{sh.ids_off}], %t1;  // the body's ids table")
+    ee("mov.u32 %t2, %ctaid.x;")
+    ee("setp.eq.u32 %q, %t2, 0;")
+    ee("and.pred %q, %q, %p;  // CTA 0: top and idx for moe_down")
+    ee("ld.param.u64 %o64, [top];")
+    ee("cvta.to.global.u64 %o64, %o64;")
+    ee("mul.wide.u32 %pt64, %t0, 2;")
+    ee("add.u64 %o64, %o64, %pt64;")
+    ee("@%q st.global.b16 [%o64], %h;")
+    ee("mul.wide.u32 %pt64, %t0, 8;")
+    ee("add.u64 %o64, %pid, %pt64;")
+    ee("cvt.u64.u32 %rv, %t1;")
+    ee("@%q st.global.u64 [%o64], %rv;")
+    e("RT_SEL_DONE:")
+    ee("shl.b32 %t0, %m, 3;")
+    ee("sub.u32 %t1, %th, %t0;")
+    ee("setp.lt.u32 %p, %t1, %m;  // thread 8 M + t: token t's shared pair, id E")
+    ee("shl.b32 %t2, %th, 2;")
+    ee("add.u32 %t2, %t2, %sbase;")
+    ee(f"@%p st.shared.u32 [%t2+{sh.ids_off}], %ne;")
+    ee("bar.sync 0;  // the ids table, before thread 0 requests any chunk")
+    e("  }")
+    del L
+
+
 def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, x_rows: bool, skip_nt1: bool,
           packed_amax: bool | str, pre: int, xpair: bool = False, ids_early: bool = False,
           x_direct: bool | str = False, scale_bf16x2: bool = False, red_swizzle: bool = False,
@@ -1759,7 +1941,7 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
         e("  barrier.cluster.arrive.relaxed.aligned;")
         e("  mapa.shared::cluster.u32 %xpb, %xpb, %peer;  // from here: the peer's x mbarrier")
     else:
-        if sh.fuse in ("moe", "moedown") and not ids_early:
+        if sh.fuse in ("moe", "moedown") and not ids_early and not sh.router:
             e("  // the pairs' expert ids: thread t < P loads ids[t] (int64), stored to shared after the x loads")
             ids_load(e, sh, "ld.global.u64")
         e("  // every x load (both n-tiles; past M predicated off) before any is used; n-tile 1 without a")
@@ -1784,7 +1966,7 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
                 x_fragments(e, h, nt, W, K)
     if sh.fuse == "norm":
         norm_load(e, sh)
-    if sh.fuse in ("moe", "moedown") and not ids_early:
+    if sh.fuse in ("moe", "moedown") and not ids_early and not sh.router:
         ids_store(e, sh)
     if pre < NS // NC:
         e("  // thread 0: the remaining first chunks, now that x is requested")

@@ -36,13 +36,16 @@ class Fp8Gemv:
     ba: bool = False  # "norm" only (named _ba): BA_STRIPS more CTAs compute GDN in_proj_b | in_proj_a (gen_fp8_gemv.ba_cta)
     shared: bool = False  # "moe" gate | up only (named _shared): M more pairs, the shared expert's, and its gate by one CTA
     shared_gate: bool = True  # with shared: False (named _shared_nogate): no gate CTA (the router computes the logit)
+    router: bool = False  # with shared (named _router): the post-attention norm, the router and its top 8 first, every
+    # CTA a share of the logits, a grid-wide barrier, then every CTA selects the same 8 (gen_fp8_gemv.router_phase)
 
     @property
     def name(self) -> str:
         return (f"fp8_gemv_n{self.N}_k{self.K}" + (f"_{self.fuse}" if self.fuse else "")
                 + (f"_s{self.stages}" if self.stages else "") + (f"_ks{self.ksplit}" if self.ksplit > 1 else "")
                 + (f"_w{self.warps}" if self.warps else "") + ("_ba" if self.ba else "")
-                + ("_shared" if self.shared else "") + ("_nogate" if self.shared and not self.shared_gate else ""))
+                + ("_shared" if self.shared else "") + ("_nogate" if self.shared and not self.shared_gate else "")
+                + ("_router" if self.router else ""))
 
     @property
     def S(self) -> int:  # 16-row strips (the mma's M side)
@@ -190,8 +193,15 @@ class Fp8Gemv:
     def xbar_off(self) -> int:
         return self.xch_off + 2048 * self.slots
 
+    # router: then the CTA's ROUTER_ROWS router rows (BF16, bulk-copied before the wait) and their mbarrier
+    @property
+    def rows_off(self) -> int:
+        return (self.ids_off + 4 * (MAX_PAIRS + max(TOKENS)) + 127) // 128 * 128
+
     @property
     def smem(self) -> int:
+        if self.router:
+            return self.rows_off + ROUTER_ROWS * 2 * ROUTER_K + 8
         if self.fuse in ("moe", "moedown"):
             return self.ids_off + 4 * (MAX_PAIRS + (max(TOKENS) if self.shared else 0))
         if self.ksplit > 1:
@@ -274,6 +284,12 @@ EXPERTS_SHARED = Fp8Gemv(1024, 2048, "routed and shared experts' gate | up: pair
 # the same without the gate CTA (a candidate, not registered; measured at fde3786 and rejected: experiments/proj/README.md): the router computes the gate logit (MOE_ROUTER_NORM_GATE),
 # so all 132 CTAs stream the weights (the build above loses from 9 tokens: its gate CTA takes an SM)
 EXPERTS_SHARED_NOGATE = dataclasses.replace(EXPERTS_SHARED, shared_gate=False)
+# the post-attention norm, the router and its top 8 inside that launch (a candidate, not registered:
+# experiments/proj/router/router_fused_variant.py): CTA c computes the logits of experts c and c + 132 for every
+# token, a grid-wide barrier (all 132 CTAs resident, one per SM), then every CTA selects the same 8 per token (the
+# router's keys and order: bitwise moe_router_norm's ids) and streams its strips; the router launch is gone.
+EXPERTS_ROUTER = dataclasses.replace(EXPERTS_SHARED, router=True)
+ROUTER_FUSED_TOKENS = tuple(range(1, 9))  # 2 M warps compute the CTA's logits: 16 warps
 MOE_I = 512  # moe_intermediate_size: the experts' (and the shared expert's) width
 # the MoE block after gate | up in one launch: silu(gate) * up, then the 8 routed experts' and
 # the shared expert's down as one GEMV over K = 9 x 512, weighted, into the residual (M <= 8)
@@ -290,6 +306,7 @@ MOE_DOWN_WIDE_M = 4
 ROUTER_K = 2048  # the router's input: the hidden size
 ROUTER_RANKS = 8  # moe_router: a cluster of 8 CTAs per token, 32 experts each
 ROUTER_TOKENS = tuple(range(1, 33))  # any decode batch up to 32 (one cluster per token)
+ROUTER_ROWS = -(-NUM_EXPERTS // SMS)  # EXPERTS_ROUTER: router rows per CTA (experts c, c + SMS)
 
 # Against float64 on the same (exactly dequantized) weights and BF16 x: the kernel's only
 # roundings are fp32 accumulation (~K * 2^-24) and the BF16 output (2^-9 relative to the
@@ -477,6 +494,8 @@ def _contract_gate(s: Fp8Gemv) -> Contract:
 
 
 def _contract_moe(s: Fp8Gemv) -> Contract:
+    if s.router:
+        return _contract_moe_router(s)
     c = _contract_moe_routed(s)
     if not s.shared:
         return c
@@ -505,6 +524,58 @@ def _contract_moe(s: Fp8Gemv) -> Contract:
         bytes_written=f"{P} * {2 * s.N}" + (" + M * 2" if g else ""),
         op="fp8_linear_experts_shared" if g else "fp8_linear_experts_and_shared",
         peers=("netra_unfused",),
+    )
+
+
+def _contract_moe_router(s: Fp8Gemv) -> Contract:
+    """EXPERTS_ROUTER: the merged gate | up (_contract_moe's shared build with its gate CTA) with the post-attention
+    norm and the router first: x and ids become outputs (x_out = rmsnorm(h), idx = the top 8), h, the norm and router
+    weights and the router's outputs are appended."""
+    c = _contract_moe(dataclasses.replace(s, router=False))
+    by = {p.name: p for p in c.params}
+    K, E = s.K, NUM_EXPERTS
+    return dataclasses.replace(
+        c, name=s.name,
+        summary=f"x_out = rmsnorm(h) (the post-attention norm), the router's logits[M, {E}] = bf16(x_out @ rw^T), "
+                f"idx / top = its top {TOP_K} and their renormalized softmax (moe_router_norm's), then "
+                + c.summary.split(" = ", 1)[0] + " = " + c.summary.split(" = ", 1)[1].replace("x[", "x_out[")
+                .replace("ids[", "idx[").replace("x @", "x_out @")
+                + f". One grid-wide barrier between the logits and the selection: the {SMS} CTAs must all be "
+                  "resident (one per SM), which the op checks before it takes this kernel",
+        params=(
+            Tensor("x_out", "bf16", ("M", K), "out", doc="rmsnorm(h) (CTA 0 writes it; every CTA reads it after the barrier)"),
+            by["w"], by["scale"], by["out"], by["M"],
+            Tensor("idx", "i64", ("M", TOP_K), "out", align=8, doc="the router's top-8 expert ids, in selection order"),
+            by["E"], by["ws"], by["ss"], by["sout"], by["gate_w"], by["gate_out"],
+            Tensor("h", "bf16", ("M", K), "in", doc="the residual stream after the mixer's add"),
+            Tensor("norm_w", "bf16", (K,), "in", doc="post_attention_layernorm.weight (applied as 1 + w)"),
+            Scalar("eps", "f32"),
+            Tensor("rw", "bf16", (E, K), "in", doc="mlp.gate.weight (the router)"),
+            Tensor("top", "bf16", ("M", TOP_K), "out", doc="the 8 renormalized routing weights"),
+            Tensor("logits", "f32", ("M", E), "out", doc="the router's BF16 logits (as fp32): CTA c writes experts c, c + "
+                                                        f"{SMS}; every CTA reads them all after the barrier"),
+            Tensor("bar", "i64", (1,), "inout", align=8,
+                   doc=f"the grid barrier's arrival counter: each launch adds {SMS}; zero (or a multiple of {SMS}) "
+                       "at allocation, and touched by nothing else"),
+        ),
+        dims={"M": ROUTER_FUSED_TOKENS, "E": (E,)},
+        grid=(str(SMS), "1", "1"),
+        dynamic_smem=s.smem,
+        reduction_order="x_out: rmsnorm_h2048's order (moe_router_norm's prologue, every logit warp on its own copy of "
+                        "the row); logits: moe_router_norm's per-expert order (lane l's 64 fma in k order, shfl.bfly "
+                        "16, 8, 4, 2, 1, BF16); the selection and weights as moe_router_norm's (u32 keys and redux); "
+                        "then " + c.reduction_order,
+        exact_outputs=("idx", "logits", "bar"),
+        bytes_read=c.bytes_read + f" + M * {2 * K} + {2 * E * K} + {2 * K} + {SMS} * M * {4 * E}",
+        bytes_written=c.bytes_written + f" + M * {2 * K + TOP_K * (2 + 8) + 4 * E} + 8",
+        op="fp8_linear_experts_router",
+        pdl="the CTA's router rows (one bulk copy each) before griddepcontrol.wait: weights are never written while "
+            "kernels run; h after it, launch_dependents right after it (every CTA is resident from then on)",
+        reference="x_out: netra.reference.norm.rmsnorm (float64); logits, idx, top: netra.reference.proj.router_logits "
+                  "and router_topk on the kernel's x_out (exact: the kernel's fp32 order); out, sout, gate_out: as "
+                  f"{EXPERTS_SHARED.name}'s on the kernel's x_out and the reference's ids",
+        peers=("netra_unfused",),
+        sanitize_cases=({"M": 1, "E": E}, {"M": 8, "E": E}),
     )
 
 

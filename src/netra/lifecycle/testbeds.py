@@ -466,6 +466,72 @@ def _experts_shared_unfused_peer(i, s):
     return {"out": out, "sout": sout, "gate_out": g}
 
 
+def _make_experts_router(shape):
+    """The router-fused gate | up (contracts.proj.EXPERTS_ROUTER): the router-with-norm bed's h, router and norm
+    weights (its logits have exact ties at the top-8 boundary), every expert's gate | up nonzero (16 distinct
+    quantized weights, expert e on weight e % 16 with its own log-normal block scales: a wrong expert fails the
+    reference), the shared expert's gate | up and gate as the merged kernel's bed, the barrier counter at 0."""
+
+    def make(dims, gen, device):
+        from ..contracts.proj import NUM_EXPERTS
+        from ..model.checkpoint import quantize
+        from ..ops.proj import pack_weight
+
+        M, E, N, K = dims["M"], NUM_EXPERTS, shape.N, shape.K
+        r = _make_router_norm({"M": M}, gen, device)
+        sh = _make_fp8_gate(shape)({"M": M}, gen, device)
+        g = torch.Generator(device=device).manual_seed(int(torch.randint(0, 2**62, (1,), generator=gen)))
+        w = torch.randn(16, N, K, generator=g, device=device) * 0.02
+        w *= _channels(gen, K, device, outliers=2, spread=0.3)
+        qc, scc = quantize(w.view(16 * N, K))
+        del w
+        pick = torch.arange(E, device=device) % 16
+        q = qc.view(16, N, K)[pick]
+        sc = scc.view(16, N // 128, K // 128)[pick] * torch.exp(
+            0.5 * torch.randn(E, N // 128, 1, generator=g, device=device))
+        return {"h": r["h"], "norm_w": r["norm_w"], "rw": r["w"], "w": pack_weight(q), "scale": sc, "_w_plain": q,
+                "ws": sh["w"], "ss": sh["scale"], "_ws_plain": sh["_w_plain"], "gate_w": sh["gate_w"],
+                "bar": torch.zeros(1, dtype=torch.int64, device=device)}
+
+    return make
+
+
+def _experts_router_ref(shape):
+    def ref(i):
+        from ..contracts.proj import SMS, TOP_K
+        from ..reference.norm import rmsnorm
+        from ..reference.proj import fp8_linear, router_logits, router_topk
+
+        x = rmsnorm(i["h"], i["norm_w"], EPS)
+        xb = i.get("kernel_x_out", x.to(torch.bfloat16))
+        logits = router_logits(xb, i["rw"])
+        top, idx = router_topk(logits, TOP_K)
+        rows = [fp8_linear(xb[t:t + 1], i["_w_plain"][e], i["scale"][e]) for t in range(xb.shape[0]) for e in idx[t]]
+        return {"x_out": x, "logits": logits.double(), "top": top, "idx": idx,
+                "out": torch.cat(rows).view(xb.shape[0], TOP_K, shape.N),
+                "sout": fp8_linear(xb, i["_ws_plain"], i["ss"]), "gate_out": xb.double() @ i["gate_w"].double().T,
+                "bar": i["bar"] + SMS}
+
+    return ref
+
+
+def _experts_router_unfused_peer(i, s):
+    """What the MoE block runs without it: moe_router_norm, then fp8_linear_experts_shared (their kernels)."""
+    from ..contracts.proj import TOP_K
+    from ..decode import ops as dops
+
+    h, M = i["h"], i["h"].shape[0]
+    x = torch.empty_like(h)
+    top = torch.empty(M, TOP_K, dtype=h.dtype, device=h.device)
+    idx = torch.empty(M, TOP_K, dtype=torch.long, device=h.device)
+    out = torch.empty(M, TOP_K, i["w"].shape[1] * 16, dtype=h.dtype, device=h.device)
+    sout = torch.empty(M, i["ws"].shape[0] * 16, dtype=h.dtype, device=h.device)
+    g = torch.empty(M, 1, dtype=h.dtype, device=h.device)
+    dops.moe_router_norm(h, i["norm_w"], s["eps"], i["rw"], x, top, idx)
+    dops.fp8_linear_experts_shared(x, i["w"], i["scale"], idx, i["ws"], i["ss"], i["gate_w"], out, sout, g)
+    return {"x_out": x, "top": top, "idx": idx, "out": out, "sout": sout, "gate_out": g}
+
+
 def _make_router(dims, gen, device):
     """x at the scale of the post-attention norm's output, the router N(0, 0.02) per row with a
     log-normal spread (BF16 logits of order 1: exact ties at the top-8 boundary occur and test
