@@ -31,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from netra import contracts, paths
+from netra import paths
 
 HERE = Path(__file__).resolve().parent
 CHECK_M = tuple(range(1, 9))
