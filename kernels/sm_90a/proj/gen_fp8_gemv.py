@@ -79,6 +79,7 @@ sys.path.insert(0, str(HERE.parents[2] / "src"))
 sys.path.insert(0, str(HERE))
 import rms_emit  # noqa: E402  (the warp's RMSNorm, shared with gen_moe_router.norm_prologue)
 from netra.contracts.proj import BA_K, BA_ROWS, BA_STRIPS, EXPERTS, EXPERTS_SHARED, FUSED, MOE_DOWN, MOE_DOWNS, NORM_BA, NUM_EXPERTS, ROUTER_K, ROUTER_ROWS, SHAPES, SMS, TOP_K, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
+from netra.contracts.proj import ROUTER_FUSED_TOKENS  # noqa: E402
 import gen_moe_router as gmr  # noqa: E402  (the router's row sum and selection, for router_phase)
 
 
@@ -831,7 +832,14 @@ def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: 
         e("  shl.b32 %t0, %ej, 2;")
         e("  add.u32 %t0, %t0, %sbase;")
         e(f"  ld.shared.u32 %ls, [%t0+{moe.ids_off}];")
-        if moe.shared:  # id E is the shared expert's
+        if moe.shared and moe.router:  # the shared pairs first (pairs 0 .. M - 1)
+            e("  setp.gt.u32 %pe, %ls, %ne;  // not an expert: NaN out")
+            e("  setp.lt.u32 %psh, %ej, %p8m;  // a shared pair: token j, its row in sout")
+            e("  sub.u32 %ls, %ej, %p8m;")
+            e(f"  shr.u32 %ls, %ls, {moe.pair_shift};  // a routed pair: token (j - M) / 8, the only row stored")
+            e("  @%psh mov.u32 %ls, %ej;")
+            e("  selp.b64 %psb, %pso, %po, %psh;")
+        elif moe.shared:  # id E is the shared expert's
             e("  setp.gt.u32 %pe, %ls, %ne;  // not an expert: NaN out")
             e(f"  shr.u32 %ls, %ej, {moe.pair_shift};  // the pair's x row: the only token stored")
             e("  setp.ge.u32 %psh, %ej, %p8m;")
@@ -1336,7 +1344,12 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     e("  mov.u32 %sbase, dsm;")
     if sh.fuse in ("moe", "moedown"):
         e(f"  shl.b32 %sv, %m, {sh.pair_shift};  // " + ("M tokens" if sh.fuse == "moedown" else "P pairs") + f" of {S} strips each")
-        if sh.shared:
+        if sh.shared and sh.router:  # the shared pairs first, so their strips can be requested before the wait
+            e("  mov.u32 %p8m, %m;  // pairs 0 .. M - 1: token t's shared expert; pairs M + 8 t + j: the routed ones")
+            e("  add.u32 %sv, %sv, %m;")
+            e(f"  mul.wide.u32 %pt64, %m, {2 * N};")
+            e("  sub.u64 %po, %po, %pt64;  // so that routed pair j's row is at %po + 2 N j")
+        elif sh.shared:
             e("  mov.u32 %p8m, %sv;  // the routed pairs; pairs 8 M + t: token t's shared expert")
             e("  add.u32 %sv, %sv, %m;")
             e(f"  mul.wide.u32 %pt64, %p8m, {2 * N};")
@@ -1393,6 +1406,17 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
             e(f"  mbarrier.arrive.expect_tx.shared::cta.b64 _, [%sbase+{sh.xbar_off + 8 * i}], %t1;")
     if sh.router:
         router_rows(e, sh)
+        e("  // the shared pairs' ids (E, pairs 0 .. M - 1), then this CTA's first strip if it is a shared one (no ids")
+        e("  // needed: its weight never changes), before the wait")
+        for t in range(max(ROUTER_FUSED_TOKENS)):
+            e(f"  setp.gt.u32 %p, %m, {t};")
+            e(f"  @%p st.shared.u32 [%sbase+{sh.ids_off + 4 * t}], %ne;")
+        e(f"  mul.lo.u32 %t0, %m, {sh.S};")
+        e("  min.u32 %t0, %t0, %nct;  // (the gate CTA walks none)")
+        e("  setp.ge.u32 %p, %s, %t0;")
+        e("  @%p bra RT_PRE_DONE;")
+        issue(e, sh, "%s", 0, "0")
+        e("RT_PRE_DONE:")
     if ids_early:
         e("INIT_BARS:")
         e("  bar.sync 0;  // the ids table, before thread 0 requests any chunk")
@@ -1428,6 +1452,18 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         router_phase(e, sh)
         e("  setp.eq.u32 %p, %s, %nct;")
         e("  @%p bra GATE;  // the gate CTA (the router phase done)")
+        e("  // thread 0: the first NS chunks now that the ids are known (before x: x is in L2, the chunks in DRAM);")
+        e("  // a CTA whose first strip is a shared one has it in flight since before the wait")
+        e("  setp.ne.u32 %p, %th, 0;")
+        e("  @%p bra RT_ISSUED;")
+        e(f"  mul.lo.u32 %t0, %m, {S};")
+        e("  setp.lt.u32 %p, %s, %t0;")
+        e("  @%p bra RT_REST;")
+        issue_strips(e, sh, "%s", NS // NC, "0", "RT_ISSUED_ALL")
+        e("  bra.uni RT_ISSUED;")
+        e("RT_REST:")
+        e("  add.u32 %t2, %s, %nct;")
+        issue_strips(e, sh, "%t2", NS // NC - 1, str(NC), "RT_ISSUED")
     o = dict(stage_x=stage_x, x_rows=x_rows, skip_nt1=skip_nt1, packed_amax=packed_amax, pre=pre, xpair=False,
              ids_early=ids_early, x_direct=x_direct, scale_bf16x2=scale_bf16x2, red_swizzle=red_swizzle,
              acc_split=acc_split)
@@ -1732,8 +1768,12 @@ def router_phase(e: Emit, sh: Shape) -> None:
       resident (one per SM, SMS of them): the op checks the device before it launches this.
     - Warp m < M: the 256 logits of token m (ld.global.cg: not from L1), the router's selection
       (gen_moe_router._select_redux) and weights; lane j < 8 writes pair 8 m + j's id to the shared ids table (the
-      body reads it there), CTA 0 also top[m, j] and idx[m, j]. Threads 8 M + t (t < M): the shared pairs' id E.
-      bar.sync, then the body (x from x_out, coherent loads after the barrier)."""
+      body reads it there), CTA 0 also top[m, j] and idx[m, j]. bar.sync, then the body (x from x_out, coherent
+      loads after the barrier).
+    The pairs are ordered shared first (pairs 0 .. M - 1: token t's shared expert, id E, in the table since before
+    the wait; pairs M + 8 m + j: the routed ones), so a CTA whose first strip is a shared one requests it before the
+    wait and its walk after the barrier has one strip less; the rest of the first NS chunks are requested right
+    after this phase, before the x loads (x_out is in L2, the chunks come from DRAM)."""
     row, rbar = 2 * ROUTER_K, sh.rows_off + ROUTER_ROWS * 2 * ROUTER_K
     loads = ROUTER_K // 256
     assert sh.router and sh.shared and sh.shared_gate and loads == gmr.LOADS and sh.W >= 2 * max(8, 1)
@@ -1837,8 +1877,9 @@ def router_phase(e: Emit, sh: Shape) -> None:
     ee("div.rn.f32 %a, %a, %sum;")
     ee("cvt.rn.bf16.f32 %h, %a;")
     ee(f"setp.lt.u32 %p, %lane, {TOP_K};")
-    ee(f"mad.lo.u32 %t0, %warp, {TOP_K}, %lane;  // pair 8 m + j")
-    ee("shl.b32 %t2, %t0, 2;")
+    ee(f"mad.lo.u32 %t0, %warp, {TOP_K}, %lane;  // (m, j): routed pair M + 8 m + j")
+    ee("add.u32 %t2, %t0, %m;")
+    ee("shl.b32 %t2, %t2, 2;")
     ee("add.u32 %t2, %t2, %sbase;")
     ee(f"@%p st.shared.u32 [%t2+{sh.ids_off}], %t1;  // the body's ids table")
     ee("mov.u32 %t2, %ctaid.x;")
@@ -1854,13 +1895,7 @@ def router_phase(e: Emit, sh: Shape) -> None:
     ee("cvt.u64.u32 %rv, %t1;")
     ee("@%q st.global.u64 [%o64], %rv;")
     e("RT_SEL_DONE:")
-    ee("shl.b32 %t0, %m, 3;")
-    ee("sub.u32 %t1, %th, %t0;")
-    ee("setp.lt.u32 %p, %t1, %m;  // thread 8 M + t: token t's shared pair, id E")
-    ee("shl.b32 %t2, %th, 2;")
-    ee("add.u32 %t2, %t2, %sbase;")
-    ee(f"@%p st.shared.u32 [%t2+{sh.ids_off}], %ne;")
-    ee("bar.sync 0;  // the ids table, before thread 0 requests any chunk")
+    ee("bar.sync 0;  // the ids table (the shared pairs' since before the wait), before thread 0 requests any chunk")
     e("  }")
     del L
 
@@ -1968,7 +2003,7 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
         norm_load(e, sh)
     if sh.fuse in ("moe", "moedown") and not ids_early and not sh.router:
         ids_store(e, sh)
-    if pre < NS // NC:
+    if pre < NS // NC and not sh.router:  # router: issued after the router phase
         e("  // thread 0: the remaining first chunks, now that x is requested")
         e("  setp.ne.u32 %p, %th, 0;")
         e(f"  @%p bra REST_ISSUED{sfx};")
