@@ -302,6 +302,42 @@ def test_experts_shared_is_the_experts_kernel_and_the_shared_gate_up(M):
         assert _misses(EXPERTS_SHARED.name) == 0, ops.stats()[EXPERTS_SHARED.name]
 
 
+@pytest.mark.parametrize("M", [1, 4, 8])
+def test_experts_router_is_the_router_and_the_merged_kernel(M):
+    """fp8_linear_experts_router (one launch, a grid barrier): every output bitwise moe_router_norm's then
+    fp8_linear_experts_shared's kernels on the same inputs, the logits exactly the reference's, NaN-poisoned outputs,
+    plainly and under set_pdl, three launches in a row on one counter (it advances by 132 each), no miss."""
+    from netra.contracts.proj import EXPERTS_ROUTER, SMS
+    from netra.decode import ops as dops
+    from netra.lifecycle import testbeds
+
+    tb = testbeds.get(EXPERTS_ROUTER.name)
+    i = tb.make({"M": M, "E": 256}, torch.Generator().manual_seed(500 + M), "cuda")
+    want = tb.peers["netra_unfused"](i, {"eps": 1e-6})
+    bits = lambda t: t.contiguous().view(torch.uint8)  # noqa: E731
+    for pdl in (False, True):
+        ops.reset_stats()
+        ops.set_pdl(pdl)
+        try:
+            for rep in range(3):
+                o = tb.alloc_outputs({"M": M, "E": 256}, "cuda")
+                for t in o.values():
+                    t.fill_(float("nan")) if t.dtype.is_floating_point else t.fill_(-1)
+                before = int(i["bar"].item())
+                dops.fp8_linear_experts_router(i["h"], i["norm_w"], 1e-6, i["rw"], i["w"], i["scale"], i["ws"], i["ss"],
+                                               i["gate_w"], i["bar"], o["x_out"], o["top"], o["idx"], o["logits"],
+                                               o["out"], o["sout"], o["gate_out"])
+                torch.cuda.synchronize()
+                assert int(i["bar"].item()) == before + SMS
+                for n in ("x_out", "top", "idx", "out", "sout", "gate_out"):
+                    assert torch.equal(bits(o[n]), bits(want[n])), (M, pdl, rep, n)
+                ref = tb.reference_for(i, o)
+                assert torch.equal(o["logits"].double(), ref["logits"]) and torch.equal(o["idx"], ref["idx"])
+        finally:
+            ops.set_pdl(False)
+        assert _misses(EXPERTS_ROUTER.name) == 0, ops.stats()[EXPERTS_ROUTER.name]
+
+
 @pytest.mark.parametrize("M", [1, 3, 9, 16, 20])
 def test_expert_kernels_in_the_op_and_the_moe_block(M):
     """fp8_linear_experts takes both expert kernels with no miss (M = 20 tokens: two launches

@@ -11,7 +11,7 @@ import torch
 
 import netra.ops as ops
 from netra import contracts, paths
-from netra.contracts.proj import EXPERTS, EXPERTS_SHARED, FUSED, MOE_DOWN, MOE_DOWNS, NORM_BA, SHAPES, Fp8Gemv
+from netra.contracts.proj import EXPERTS, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, MOE_DOWN, MOE_DOWNS, NORM_BA, SHAPES, Fp8Gemv
 
 KSPLIT = tuple(s for s in SHAPES + FUSED if s.ksplit > 1)
 UNSPLIT = tuple(dataclasses.replace(s, ksplit=1) for s in SHAPES)  # the builds the candidates were measured on
@@ -25,7 +25,7 @@ def _generator():
     return paths.generator("proj", "gen_fp8_gemv")
 
 
-@pytest.mark.parametrize("sh", SHAPES + FUSED + (NORM_BA, EXPERTS_SHARED), ids=lambda s: s.name)
+@pytest.mark.parametrize("sh", SHAPES + FUSED + (NORM_BA, EXPERTS_SHARED, EXPERTS_ROUTER), ids=lambda s: s.name)
 def test_generated_ptx_is_current(sh):
     committed = paths.ptx_path("sm_90a", "proj", sh.name).read_text()
     assert committed == _generator().generate(sh), f"{sh.name}.ptx differs from its generator: run gen_fp8_gemv.py"
@@ -205,7 +205,8 @@ def test_runner_with_real_projection_shapes_packs_and_matches_the_reference():
     # the runner calls the norm-prologue (GDN's with b | a), residual-epilogue and gate kernels, whose fallback
     # is the plain kernel (missed too here)
     assert missed == ({sh.name for sh in SHAPES if (sh.N, sh.K) not in ((8192, 2048), (4096, 2048))}
-                      | {sh.name for sh in FUSED if sh.fuse in ("norm", "gate", "res")} | {NORM_BA.name, EXPERTS_SHARED.name}
+                      | {sh.name for sh in FUSED if sh.fuse in ("norm", "gate", "res")}
+                      | {NORM_BA.name, EXPERTS_SHARED.name, EXPERTS_ROUTER.name}
                       | {sh.name for sh in EXPERTS}
                       | {"moe_down"})
 
@@ -464,7 +465,7 @@ def test_set_pdl_rebinds_only_pdl_kernels_with_the_pdl_launcher(monkeypatch):
         ops.set_pdl(True)
         ops.prepare()
         pdl_names = {k.contract.name for k in ops.OPS.values() if k.contract.pdl}
-        assert pdl_names == {sh.name for sh in SHAPES + FUSED + (NORM_BA, EXPERTS_SHARED) + EXPERTS + MOE_DOWNS} | {"bf16_gemv_n64_k2048",
+        assert pdl_names == {sh.name for sh in SHAPES + FUSED + (NORM_BA, EXPERTS_SHARED, EXPERTS_ROUTER) + EXPERTS + MOE_DOWNS} | {"bf16_gemv_n64_k2048",
                                                                                      "gdn_decode_b32_pdl",
                                                                                      "gdn_decode_b32_smem_pdl", "gdn_decode_b32_pipe_pdl",
                                                                                      "moe_router_norm_e256_k2048"}
@@ -567,6 +568,63 @@ def test_experts_shared_build():
     assert "setp.gt.u32 %pe, %ls, %ne;" in ptx
     plain = g.generate(EXPERTS[0])
     assert "GATE:" not in plain and "%psh" not in plain  # the routed build is untouched
+
+
+def test_experts_router_build():
+    """fp8_gemv_n1024_k2048_moe_shared_router: the merged gate | up with the router phase first, assembled without
+    spills within one CTA per SM; its contract renames x and ids to the outputs x_out and idx and appends the router's
+    tensors, grid SMS at every M; the PTX: the router rows and the first shared strip requested before the wait, one
+    arrival on the barrier counter (u64, release) and an acquire spin, the router's 8 redux selections, the shared
+    pairs first; the merged build is untouched."""
+    from netra.contracts import proj as pc
+
+    g = _generator()
+    ptx = g.generate(EXPERTS_ROUTER)
+    res = _assembles_without_spills(EXPERTS_ROUTER.name, ptx)
+    c = contracts.get(EXPERTS_ROUTER.name)
+    assert res["registers"] <= c.max_registers and c.dynamic_smem == EXPERTS_ROUTER.smem <= 227 * 1024
+    assert EXPERTS_ROUTER.smem > 114 * 1024, "two CTAs on one SM would leave others empty: the barrier needs one per SM"
+    names = [t.name for t in c.params]
+    assert names[:12] == ["x_out" if n == "x" else "idx" if n == "ids" else n
+                          for n in (t.name for t in contracts.get(EXPERTS_SHARED.name).params)]
+    assert names[12:] == ["h", "norm_w", "eps", "rw", "top", "logits", "bar"]
+    assert all(c.grid_for({"M": m, "E": 256}) == (pc.SMS, 1, 1) for m in c.dims["M"]) and max(c.dims["M"]) == 8
+    assert c.op == "fp8_linear_experts_router" and set(c.exact_outputs) == {"idx", "logits", "bar"}
+    pre, post = ptx.split("griddepcontrol.wait;", 1)
+    assert pre.count("cp.async.bulk.shared::cluster.global") >= 4  # two router rows, the shared strip's tiles and scales
+    assert "RT_PRE_DONE:" in pre and "RT_SPIN:" in post
+    assert ptx.count("atom.release.gpu.global.add.u64") == 1 and ptx.count("ld.acquire.gpu.global.u64") == 1
+    assert post.count("redux.sync.max.u32") == 8 and "ld.global.cg.v4.f32" in post
+    assert "mov.u32 %p8m, %m;" in ptx and "setp.lt.u32 %psh, %ej, %p8m;" in ptx
+    assert post.index("RT_ISSUED:") < post.index("x rows of k block")  # the chunks before the x loads
+    assert "RT_" not in g.generate(EXPERTS_SHARED)
+
+
+def test_experts_router_op_falls_back_to_the_router_and_the_merged_op():
+    """On the framework path fp8_linear_experts_router is moe_router_norm then fp8_linear_experts_shared, bit for bit,
+    within the contract's tolerance of float64 (the ids exactly the reference's on the same x_out; the routed rows
+    within two BF16 roundings: that path rounds the dequantized weights first)."""
+    from netra.contracts.proj import BF16_TWICE
+    from netra.decode import ops as dops
+    from netra.lifecycle import metrics, testbeds
+
+    tb = testbeds.get(EXPERTS_ROUTER.name)
+    i = tb.make({"M": 2, "E": 256}, torch.Generator().manual_seed(8), "cpu")
+    o = tb.alloc_outputs({"M": 2, "E": 256}, "cpu")
+    for t in o.values():
+        t.fill_(float("nan")) if t.dtype.is_floating_point else t.fill_(-1)
+    dops.fp8_linear_experts_router(i["h"], i["norm_w"], 1e-6, i["rw"], i["w"], i["scale"], i["ws"], i["ss"],
+                                   i["gate_w"], i["bar"], o["x_out"], o["top"], o["idx"], o["logits"], o["out"],
+                                   o["sout"], o["gate_out"])
+    peer = tb.peers["netra_unfused"](i, {"eps": 1e-6})
+    for n in ("x_out", "top", "idx", "out", "sout", "gate_out"):
+        assert torch.equal(o[n], peer[n]), n
+    ref = tb.reference_for(i, o)
+    assert torch.equal(o["idx"], ref["idx"])
+    tol = contracts.get(EXPERTS_ROUTER.name).tolerance
+    errs = {n: metrics.output_error(o[n], ref[n]) for n in ("x_out", "top", "out", "sout", "gate_out")}
+    # the framework path dequantizes the routed experts' weights to BF16 before its bmm: two roundings
+    assert errs.pop("out") <= BF16_TWICE and max(errs.values()) <= tol, errs
 
 
 def test_gate_in_router_candidates_assemble():

@@ -174,6 +174,12 @@ current, each swap, current again, so drift shows as a difference between the tw
   routed + shared gate | up in one launch with a grid-wide barrier (fp8_gemv_n1024_k2048_moe_shared_router:
   router_fused_moe), then moe_down. Bitwise the current form at batch 1 (the same instructions per row; checked by
   experiments/proj/router/router_fused_variant.py). Prediction: 80-160 us less per batch-1 step plain and PDL.
+  Measured at e4d20da (step_ab_router_fused{,_b8}_e4d20da.json, ms plain / PDL): batch 1 2.090 / 1.973 against
+  2.164-2.165 / 1.988-1.996 (75 / 15-23 us; predicted 80-160 both ways: the PDL engine's router already overlapped
+  its predecessor's tail), bitwise; batch 8 4.347 / 4.223 against 4.369-4.391 / 4.155-4.171 (PDL 52-68 us slower).
+  Promoted up to MOE_ROUTER_FUSED_ROWS = 4 tokens (netra.decode.ops.MOE_ROUTER_FUSED); since then the form is the
+  current one at batch <= 4.
+- router_unfused (after the promotion): MOE_ROUTER_FUSED off, the router's own launch (the form before it).
 - no_shared measured at a404156 (step_ab_no_shared{,_b8}_a404156.json): batch 1 2.151 / 1.972 ms against
   2.277-2.280 / 2.044-2.046, batch 8 4.213 / 4.016 against 4.351 / 4.112: the shared gate | up launch cost the step
   127-130 / 72-74 us at batch 1 and 139 / 96 at batch 8.
@@ -198,7 +204,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "moedown_s6", "expert_stats", "ks2_prev", "res_ks2", "pdl_s2", "carveout", "pre_all", "early",
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
          "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem", "gate_in_router",
-         "router_fused",
+         "router_fused", "router_unfused",
          "current_again", "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
@@ -471,7 +477,7 @@ def main():
     real_load, real_attn = loader.load, dops.attention_decode_ctx
     real_moe, real_experts, real_gate = dops.moe_decode, dops.fp8_linear_experts, dops.fp8_linear_gate
     real_pipe_b, real_pipe_plain_b = dops.GDN_PIPE_PDL_B, dops.GDN_PIPE_B
-    real_ba_fused, real_shared_merged = dops.BA_FUSED, dops.MOE_SHARED_MERGED
+    real_ba_fused, real_shared_merged, real_router_fused = dops.BA_FUSED, dops.MOE_SHARED_MERGED, dops.MOE_ROUTER_FUSED
     router_op = _dispatch.OPS["moe_router_norm"]
     real_router_contract = router_op.contract
     down_op = _dispatch.OPS["moe_down"]
@@ -525,6 +531,7 @@ def main():
                 cand_moe, mods = gate_in_router_moe(dops, _dispatch)
                 keep.extend(mods)
                 dops.moe_decode = cand_moe
+            dops.MOE_ROUTER_FUSED = real_router_fused and form != "router_unfused"
             if form == "router_fused":
                 cand_moe, mods = router_fused_moe(dops, _dispatch, real_moe)
                 keep.extend(mods)
@@ -586,6 +593,7 @@ def main():
             dops.MOE_SHARED_FIRST = False
             dops.BA_FUSED = real_ba_fused
             dops.MOE_SHARED_MERGED = real_shared_merged
+            dops.MOE_ROUTER_FUSED = real_router_fused
             dops.GDN_PIPE_PDL_B = real_pipe_b
             dops.GDN_PIPE_B = real_pipe_plain_b
             dops.moe_decode, dops.fp8_linear_experts = real_moe, real_experts

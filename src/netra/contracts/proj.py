@@ -284,8 +284,8 @@ EXPERTS_SHARED = Fp8Gemv(1024, 2048, "routed and shared experts' gate | up: pair
 # the same without the gate CTA (a candidate, not registered; measured at fde3786 and rejected: experiments/proj/README.md): the router computes the gate logit (MOE_ROUTER_NORM_GATE),
 # so all 132 CTAs stream the weights (the build above loses from 9 tokens: its gate CTA takes an SM)
 EXPERTS_SHARED_NOGATE = dataclasses.replace(EXPERTS_SHARED, shared_gate=False)
-# the post-attention norm, the router and its top 8 inside that launch (a candidate, not registered:
-# experiments/proj/router/router_fused_variant.py): CTA c computes the logits of experts c and c + 132 for every
+# the post-attention norm, the router and its top 8 inside that launch (experiments/proj/router/router_fused_variant.py,
+# promoted up to 4 tokens after e4d20da; netra.decode.ops.MOE_ROUTER_FUSED): CTA c computes the logits of experts c and c + 132 for every
 # token, a grid-wide barrier (all 132 CTAs resident, one per SM), then every CTA selects the same 8 per token (the
 # router's keys and order: bitwise moe_router_norm's ids) and streams its strips; the router launch is gone.
 EXPERTS_ROUTER = dataclasses.replace(EXPERTS_SHARED, router=True)
@@ -791,5 +791,5 @@ def _contract_moe_down(s: Fp8Gemv) -> Contract:
 
 # (not registered: the candidates EXPERTS_SHARED_NOGATE and MOE_ROUTER_NORM_GATE, built and launched by
 # experiments/decode/step_ab.py gate_in_router and experiments/proj/router/gate_in_router_variant.py; rejected at fde3786)
-CONTRACTS = tuple(_contract(s) for s in SHAPES + FUSED + (NORM_BA,) + EXPERTS + (EXPERTS_SHARED,)) + (
+CONTRACTS = tuple(_contract(s) for s in SHAPES + FUSED + (NORM_BA,) + EXPERTS + (EXPERTS_SHARED, EXPERTS_ROUTER)) + (
     BF16_GEMV_N64_K2048, MOE_ROUTER, MOE_ROUTER_NORM, *(_contract_moe_down(s) for s in MOE_DOWNS))

@@ -164,10 +164,10 @@ ABLATE = ("fp8_linear", "fp8_linear_norm", "fp8_linear_add", "fp8_linear_experts
 # input norm prologue's row undoes it in every layer; the record at 5fa7d79 switched fp8_linear_norm alone: the
 # 10 attention layers)
 ABLATE_OPS = {"fp8_linear": ("fp8_linear", "fp8_linear_norm", "fp8_linear_add", "fp8_linear_gate", "fp8_linear_experts",
-                              "moe_down", "fp8_linear_norm_ba", "fp8_linear_experts_shared"),
-              "fp8_linear_experts": ("fp8_linear_experts", "fp8_linear_experts_shared"),
+                              "moe_down", "fp8_linear_norm_ba", "fp8_linear_experts_shared", "fp8_linear_experts_router"),
+              "fp8_linear_experts": ("fp8_linear_experts", "fp8_linear_experts_shared", "fp8_linear_experts_router"),
               "fp8_linear_norm": ("fp8_linear_norm", "fp8_linear_norm_ba"),
-              "moe_router": ("moe_router", "moe_router_norm"),
+              "moe_router": ("moe_router", "moe_router_norm", "fp8_linear_experts_router"),
               "bf16_linear2": ("bf16_linear2", "fp8_linear_norm_ba")}
 
 

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..contracts.gdn import GDN_PIPE_B, GDN_PIPE_PDL_B, GDN_SMEM_B
+from ..contracts.proj import SMS
 from ..ops import _dispatch, gdn, proj
 from ..ops.norm import rmsnorm
 
@@ -233,6 +234,40 @@ def fp8_linear_experts_shared(x: Tensor, weight: Tensor, scale: Tensor, ids: Ten
 
 @fp8_linear_experts_shared.register_fake
 def _(x, weight, scale, ids, shared_w, shared_s, gate_w, out, sout, gate_out):
+    return None
+
+
+@functools.cache
+def _sms(device_index: int) -> int:
+    """The device's multiprocessors, read once per device (the router-fused kernel's grid barrier needs one CTA on
+    every one of the contract's SMS at once: not under MIG or on a part with fewer)."""
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+@decode_op("fp8_linear_experts_router", mutates_args=("bar", "x_out", "top", "idx", "logits", "out", "sout", "gate_out"))
+def fp8_linear_experts_router(h: Tensor, norm_w: Tensor, eps: float, router: Tensor, weight: Tensor, scale: Tensor,
+                              shared_w: Tensor, shared_s: Tensor, gate_w: Tensor, bar: Tensor, x_out: Tensor,
+                              top: Tensor, idx: Tensor, logits: Tensor, out: Tensor, sout: Tensor,
+                              gate_out: Tensor) -> None:
+    """moe_router_norm (x_out = rmsnorm(h), the router's top-k idx and weights top; logits [M, E] fp32 the router's
+    BF16 logits) and fp8_linear_experts_shared on them, in one launch: kernel fp8_gemv_n1024_k2048_moe_shared_router
+    (M = 1..8, packed weights, all 132 SMs: a grid-wide barrier on ``bar``, int64 [1], zero at allocation and used
+    by nothing else); otherwise those two ops (logits then unwritten)."""
+    k = proj.EXPERTS_ROUTER_KERNEL
+    if weight.dim() == 4 and shared_w.dim() == 3:
+        args = (x_out, weight, scale, out, idx, shared_w, shared_s, sout, gate_w, gate_out, h, norm_w, eps, router,
+                top, logits, bar)
+        if h.is_cuda and (n := _sms(h.device.index or 0)) != SMS:  # the barrier would wait for CTAs that never start
+            k.missed(f"its grid barrier needs {SMS} CTAs resident at once, one per SM; the device has {n} SMs", args)
+        elif k(*args):
+            return
+    moe_router_norm(h, norm_w, eps, router, x_out, top, idx)
+    fp8_linear_experts_shared(x_out, weight, scale, idx, shared_w, shared_s, gate_w, out, sout, gate_out)
+
+
+@fp8_linear_experts_router.register_fake
+def _(h, norm_w, eps, router, weight, scale, shared_w, shared_s, gate_w, bar, x_out, top, idx, logits, out, sout,
+      gate_out):
     return None
 
 
@@ -648,13 +683,19 @@ MOE_SHARED_FIRST = False
 # (its last CTA, the gate's, is one SM fewer for the weights). False: the two launches at every batch
 MOE_SHARED_MERGED = True
 MOE_SHARED_MERGED_ROWS = 4
+# The post-attention norm and the router inside that launch too (fp8_linear_experts_router, given the runner's barrier
+# counter), up to MOE_ROUTER_FUSED_ROWS tokens. Measured at e4d20da (experiments/decode/step_ab_router_fused{,_b8}_e4d20da.json,
+# ms plain / PDL): batch 1 2.090 / 1.973 against 2.164-2.165 / 1.988-1.996 (bitwise); batch 8 4.347 / 4.223 against
+# 4.369-4.391 / 4.155-4.171 (PDL 52-68 us slower). False: the router's own launch at every batch
+MOE_ROUTER_FUSED = True
+MOE_ROUTER_FUSED_ROWS = 4
 
 
-@decode_op("moe_decode", mutates_args=("x", "out", "residual"))
+@decode_op("moe_decode", mutates_args=("x", "out", "residual", "bar"))
 def moe_decode(x: Tensor, router: Tensor, w13: Tensor, s13: Tensor, w2: Tensor, s2: Tensor,
                shared_w13: Tensor, shared_s13: Tensor, shared_w2: Tensor, shared_s2: Tensor,
                shared_gate: Tensor, top_k: int, out: Tensor, residual: Tensor | None = None,
-               norm_w: Tensor | None = None, eps: float = 1e-6) -> None:
+               norm_w: Tensor | None = None, eps: float = 1e-6, bar: Tensor | None = None) -> None:
     """The MoE block for B tokens: router softmax (fp32) over E experts, top-k renormalized;
     each expert down(silu(gate) * up) with gate|up stacked in w13 [E, 2I, H] fp8 and down
     in w2 [E, H, I] fp8 (128x128 block scales s13, s2; either may be packed for the expert
@@ -663,12 +704,24 @@ def moe_decode(x: Tensor, router: Tensor, w13: Tensor, s13: Tensor, w2: Tensor, 
     x). ``residual`` (optional): also ``residual += out`` (BF16), so the next layer's input
     norm can be a projection's prologue (fp8_linear_norm). ``norm_w`` (with ``residual``): x is
     an output, x = rmsnorm(residual) (the post-attention norm, eps) computed by the router's
-    launch (moe_router_norm). Ops: moe_router or moe_router_norm, fp8_linear_experts (gate |
-    up), fp8_linear_gate (the shared gate | up and its gate logit), moe_down (every down,
-    weighted, and the residual add, from the gate | up rows)."""
+    launch (moe_router_norm). ``bar`` (with norm_w): an int64 [1] zero at allocation, the caller's, for this op
+    alone: up to MOE_ROUTER_FUSED_ROWS tokens the norm, the router and every gate | up are one launch
+    (fp8_linear_experts_router, whose grid barrier counts on it). Ops: moe_router or moe_router_norm,
+    fp8_linear_experts (gate | up), fp8_linear_gate (the shared gate | up and its gate logit), moe_down (every
+    down, weighted, and the residual add, from the gate | up rows)."""
     B, H = x.shape
     top = torch.empty(B, top_k, dtype=x.dtype, device=x.device)
     idx = torch.empty(B, top_k, dtype=torch.long, device=x.device)
+    if (MOE_ROUTER_FUSED and bar is not None and norm_w is not None and residual is not None
+            and B <= MOE_ROUTER_FUSED_ROWS):  # the norm, the router, every gate | up and the shared gate: one launch
+        gu = torch.empty(B, top_k, s13.shape[1] * 128, dtype=x.dtype, device=x.device)
+        sgu = torch.empty(B, shared_s13.shape[0] * 128, dtype=x.dtype, device=x.device)
+        glogit = torch.empty(B, 1, dtype=x.dtype, device=x.device)
+        logits = torch.empty(B, router.shape[0], dtype=torch.float32, device=x.device)
+        fp8_linear_experts_router(residual, norm_w, eps, router, w13, s13, shared_w13, shared_s13, shared_gate, bar, x,
+                                  top, idx, logits, gu, sgu, glogit)
+        moe_down(gu.view(B, -1), w2, s2, idx, top, sgu, shared_w2, shared_s2, glogit, residual, out)
+        return
     if norm_w is not None:
         if residual is None:
             raise ValueError("moe_decode: norm_w (x = rmsnorm(residual)) needs the residual; got residual=None")
@@ -692,7 +745,7 @@ def moe_decode(x: Tensor, router: Tensor, w13: Tensor, s13: Tensor, w2: Tensor, 
 
 @moe_decode.register_fake
 def _(x, router, w13, s13, w2, s2, shared_w13, shared_s13, shared_w2, shared_s2, shared_gate, top_k, out,
-      residual=None, norm_w=None, eps=1e-6):
+      residual=None, norm_w=None, eps=1e-6, bar=None):
     return None
 
 

@@ -72,6 +72,7 @@ class DecodeRunner:
         self.vb = self.qkv_attn[:, 2 * nh * hd + nkv * hd:]
         self.qn, self.kn, self.ao = e(B, nh, hd), e(B, nkv, hd), e(B, nh * hd)
         self.logits = e(B, c.vocab_size)
+        self.moe_bar = torch.zeros(1, dtype=torch.long, device=dev)  # the router-fused gate | up's barrier counter
         self.next_tokens = torch.zeros(B, dtype=torch.long, device=dev)
         self.conv_pool, self.state_pool, self.k_pages, self.v_pages = {}, {}, {}, {}
         for L in range(c.num_hidden_layers):
@@ -128,7 +129,8 @@ class DecodeRunner:
             self._record(L, "x", self.x, "mix", self.mix, "h_mid", self.h)
             # x = post_attention_layernorm(h) in the router's launch; h += moe in moe_down's
             dops.moe_decode(self.x, lw["router"], lw["w13"], lw["s13"], lw["w2"], lw["s2"], *lw["sw13"],
-                            *lw["sw2"], lw["sgate"], c.num_experts_per_tok, self.moe, self.h, lw["post_norm"], eps)
+                            *lw["sw2"], lw["sgate"], c.num_experts_per_tok, self.moe, self.h, lw["post_norm"], eps,
+                            self.moe_bar)
             self._record(L, "x2", self.x, "moe", self.moe)
         nops.rmsnorm(self.h, self.final_norm, eps, out=self.x)
         dops.lm_head_argmax(self.x, self.lm_head, self.logits, self.next_tokens)

@@ -197,6 +197,10 @@ def _public_call(name: str, b: dict):
         if op == "moe_down":  # the public op picks the build by M
             return lambda: dops.moe_down(b["x"], b["w"], b["scale"], b["ids"], b["top"], b["xs"], b["ws"], b["ss"],
                                          b["glogit"], b["h"], b["out"])
+        if op == "fp8_linear_experts_router":
+            return lambda: dops.fp8_linear_experts_router(b["h"], b["norm_w"], e, b["rw"], b["w"], b["scale"], b["ws"],
+                                                          b["ss"], b["gate_w"], b["bar"], b["x_out"], b["top"], b["idx"],
+                                                          b["logits"], b["out"], b["sout"], b["gate_out"])
         if op == "fp8_linear_experts_shared":
             return lambda: dops.fp8_linear_experts_shared(b["x"], b["w"], b["scale"], b["ids"], b["ws"], b["ss"],
                                                           b["gate_w"], b["out"], b["sout"], b["gate_out"])

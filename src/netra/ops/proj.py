@@ -13,7 +13,7 @@ import functools
 import torch
 from torch import Tensor
 
-from ..contracts.proj import EXPERTS, EXPERTS_SHARED, FUSED, MOE_DOWN, MOE_DOWN_S6, MOE_DOWN_WIDE_M, NORM_BA, SHAPES, frag_k
+from ..contracts.proj import EXPERTS, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, MOE_DOWN, MOE_DOWN_S6, MOE_DOWN_WIDE_M, NORM_BA, SHAPES, frag_k
 from ._dispatch import KernelOp
 
 KERNELS = {(s.S, s.KB): KernelOp("fp8_linear", s.name, key=s.name) for s in SHAPES}
@@ -27,6 +27,8 @@ GATE_KERNELS = {(s.S, s.KB): KernelOp("fp8_linear_gate", s.name, key=s.name) for
 EXPERT_KERNELS = {(s.S, s.KB): KernelOp("fp8_linear_experts", s.name, key=s.name) for s in EXPERTS}
 # the routed and the shared experts' gate | up (and the shared expert's gate) in one launch
 EXPERTS_SHARED_KERNEL = KernelOp("fp8_linear_experts_shared", EXPERTS_SHARED.name, key=EXPERTS_SHARED.name)
+# the same after the post-attention norm and the router, with a grid-wide barrier between them (every CTA resident)
+EXPERTS_ROUTER_KERNEL = KernelOp("fp8_linear_experts_router", EXPERTS_ROUTER.name, key=EXPERTS_ROUTER.name)
 BA = KernelOp("bf16_linear2", "bf16_gemv_n64_k2048")  # GDN in_proj_b | in_proj_a, one launch
 ROUTER = KernelOp("moe_router", "moe_router_e256_k2048")  # the MoE router and its top-k, one launch
 ROUTER_NORM = KernelOp("moe_router_norm", "moe_router_norm_e256_k2048")  # the same after the post-attention norm
