@@ -154,7 +154,7 @@ def token_gates(ckpt: ck.Checkpoint, prompts, free_prompt, free_steps: int, devi
 
 
 ABLATE = ("fp8_linear", "fp8_linear_norm", "fp8_linear_add", "fp8_linear_experts", "moe_router", "moe_router_norm",
-          "moe_down", "bf16_linear2", "gdn_decode")  # switched off alone at batch 1
+          "fp8_linear_experts_router", "moe_down", "bf16_linear2", "gdn_decode")  # switched off alone at batch 1
 # an ablation's ops: FP8 projections off means the fused ones too; the router off means its
 # fused-norm kernel too (the PyTorch router); a fused op alone off is its unfused path
 # (fp8_linear_norm: rmsnorm_h2048, then the plain FP8 kernel; fp8_linear_add: the plain kernel,
@@ -168,6 +168,9 @@ ABLATE_OPS = {"fp8_linear": ("fp8_linear", "fp8_linear_norm", "fp8_linear_add", 
               "fp8_linear_experts": ("fp8_linear_experts", "fp8_linear_experts_shared", "fp8_linear_experts_router"),
               "fp8_linear_norm": ("fp8_linear_norm", "fp8_linear_norm_ba"),
               "moe_router": ("moe_router", "moe_router_norm", "fp8_linear_experts_router"),
+              # the router's norm prologue undone: at batch 1 the router-fused gate | up holds it, so that goes too
+              # (its own row, fp8_linear_experts_router alone, measures the router inside the gate | up launch)
+              "moe_router_norm": ("moe_router_norm", "fp8_linear_experts_router"),
               "bf16_linear2": ("bf16_linear2", "fp8_linear_norm_ba")}
 
 
