@@ -180,6 +180,11 @@ current, each swap, current again, so drift shows as a difference between the tw
   Promoted up to MOE_ROUTER_FUSED_ROWS = 4 tokens (netra.decode.ops.MOE_ROUTER_FUSED); since then the form is the
   current one at batch <= 4.
 - router_unfused (after the promotion): MOE_ROUTER_FUSED off, the router's own launch (the form before it).
+- experts_group (a candidate after 3aadb2f): the routed gate | up kernel (fp8_gemv_n1024_k2048_moe, taken from 5 tokens)
+  streaming each distinct expert's strips once for every token that chose it (Fp8Gemv.group), under the promoted
+  name; bitwise. Prediction: batch 8 ~3 us per layer (64 pairs, ~57 distinct experts: 10% of its bytes), ~0.1 ms
+  per step; batch 32 (two launches of 16 tokens, ~101 distinct of 128 pairs each: 21%) ~0.5-0.8 ms; batch 1 nothing
+  (it takes the router-fused kernel).
 - no_shared measured at a404156 (step_ab_no_shared{,_b8}_a404156.json): batch 1 2.151 / 1.972 ms against
   2.277-2.280 / 2.044-2.046, batch 8 4.213 / 4.016 against 4.351 / 4.112: the shared gate | up launch cost the step
   127-130 / 72-74 us at batch 1 and 139 / 96 at batch 8.
@@ -204,7 +209,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "moedown_s6", "expert_stats", "ks2_prev", "res_ks2", "pdl_s2", "carveout", "pre_all", "early",
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
          "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem", "gate_in_router",
-         "router_fused", "router_unfused",
+         "router_fused", "router_unfused", "experts_group",
          "current_again", "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
@@ -248,6 +253,10 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
         g = paths.generator("proj", "gen_fp8_gemv")
         for sh in SHAPES + FUSED + EXPERTS + (MOE_DOWN,):
             out[sh.name] = (g.generate(sh, coherent_x=False), contracts.get(sh.name).dynamic_smem)
+    if form == "experts_group":  # the routed gate | up once per distinct expert, under the promoted name
+        g = paths.generator("proj", "gen_fp8_gemv")
+        grp = dataclasses.replace(EXPERTS[0], group=True)
+        out[EXPERTS[0].name] = (g.generate(grp).replace(grp.name, EXPERTS[0].name), grp.smem)
     if form == "moedown_s6":
         g = paths.generator("proj", "gen_fp8_gemv")
         s6 = dataclasses.replace(MOE_DOWN, stages=6)
@@ -554,6 +563,11 @@ def main():
                     carveout(fn, MAX_SHARED)
             if form == "carveout":
                 loader.load = lambda n, d: carved(real_load(n, d))
+            if form == "experts_group":  # the swapped build's shared memory at launch
+                from netra.contracts.proj import EXPERTS
+                gop = _dispatch.OPS[EXPERTS[0].name]
+                real_contracts[EXPERTS[0].name] = gop.contract
+                gop.contract = dataclasses.replace(gop.contract, dynamic_smem=previous_builds(form)[EXPERTS[0].name][1])
             if form == "moedown_s6":  # the swapped build's shared memory at launch
                 down_op.contract = dataclasses.replace(real_down_contract, dynamic_smem=previous_builds(form)[
                     real_down_contract.name][1])

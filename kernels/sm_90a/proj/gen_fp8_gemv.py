@@ -79,7 +79,7 @@ sys.path.insert(0, str(HERE.parents[2] / "src"))
 sys.path.insert(0, str(HERE))
 import rms_emit  # noqa: E402  (the warp's RMSNorm, shared with gen_moe_router.norm_prologue)
 from netra.contracts.proj import BA_K, BA_ROWS, BA_STRIPS, EXPERTS, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, MOE_DOWN, MOE_DOWNS, NORM_BA, NUM_EXPERTS, ROUTER_K, ROUTER_ROWS, SHAPES, SMS, TOP_K, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
-from netra.contracts.proj import ROUTER_FUSED_TOKENS  # noqa: E402
+from netra.contracts.proj import MAX_PAIRS, ROUTER_FUSED_TOKENS  # noqa: E402
 import gen_moe_router as gmr  # noqa: E402  (the router's row sum and selection, for router_phase)
 
 
@@ -630,7 +630,10 @@ def issue(e: Emit, sh: Shape, strip: str, h: int, stage: str) -> None:
         e(f"  and.b32 %ls, {strip}, {sh.S - 1};")
         e("  shl.b32 %t0, %ej, 2;")
         e("  add.u32 %t0, %t0, %sbase;")
-        e(f"  ld.shared.u32 %ej, [%t0+{sh.ids_off}];")
+        if sh.group:  # the s / S-th distinct expert (always an expert)
+            e(f"  ld.shared.u32 %ej, [%t0+{group_layout(sh)[2]}];")
+        else:
+            e(f"  ld.shared.u32 %ej, [%t0+{sh.ids_off}];")
         if sh.shared:  # id E: the shared expert's weight (ws, ss); a bad id reads it too (in bounds), its row NaN
             e("  min.u32 %ej, %ej, %ne;")
             e("  setp.eq.u32 %psh, %ej, %ne;")
@@ -845,9 +848,14 @@ def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: 
             e("  setp.ge.u32 %psh, %ej, %p8m;")
             e("  @%psh sub.u32 %ls, %ej, %p8m;  // a shared pair: token j - 8 M, its row in sout")
             e("  selp.b64 %psb, %pso, %po, %psh;")
-        else:
+        elif not moe.group:
             e("  setp.ge.u32 %pe, %ls, %ne;  // not an expert: NaN out")
             e(f"  shr.u32 %ls, %ej, {moe.pair_shift};  // the pair's x row: the only token stored")
+    grp = moe is not None and moe.group
+    if grp:
+        e(f"  shr.u32 %ej, %s, {moe.S.bit_length() - 1};  // the distinct expert: its tokens' slot masks")
+        e(f"  and.b32 %ls, %s, {moe.S - 1};")
+        e("  mad.lo.u32 %ej, %ej, 16, %sbase;")
     e("  shl.b32 %t1, %m, 4;")
     for r in range(-(-256 // threads)):
         e(f"  add.u32 %t0, %th, {r * threads};")
@@ -855,7 +863,12 @@ def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: 
         e(f"  @%p bra {done};")
         e("  and.b32 %t2, %t0, 15;")
         e("  shr.u32 %t3, %t0, 4;")
-        if moe is not None:
+        if grp:
+            e("  add.u32 %src, %ej, %t3;")
+            e(f"  ld.shared.u8 %src, [%src+{group_layout(moe)[4]}];  // the slots whose id is this expert")
+            e("  setp.eq.u32 %pq, %src, 0;")
+            e(f"  @%pq bra {done}_{r};")
+        elif moe is not None:
             e(f"  setp.ne.u32 %pq, %t3, {'%ej' if down else '%ls'};")
             e(f"  @%pq bra {done}_{r};")
         e("  mov.u32 %tok, %t0;")
@@ -871,6 +884,21 @@ def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: 
             e("  @%pe mov.b16 %q0, 0x7FC0;  // NaN + h is NaN")
             e(f"  mad.lo.u32 %t0, %t3, {N}, %t2;")
             e("  mad.lo.u32 %t0, %ls, 16, %t0;")
+        elif grp:  # every slot of this token that chose the expert (one, unless an id repeats)
+            e("  mad.lo.u32 %ta, %ls, 16, %t2;")
+            e(f"  mad.lo.u32 %ta, %t3, {TOP_K * N}, %ta;")
+            e(f"{done}_S{r}:")
+            e("  neg.s32 %bf, %src;")
+            e("  and.b32 %bf, %src, %bf;")
+            e("  xor.b32 %src, %src, %bf;")
+            e("  bfind.u32 %bf, %bf;  // slot j")
+            e(f"  mad.lo.u32 %t0, %bf, {N}, %ta;")
+            e("  mul.wide.u32 %pt64, %t0, 2;")
+            store_out(e, False, "%po")
+            e("  setp.ne.u32 %pq, %src, 0;")
+            e(f"  @%pq bra {done}_S{r};")
+            e(f"{done}_{r}:")
+            continue
         elif moe is not None:
             e("  @%pe mov.b16 %q0, 0x7FC0;")
             e("  mad.lo.u32 %t0, %s, 16, %t2;")
@@ -1222,6 +1250,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     assert not stage_x_m16 or (split_m8 and x_rows and not x_direct and sh.fuse in ("", "res") and sh.ksplit == 1
                                and not (tgroups or xpair or stage_x) and sh.grid % 2 == 0)
     assert sh.fuse in ("", "norm", "res", "gate", "moe", "moedown") and (sh.fuse != "norm" or (x_rows and sh.NC == 1))
+    assert not sh.group or (sh.fuse == "moe" and sh.pairs_per_x == TOP_K and not sh.shared and not ids_early
+                            and x_rows and sh.ksplit == 1), "group: the routed gate | up kernel's promoted form"
     assert not sh.ba or (sh.fuse == "norm" and sh.ksplit == 1 and not tgroups), "b | a CTAs: the norm kernels"
     N, K, S, W, NC, SB, NS = sh.N, sh.K, sh.S, sh.W, sh.NC, sh.SB, sh.NS
     x_first_m16 = sh.x_first if x_first_m16 is None else x_first_m16
@@ -1435,6 +1465,15 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
             e("  bra.uni INIT_DONE;")
             e("PF_ALL:")
             prefetch_strips(e, sh, 0, "INIT_DONE")
+    if sh.group:
+        bm, _, _, _, so = group_layout(sh)
+        assert sh.threads * 4 == 16 * MAX_PAIRS
+        e("  // the distinct experts' bitmap and slot masks start at zero (before the wait: shared memory only)")
+        e("  shl.b32 %t0, %th, 2;")
+        e("  add.u32 %t0, %t0, %sbase;")
+        e(f"  st.shared.u32 [%t0+{so}], 0;")
+        e("  setp.lt.u32 %p, %th, 8;")
+        e(f"  @%p st.shared.u32 [%t0+{bm}], 0;")
     e("  bar.sync 0;")
     if ks:
         e("  barrier.cluster.arrive.relaxed.aligned;  // (after fence.mbarrier_init) this CTA's slot mbarriers are initialized")
@@ -1733,6 +1772,108 @@ def ids_store(e: Emit, sh: Shape, barrier: bool = True) -> None:
         e("  bar.sync 0;  // the ids table, before thread 0 requests any chunk")
 
 
+def group_layout(sh: Shape) -> tuple[int, int, int, int, int]:
+    """(bitmap, U, list, pos, slots) offsets in shared memory (contracts.proj.Fp8Gemv.grp_off's layout)."""
+    b = sh.grp_off
+    return b, b + 32, b + 64, b + 64 + 4 * MAX_PAIRS, b + 64 + 4 * MAX_PAIRS + NUM_EXPERTS
+
+
+def group_build(e: Emit, sh: Shape, sfx: str) -> None:
+    """group (after the x loads; thread t < P holds ids[t] in %rid, %pq: t < P): the distinct experts of the launch
+    and, per distinct expert, which (token, slot) pairs chose it; then %sv = U S virtual strips (strip s: the
+    s / S-th distinct expert in ascending id order, rows 16 (s % S) ..).
+    - each valid id sets its bit of the bitmap (red.shared.or); a pair whose id is not an expert gets a NaN row here
+      (its thread stores N NaN), as the per-pair build gives it;
+    - warp 0: lane l < 8 takes bitmap word l, an inclusive shfl.up scan of the popcounts gives each lane its first
+      index, the lane writes its ids in ascending order to the list and each id's index to pos; U to shared;
+    - thread t < P with a valid id: slots[pos[id]][token t / 8] |= 1 << (t % 8) (red.shared.or on the word).
+    The bitmap and the slot masks were zeroed before the wait. Three bar.sync."""
+    bm, uo, lo, po, so = group_layout(sh)
+    N = sh.N
+    e("  // the distinct experts: the bitmap (and a NaN row for a pair whose id is not an expert)")
+    e("  cvt.u64.u32 %pt64, %ne;")
+    e("  setp.lt.u64 %pe, %rid, %pt64;")
+    e("  and.pred %pe, %pe, %pq;")
+    e("  cvt.u32.u64 %ej, %rid;")
+    e("  shr.u32 %t0, %ej, 5;")
+    e("  shl.b32 %t0, %t0, 2;")
+    e("  add.u32 %t0, %t0, %sbase;")
+    e("  and.b32 %t1, %ej, 31;")
+    e("  mov.u32 %t2, 1;")
+    e("  shl.b32 %t1, %t2, %t1;")
+    e(f"  @%pe red.shared.or.b32 [%t0+{bm}], %t1;")
+    e("  not.pred %p, %pe;")
+    e("  and.pred %p, %p, %pq;")
+    e(f"  @!%p bra GNAN_DONE{sfx};")
+    e(f"  mul.wide.u32 %pt64, %th, {2 * N};")
+    e("  add.u64 %pa, %po, %pt64;")
+    e("  mov.b32 %t1, 0x7FC07FC0;")
+    e("  mov.u32 %t0, 0;")
+    e(f"GNAN{sfx}:")
+    e("  st.global.v4.b32 [%pa], {%t1, %t1, %t1, %t1};")
+    e("  add.u64 %pa, %pa, 16;")
+    e("  add.u32 %t0, %t0, 1;")
+    e(f"  setp.lt.u32 %p, %t0, {2 * N // 16};")
+    e(f"  @%p bra GNAN{sfx};")
+    e(f"GNAN_DONE{sfx}:")
+    e("  bar.sync 0;  // the bitmap")
+    e("  setp.ne.u32 %p, %warp, 0;")
+    e(f"  @%p bra GLIST_DONE{sfx};")
+    e("  // warp 0: the ids in ascending order (lane l: bitmap word l), each id's index")
+    e("  setp.lt.u32 %p, %lane, 8;")
+    e("  mov.u32 %t0, 0;")
+    e("  shl.b32 %t1, %lane, 2;")
+    e("  add.u32 %t1, %t1, %sbase;")
+    e(f"  @%p ld.shared.u32 %t0, [%t1+{bm}];")
+    e("  popc.b32 %t1, %t0;")
+    e("  mov.u32 %t2, %t1;")
+    for off in (1, 2, 4, 8, 16):
+        e(f"  shfl.sync.up.b32 %t3, %t2, {off}, 0, 0xffffffff;")
+        e(f"  setp.ge.u32 %p, %lane, {off};")
+        e("  @%p add.u32 %t2, %t2, %t3;")
+    e("  shfl.sync.idx.b32 %t3, %t2, 31, 31, 0xffffffff;  // U")
+    e("  setp.eq.u32 %p, %lane, 0;")
+    e(f"  @%p st.shared.u32 [%sbase+{uo}], %t3;")
+    e("  sub.u32 %t2, %t2, %t1;  // this lane's first index")
+    e(f"GLIST{sfx}:")
+    e("  setp.eq.u32 %p, %t0, 0;")
+    e(f"  @%p bra GLIST_DONE{sfx};")
+    e("  neg.s32 %t1, %t0;")
+    e("  and.b32 %t1, %t0, %t1;  // the lowest set bit")
+    e("  bfind.u32 %t3, %t1;")
+    e("  xor.b32 %t0, %t0, %t1;")
+    e("  shl.b32 %t1, %lane, 5;")
+    e("  add.u32 %t3, %t3, %t1;  // the id")
+    e("  shl.b32 %t1, %t2, 2;")
+    e("  add.u32 %t1, %t1, %sbase;")
+    e(f"  st.shared.u32 [%t1+{lo}], %t3;")
+    e("  add.u32 %t1, %t3, %sbase;")
+    e(f"  st.shared.u8 [%t1+{po}], %t2;")
+    e("  add.u32 %t2, %t2, 1;")
+    e(f"  bra.uni GLIST{sfx};")
+    e(f"GLIST_DONE{sfx}:")
+    e("  bar.sync 0;  // the list, pos and U")
+    e("  // the slot masks: distinct expert pos[id], token t / 8's byte, bit t % 8")
+    e("  add.u32 %t1, %ej, %sbase;")
+    e("  mov.u32 %t0, 0;")
+    e(f"  @%pe ld.shared.u8 %t0, [%t1+{po}];")
+    e(f"  shr.u32 %t2, %th, {TOP_K.bit_length() - 1};  // token t")
+    e("  and.b32 %t3, %t2, 3;")
+    e("  shl.b32 %t3, %t3, 3;")
+    e(f"  and.b32 %t1, %th, {TOP_K - 1};")
+    e("  add.u32 %t3, %t3, %t1;  // bit 8 (t % 4) + j of word t / 4")
+    e("  mov.u32 %t1, 1;")
+    e("  shl.b32 %t1, %t1, %t3;")
+    e("  shr.u32 %t2, %t2, 2;")
+    e("  mad.lo.u32 %t0, %t0, 4, %t2;")
+    e("  shl.b32 %t0, %t0, 2;")
+    e("  add.u32 %t0, %t0, %sbase;")
+    e(f"  @%pe red.shared.or.b32 [%t0+{so}], %t1;")
+    e(f"  ld.shared.u32 %t0, [%sbase+{uo}];")
+    e(f"  mul.lo.u32 %sv, %t0, {sh.S};  // U S virtual strips")
+    e("  bar.sync 0;  // the slot masks, before any strip's store")
+
+
 def router_rows(e: Emit, sh: Shape) -> None:
     """router (thread 0, after fence.mbarrier_init, before griddepcontrol.wait: weights never change): the CTA's
     router rows, experts ctaid and ctaid + SMS (the second only below NUM_EXPERTS), one 4 KB bulk copy each into
@@ -2001,7 +2142,11 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
                 x_fragments(e, h, nt, W, K)
     if sh.fuse == "norm":
         norm_load(e, sh)
-    if sh.fuse in ("moe", "moedown") and not ids_early and not sh.router:
+    if sh.group:
+        group_build(e, sh, sfx)
+        e("  setp.ge.u32 %p, %s, %sv;")
+        e("  @%p ret;  // no strip for this CTA (fewer distinct experts than CTAs)")
+    elif sh.fuse in ("moe", "moedown") and not ids_early and not sh.router:
         ids_store(e, sh)
     if pre < NS // NC and not sh.router:  # router: issued after the router phase
         e("  // thread 0: the remaining first chunks, now that x is requested")

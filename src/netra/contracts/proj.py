@@ -36,6 +36,8 @@ class Fp8Gemv:
     ba: bool = False  # "norm" only (named _ba): BA_STRIPS more CTAs compute GDN in_proj_b | in_proj_a (gen_fp8_gemv.ba_cta)
     shared: bool = False  # "moe" gate | up only (named _shared): M more pairs, the shared expert's, and its gate by one CTA
     shared_gate: bool = True  # with shared: False (named _shared_nogate): no gate CTA (the router computes the logit)
+    group: bool = False  # "moe" gate | up, not shared (named _grp): each distinct expert's strips once for every token
+    # that chose it (gen_fp8_gemv.group_build); bitwise the per-pair build
     router: bool = False  # with shared (named _router): the post-attention norm, the router and its top 8 first, every
     # CTA a share of the logits, a grid-wide barrier, then every CTA selects the same 8 (gen_fp8_gemv.router_phase)
 
@@ -45,7 +47,7 @@ class Fp8Gemv:
                 + (f"_s{self.stages}" if self.stages else "") + (f"_ks{self.ksplit}" if self.ksplit > 1 else "")
                 + (f"_w{self.warps}" if self.warps else "") + ("_ba" if self.ba else "")
                 + ("_shared" if self.shared else "") + ("_nogate" if self.shared and not self.shared_gate else "")
-                + ("_router" if self.router else ""))
+                + ("_grp" if self.group else "") + ("_router" if self.router else ""))
 
     @property
     def S(self) -> int:  # 16-row strips (the mma's M side)
@@ -198,8 +200,17 @@ class Fp8Gemv:
     def rows_off(self) -> int:
         return (self.ids_off + 4 * (MAX_PAIRS + max(TOKENS)) + 127) // 128 * 128
 
+    # group: then the distinct experts' bitmap (8 words), their count U, their ids in ascending order (MAX_PAIRS
+    # u32), each id's index among them (NUM_EXPERTS u8), and per distinct expert the tokens' slot masks (16 bytes:
+    # token t's byte, bit j: ids[t, j] is that expert)
+    @property
+    def grp_off(self) -> int:
+        return (self.ids_off + 4 * MAX_PAIRS + 15) // 16 * 16
+
     @property
     def smem(self) -> int:
+        if self.group:
+            return self.grp_off + 64 + 4 * MAX_PAIRS + NUM_EXPERTS + 16 * MAX_PAIRS
         if self.router:
             return self.rows_off + ROUTER_ROWS * 2 * ROUTER_K + 8
         if self.fuse in ("moe", "moedown"):
