@@ -302,6 +302,53 @@ def test_experts_shared_is_the_experts_kernel_and_the_shared_gate_up(M):
         assert _misses(EXPERTS_SHARED.name) == 0, ops.stats()[EXPERTS_SHARED.name]
 
 
+@pytest.mark.parametrize("M", [2, 5, 9, 16])
+def test_experts_group_is_the_per_pair_kernel(M):
+    """fp8_gemv_n1024_k2048_moe_grp (each distinct expert once): bitwise the per-pair kernel on the same inputs, with
+    the drawn ids, a token repeating an expert (both slots written), an id of E (a NaN row for that pair only) and
+    every token on one token's experts; plainly and under set_pdl; fp8_linear_experts takes it from
+    EXPERTS_GROUP_ROWS rows with no miss."""
+    from netra.contracts.proj import EXPERTS, EXPERTS_GROUP
+    from netra.decode import ops as dops
+    from netra.lifecycle import testbeds
+    from netra.runtime import launch, loader
+
+    tb = testbeds.get(EXPERTS[0].name)
+    i = tb.make({"M": M, "E": 256}, torch.Generator().manual_seed(700 + M), "cuda")
+    per_pair = launch.make_guard_and_launch(tb.contract, function_handle=loader.load(EXPERTS[0].name, 0).handle, device=0)
+    group = launch.make_guard_and_launch(contracts.get(EXPERTS_GROUP.name),
+                                         function_handle=loader.load(EXPERTS_GROUP.name, 0).handle, device=0)
+    planted = i["ids"].clone()
+    planted[1, 5] = planted[1, 2]
+    planted[M - 1, 0] = 256
+    few = i["ids"][:1].repeat(M, 1)
+    for ids in (i["ids"], planted, few):
+        outs = []
+        for go in (per_pair, group):
+            out = torch.full((M, 8, 1024), float("nan"), dtype=torch.bfloat16, device="cuda")
+            assert go(i["x"], i["w"], i["scale"], out, ids) is None
+            torch.cuda.synchronize()
+            outs.append(out)
+        assert torch.equal(outs[0].view(torch.uint16), outs[1].view(torch.uint16)), M
+    assert outs[0].isnan().sum() == 0  # every token on valid experts: every row written
+    from netra.ops import _dispatch
+
+    for pdl in (False, True):
+        ops.reset_stats()
+        ops.set_pdl(pdl)
+        try:
+            out = torch.full((M, 8, 1024), float("nan"), dtype=torch.bfloat16, device="cuda")
+            with _dispatch.count_launches() as counts:
+                dops.fp8_linear_experts(i["x"], i["w"], i["scale"], planted, out)
+            torch.cuda.synchronize()
+        finally:
+            ops.set_pdl(False)
+        used = EXPERTS_GROUP.name if M >= dops.EXPERTS_GROUP_ROWS else EXPERTS[0].name
+        assert _misses(used) == 0 and counts[used] == 1, (dict(counts), ops.stats()[used])
+        assert out[M - 1, 0].isnan().all() and not out[M - 1, 1].isnan().any()
+        assert torch.equal(out[1, 5].view(torch.uint16), out[1, 2].view(torch.uint16))
+
+
 @pytest.mark.parametrize("M", [1, 4, 8])
 def test_experts_router_is_the_router_and_the_merged_kernel(M):
     """fp8_linear_experts_router (one launch, a grid barrier): every output bitwise moe_router_norm's then

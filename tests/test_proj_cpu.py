@@ -11,7 +11,7 @@ import torch
 
 import netra.ops as ops
 from netra import contracts, paths
-from netra.contracts.proj import EXPERTS, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, MOE_DOWN, MOE_DOWNS, NORM_BA, SHAPES, Fp8Gemv
+from netra.contracts.proj import EXPERTS, EXPERTS_GROUP, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, MOE_DOWN, MOE_DOWNS, NORM_BA, SHAPES, Fp8Gemv
 
 KSPLIT = tuple(s for s in SHAPES + FUSED if s.ksplit > 1)
 UNSPLIT = tuple(dataclasses.replace(s, ksplit=1) for s in SHAPES)  # the builds the candidates were measured on
@@ -25,7 +25,7 @@ def _generator():
     return paths.generator("proj", "gen_fp8_gemv")
 
 
-@pytest.mark.parametrize("sh", SHAPES + FUSED + (NORM_BA, EXPERTS_SHARED, EXPERTS_ROUTER), ids=lambda s: s.name)
+@pytest.mark.parametrize("sh", SHAPES + FUSED + (NORM_BA, EXPERTS_GROUP, EXPERTS_SHARED, EXPERTS_ROUTER), ids=lambda s: s.name)
 def test_generated_ptx_is_current(sh):
     committed = paths.ptx_path("sm_90a", "proj", sh.name).read_text()
     assert committed == _generator().generate(sh), f"{sh.name}.ptx differs from its generator: run gen_fp8_gemv.py"
@@ -465,7 +465,7 @@ def test_set_pdl_rebinds_only_pdl_kernels_with_the_pdl_launcher(monkeypatch):
         ops.set_pdl(True)
         ops.prepare()
         pdl_names = {k.contract.name for k in ops.OPS.values() if k.contract.pdl}
-        assert pdl_names == {sh.name for sh in SHAPES + FUSED + (NORM_BA, EXPERTS_SHARED, EXPERTS_ROUTER) + EXPERTS + MOE_DOWNS} | {"bf16_gemv_n64_k2048",
+        assert pdl_names == {sh.name for sh in SHAPES + FUSED + (NORM_BA, EXPERTS_GROUP, EXPERTS_SHARED, EXPERTS_ROUTER) + EXPERTS + MOE_DOWNS} | {"bf16_gemv_n64_k2048",
                                                                                      "gdn_decode_b32_pdl",
                                                                                      "gdn_decode_b32_smem_pdl", "gdn_decode_b32_pipe_pdl",
                                                                                      "moe_router_norm_e256_k2048"}
@@ -598,6 +598,27 @@ def test_experts_router_build():
     assert "mov.u32 %p8m, %m;" in ptx and "setp.lt.u32 %psh, %ej, %p8m;" in ptx
     assert post.index("RT_ISSUED:") < post.index("x rows of k block")  # the chunks before the x loads
     assert "RT_" not in g.generate(EXPERTS_SHARED)
+
+
+def test_experts_group_build():
+    """fp8_gemv_n1024_k2048_moe_grp: the routed gate | up walking the launch's distinct experts (the bitmap, the
+    ascending list, the slot masks zeroed before the wait), assembled without spills; its contract is the per-pair
+    kernel's but for its name and shared memory; fp8_linear_experts takes it from EXPERTS_GROUP_ROWS rows."""
+    from netra.decode import ops as dops
+
+    g = _generator()
+    ptx = g.generate(EXPERTS_GROUP)
+    res = _assembles_without_spills(EXPERTS_GROUP.name, ptx)
+    c, cp = contracts.get(EXPERTS_GROUP.name), contracts.get(EXPERTS[0].name)
+    assert res["registers"] <= c.max_registers and c.dynamic_smem == EXPERTS_GROUP.smem <= 227 * 1024
+    assert c.params == cp.params and c.dims == cp.dims and c.op == cp.op == "fp8_linear_experts"
+    pre, post = ptx.split("griddepcontrol.wait;", 1)
+    assert pre.count("st.shared.u32") == 2  # the slot masks and the bitmap zeroed
+    assert post.count("red.shared.or.b32") == 4 and post.count("U S virtual strips") == 2  # both bodies
+    assert "GNAN_M8:" in post and "@%p ret;  // no strip" in post
+    assert "GNAN" not in g.generate(EXPERTS[0])
+    assert proj.EXPERT_GROUP_KERNELS[(EXPERTS_GROUP.S, EXPERTS_GROUP.KB)].contract.name == EXPERTS_GROUP.name
+    assert 2 <= dops.EXPERTS_GROUP_ROWS <= 16
 
 
 def test_experts_router_op_falls_back_to_the_router_and_the_merged_op():

@@ -287,6 +287,10 @@ EXPERTS = (
     # withdrawn at 8fe3aaa: 10% faster in its kernel record at M = 16, the same as this build in
     # a 40-layer graph of real expert stacks; experiments/decode/experts_graph_c7bfb0f.json)
 )
+# the routed experts' gate | up once per distinct expert (Fp8Gemv.group; experiments/proj/experts_group_variant.py,
+# promoted after 0a1ec6d for 5 tokens and more: netra.decode.ops.EXPERTS_GROUP_ROWS): each distinct expert's strips
+# stored to every (token, slot) that chose it, bitwise the per-pair build; M = 16 70.2 -> 58.6 us, M = 1 7.0 -> 7.9
+EXPERTS_GROUP = dataclasses.replace(EXPERTS[0], group=True)
 # the routed experts' gate | up and the shared expert's (as M more pairs on its own weight) in one launch, the
 # shared_expert_gate by one more CTA: the MoE block's shared gate | up launch gone from between the router and the
 # experts (experiments/decode/step_ab.py no_shared: that launch costs 127-130 us per batch-1 step plainly, 72-74 with PDL)
@@ -616,7 +620,9 @@ def _contract_moe_routed(s: Fp8Gemv) -> Contract:
         dims={"M": TOKENS, "E": (NUM_EXPERTS,)},
         grid=(f"({strips} if {strips} < {SMS} else {SMS})", "1", "1"),
         threads=s.threads,
-        reduction_order=f"per pair, as {plain} (the same tiles and order on the chosen expert's weight)",
+        reduction_order=f"per pair, as {plain} (the same tiles and order on the chosen expert's weight)"
+                        + ("; each distinct expert's strips computed once and stored to every pair that chose it "
+                           "(bitwise the per-pair build); bytes_read counts every pair: an upper bound" if s.group else ""),
         tolerance=BF16_OUT,
         deterministic=True,
         bytes_read=f"{P} * {s.N * s.K + s.N // 128 * s.KB * 4} + M * {2 * s.K} + {P} * 8",
@@ -802,5 +808,5 @@ def _contract_moe_down(s: Fp8Gemv) -> Contract:
 
 # (not registered: the candidates EXPERTS_SHARED_NOGATE and MOE_ROUTER_NORM_GATE, built and launched by
 # experiments/decode/step_ab.py gate_in_router and experiments/proj/router/gate_in_router_variant.py; rejected at fde3786)
-CONTRACTS = tuple(_contract(s) for s in SHAPES + FUSED + (NORM_BA,) + EXPERTS + (EXPERTS_SHARED, EXPERTS_ROUTER)) + (
+CONTRACTS = tuple(_contract(s) for s in SHAPES + FUSED + (NORM_BA,) + EXPERTS + (EXPERTS_GROUP, EXPERTS_SHARED, EXPERTS_ROUTER)) + (
     BF16_GEMV_N64_K2048, MOE_ROUTER, MOE_ROUTER_NORM, *(_contract_moe_down(s) for s in MOE_DOWNS))

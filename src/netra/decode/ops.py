@@ -197,6 +197,14 @@ def experts_framework(x: Tensor, weight: Tensor, scale: Tensor, ids: Tensor, out
     out.view(y.shape).copy_(torch.where(bad[:, None], torch.full_like(y, float("nan")), y))
 
 
+# From this many token rows the routed gate | up runs once per distinct expert (fp8_gemv_n1024_k2048_moe_grp, bitwise
+# the per-pair kernel). Measured at 0a1ec6d (experiments/proj/experts_group_variant_0a1ec6d.json, us plain): M = 1 7.00
+# -> 7.94, 2 11.69 -> 12.34, 4 20.08 -> 20.26, 8 36.78 -> 35.76, 12 53.67 -> 47.51, 16 70.16 -> 58.57; the step
+# (experiments/decode/step_ab_experts_group_b{8,32}_0a1ec6d.json, ms plain / PDL): batch 8 4.270 / 4.021 against
+# 4.350-4.354 / 4.112-4.121, batch 32 12.064 / 11.848 against 12.800-12.803 / 12.582-12.616, logits bitwise
+EXPERTS_GROUP_ROWS = 5
+
+
 @decode_op("fp8_linear_experts", mutates_args=("out",))
 def fp8_linear_experts(x: Tensor, weight: Tensor, scale: Tensor, ids: Tensor, out: Tensor) -> None:
     """The routed experts of the MoE block, one projection for every (token, expert) pair:
@@ -207,7 +215,8 @@ def fp8_linear_experts(x: Tensor, weight: Tensor, scale: Tensor, ids: Tensor, ou
     The ids stay on the device (no host sync: the step captures into one graph). Kernels
     fp8_gemv_n1024_k2048_moe (gate | up) and fp8_gemv_n2048_k512_moe (down), 16 x rows per
     launch; otherwise gather, dequantize, bmm (experts_framework)."""
-    kern = proj.kernel_for(weight, proj.EXPERT_KERNELS)
+    grouped = ids.dim() == 2 and x.shape[0] >= EXPERTS_GROUP_ROWS  # gate | up once per distinct expert
+    kern = proj.kernel_for(weight, proj.EXPERT_GROUP_KERNELS if grouped else proj.EXPERT_KERNELS)
     for s in (kern.rows(x, weight, scale, out, ids) if kern is not None else [slice(None)]):  # 16 x rows per launch
         experts_framework(x[s], weight, scale, ids[s], out[s])
 
