@@ -621,6 +621,23 @@ def test_experts_group_build():
     assert 2 <= dops.EXPERTS_GROUP_ROWS <= 16
 
 
+def test_router_poll_candidate_assembles():
+    """The CPU-built candidate (not registered): the router-fused launch without its grid barrier assembles without
+    spills within one CTA per SM; before the wait one relaxed arrival (the epoch), after it no acquire spin, one
+    tagged store per logit, the poll loop with its vote, x from the CTA's shared rows; the promoted build untouched."""
+    from netra.contracts import proj as pc
+
+    sh = pc.EXPERTS_ROUTER_POLL
+    ptx = _generator().generate(sh)
+    assert _assembles_without_spills(sh.name, ptx)["registers"] <= 128 and sh.smem <= 227 * 1024
+    pre, post = ptx.split("griddepcontrol.wait;", 1)
+    assert "atom.relaxed.gpu.global.add.u64" in pre and "ld.acquire" not in ptx and "atom.release" not in ptx
+    assert post.count("st.relaxed.gpu.global.u64") == 1 and "vote.sync.any.pred" in post and "RT_POLL:" in post
+    assert f"[%t0+{sh.xs_off}]" in post and sh.name not in contracts.REGISTRY
+    assert "RT_POLL" not in _generator().generate(EXPERTS_ROUTER)
+    assert [t.dtype for t in pc._contract(sh).params if t.name == "logits"] == ["i64"]
+
+
 def test_experts_router_op_falls_back_to_the_router_and_the_merged_op():
     """On the framework path fp8_linear_experts_router is moe_router_norm then fp8_linear_experts_shared, bit for bit,
     within the contract's tolerance of float64 (the ids exactly the reference's on the same x_out; the routed rows

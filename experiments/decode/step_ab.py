@@ -180,6 +180,11 @@ current, each swap, current again, so drift shows as a difference between the tw
   Promoted up to MOE_ROUTER_FUSED_ROWS = 4 tokens (netra.decode.ops.MOE_ROUTER_FUSED); since then the form is the
   current one at batch <= 4.
 - router_unfused (after the promotion): MOE_ROUTER_FUSED off, the router's own launch (the form before it).
+- router_poll (a candidate after eb09b3d): the router-fused launch without its grid barrier
+  (contracts.proj.EXPERTS_ROUTER_POLL: an epoch per launch from the counter before the wait, logits tagged with it in
+  a zeroed workspace the form keeps, the selecting warps poll them; the body's x from the CTA's own normalized rows in
+  shared memory). Bitwise the current form (experiments/proj/router/router_poll_variant.py checks the kernel).
+  Prediction: 0.5-1 us per layer, 20-40 us per batch-1 step, plain and PDL.
 - experts_group (a candidate after 3aadb2f): the routed gate | up kernel (fp8_gemv_n1024_k2048_moe, taken from 5 tokens)
   streaming each distinct expert's strips once for every token that chose it (Fp8Gemv.group), under the promoted
   name; bitwise. Prediction: batch 8 ~3 us per layer (64 pairs, ~57 distinct experts: 10% of its bytes), ~0.1 ms
@@ -209,7 +214,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "moedown_s6", "expert_stats", "ks2_prev", "res_ks2", "pdl_s2", "carveout", "pre_all", "early",
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
          "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem", "gate_in_router",
-         "router_fused", "router_unfused", "experts_group",
+         "router_fused", "router_unfused", "experts_group", "router_poll",
          "current_again", "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
@@ -400,7 +405,7 @@ def gate_in_router_moe(dops, dispatch):
     return moe_decode, (mr, me)
 
 
-def router_fused_moe(dops, dispatch, real_moe):
+def router_fused_moe(dops, dispatch, real_moe, poll: bool = False):
     """The router_fused form's moe_decode (a candidate, CPU-built after 486cb0a): up to 8 tokens, the post-attention
     norm, the router and the routed + shared gate | up in one launch (contracts.proj.EXPERTS_ROUTER, built here and
     launched by its contract's guard, PDL while netra.ops.set_pdl is on; one barrier counter for every layer, zero
@@ -410,9 +415,10 @@ def router_fused_moe(dops, dispatch, real_moe):
     from netra.runtime import launch as rt_launch
     from netra.runtime import loader
 
-    c = pc._contract(pc.EXPERTS_ROUTER)
-    mod, f = loader.load_text(c.name, paths.generator("proj", "gen_fp8_gemv").generate(pc.EXPERTS_ROUTER),
-                              dynamic_smem=c.dynamic_smem)
+    sh = pc.EXPERTS_ROUTER_POLL if poll else pc.EXPERTS_ROUTER
+    c = pc._contract(sh)
+    mod, f = loader.load_text(c.name, paths.generator("proj", "gen_fp8_gemv").generate(sh), dynamic_smem=c.dynamic_smem)
+    workspace = torch.zeros(8, pc.NUM_EXPERTS, dtype=torch.int64, device="cuda") if poll else None
     gos = {pdl: rt_launch.make_guard_and_launch(c, function_handle=int(f), device=0,
                                                 **({"launch": rt_launch.pdl_launcher()} if pdl else {}))
            for pdl in (False, True)}
@@ -426,7 +432,7 @@ def router_fused_moe(dops, dispatch, real_moe):
                             top_k, out, residual=residual, norm_w=norm_w, eps=eps)
         top = torch.empty(B, top_k, dtype=x.dtype, device=x.device)
         idx = torch.empty(B, top_k, dtype=torch.long, device=x.device)
-        logits = torch.empty(B, router.shape[0], dtype=torch.float32, device=x.device)
+        logits = workspace if poll else torch.empty(B, router.shape[0], dtype=torch.float32, device=x.device)
         gu = torch.empty(B, top_k, s13.shape[1] * 128, dtype=x.dtype, device=x.device)
         sgu = torch.empty(B, shared_s13.shape[0] * 128, dtype=x.dtype, device=x.device)
         glogit = torch.empty(B, 1, dtype=x.dtype, device=x.device)
@@ -541,8 +547,8 @@ def main():
                 keep.extend(mods)
                 dops.moe_decode = cand_moe
             dops.MOE_ROUTER_FUSED = real_router_fused and form != "router_unfused"
-            if form == "router_fused":
-                cand_moe, mods = router_fused_moe(dops, _dispatch, real_moe)
+            if form in ("router_fused", "router_poll"):
+                cand_moe, mods = router_fused_moe(dops, _dispatch, real_moe, poll=form == "router_poll")
                 keep.extend(mods)
                 dops.moe_decode = cand_moe
             if form == "router_smem":  # the swapped build's shared memory at launch

@@ -266,7 +266,7 @@ def x_fragments(e: Emit, h: int, nt: int, W: int, K: int) -> None:
             e(f"  @%pv {_XLD[0]}.u32 {X}{2 * i + hh}, [%pa+{32 * i + 16 * hh}];")
 
 
-def x_rows_load(e: Emit, h: int, nt: int, W: int, K: int, tok_reg: str = "") -> None:
+def x_rows_load(e: Emit, h: int, nt: int, W: int, K: int, tok_reg: str = "", smem: int | None = None) -> None:
     """Coalesced: the warp's 8 tokens x 128 k of k block h W + warp, n-tile nt, as 4 16-byte
     loads per lane into %xr{nt}_{h}_0..15 (load j: tokens 8 nt + 2 j + lane / 16, k 8 (lane % 16)
     .. + 7; 0 for a token >= M). Each load instruction reads 4 whole 128-byte lines; the fragment
@@ -286,9 +286,16 @@ def x_rows_load(e: Emit, h: int, nt: int, W: int, K: int, tok_reg: str = "") -> 
         e(f"  mul.lo.u32 %t0, %tok, {K};")
         e("  mad.lo.u32 %t0, %kb, 128, %t0;")
         e("  mad.lo.u32 %t0, %t2, 8, %t0;")
+        regs = ", ".join(f"{X}{4 * j + c}" for c in range(4))
+        if smem is not None:  # router_poll: the CTA's own normalized rows in shared memory
+            e("  shl.b32 %t0, %t0, 1;")
+            e("  add.u32 %t0, %t0, %sbase;")
+            for c in range(4):
+                e(f"  mov.b32 {X}{4 * j + c}, 0;")
+            e(f"  @%pv ld.shared.v4.u32 {{{regs}}}, [%t0+{smem}];")
+            continue
         e("  mul.wide.u32 %pt64, %t0, 2;")
         e("  add.u64 %pa, %px, %pt64;")
-        regs = ", ".join(f"{X}{4 * j + c}" for c in range(4))
         for c in range(4):
             e(f"  mov.b32 {X}{4 * j + c}, 0;")
         e(f"  @%pv {_XLD[0]}.v4.u32 {{{regs}}}, [%pa];")
@@ -1436,6 +1443,17 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
             e(f"  mbarrier.arrive.expect_tx.shared::cta.b64 _, [%sbase+{sh.xbar_off + 8 * i}], %t1;")
     if sh.router:
         router_rows(e, sh)
+        if sh.router_poll:
+            ep = sh.xs_off + max(ROUTER_FUSED_TOKENS) * 2 * ROUTER_K
+            e("  // this launch's epoch: the counter's arrivals so far / SMS (every arrival of the previous launch of this")
+            e("  // kernel is in: it ended before the kernel before this one waited)")
+            e("  ld.param.u64 %pa, [bar];")
+            e("  cvta.to.global.u64 %pa, %pa;")
+            e("  atom.relaxed.gpu.global.add.u64 %pt64, [%pa], 1;")
+            e(f"  div.u64 %pt64, %pt64, {SMS};")
+            e("  cvt.u32.u64 %t0, %pt64;")
+            e("  add.u32 %t0, %t0, 1;  // the tag: never 0, which the zeroed workspace holds")
+            e(f"  st.shared.u32 [%sbase+{ep}], %t0;")
         e("  // the shared pairs' ids (E, pairs 0 .. M - 1), then this CTA's first strip if it is a shared one (no ids")
         e("  // needed: its weight never changes), before the wait")
         for t in range(max(ROUTER_FUSED_TOKENS)):
@@ -1918,7 +1936,6 @@ def router_phase(e: Emit, sh: Shape) -> None:
     row, rbar = 2 * ROUTER_K, sh.rows_off + ROUTER_ROWS * 2 * ROUTER_K
     loads = ROUTER_K // 256
     assert sh.router and sh.shared and sh.shared_gate and loads == gmr.LOADS and sh.W >= 2 * max(8, 1)
-    L: list[str] = []
     ee = lambda ln: e(ln if ln.endswith(":") or ln.startswith("//") else "  " + ln)  # noqa: E731
 
     e("  // ---- the router phase: norm, this CTA's logits, the grid barrier, every CTA's selection ----")
@@ -1927,7 +1944,7 @@ def router_phase(e: Emit, sh: Shape) -> None:
     ee(f".reg .b32 %x<{4 * loads}>, %w<{4 * loads}>, %nw<4>, %k<8>, %si<8>, %bi, %oi, %rm, %rj, %re;")
     ee(".reg .f32 %a, %b, %c, %d, %acc0, %e<8>, %ss<8>, %v<8>, %sv<8>, %ev<8>, %r, %sum, %reps;")
     ee(".reg .b16 %h;")
-    ee(".reg .b64 %o64, %pn, %pl, %rb, %ro, %rt, %rv;")
+    ee(".reg .b64 %o64, %pn, %pl, %rb, %ro, %rt, %rv" + (", %lg<8>;" if sh.router_poll else ";"))
     ee("ld.param.u64 %pl, [logits];")
     ee("cvta.to.global.u64 %pl, %pl;")
     ee("shr.u32 %rm, %warp, 1;  // token m")
@@ -1954,10 +1971,18 @@ def router_phase(e: Emit, sh: Shape) -> None:
     ee("mov.u32 %t0, %ctaid.x;")
     ee("or.b32 %t0, %t0, %rj;")
     ee("setp.eq.u32 %q, %t0, 0;  // CTA 0's slot-0 warps write x_out")
+    poll = sh.router_poll
+    if poll:
+        ep = sh.xs_off + max(ROUTER_FUSED_TOKENS) * 2 * ROUTER_K
+        ee("setp.eq.u32 %pr, %rj, 0;  // slot-0 warps: row m of x into this CTA's shared rows (the body's x)")
+        ee(f"mad.lo.u32 %t1, %rm, {2 * ROUTER_K}, %sbase;")
+        ee("mad.lo.u32 %t1, %lane, 16, %t1;")
     for i in range(loads):
         rms_emit.scale(ee, i, "%x", "%e", "%v", "%nw", "%r", "%t0", "%pn")
         regs = ", ".join(f"%x{4 * i + c}" for c in range(4))
         ee(f"@%q st.global.v4.b32 [%pb+{512 * i}], {{{regs}}};")
+        if poll:
+            ee(f"@%pr st.shared.v4.b32 [%t1+{sh.xs_off + 512 * i}], {{{regs}}};")
     ee(f"setp.ge.u32 %p, %re, {NUM_EXPERTS};")
     ee("@%p bra RT_SUMS_DONE;")
     ee(f"add.u32 %t0, %sbase, {rbar};")
@@ -1971,11 +1996,23 @@ def router_phase(e: Emit, sh: Shape) -> None:
     gmr._row_sum(ee, 0)
     ee("cvt.f32.bf16 %acc0, %h;")
     ee(f"mad.lo.u32 %t0, %rm, {NUM_EXPERTS}, %re;")
-    ee("mul.wide.u32 %o64, %t0, 4;")
+    ee(f"mul.wide.u32 %o64, %t0, {8 if poll else 4};")
     ee("add.u64 %o64, %pl, %o64;")
     ee("setp.eq.u32 %p, %lane, 0;")
-    ee("@%p st.global.f32 [%o64], %acc0;")
+    if poll:
+        ee(f"ld.shared.u32 %t1, [%sbase+{ep}];")
+        ee("mov.b32 %t0, %acc0;")
+        ee("mov.b64 %rv, {%t0, %t1};  // epoch << 32 | the logit's bits: one single-copy-atomic store")
+        ee("@%p st.relaxed.gpu.global.u64 [%o64], %rv;")
+    else:
+        ee("@%p st.global.f32 [%o64], %acc0;")
     e("RT_SUMS_DONE:")
+    (poll_logits if poll else barrier_and_logits)(ee, e, sh)
+    select_and_publish(ee, e, sh)
+
+
+def barrier_and_logits(ee, e, sh: Shape) -> None:
+    """router_phase, the promoted sync: the grid barrier, then warp m < M loads token m's logits into %v0..7."""
     ee("bar.sync 0;  // the CTA's logits and x_out stored")
     ee("setp.ne.u32 %p, %th, 0;")
     ee("@%p bra RT_ARRIVED;")
@@ -2001,6 +2038,33 @@ def router_phase(e: Emit, sh: Shape) -> None:
     ee("add.u64 %o64, %pl, %o64;  // logits[m, 8 lane ..]")
     ee("ld.global.cg.v4.f32 {%v0, %v1, %v2, %v3}, [%o64];")
     ee("ld.global.cg.v4.f32 {%v4, %v5, %v6, %v7}, [%o64+16];")
+
+
+def poll_logits(ee, e, sh: Shape) -> None:
+    """router_phase, router_poll: no barrier; warp m < M reads token m's 256 tagged logits (volatile 16-byte loads)
+    until every entry carries this launch's epoch (a warp vote), then takes their fp32 bits into %v0..7. Other warps
+    go to the phase's last bar.sync."""
+    ep = sh.xs_off + max(ROUTER_FUSED_TOKENS) * 2 * ROUTER_K
+    ee("setp.ge.u32 %p, %warp, %m;")
+    ee("@%p bra RT_SEL_DONE;")
+    ee(f"ld.shared.u32 %t2, [%sbase+{ep}];  // this launch's epoch")
+    ee(f"mad.lo.u32 %t0, %warp, {NUM_EXPERTS}, 0;")
+    ee("mad.lo.u32 %t0, %lane, 8, %t0;")
+    ee("mul.wide.u32 %o64, %t0, 8;")
+    ee("add.u64 %o64, %pl, %o64;  // logits[m, 8 lane ..], 8 bytes each")
+    e("RT_POLL:")
+    for q in range(4):
+        ee(f"ld.volatile.global.v2.u64 {{%lg{2 * q}, %lg{2 * q + 1}}}, [%o64+{16 * q}];")
+    for k in range(8):
+        ee(f"mov.b64 {{%t0, %t1}}, %lg{k};")
+        ee("setp.ne.u32 %pr, %t1, %t2;" if k == 0 else "setp.ne.or.u32 %pr, %t1, %t2, %pr;")
+        ee(f"mov.b32 %v{k}, %t0;")
+    ee("vote.sync.any.pred %pr, %pr, 0xffffffff;  // any entry not yet this launch's")
+    ee("@%pr bra RT_POLL;")
+
+
+def select_and_publish(ee, e, sh: Shape) -> None:
+    """router_phase's end: warp m < M (with %v0..7) selects and publishes its token's 8 ids and weights."""
     gmr._select_redux(ee)
     ee("// weights: exp(l_j - l_0) / their sum, in selection order (moe_router_norm's)")
     ee("mov.f32 %sum, 0f00000000;")
@@ -2038,7 +2102,6 @@ def router_phase(e: Emit, sh: Shape) -> None:
     e("RT_SEL_DONE:")
     ee("bar.sync 0;  // the ids table (the shared pairs' since before the wait), before thread 0 requests any chunk")
     e("  }")
-    del L
 
 
 def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, x_rows: bool, skip_nt1: bool,
@@ -2137,7 +2200,7 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
             elif x_direct is True:
                 x_direct_load(e, h, nt, W, K)
             elif x_rows:
-                x_rows_load(e, h, nt, W, K)
+                x_rows_load(e, h, nt, W, K, smem=sh.xs_off if sh.router_poll else None)
             else:
                 x_fragments(e, h, nt, W, K)
     if sh.fuse == "norm":

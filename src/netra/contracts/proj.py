@@ -38,6 +38,8 @@ class Fp8Gemv:
     shared_gate: bool = True  # with shared: False (named _shared_nogate): no gate CTA (the router computes the logit)
     group: bool = False  # "moe" gate | up, not shared (named _grp): each distinct expert's strips once for every token
     # that chose it (gen_fp8_gemv.group_build); bitwise the per-pair build
+    router_poll: bool = False  # with router (named _poll; a candidate): no barrier: each CTA takes an epoch from the
+    # counter before the wait, logits go out tagged with it, the selecting warps poll them; x from the CTA's own norm
     router: bool = False  # with shared (named _router): the post-attention norm, the router and its top 8 first, every
     # CTA a share of the logits, a grid-wide barrier, then every CTA selects the same 8 (gen_fp8_gemv.router_phase)
 
@@ -47,7 +49,7 @@ class Fp8Gemv:
                 + (f"_s{self.stages}" if self.stages else "") + (f"_ks{self.ksplit}" if self.ksplit > 1 else "")
                 + (f"_w{self.warps}" if self.warps else "") + ("_ba" if self.ba else "")
                 + ("_shared" if self.shared else "") + ("_nogate" if self.shared and not self.shared_gate else "")
-                + ("_grp" if self.group else "") + ("_router" if self.router else ""))
+                + ("_grp" if self.group else "") + ("_router" if self.router else "") + ("_poll" if self.router_poll else ""))
 
     @property
     def S(self) -> int:  # 16-row strips (the mma's M side)
@@ -207,8 +209,15 @@ class Fp8Gemv:
     def grp_off(self) -> int:
         return (self.ids_off + 4 * MAX_PAIRS + 15) // 16 * 16
 
+    # router_poll: then the M normalized x rows (BF16, 2 K bytes each) the body reads, and the launch's epoch
+    @property
+    def xs_off(self) -> int:
+        return (self.rows_off + ROUTER_ROWS * 2 * ROUTER_K + 8 + 127) // 128 * 128
+
     @property
     def smem(self) -> int:
+        if self.router_poll:
+            return self.xs_off + max(ROUTER_FUSED_TOKENS) * 2 * ROUTER_K + 16
         if self.group:
             return self.grp_off + 64 + 4 * MAX_PAIRS + NUM_EXPERTS + 16 * MAX_PAIRS
         if self.router:
@@ -304,7 +313,8 @@ EXPERTS_SHARED_NOGATE = dataclasses.replace(EXPERTS_SHARED, shared_gate=False)
 # token, a grid-wide barrier (all 132 CTAs resident, one per SM), then every CTA selects the same 8 per token (the
 # router's keys and order: bitwise moe_router_norm's ids) and streams its strips; the router launch is gone.
 EXPERTS_ROUTER = dataclasses.replace(EXPERTS_SHARED, router=True)
-ROUTER_FUSED_TOKENS = tuple(range(1, 9))  # 2 M warps compute the CTA's logits: 16 warps
+# the same without the grid barrier (a candidate, not registered: experiments/proj/router/router_poll_variant.py)
+EXPERTS_ROUTER_POLL = dataclasses.replace(EXPERTS_ROUTER, router_poll=True)
 MOE_I = 512  # moe_intermediate_size: the experts' (and the shared expert's) width
 # the MoE block after gate | up in one launch: silu(gate) * up, then the 8 routed experts' and
 # the shared expert's down as one GEMV over K = 9 x 512, weighted, into the residual (M <= 8)
@@ -321,6 +331,7 @@ MOE_DOWN_WIDE_M = 4
 ROUTER_K = 2048  # the router's input: the hidden size
 ROUTER_RANKS = 8  # moe_router: a cluster of 8 CTAs per token, 32 experts each
 ROUTER_TOKENS = tuple(range(1, 33))  # any decode batch up to 32 (one cluster per token)
+ROUTER_FUSED_TOKENS = tuple(range(1, 9))  # EXPERTS_ROUTER: 2 M warps compute the CTA's logits: 16 warps
 ROUTER_ROWS = -(-NUM_EXPERTS // SMS)  # EXPERTS_ROUTER: router rows per CTA (experts c, c + SMS)
 
 # Against float64 on the same (exactly dequantized) weights and BF16 x: the kernel's only
@@ -545,7 +556,18 @@ def _contract_moe(s: Fp8Gemv) -> Contract:
 def _contract_moe_router(s: Fp8Gemv) -> Contract:
     """EXPERTS_ROUTER: the merged gate | up (_contract_moe's shared build with its gate CTA) with the post-attention
     norm and the router first: x and ids become outputs (x_out = rmsnorm(h), idx = the top 8), h, the norm and router
-    weights and the router's outputs are appended."""
+    weights and the router's outputs are appended. router_poll: logits is an i64 [8, 256] workspace the caller keeps
+    (entry = epoch << 32 | the logit's fp32 bits), zero at allocation."""
+    if s.router_poll:
+        c = _contract_moe_router(dataclasses.replace(s, router_poll=False))
+        return dataclasses.replace(
+            c, name=s.name, dynamic_smem=s.smem,
+            params=tuple(Tensor("logits", "i64", (max(ROUTER_FUSED_TOKENS), NUM_EXPERTS), "inout", align=8,
+                                doc="the router's logits as epoch << 32 | fp32 bits (CTA c writes experts c, c + "
+                                    f"{SMS}; the selecting warps poll them until every epoch is this launch's); "
+                                    "zero at allocation, the caller's, for this kernel alone")
+                         if isinstance(p, Tensor) and p.name == "logits" else p for p in c.params),
+            exact_outputs=("idx", "bar"))
     c = _contract_moe(dataclasses.replace(s, router=False))
     by = {p.name: p for p in c.params}
     K, E = s.K, NUM_EXPERTS
