@@ -180,7 +180,8 @@ current, each swap, current again, so drift shows as a difference between the tw
   Promoted up to MOE_ROUTER_FUSED_ROWS = 4 tokens (netra.decode.ops.MOE_ROUTER_FUSED); since then the form is the
   current one at batch <= 4.
 - router_unfused (after the promotion): MOE_ROUTER_FUSED off, the router's own launch (the form before it).
-- router_poll (a candidate after eb09b3d): the router-fused launch without its grid barrier
+- router_poll (a candidate after eb09b3d; rejected on its kernel times at 12b4e2d, the step run failed on this form's
+  moe_decode signature, fixed after): the router-fused launch without its grid barrier
   (contracts.proj.EXPERTS_ROUTER_POLL: an epoch per launch from the counter before the wait, logits tagged with it in
   a zeroed workspace the form keeps, the selecting warps poll them; the body's x from the CTA's own normalized rows in
   shared memory). Bitwise the current form (experiments/proj/router/router_poll_variant.py checks the kernel).
@@ -425,11 +426,11 @@ def router_fused_moe(dops, dispatch, real_moe, poll: bool = False):
     bar = torch.zeros(1, dtype=torch.int64, device="cuda")
 
     def moe_decode(x, router, w13, s13, w2, s2, shared_w13, shared_s13, shared_w2, shared_s2, shared_gate, top_k, out,
-                   residual=None, norm_w=None, eps=1e-6):
+                   residual=None, norm_w=None, eps=1e-6, bar_=None):  # (the runner's counter: this form keeps its own)
         B = x.shape[0]
         if B > 8 or residual is None or norm_w is None:
             return real_moe(x, router, w13, s13, w2, s2, shared_w13, shared_s13, shared_w2, shared_s2, shared_gate,
-                            top_k, out, residual=residual, norm_w=norm_w, eps=eps)
+                            top_k, out, residual=residual, norm_w=norm_w, eps=eps, bar=bar_)
         top = torch.empty(B, top_k, dtype=x.dtype, device=x.device)
         idx = torch.empty(B, top_k, dtype=torch.long, device=x.device)
         logits = workspace if poll else torch.empty(B, router.shape[0], dtype=torch.float32, device=x.device)

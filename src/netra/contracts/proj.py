@@ -313,7 +313,8 @@ EXPERTS_SHARED_NOGATE = dataclasses.replace(EXPERTS_SHARED, shared_gate=False)
 # token, a grid-wide barrier (all 132 CTAs resident, one per SM), then every CTA selects the same 8 per token (the
 # router's keys and order: bitwise moe_router_norm's ids) and streams its strips; the router launch is gone.
 EXPERTS_ROUTER = dataclasses.replace(EXPERTS_SHARED, router=True)
-# the same without the grid barrier (a candidate, not registered: experiments/proj/router/router_poll_variant.py)
+# the same without the grid barrier (a candidate, not registered; measured at 12b4e2d and rejected: 0.7-2.8 us slower,
+# experiments/proj/router/router_poll_variant_12b4e2d.json)
 EXPERTS_ROUTER_POLL = dataclasses.replace(EXPERTS_ROUTER, router_poll=True)
 MOE_I = 512  # moe_intermediate_size: the experts' (and the shared expert's) width
 # the MoE block after gate | up in one launch: silu(gate) * up, then the 8 routed experts' and
