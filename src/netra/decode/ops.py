@@ -213,8 +213,9 @@ def fp8_linear_experts(x: Tensor, weight: Tensor, scale: Tensor, ids: Tensor, ou
     ids [M] (each pair its own x row; out [M, N]). weight: the experts' fp8 [E, N, K] stacked,
     or packed for the kernels [E, N / 16, K / 128, 2048]; scale fp32 [E, N / 128, K / 128].
     The ids stay on the device (no host sync: the step captures into one graph). Kernels
-    fp8_gemv_n1024_k2048_moe (gate | up) and fp8_gemv_n2048_k512_moe (down), 16 x rows per
-    launch; otherwise gather, dequantize, bmm (experts_framework)."""
+    fp8_gemv_n1024_k2048_moe (gate | up; from EXPERTS_GROUP_ROWS rows fp8_gemv_n1024_k2048_moe_grp, each distinct
+    expert once, bitwise the same) and fp8_gemv_n2048_k512_moe (down), 16 x rows per launch; otherwise gather,
+    dequantize, bmm (experts_framework)."""
     grouped = ids.dim() == 2 and x.shape[0] >= EXPERTS_GROUP_ROWS  # gate | up once per distinct expert
     kern = proj.kernel_for(weight, proj.EXPERT_GROUP_KERNELS if grouped else proj.EXPERT_KERNELS)
     for s in (kern.rows(x, weight, scale, out, ids) if kern is not None else [slice(None)]):  # 16 x rows per launch
@@ -695,7 +696,8 @@ MOE_SHARED_MERGED_ROWS = 4
 # The post-attention norm and the router inside that launch too (fp8_linear_experts_router, given the runner's barrier
 # counter), up to MOE_ROUTER_FUSED_ROWS tokens. Measured at e4d20da (experiments/decode/step_ab_router_fused{,_b8}_e4d20da.json,
 # ms plain / PDL): batch 1 2.090 / 1.973 against 2.164-2.165 / 1.988-1.996 (bitwise); batch 8 4.347 / 4.223 against
-# 4.369-4.391 / 4.155-4.171 (PDL 52-68 us slower). False: the router's own launch at every batch
+# 4.369-4.391 / 4.155-4.171 (PDL 52-68 us slower). It is the merged launch with the router in it, so it takes the merge
+# whatever MOE_SHARED_MERGED says. False: the router's own launch at every batch
 MOE_ROUTER_FUSED = True
 MOE_ROUTER_FUSED_ROWS = 4
 
