@@ -1133,6 +1133,9 @@ V3 = dict(x_rows=False, skip_nt1=False, packed_amax=False, pre_strips=None, earl
 
 _L2 = {"hint": True}  # the weight copies' L2 policy in the build being generated (generate's l2_hint)
 _LAND = {"q": 1}  # mbarriers (pieces) per chunk in the build being generated (generate's land_split)
+# diagnostic builds of the router phase (experiments/proj/router/router_phase_diag.py; wrong results by design):
+# "nosync" leaves out the grid barrier's atomic and spin (its bar.syncs stay), so each CTA reads whatever logits are there
+_DIAG = {"router": ""}
 
 
 def land_layout(sh: Shape, q: int) -> tuple[int, int]:
@@ -2015,6 +2018,8 @@ def barrier_and_logits(ee, e, sh: Shape) -> None:
     """router_phase, the promoted sync: the grid barrier, then warp m < M loads token m's logits into %v0..7."""
     ee("bar.sync 0;  // the CTA's logits and x_out stored")
     ee("setp.ne.u32 %p, %th, 0;")
+    if _DIAG["router"] == "nosync":
+        ee("bra.uni RT_ARRIVED;  // DIAGNOSTIC: no grid barrier (wrong results)")
     ee("@%p bra RT_ARRIVED;")
     ee("ld.param.u64 %rb, [bar];")
     ee("cvta.to.global.u64 %rb, %rb;")
