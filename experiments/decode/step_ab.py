@@ -186,6 +186,8 @@ current, each swap, current again, so drift shows as a difference between the tw
   a zeroed workspace the form keeps, the selecting warps poll them; the body's x from the CTA's own normalized rows in
   shared memory). Bitwise the current form (experiments/proj/router/router_poll_variant.py checks the kernel).
   Prediction: 0.5-1 us per layer, 20-40 us per batch-1 step, plain and PDL.
+- router_coop (after 5057cae): the router-fused launch with CU_LAUNCH_ATTRIBUTE_COOPERATIVE flipped (the contract's
+  cooperative flag; with PDL both attributes). The same kernel: bitwise. Prediction: within drift.
 - experts_group (a candidate after 3aadb2f): the routed gate | up kernel (fp8_gemv_n1024_k2048_moe, taken from 5 tokens)
   streaming each distinct expert's strips once for every token that chose it (Fp8Gemv.group), under the promoted
   name; bitwise. Prediction: batch 8 ~3 us per layer (64 pairs, ~57 distinct experts: 10% of its bytes), ~0.1 ms
@@ -215,7 +217,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "moedown_s6", "expert_stats", "ks2_prev", "res_ks2", "pdl_s2", "carveout", "pre_all", "early",
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
          "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem", "gate_in_router",
-         "router_fused", "router_unfused", "experts_group", "router_poll",
+         "router_fused", "router_unfused", "experts_group", "router_poll", "router_coop",
          "current_again", "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
@@ -570,6 +572,11 @@ def main():
                     carveout(fn, MAX_SHARED)
             if form == "carveout":
                 loader.load = lambda n, d: carved(real_load(n, d))
+            if form == "router_coop":  # the router-fused launch with the cooperative attribute (its contract's flag)
+                from netra.contracts.proj import EXPERTS_ROUTER
+                rop = _dispatch.OPS[EXPERTS_ROUTER.name]
+                real_contracts[EXPERTS_ROUTER.name] = rop.contract
+                rop.contract = dataclasses.replace(rop.contract, cooperative=not rop.contract.cooperative)
             if form == "experts_group":  # the swapped build's shared memory at launch
                 from netra.contracts.proj import EXPERTS
                 gop = _dispatch.OPS[EXPERTS[0].name]

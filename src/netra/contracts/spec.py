@@ -96,6 +96,9 @@ class Contract:
     # outputs that must equal the reference exactly (integer outputs such as expert ids, where a
     # relative error cannot tell an id off by one from rounding); the tolerance covers the rest
     exact_outputs: tuple[str, ...] = ()
+    # the op launches it with CU_LAUNCH_ATTRIBUTE_COOPERATIVE: the driver refuses a grid that cannot be resident at
+    # once (what a grid-wide barrier needs) instead of launching one that would wait forever
+    cooperative: bool = False
 
     def __post_init__(self):
         names = [p.name for p in self.params]

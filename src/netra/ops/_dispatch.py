@@ -70,9 +70,11 @@ class KernelOp:
         device = torch.cuda.current_device() if device is None else device
 
         self.kernel = loader.load(self.contract.name, device)
-        pdl = launch.pdl_launcher() if (_PDL and self.contract.pdl) else None
+        pdl = bool(_PDL and self.contract.pdl)
+        how = (launch.ex_launcher(pdl=pdl, cooperative=True) if self.contract.cooperative
+               else launch.pdl_launcher() if pdl else None)
         self._launch = launch.make_guard_and_launch(self.contract, function_handle=self.kernel.handle, device=device,
-                                                    launch=pdl)
+                                                    launch=how)
         self.launches_bound = True
         return self._launch
 

@@ -189,15 +189,21 @@ def pdl_launcher() -> Callable:
     return ex_launcher(pdl=True)
 
 
-def ex_launcher(pdl: bool = False, cluster_policy: str = "") -> Callable:
+def ex_launcher(pdl: bool = False, cluster_policy: str = "", cooperative: bool = False) -> Callable:
     """A ``launch`` for make_guard_and_launch by cuLaunchKernelEx with launch attributes:
     ``pdl`` (pdl_launcher); ``cluster_policy`` "load_balancing" or "spread" (the cluster
     scheduling policy preference: for clusters of 8, load balancing lets 132 clusters be
-    resident at once where spread allows 124 or fewer; experiments/gdn/occupancy_diag.json)."""
+    resident at once where spread allows 124 or fewer; experiments/gdn/occupancy_diag.json);
+    ``cooperative`` (Contract.cooperative): every CTA resident at once, or the launch fails."""
     from cuda.bindings import driver as cu
 
     cfg = cu.CUlaunchConfig()
     attrs = []
+    if cooperative:
+        attr = cu.CUlaunchAttribute()
+        attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_COOPERATIVE
+        attr.value.cooperative = 1
+        attrs.append(attr)
     if pdl:
         attr = cu.CUlaunchAttribute()
         attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
