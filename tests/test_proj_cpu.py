@@ -452,6 +452,8 @@ def test_set_pdl_rebinds_only_pdl_kernels_with_the_pdl_launcher(monkeypatch):
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(loader, "load", lambda name, device: SimpleNamespace(handle=1))
     monkeypatch.setattr(launch, "pdl_launcher", lambda: "PDL")
+    # a cooperative kernel (Contract.cooperative) gets cuLaunchKernelEx with that attribute, and PDL's where set
+    monkeypatch.setattr(launch, "ex_launcher", lambda pdl=False, cluster_policy="", cooperative=False: ("EX", pdl, cooperative))
 
     def fake_make(contract, *, function_handle, device, launch=None, **kw):
         made[contract.name] = launch
@@ -469,11 +471,15 @@ def test_set_pdl_rebinds_only_pdl_kernels_with_the_pdl_launcher(monkeypatch):
                                                                                      "gdn_decode_b32_pdl",
                                                                                      "gdn_decode_b32_smem_pdl", "gdn_decode_b32_pipe_pdl",
                                                                                      "moe_router_norm_e256_k2048"}
-        assert all((made[n] == "PDL") == (n in pdl_names) for n in made) and pdl_names <= set(made)
+        coop = {k.contract.name for k in ops.OPS.values() if k.contract.cooperative}
+        assert coop == {EXPERTS_ROUTER.name}
+        assert all(made[n] == (("EX", True, True) if n in coop else "PDL" if n in pdl_names else None) for n in made)
+        assert pdl_names <= set(made)
         made.clear()
         ops.set_pdl(False)
         ops.prepare()
-        assert set(made) == pdl_names and all(v is None for v in made.values())  # only they were rebound
+        assert set(made) == pdl_names  # only they were rebound
+        assert all(v == (("EX", False, True) if n in coop else None) for n, v in made.items())
     finally:
         _dispatch._PDL = False
         for n, (lch, go, bound, kern) in saved.items():

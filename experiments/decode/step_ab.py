@@ -187,7 +187,10 @@ current, each swap, current again, so drift shows as a difference between the tw
   shared memory). Bitwise the current form (experiments/proj/router/router_poll_variant.py checks the kernel).
   Prediction: 0.5-1 us per layer, 20-40 us per batch-1 step, plain and PDL.
 - router_coop (after 5057cae): the router-fused launch with CU_LAUNCH_ATTRIBUTE_COOPERATIVE flipped (the contract's
-  cooperative flag; with PDL both attributes). The same kernel: bitwise. Prediction: within drift.
+  cooperative flag; with PDL both attributes). The same kernel: bitwise. Prediction: within drift. Measured at bdae2df
+  (step_ab_router_coop_bdae2df.json, batch 1, ms plain / PDL): 2.0795 / 2.003 against 2.077-2.079 / 1.985-1.988:
+  the same plainly, 15-18 us slower with PDL. Taken anyway (EXPERTS_ROUTER's contract: cooperative) for what it
+  guards against; since then the form measures it off.
 - experts_group (a candidate after 3aadb2f): the routed gate | up kernel (fp8_gemv_n1024_k2048_moe, taken from 5 tokens)
   streaming each distinct expert's strips once for every token that chose it (Fp8Gemv.group), under the promoted
   name; bitwise. Prediction: batch 8 ~3 us per layer (64 pairs, ~57 distinct experts: 10% of its bytes), ~0.1 ms

@@ -614,6 +614,12 @@ def _contract_moe_router(s: Fp8Gemv) -> Contract:
                   f"{EXPERTS_SHARED.name}'s on the kernel's x_out and the reference's ids",
         peers=("netra_unfused",),
         sanitize_cases=({"M": 1, "E": E}, {"M": 8, "E": E}),
+        # the driver refuses a grid that cannot be resident at once (a clear LaunchError, not a hang when another
+        # context or stream holds SMs); measured at bdae2df (experiments/proj/router/router_coop_variant_bdae2df.json,
+        # experiments/decode/step_ab_router_coop_bdae2df.json): bitwise, with PDL in captured graphs too; the kernel
+        # within 0.06-0.14 us plainly and 0.2-0.5 us as a PDL chain; the batch-1 step the same plainly, 15-18 us slower
+        # with PDL
+        cooperative=True,
     )
 
 
