@@ -78,8 +78,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "src"))
 sys.path.insert(0, str(HERE))
 import rms_emit  # noqa: E402  (the warp's RMSNorm, shared with gen_moe_router.norm_prologue)
-from netra.contracts.proj import BA_K, BA_ROWS, BA_STRIPS, EXPERTS, EXPERTS_GROUP, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, MOE_DOWN, MOE_DOWNS, NORM_BA, NUM_EXPERTS, ROUTER_K, ROUTER_ROWS, SHAPES, SMS, TOP_K, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
-from netra.contracts.proj import MAX_PAIRS, ROUTER_FUSED_TOKENS  # noqa: E402
+from netra.contracts.proj import BA_K, BA_ROWS, BA_STRIPS, EXPERTS, EXPERTS_GROUP, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, MOE_DOWN, MOE_DOWNS, NORM_BA, NUM_EXPERTS, MAX_PAIRS, ROUTER_FUSED_TOKENS, ROUTER_K, ROUTER_ROWS, SHAPES, SMS, TOP_K, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
 import gen_moe_router as gmr  # noqa: E402  (the router's row sum and selection, for router_phase)
 
 
@@ -1938,7 +1937,7 @@ def router_phase(e: Emit, sh: Shape) -> None:
     after this phase, before the x loads (x_out is in L2, the chunks come from DRAM)."""
     row, rbar = 2 * ROUTER_K, sh.rows_off + ROUTER_ROWS * 2 * ROUTER_K
     loads = ROUTER_K // 256
-    assert sh.router and sh.shared and sh.shared_gate and loads == gmr.LOADS and sh.W >= 2 * max(8, 1)
+    assert sh.router and sh.shared and sh.shared_gate and loads == gmr.LOADS and sh.W >= 2 * max(ROUTER_FUSED_TOKENS)  # 2 logit warps per token
     ee = lambda ln: e(ln if ln.endswith(":") or ln.startswith("//") else "  " + ln)  # noqa: E731
 
     e("  // ---- the router phase: norm, this CTA's logits, the grid barrier, every CTA's selection ----")
