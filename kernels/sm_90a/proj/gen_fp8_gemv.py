@@ -377,23 +377,40 @@ def silu_mul(e: Emit, h: int) -> None:
         e("  setp.ge.u32 %p, %tok, %m;")
         e(f"  @%p bra SILU_{h}_{j};")
         for c in range(4):
-            r = 4 * j + c
-            bf16x2_to_f32(e, f"{X}{r}")
-            for f in ("%f0", "%f1"):
-                e(f"  mul.f32 %f2, {f}, 0fBFB8AA3B;  // -log2(e) g")
-                e("  ex2.approx.ftz.f32 %f2, %f2;")
-                e("  add.f32 %f2, %f2, 0f3F800000;")
-                e("  rcp.approx.ftz.f32 %f2, %f2;")
-                e(f"  mul.f32 {f}, {f}, %f2;")
-            e(f"  cvt.rn.bf16x2.f32 {X}{r}, %f1, %f0;  // silu(g), BF16")
-            bf16x2_to_f32(e, f"{X}{r}")
-            e("  mov.b32 %f2, %f0;")
-            e("  mov.b32 %f3, %f1;")
-            bf16x2_to_f32(e, f"{U}{r}")
-            e("  mul.f32 %f0, %f0, %f2;")
-            e("  mul.f32 %f1, %f1, %f3;")
-            e(f"  cvt.rn.bf16x2.f32 {X}{r}, %f1, %f0;  // silu(g) * u, BF16")
+            silu_mul_word(e, f"{X}{4 * j + c}", f"{U}{4 * j + c}")
         e(f"SILU_{h}_{j}:")
+
+
+def silu_mul_word(e: Emit, x: str, u: str) -> None:
+    """``x`` = bf16(bf16(silu(gate)) * up) for the two BF16 of gate word ``x`` and up word ``u`` (silu_mul's
+    arithmetic; also gen_moe_down_grp's moe_act). Uses %t1, %f0..%f3."""
+    bf16x2_to_f32(e, x)
+    for f in ("%f0", "%f1"):
+        e(f"  mul.f32 %f2, {f}, 0fBFB8AA3B;  // -log2(e) g")
+        e("  ex2.approx.ftz.f32 %f2, %f2;")
+        e("  add.f32 %f2, %f2, 0f3F800000;")
+        e("  rcp.approx.ftz.f32 %f2, %f2;")
+        e(f"  mul.f32 {f}, {f}, %f2;")
+    e(f"  cvt.rn.bf16x2.f32 {x}, %f1, %f0;  // silu(g), BF16")
+    bf16x2_to_f32(e, x)
+    e("  mov.b32 %f2, %f0;")
+    e("  mov.b32 %f3, %f1;")
+    bf16x2_to_f32(e, u)
+    e("  mul.f32 %f0, %f0, %f2;")
+    e("  mul.f32 %f1, %f1, %f3;")
+    e(f"  cvt.rn.bf16x2.f32 {x}, %f1, %f0;  // silu(g) * u, BF16")
+
+
+def sigmoid_bf16(e: Emit) -> None:
+    """%f1 = bf16(sigmoid(bf16 %q1)) as f32 (the shared expert's weight; also gen_moe_down_grp's moe_act)."""
+    e("  cvt.f32.bf16 %f1, %q1;")
+    e("  // sigmoid as torch on BF16: 1 / (1 + exp(-x)) in fp32, rounded to BF16")
+    e("  mul.f32 %f1, %f1, 0fBFB8AA3B;  // -log2(e)")
+    e("  ex2.approx.f32 %f1, %f1;")
+    e("  add.f32 %f1, %f1, 0f3F800000;")
+    e("  rcp.rn.f32 %f1, %f1;")
+    e("  cvt.rn.bf16.f32 %q1, %f1;")
+    e("  cvt.f32.bf16 %f1, %q1;")
 
 
 def moedown_mult(e: Emit, sh: Shape, h: int, nt: int) -> None:
@@ -423,14 +440,7 @@ def moedown_mult(e: Emit, sh: Shape, h: int, nt: int) -> None:
         e("  mul.wide.u32 %pt64, %tok, 2;")
         e("  add.u64 %pa, %pgl, %pt64;")
         e("  @%pr ld.global.b16 %q1, [%pa];")
-        e("  cvt.f32.bf16 %f1, %q1;")
-        e("  // sigmoid as torch on BF16: 1 / (1 + exp(-x)) in fp32, rounded to BF16")
-        e("  mul.f32 %f1, %f1, 0fBFB8AA3B;  // -log2(e)")
-        e("  ex2.approx.f32 %f1, %f1;")
-        e("  add.f32 %f1, %f1, 0f3F800000;")
-        e("  rcp.rn.f32 %f1, %f1;")
-        e("  cvt.rn.bf16.f32 %q1, %f1;")
-        e("  cvt.f32.bf16 %f1, %q1;")
+        sigmoid_bf16(e)
         e("  selp.f32 %f0, %f1, %f0, %pr;")
     e(f"  mov.b32 %f2, %inv{nt}_{h};")
     e("  mul.f32 %f2, %f2, %f0;")

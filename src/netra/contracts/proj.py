@@ -839,3 +839,178 @@ def _contract_moe_down(s: Fp8Gemv) -> Contract:
 # experiments/decode/step_ab.py gate_in_router and experiments/proj/router/gate_in_router_variant.py; rejected at fde3786)
 CONTRACTS = tuple(_contract(s) for s in SHAPES + FUSED + (NORM_BA,) + EXPERTS + (EXPERTS_GROUP, EXPERTS_SHARED, EXPERTS_ROUTER)) + (
     BF16_GEMV_N64_K2048, MOE_ROUTER, MOE_ROUTER_NORM, *(_contract_moe_down(s) for s in MOE_DOWNS))
+
+
+# --- moe_down once per distinct expert (a candidate: experiments/proj/moedown_grp_variant.py) ---------------------------
+# Two launches: moe_act makes every (token, expert) pair's down input once (silu(gate) * up as moedown's, f16 in the
+# mma B-fragment order with its power-of-two x scale, the scale's inverse times the routing weight); then each CTA of
+# fp8_gemv_n2048_k4608_moedown_grp streams one 16-row strip of every distinct expert's down weight once (and the
+# shared expert's), computes the pairs that chose it, keeps each (token, expert, k block) fp32 partial and finishes
+# every token in moedown's order (bitwise fp8_gemv_n2048_k4608_moedown). moedown reads each token's 9 experts: at 32
+# tokens ~302 MB per layer where the distinct experts are ~164 MB (uniform routing).
+MOE_GRP_TOKENS = tuple(range(1, 33))  # up to the decode batch in one launch
+MOE_ACT_BLOCKS = (TOP_K + 1) * MOE_I // 128  # (expert j, k block q) blocks of 128 per token: 36
+MOE_ACT_WARPS = 8  # moe_act: one warp per (token, expert, k block), 8 per CTA
+
+
+@dataclass(frozen=True)
+class MoeDownGrp:
+    """The grouped down kernel's tiling and shared memory (fp8_gemv_n2048_k4608_moedown_grp)."""
+
+    N: int = 2048
+    I: int = MOE_I
+    W: int = 16  # warps; warp w takes tasks w, w + 16, ... (task 0: the shared expert, task u: distinct expert u - 1)
+    M_MAX: int = max(MOE_GRP_TOKENS)
+
+    @property
+    def name(self) -> str:
+        return f"fp8_gemv_n{self.N}_k{(TOP_K + 1) * self.I}_moedown_grp"
+
+    @property
+    def S(self) -> int:
+        return self.N // 16
+
+    @property
+    def KB(self) -> int:  # k blocks of one expert
+        return self.I // 128
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.W
+
+    @property
+    def SB(self) -> int:  # one stage: one expert's strip (KB packed tiles); warp w's own stage
+        return self.KB * 2048
+
+    # dynamic shared memory: W stages | their KB scales each | W mbarriers | partials [M][9][KB][16] fp32 | xs [M][9][KB]
+    # fp32 | ids [8 M] u32 | distinct bitmap (8 words) | U (16 B) | list (NUM_EXPERTS u32) | pos (NUM_EXPERTS u8) |
+    # token masks [NUM_EXPERTS][M_MAX] u8 (bit j: slot j) | per-warp column tables [W][8 M_MAX] u8 | bad tokens (u32)
+    @property
+    def scl_off(self) -> int:
+        return self.W * self.SB
+
+    @property
+    def bar_off(self) -> int:
+        return self.scl_off + self.W * 4 * self.KB
+
+    @property
+    def part_off(self) -> int:
+        return self.bar_off + 8 * self.W
+
+    @property
+    def xs_off(self) -> int:
+        return self.part_off + self.M_MAX * (TOP_K + 1) * self.KB * 16 * 4
+
+    @property
+    def ids_off(self) -> int:
+        return self.xs_off + self.M_MAX * (TOP_K + 1) * self.KB * 4
+
+    @property
+    def bm_off(self) -> int:
+        return self.ids_off + 4 * TOP_K * self.M_MAX
+
+    @property
+    def u_off(self) -> int:
+        return self.bm_off + 32
+
+    @property
+    def list_off(self) -> int:
+        return self.u_off + 16
+
+    @property
+    def pos_off(self) -> int:
+        return self.list_off + 4 * NUM_EXPERTS
+
+    @property
+    def mask_off(self) -> int:
+        return self.pos_off + NUM_EXPERTS
+
+    @property
+    def col_off(self) -> int:
+        return self.mask_off + NUM_EXPERTS * self.M_MAX
+
+    @property
+    def bad_off(self) -> int:
+        return self.col_off + self.W * TOP_K * self.M_MAX
+
+    @property
+    def smem(self) -> int:
+        return self.bad_off + 16
+
+
+MOE_DOWN_GRP = MoeDownGrp()
+MOE_ACT_NAME = f"moe_act_i{MOE_I}"
+
+
+def _contract_moe_act() -> Contract:
+    I, J, KB = MOE_I, TOP_K + 1, MOE_I // 128
+    return Contract(
+        name=MOE_ACT_NAME,
+        family="proj",
+        summary=f"each (token t, expert j) pair's down input a = bf16(bf16(silu(gate)) * up) of its gate | up row (x[t, j] "
+                f"for the {TOP_K} routed experts, xs[t] for the shared one, j = {TOP_K}), per 128-k block q as moedown "
+                "converts it: xa[t, j, q] = f16(a * 2^e) in the mma B-fragment order, xm[t, j, q] = 2^-e times the "
+                "pair's weight (top[t, j], or bf16(sigmoid(glogit[t])))",
+        params=(
+            Tensor("x", "bf16", ("M", TOP_K * 2 * I), "in", doc="each pair's gate | up, [M, 8, 1024] flattened"),
+            Tensor("top", "bf16", ("M", TOP_K), "in", doc="the routing weights"),
+            Tensor("xs", "bf16", ("M", 2 * I), "in", doc="the shared expert's gate | up"),
+            Tensor("glogit", "bf16", ("M", 1), "in", align=2, doc="the shared expert gate's logit"),
+            Tensor("xa", "f16", ("M", J * KB * 128), "out",
+                   doc=f"[M, {J}, {KB}, 4, 32]: block (t, j, q), lane group tig's 32 values: k = 16 i + 8 kh + 2 tig + "
+                       "(0, 1) at 2 (2 i + kh) .. (the B fragments of mma step i)"),
+            Tensor("xm", "f32", ("M", J * KB), "out", doc="the inverse x scale times the pair's weight"),
+            Scalar("M", "u32", value="M"),
+        ),
+        dims={"M": MOE_GRP_TOKENS},
+        grid=(f"(M * {J * KB} + {MOE_ACT_WARPS - 1}) // {MOE_ACT_WARPS}", "1", "1"),
+        threads=32 * MOE_ACT_WARPS,
+        reduction_order="none: elementwise (silu(g) = g / (1 + ex2.approx(-g log2 e)) with rcp.approx, BF16, times up, "
+                        "BF16, as moedown's silu_mul); the block's amax by integer max (exact)",
+        tolerance=BF16_OUT,
+        deterministic=True,
+        bytes_read=f"M * {(TOP_K + 1) * 2 * I * 2 + TOP_K * 2 + 2}",
+        bytes_written=f"M * {J * I * 2 + J * KB * 4}",
+        max_registers=64,
+        op="moe_down",
+        pdl="nothing before griddepcontrol.wait; launch_dependents right after it",
+        reference="a = bf16(bf16(silu(gate)) * up) by PyTorch's BF16 ops; xa * 2^-e against it, xm against the weight",
+        peers=(),
+    )
+
+
+def _contract_moe_down_grp(g: MoeDownGrp = MOE_DOWN_GRP) -> Contract:
+    I, J, KB, S = g.I, TOP_K + 1, g.KB, g.S
+    base = _contract_moe_down(MOE_DOWN)
+    by = {p.name: p for p in base.params}
+    return dataclasses.replace(
+        base,
+        name=g.name,
+        summary=base.summary.replace("t < M <= 8", f"t < M <= {g.M_MAX}") + "; each distinct expert's strip read once "
+                f"per launch, the pairs' inputs from {MOE_ACT_NAME}",
+        params=(
+            Tensor("xa", "f16", ("M", J * KB * 128), "in", doc=f"{MOE_ACT_NAME}'s xa"),
+            by["w"], by["scale"], by["h"], by["M"], by["ids"], by["E"], by["ws"], by["ss"],
+            Tensor("xm", "f32", ("M", J * KB), "in", doc=f"{MOE_ACT_NAME}'s xm"),
+            by["out"],
+        ),
+        dims={"M": MOE_GRP_TOKENS, "E": (NUM_EXPERTS,)},
+        grid=(str(S), "1", "1"),
+        threads=g.threads,
+        reduction_order=f"as {MOE_DOWN.name} (bitwise): per (token, expert j, k block q) the mma partial of 8 k16 steps "
+                        "from 0, kept in fp32; then per token and row, warp w = 4 (j % 3) + q of that kernel: "
+                        "fma(p, xm x ws, acc) over its chunks j = w / 4, + 3, + 6 in order (from 0), the 12 sums in "
+                        "warp order; BF16 out, then added to h in fp32 and rounded",
+        bytes_read=f"M * {TOP_K * 8 + 2 * g.N + J * I * 2 + J * KB * 4} + {g.N * I + g.N // 128 * KB * 4} * "
+                   f"(1 + (M * {TOP_K} if M * {TOP_K} < {NUM_EXPERTS} else {NUM_EXPERTS}))",
+        max_registers=128,
+        dynamic_smem=g.smem,
+        pdl="the ids (ld.relaxed.gpu) and every warp's first strip before griddepcontrol.wait: valid where the ids were "
+            "written two or more grids back (the op launches moe_act between); xa, xm and h after it",
+        peers=("moe_down_per_token",),
+        sanitize_cases=({"M": 1, "E": NUM_EXPERTS}, {"M": 32, "E": NUM_EXPERTS}),
+    )
+
+
+MOE_ACT = _contract_moe_act()
+MOE_DOWN_GRP_CONTRACT = _contract_moe_down_grp()
