@@ -520,3 +520,68 @@ def test_router_expert_prefetch_candidate(norm):
     assert 8 * (g.W13_BYTES + g.W2_BYTES) // g.PIECE == 48
     _assembles_without_spills(g.NORM_NAME if norm else g.NAME, t)
     assert paths.ptx_path("sm_90a", "proj", g.NORM_NAME if norm else g.NAME).read_text() == g.generate(norm=norm, pdl=norm)
+
+
+# --- moe_down once per distinct expert ----------------------------------------------------------
+def test_moe_down_grp_ptx_is_current_and_assembles():
+    """moe_act_i512 and fp8_gemv_n2048_k4608_moedown_grp: current, no spills, within the contracts' registers and
+    shared memory (one 224 KB CTA per SM); the down kernel reads only the ids and requests only weights before
+    griddepcontrol.wait, and every store of h follows its load and a store of out."""
+    from netra.contracts.proj import MOE_ACT, MOE_DOWN_GRP, MOE_DOWN_GRP_CONTRACT
+    from test_proj_cpu import _assembles_without_spills
+
+    g = paths.generator("proj", "gen_moe_down_grp")
+    for c, ptx in ((MOE_ACT, g.act()), (MOE_DOWN_GRP_CONTRACT, g.down())):
+        assert paths.ptx_path("sm_90a", "proj", c.name).read_text() == ptx, "run gen_moe_down_grp.py"
+        res = _assembles_without_spills(c.name, ptx)
+        assert res["registers"] <= c.max_registers and c.dynamic_smem <= 227 * 1024, (c.name, res)
+    ptx = g.down()
+    head = ptx[ptx.index(".entry"):ptx.index("griddepcontrol.wait;")]
+    assert "ld.global" not in head.replace("ld.relaxed.gpu.global.u64 %rid", "")
+    assert head.count("ld.relaxed.gpu.global.u64 %rid") == 1 and "st.global" not in head
+    assert ptx.count("ld.global.b16 %q1, [%pb];  // h") == ptx.count("st.global.b16 [%pb], %q0;") - 1 == 1
+    assert MOE_DOWN_GRP.smem == MOE_DOWN_GRP_CONTRACT.dynamic_smem
+    assert MOE_DOWN_GRP_CONTRACT.grid_for({"M": 32, "E": NUM_EXPERTS}) == (128, 1, 1)
+    assert MOE_ACT.grid_for({"M": 32}) == (144, 1, 1) and MOE_ACT.grid_for({"M": 1}) == (5, 1, 1)
+
+
+def test_moe_act_order_and_the_grouped_reference():
+    """act_order is a permutation that puts lane group tig's B fragments (k = 16 i + 8 kh + 2 tig, + 1) in 64
+    contiguous bytes; act_natural inverts it; and the grouped kernel's reference on the reference moe_act of a
+    test bed equals moe_down's reference (float64), so the two kernels' contracts describe the same product."""
+    from netra.reference import proj as rp
+
+    p = rp.act_order()
+    assert sorted(p.tolist()) == list(range(128))
+    assert p[:32].tolist() == [16 * (r // 2) + 8 * (r % 2) + h for r in range(16) for h in range(2)]
+    assert p[32].item() == 2  # lane group 1's first column
+    x = torch.randn(2, 9 * 512)
+    blocks = x.view(2, 36, 128)
+    assert torch.equal(rp.act_natural(blocks[..., p].reshape(2, -1)).reshape(2, -1), x)
+    tb = testbeds.get("fp8_gemv_n2048_k4608_moedown_grp")
+    i = tb.make({"M": 3, "E": 256}, torch.Generator().manual_seed(3), "cpu")
+    want = testbeds.get(MOE_DOWN.name).reference(i)["out"]
+    xa, xm = rp.moe_act(i["x"], i["top"], i["xs"], i["glogit"])
+    got = rp.moe_down_grp(xa, xm, i["_w_plain"], i["scale"], i["ids"], i["_ws_plain"], i["ss"])
+    assert (got - want).abs().max() <= 1e-12 * want.abs().max()
+    # the test bed's f16 / fp32 inputs are the reference's exactly (a BF16 value times a power of two)
+    assert torch.equal(i["xa"].double(), xa) and torch.equal(i["xm"].double(), xm)
+
+
+def test_moe_down_takes_the_grouped_kernels_from_their_rows():
+    """On the CPU every kernel misses: from MOE_DOWN_GRP_ROWS rows moe_down asks moe_act first (counted), then the
+    per-token kernel, then the framework path; below it only the per-token kernel. The answer is the framework's."""
+    import netra.ops as ops
+    from netra.decode import ops as dops
+
+    tb = testbeds.get(MOE_DOWN.name)
+    for M in (dops.MOE_DOWN_GRP_ROWS - 1, dops.MOE_DOWN_GRP_ROWS):
+        i = tb.make({"M": M, "E": NUM_EXPERTS}, torch.Generator().manual_seed(M), "cpu")
+        ops.reset_stats()
+        h, out = i["h"].clone(), torch.empty_like(i["h"])
+        dops.moe_down(i["x"], i["w"], i["scale"], i["ids"], i["top"], i["xs"], i["ws"], i["ss"], i["glogit"], h, out)
+        st = ops.stats()
+        assert bool(sum(st["moe_act_i512"]["misses"].values())) == (M >= dops.MOE_DOWN_GRP_ROWS), st["moe_act_i512"]
+        ref = tb.reference(i)["out"]
+        assert (out.double() - ref).abs().max() <= 0.02 * ref.abs().max()
+

@@ -349,6 +349,68 @@ def test_experts_group_is_the_per_pair_kernel(M):
         assert torch.equal(out[1, 5].view(torch.uint16), out[1, 2].view(torch.uint16))
 
 
+@pytest.mark.parametrize("M", [1, 5, 8, 13, 32])
+def test_moe_down_grouped_is_the_per_token_kernels(M):
+    """moe_act_i512 then fp8_gemv_n2048_k4608_moedown_grp (each distinct expert's strips once): out and h bitwise the
+    per-token kernels (8 tokens per launch) on the same inputs, with the drawn ids, a token repeating an expert, an id
+    of E (that token's rows NaN, the others not) and every token on one token's experts; the moe_down op takes the pair
+    from MOE_DOWN_GRP_ROWS rows with no miss, plainly and under set_pdl."""
+    from netra.decode import ops as dops
+    from netra.lifecycle import testbeds
+    from netra.ops import _dispatch, proj
+
+    tb = testbeds.get("fp8_gemv_n2048_k4608_moedown_grp")
+    i = tb.make({"M": M, "E": 256}, torch.Generator().manual_seed(900 + M), "cuda")
+    planted = i["ids"].clone()
+    if M >= 2:
+        planted[1, 5] = planted[1, 2]
+        planted[M - 1, 0] = 256
+    few = i["ids"][:1].repeat(M, 1)
+    bits = lambda t: t.view(torch.uint16)  # noqa: E731
+
+    def run(grouped, ids, pdl=False):
+        out = torch.full_like(i["h"], float("nan"))
+        h = i["h"].clone()
+        ops.set_pdl(pdl)
+        try:
+            if grouped:
+                assert proj.moe_down_grouped(i["x"], i["w"], i["scale"], ids, i["top"], i["xs"], i["ws"], i["ss"],
+                                             i["glogit"], h, out)
+            else:
+                assert not proj.moe_down_kernel_for(M).rows(i["x"], i["w"], i["scale"], h, ids, i["top"], i["xs"],
+                                                            i["ws"], i["ss"], i["glogit"], out)
+            torch.cuda.synchronize()
+        finally:
+            ops.set_pdl(False)
+        return out, h
+
+    for ids in (i["ids"], planted, few):
+        for pdl in (False, True):
+            (o1, h1), (o2, h2) = run(False, ids, pdl), run(True, ids, pdl)
+            assert torch.equal(bits(o1), bits(o2)) and torch.equal(bits(h1), bits(h2)), (M, pdl)
+    assert not o1.isnan().any()  # (few) every row written
+    ref = tb.reference_for(i, {})
+    out, h = run(True, i["ids"])
+    assert metrics.rel_err(out, ref["out"]) <= tb.contract.tolerance, M
+    o, _ = run(True, planted)
+    if M >= 2:
+        assert o[M - 1].isnan().all() and not o[:M - 1].isnan().any()
+    for pdl in (False, True):
+        ops.reset_stats()
+        ops.set_pdl(pdl)
+        try:
+            out, h = torch.full_like(i["h"], float("nan")), i["h"].clone()
+            with _dispatch.count_launches() as counts:
+                dops.moe_down(i["x"], i["w"], i["scale"], i["ids"], i["top"], i["xs"], i["ws"], i["ss"], i["glogit"], h, out)
+            torch.cuda.synchronize()
+        finally:
+            ops.set_pdl(False)
+        grp = M >= dops.MOE_DOWN_GRP_ROWS
+        assert counts["fp8_gemv_n2048_k4608_moedown_grp"] == int(grp) and counts["moe_act_i512"] == int(grp), dict(counts)
+        assert sum(ops.stats()[k]["misses"] and 1 or 0 for k in ("moe_act_i512", "fp8_gemv_n2048_k4608_moedown_grp")) == 0
+        assert torch.equal(bits(out), bits(run(True, i["ids"])[0])) or not grp
+
+
 @pytest.mark.parametrize("M", [1, 4, 8])
 def test_experts_router_is_the_router_and_the_merged_kernel(M):
     """fp8_linear_experts_router (one launch, a grid barrier): every output bitwise moe_router_norm's then

@@ -470,7 +470,8 @@ def test_set_pdl_rebinds_only_pdl_kernels_with_the_pdl_launcher(monkeypatch):
         assert pdl_names == {sh.name for sh in SHAPES + FUSED + (NORM_BA, EXPERTS_GROUP, EXPERTS_SHARED, EXPERTS_ROUTER) + EXPERTS + MOE_DOWNS} | {"bf16_gemv_n64_k2048",
                                                                                      "gdn_decode_b32_pdl",
                                                                                      "gdn_decode_b32_smem_pdl", "gdn_decode_b32_pipe_pdl",
-                                                                                     "moe_router_norm_e256_k2048"}
+                                                                                     "moe_router_norm_e256_k2048", "moe_act_i512",
+                                                                                     "fp8_gemv_n2048_k4608_moedown_grp"}
         coop = {k.contract.name for k in ops.OPS.values() if k.contract.cooperative}
         assert coop == {EXPERTS_ROUTER.name}
         assert all(made[n] == (("EX", True, True) if n in coop else "PDL" if n in pdl_names else None) for n in made)

@@ -837,11 +837,10 @@ def _contract_moe_down(s: Fp8Gemv) -> Contract:
 
 # (not registered: the candidates EXPERTS_SHARED_NOGATE and MOE_ROUTER_NORM_GATE, built and launched by
 # experiments/decode/step_ab.py gate_in_router and experiments/proj/router/gate_in_router_variant.py; rejected at fde3786)
-CONTRACTS = tuple(_contract(s) for s in SHAPES + FUSED + (NORM_BA,) + EXPERTS + (EXPERTS_GROUP, EXPERTS_SHARED, EXPERTS_ROUTER)) + (
-    BF16_GEMV_N64_K2048, MOE_ROUTER, MOE_ROUTER_NORM, *(_contract_moe_down(s) for s in MOE_DOWNS))
 
 
-# --- moe_down once per distinct expert (a candidate: experiments/proj/moedown_grp_variant.py) ---------------------------
+
+# --- moe_down once per distinct expert (experiments/proj/moedown_grp_variant.py; netra.decode.ops.MOE_DOWN_GRP_ROWS) -------
 # Two launches: moe_act makes every (token, expert) pair's down input once (silu(gate) * up as moedown's, f16 in the
 # mma B-fragment order with its power-of-two x scale, the scale's inverse times the routing weight); then each CTA of
 # fp8_gemv_n2048_k4608_moedown_grp streams one 16-row strip of every distinct expert's down weight once (and the
@@ -955,7 +954,7 @@ def _contract_moe_act() -> Contract:
             Tensor("x", "bf16", ("M", TOP_K * 2 * I), "in", doc="each pair's gate | up, [M, 8, 1024] flattened"),
             Tensor("top", "bf16", ("M", TOP_K), "in", doc="the routing weights"),
             Tensor("xs", "bf16", ("M", 2 * I), "in", doc="the shared expert's gate | up"),
-            Tensor("glogit", "bf16", ("M", 1), "in", align=2, doc="the shared expert gate's logit"),
+            Tensor("glogit", "bf16", ("M", 1), "in", align=4, doc="the shared expert gate's logit"),
             Tensor("xa", "f16", ("M", J * KB * 128), "out",
                    doc=f"[M, {J}, {KB}, 4, 32]: block (t, j, q), lane group tig's 32 values: k = 16 i + 8 kh + 2 tig + "
                        "(0, 1) at 2 (2 i + kh) .. (the B fragments of mma step i)"),
@@ -974,6 +973,7 @@ def _contract_moe_act() -> Contract:
         max_registers=64,
         op="moe_down",
         pdl="nothing before griddepcontrol.wait; launch_dependents right after it",
+        cases_override=tuple({"M": m} for m in (1, 5, 8, 16, 32)),
         reference="a = bf16(bf16(silu(gate)) * up) by PyTorch's BF16 ops; xa * 2^-e against it, xm against the weight",
         peers=(),
     )
@@ -1008,9 +1008,15 @@ def _contract_moe_down_grp(g: MoeDownGrp = MOE_DOWN_GRP) -> Contract:
         pdl="the ids (ld.relaxed.gpu) and every warp's first strip before griddepcontrol.wait: valid where the ids were "
             "written two or more grids back (the op launches moe_act between); xa, xm and h after it",
         peers=("moe_down_per_token",),
+        cases_override=tuple({"M": m, "E": NUM_EXPERTS} for m in (1, 4, 5, 8, 9, 16, 17, 24, 32)),
         sanitize_cases=({"M": 1, "E": NUM_EXPERTS}, {"M": 32, "E": NUM_EXPERTS}),
     )
 
 
 MOE_ACT = _contract_moe_act()
 MOE_DOWN_GRP_CONTRACT = _contract_moe_down_grp()
+
+
+CONTRACTS = tuple(_contract(s) for s in SHAPES + FUSED + (NORM_BA,) + EXPERTS + (EXPERTS_GROUP, EXPERTS_SHARED, EXPERTS_ROUTER)) + (
+    BF16_GEMV_N64_K2048, MOE_ROUTER, MOE_ROUTER_NORM, *(_contract_moe_down(s) for s in MOE_DOWNS), MOE_ACT,
+    MOE_DOWN_GRP_CONTRACT)

@@ -334,6 +334,13 @@ def moe_down_unfused(x: Tensor, w2: Tensor, s2: Tensor, ids: Tensor, top: Tensor
     h.add_(out)
 
 
+# from this many token rows moe_down reads each distinct expert once (moe_act_i512, then fp8_gemv_n2048_k4608_moedown_grp;
+# bitwise the per-token kernels): experiments/proj/moedown_grp_variant_041d36b.json, us plain / PDL chain, per-token
+# against grouped: M = 32 84.0 / 81.5 -> 50.2 / 49.1, 16 41.5 / 40.7 -> 32.6 / 31.8, 8 20.3 / 19.9 -> 19.9 / 18.8,
+# 4 13.5 / 13.0 -> 13.6 / 12.4, 1 5.8 / 5.4 -> 7.4 / 6.2
+MOE_DOWN_GRP_ROWS = 5
+
+
 @decode_op("moe_down", mutates_args=("h", "out"))
 def moe_down(x: Tensor, w2: Tensor, s2: Tensor, ids: Tensor, top: Tensor, xs: Tensor, shared_w2: Tensor,
              shared_s2: Tensor, glogit: Tensor, h: Tensor, out: Tensor) -> None:
@@ -343,7 +350,11 @@ def moe_down(x: Tensor, w2: Tensor, s2: Tensor, ids: Tensor, top: Tensor, xs: Te
     expert's in xs [B, 2Is]; w2 [E, H, I] the experts' down (packed or plain), shared_w2
     [H, Is]. Kernel fp8_gemv_n2048_k4608_moedown (packed weights, E = 256, k = 8, 8 tokens per
     launch: silu * up in its x prologue, one GEMV over the 9 experts' K with the weights folded
-    into the x scales, the residual add as its epilogue); otherwise moe_down_unfused."""
+    into the x scales, the residual add as its epilogue); from MOE_DOWN_GRP_ROWS tokens (up to 32) moe_act_i512 then
+    fp8_gemv_n2048_k4608_moedown_grp, the same bits with each distinct expert read once; otherwise moe_down_unfused."""
+    if x.shape[0] >= MOE_DOWN_GRP_ROWS and proj.moe_down_grouped(x, w2, s2, ids, top, xs, shared_w2, shared_s2, glogit,
+                                                                  h, out):
+        return
     # 8 tokens per launch; a chunk the guard refuses takes the unfused path alone (h gains each row once)
     for s in proj.moe_down_kernel_for(x.shape[0]).rows(x, w2, s2, h, ids, top, xs, shared_w2, shared_s2, glogit, out):
         moe_down_unfused(x[s], w2, s2, ids[s], top[s], xs[s], shared_w2, shared_s2, glogit[s], h[s], out[s])

@@ -181,6 +181,10 @@ def _public_call(name: str, b: dict):
         from ..decode import ops as dops
 
         return lambda: dops.bf16_linear2(b["x"], b["w_b"], b["w_a"], b["out_b"], b["out_a"])
+    if name == "moe_act_i512":  # moe_down's first launch from 5 rows (the op's own call is the down kernel's)
+        from ..ops import proj
+
+        return lambda: proj.MOE_ACT_KERNEL(b["x"], b["top"], b["xs"], b["glogit"], b["xa"], b["xm"])
     if name.startswith("fp8_gemv_"):  # by the contract's op, not the name's suffix (_gate_ks2, _moedown_s6)
         from ..decode import ops as dops
 

@@ -56,7 +56,8 @@ class Testbed:
     def alloc_outputs(self, dims: dict, device) -> dict[str, Tensor]:
         import torch
 
-        dt = {"bf16": torch.bfloat16, "f32": torch.float32, "u8": torch.uint8, "i32": torch.int32, "i64": torch.int64}
+        dt = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32, "u8": torch.uint8, "i32": torch.int32,
+              "i64": torch.int64}
         return {t.name: torch.empty(self.contract.shape_of(t, dims), dtype=dt[t.dtype], device=device)
                 for t in self.contract.tensors if t.role == "out"}
 
@@ -650,8 +651,52 @@ def _moe_down_peer(i, s):
     return {"out": out, "h": h}
 
 
+def _make_moe_act(dims, gen, device):
+    """moe_down's test bed's gate | up rows, routing weights and gate logit."""
+    i = _make_moe_down(dict(dims, E=256), gen, device)
+    return {k: i[k] for k in ("x", "top", "xs", "glogit")}
+
+
+def _moe_act_ref(i):
+    from ..reference.proj import moe_act
+
+    xa, xm = moe_act(i["x"], i["top"], i["xs"], i["glogit"])
+    return {"xa": xa, "xm": xm}
+
+
+def _make_moe_down_grp(dims, gen, device):
+    """moe_down's test bed, with the pairs' inputs made from its gate | up rows by the reference moe_act (rounded to
+    the kernel's f16 and fp32); the gate | up rows stay for the per-token peer."""
+    from ..reference.proj import moe_act
+
+    i = _make_moe_down(dims, gen, device)
+    xa, xm = moe_act(i["x"], i["top"], i["xs"], i["glogit"])
+    return {**i, "xa": xa.to(torch.float16), "xm": xm.float()}
+
+
+def _moe_down_grp_ref(i):
+    from ..reference.proj import moe_down_grp
+
+    out = moe_down_grp(i["xa"], i["xm"], i["_w_plain"], i["scale"], i["ids"], i["_ws_plain"], i["ss"])
+    return {"out": out, "h": i["h"].double() + out}
+
+
+def _moe_down_grp_peer(i, s):
+    """The per-token kernels (fp8_gemv_n2048_k4608_moedown, _s6 from 4 rows; 8 tokens per launch), silu * up in their
+    x prologue (this kernel's moe_act launch is not in its own time)."""
+    from ..ops import proj
+
+    out = torch.empty_like(i["h"])
+    h = i["h"].clone()
+    refused = proj.moe_down_kernel_for(h.shape[0]).rows(i["x"], i["w"], i["scale"], h, i["ids"], i["top"], i["xs"], i["ws"],
+                                                         i["ss"], i["glogit"], out)
+    assert not refused, refused
+    return {"out": out, "h": h}
+
+
 def _proj_testbeds() -> dict:
-    from ..contracts.proj import EXPERTS, EXPERTS_GROUP, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, MOE_DOWNS, NORM_BA, SHAPES
+    from ..contracts.proj import (EXPERTS, EXPERTS_GROUP, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, MOE_ACT, MOE_DOWN_GRP,
+                                  MOE_DOWNS, NORM_BA, SHAPES)
     from ..reference.proj import fp8_linear
 
     beds = {sh.name: Testbed(contracts.get(sh.name), _make_fp8_gemv(sh),
@@ -692,6 +737,9 @@ def _proj_testbeds() -> dict:
     for sh in MOE_DOWNS:
         beds[sh.name] = Testbed(contracts.get(sh.name), _make_moe_down, _moe_down_ref, None,
                                 {"moe_decode_unfused": _moe_down_peer}, scalars={})
+    beds[MOE_ACT.name] = Testbed(contracts.get(MOE_ACT.name), _make_moe_act, _moe_act_ref, None, {}, scalars={})
+    beds[MOE_DOWN_GRP.name] = Testbed(contracts.get(MOE_DOWN_GRP.name), _make_moe_down_grp, _moe_down_grp_ref, None,
+                                      {"moe_down_per_token": _moe_down_grp_peer}, scalars={})
     beds["bf16_gemv_n64_k2048"] = Testbed(
         contracts.get("bf16_gemv_n64_k2048"), _make_ba,
         lambda i: {"out_b": i["x"].double() @ i["w_b"].double().T, "out_a": i["x"].double() @ i["w_a"].double().T},

@@ -13,7 +13,8 @@ import functools
 import torch
 from torch import Tensor
 
-from ..contracts.proj import EXPERTS, EXPERTS_GROUP, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, MOE_DOWN, MOE_DOWN_S6, MOE_DOWN_WIDE_M, NORM_BA, SHAPES, frag_k
+from ..contracts.proj import (EXPERTS, EXPERTS_GROUP, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, MOE_ACT, MOE_DOWN, MOE_DOWN_GRP,
+                              MOE_DOWN_S6, MOE_DOWN_WIDE_M, NORM_BA, SHAPES, TOP_K, frag_k)
 from ._dispatch import KernelOp
 
 KERNELS = {(s.S, s.KB): KernelOp("fp8_linear", s.name, key=s.name) for s in SHAPES}
@@ -40,8 +41,26 @@ MOE_DOWN_KERNEL = KernelOp("moe_down", MOE_DOWN.name)  # the routed and shared e
 MOE_DOWN_KERNEL_S6 = KernelOp("moe_down", MOE_DOWN_S6.name, key=MOE_DOWN_S6.name)  # the same, 6 stages: from MOE_DOWN_WIDE_M rows
 
 
+# the same once per distinct expert: moe_act makes the pairs' inputs, then each distinct expert's strips are read once
+MOE_ACT_KERNEL = KernelOp("moe_down", MOE_ACT.name, key=MOE_ACT.name)
+MOE_DOWN_GRP_KERNEL = KernelOp("moe_down", MOE_DOWN_GRP.name, key=MOE_DOWN_GRP.name)
+
+
 def moe_down_kernel_for(rows: int) -> KernelOp:
     return MOE_DOWN_KERNEL_S6 if rows >= MOE_DOWN_WIDE_M else MOE_DOWN_KERNEL
+
+
+def moe_down_grouped(x: Tensor, w2: Tensor, s2: Tensor, ids: Tensor, top: Tensor, xs: Tensor, shared_w2: Tensor,
+                     shared_s2: Tensor, glogit: Tensor, h: Tensor, out: Tensor) -> bool:
+    """moe_down by moe_act_i512 then fp8_gemv_n2048_k4608_moedown_grp (bitwise the per-token kernels); False (the
+    miss counted, h untouched) where either guard refuses. The down kernel reads the ids before its
+    griddepcontrol.wait: moe_act, launched first, is never their writer."""
+    M = x.shape[0]
+    xa = torch.empty(M, (TOP_K + 1) * MOE_DOWN_GRP.I, dtype=torch.float16, device=x.device)
+    xm = torch.empty(M, (TOP_K + 1) * MOE_DOWN_GRP.KB, dtype=torch.float32, device=x.device)
+    if not MOE_ACT_KERNEL(x, top, xs, glogit, xa, xm):
+        return False
+    return MOE_DOWN_GRP_KERNEL(xa, w2, s2, h, ids, shared_w2, shared_s2, xm, out)
 
 
 @functools.cache

@@ -71,3 +71,58 @@ def moe_down(gu: Tensor, w: Tensor, scale: Tensor, ids: Tensor, top: Tensor, sgu
     out = (routed * top.double()[:, :, None]).sum(1)
     sig = torch.sigmoid(glogit.float()).to(torch.bfloat16).double()
     return out + sig * fp8_linear(silu_mul(sgu), ws, ss)
+
+
+def act_order(device=None) -> Tensor:
+    """perm [128]: position p of a 128-k block in moe_act_i512's xa holds column perm[p]. Position 64 tig + 2 r + h
+    (lane group tig, word r = 2 i + kh of mma step i, half h) is column 16 i + 8 kh + 2 tig + h: a lane's B fragments
+    of the block as 64 contiguous bytes."""
+    import torch
+
+    p = torch.arange(128, device=device)
+    tig, r, h = p // 32, (p % 32) // 2, p % 2
+    return 16 * (r // 2) + 8 * (r % 2) + 2 * tig + h
+
+
+def act_natural(xa: Tensor) -> Tensor:
+    """xa [M, 9 * 512] (moe_act_i512's fragment order) -> [M, 9, 512] in k order, the same dtype."""
+    M = xa.shape[0]
+    blocks = xa.reshape(M, -1, 128)
+    out = blocks.clone()
+    out[..., act_order(xa.device)] = blocks
+    return out.reshape(M, -1, 512)
+
+
+def moe_act(gu: Tensor, top: Tensor, sgu: Tensor, glogit: Tensor) -> tuple[Tensor, Tensor]:
+    """(xa float64 [M, 9 * 512], xm float64 [M, 36]): moe_act_i512's outputs from the model's ops. a = silu_mul of each
+    pair's gate | up (gu [M, 8 * 2 I], sgu [M, 2 I] for the shared expert, j = 8); per 128-k block the scale 2^e that
+    moedown gives its x (e = 141 - E, E = max(15, the biased exponent of the block's amax)); xa = a 2^e in the
+    fragment order (act_order), xm = 2^-e times the pair's weight: top[t, j], or bf16(sigmoid(glogit[t]))."""
+    import torch
+
+    M = gu.shape[0]
+    a = torch.cat([silu_mul(gu.view(M, 8, -1)), silu_mul(sgu)[:, None]], 1).double()  # [M, 9, 512]
+    blocks = a.reshape(M, 36, 128)
+    amax = blocks.abs().amax(-1).float()
+    E = torch.clamp((amax.view(torch.int32) >> 23) & 0xFF, min=15).double()
+    scale = torch.where(amax == 0, torch.zeros_like(E), torch.exp2(141 - E))
+    inv = torch.where(amax == 0, torch.zeros_like(E), torch.exp2(E - 141))
+    xa = torch.empty_like(blocks)
+    xa[..., :] = (blocks * scale[..., None])[..., act_order(gu.device)]
+    sig = torch.sigmoid(glogit.float()).to(torch.bfloat16).double()  # [M, 1]
+    weight = torch.cat([top.double(), sig], 1)  # [M, 9]
+    return xa.reshape(M, -1), (inv.view(M, 9, 4) * weight[:, :, None]).reshape(M, -1)
+
+
+def moe_down_grp(xa: Tensor, xm: Tensor, w: Tensor, scale: Tensor, ids: Tensor, ws: Tensor, ss: Tensor) -> Tensor:
+    """fp8_gemv_n2048_k4608_moedown_grp's output [M, N] in float64 from its inputs: sum_j of x[t, j] @
+    dequant(W_j)^T with x[t, j] = act_natural(xa)[t, j] times xm[t, j, q] over k block q, W_j = w[ids[t, j]]
+    for j < 8 and ws for j = 8 (w [E, N, I] and ws [N, I] plain)."""
+    import torch
+
+    M, k = ids.shape
+    x = (act_natural(xa).double().view(M, 9, 4, 128) * xm.double().view(M, 9, 4, 1)).view(M, 9, -1)
+    e = ids.reshape(-1)
+    W = dequantize(w[e], scale[e], (128, 128), dtype=torch.float64)
+    routed = torch.einsum("pni,pi->pn", W, x[:, :k].reshape(M * k, -1)).view(M, k, -1).sum(1)
+    return routed + fp8_linear(x[:, k], ws, ss)
