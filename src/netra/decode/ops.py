@@ -337,8 +337,11 @@ def moe_down_unfused(x: Tensor, w2: Tensor, s2: Tensor, ids: Tensor, top: Tensor
 # from this many token rows moe_down reads each distinct expert once (moe_act_i512, then fp8_gemv_n2048_k4608_moedown_grp;
 # bitwise the per-token kernels): experiments/proj/moedown_grp_variant_041d36b.json, us plain / PDL chain, per-token
 # against grouped: M = 32 84.0 / 81.5 -> 50.2 / 49.1, 16 41.5 / 40.7 -> 32.6 / 31.8, 8 20.3 / 19.9 -> 19.9 / 18.8,
-# 4 13.5 / 13.0 -> 13.6 / 12.4, 1 5.8 / 5.4 -> 7.4 / 6.2
-MOE_DOWN_GRP_ROWS = 5
+# 4 13.5 / 13.0 -> 13.6 / 12.4, 1 5.8 / 5.4 -> 7.4 / 6.2. With moe_act's own 2.2 us (records at 128d508) the pair wins
+# from 9 rows (M = 9 24.3 against 29.0 us plainly, M = 8 21.9 against 22.2); in the decode step (step_ab.py
+# moedown_grp_off, experiments/decode/step_ab_moedown_grp_off_b{8,32}_128d508.json) batch 32 1.29 / 1.30 ms less plain
+# / PDL (12.18 / 11.96 -> 10.89 / 10.66), batch 8 within -13..+22 us: so from 9
+MOE_DOWN_GRP_ROWS = 9
 
 
 @decode_op("moe_down", mutates_args=("h", "out"))
