@@ -394,13 +394,14 @@ def test_moe_down_guard_refuses_what_it_cannot_take():
 
 def test_moe_ops_launch_more_tokens_as_chunks(monkeypatch):
     """With the kernels bound to a fake launch: moe_down takes 19 tokens as launches of 8, 8
-    and 3 tokens on its 6-stage build, fp8_linear_experts (gate | up) 19 tokens as 16 and 3 on its
-    grouped build (from EXPERTS_GROUP_ROWS rows), with no miss; nothing falls to the framework path (the outputs stay NaN: the fake writes
+    and 3 tokens on its 6-stage build (where its grouped pair misses: moe_act has no device here),
+    fp8_linear_experts (gate | up) 19 tokens as one launch of its 32-token grouped build (above
+    EXPERTS_GROUP32_ROWS rows), with no miss; nothing falls to the framework path (the outputs stay NaN: the fake writes
     nothing)."""
     c = contracts.get(MOE_DOWN.name)
     tb = testbeds.get(MOE_DOWN.name)
     i = tb.make({"M": 19, "E": NUM_EXPERTS}, torch.Generator().manual_seed(6), "cpu")
-    for k in (proj.MOE_DOWN_KERNEL_S6, proj.EXPERT_GROUP_KERNELS[(GATE_UP.S, GATE_UP.KB)]):
+    for k in (proj.MOE_DOWN_KERNEL_S6, proj.EXPERT_GROUP32_KERNELS[(GATE_UP.S, GATE_UP.KB)]):
         fake = _Fake()
         fn = make_guard_and_launch(k.contract, function_handle=1, device=-1, launch=fake, stream=lambda d: 0)
         monkeypatch.setattr(k, "go", fn)
@@ -415,7 +416,7 @@ def test_moe_ops_launch_more_tokens_as_chunks(monkeypatch):
             w = torch.zeros(NUM_EXPERTS, GATE_UP.S, GATE_UP.KB, 2048, dtype=torch.float8_e4m3fn)
             out = torch.full((19, TOP_K, GATE_UP.N), float("nan"), dtype=torch.bfloat16)
             dops.fp8_linear_experts(x, w, torch.ones(NUM_EXPERTS, GATE_UP.N // 128, GATE_UP.KB), i["ids"], out)
-            assert [g for g, _, _ in fake.calls] == [k.contract.grid_for({"M": m, "E": NUM_EXPERTS}) for m in (16, 3)]
+            assert [g for g, _, _ in fake.calls] == [k.contract.grid_for({"M": 19, "E": NUM_EXPERTS})]  # one launch
             assert out.isnan().all()
         assert dict(k.misses) == {}
 

@@ -349,6 +349,45 @@ def test_experts_group_is_the_per_pair_kernel(M):
         assert torch.equal(out[1, 5].view(torch.uint16), out[1, 2].view(torch.uint16))
 
 
+@pytest.mark.parametrize("M", [17, 32])
+def test_experts_group32_is_the_16_token_build(M):
+    """fp8_gemv_n1024_k2048_moe_grp_t32 (up to 32 tokens in one launch): bitwise the 16-token grouped build on chunks of
+    16 rows, with the drawn ids, a token repeating an expert and an id of E (a NaN row for that pair only);
+    fp8_linear_experts takes it above EXPERTS_GROUP32_ROWS rows in one launch with no miss, plainly and under set_pdl."""
+    from netra.contracts.proj import EXPERTS_GROUP, EXPERTS_GROUP32
+    from netra.decode import ops as dops
+    from netra.lifecycle import testbeds
+    from netra.ops import _dispatch
+    from netra.runtime import launch, loader
+
+    tb = testbeds.get(EXPERTS_GROUP32.name)
+    i = tb.make({"M": M, "E": 256}, torch.Generator().manual_seed(800 + M), "cuda")
+    g16 = launch.make_guard_and_launch(contracts.get(EXPERTS_GROUP.name),
+                                       function_handle=loader.load(EXPERTS_GROUP.name, 0).handle, device=0)
+    planted = i["ids"].clone()
+    planted[1, 5] = planted[1, 2]
+    planted[M - 1, 0] = 256
+    want = torch.full((M, 8, 1024), float("nan"), dtype=torch.bfloat16, device="cuda")
+    for lo in range(0, M, 16):
+        s = slice(lo, min(M, lo + 16))
+        assert g16(i["x"][s], i["w"], i["scale"], want[s], planted[s]) is None
+    for pdl in (False, True):
+        ops.reset_stats()
+        ops.set_pdl(pdl)
+        try:
+            out = torch.full((M, 8, 1024), float("nan"), dtype=torch.bfloat16, device="cuda")
+            with _dispatch.count_launches() as counts:
+                dops.fp8_linear_experts(i["x"], i["w"], i["scale"], planted, out)
+            torch.cuda.synchronize()
+        finally:
+            ops.set_pdl(False)
+        assert counts[EXPERTS_GROUP32.name] == 1 and _misses(EXPERTS_GROUP32.name) == 0, dict(counts)
+        assert torch.equal(out.view(torch.uint16), want.view(torch.uint16)), (M, pdl)
+    assert out[M - 1, 0].isnan().all() and not out[M - 1, 1].isnan().any() and not out[:M - 1].isnan().any()
+    ref = tb.reference({**i, "x": i["x"][:M - 1], "ids": planted[:M - 1]})["out"]
+    assert metrics.rel_err(out[:M - 1], ref) <= tb.contract.tolerance
+
+
 @pytest.mark.parametrize("M", [1, 5, 8, 13, 32])
 def test_moe_down_grouped_is_the_per_token_kernels(M):
     """moe_act_i512 then fp8_gemv_n2048_k4608_moedown_grp (each distinct expert's strips once): out and h bitwise the

@@ -11,7 +11,7 @@ import torch
 
 import netra.ops as ops
 from netra import contracts, paths
-from netra.contracts.proj import EXPERTS, EXPERTS_GROUP, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, MOE_DOWN, MOE_DOWNS, NORM_BA, SHAPES, Fp8Gemv
+from netra.contracts.proj import EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, MOE_DOWN, MOE_DOWNS, NORM_BA, SHAPES, Fp8Gemv
 
 KSPLIT = tuple(s for s in SHAPES + FUSED if s.ksplit > 1)
 UNSPLIT = tuple(dataclasses.replace(s, ksplit=1) for s in SHAPES)  # the builds the candidates were measured on
@@ -25,7 +25,8 @@ def _generator():
     return paths.generator("proj", "gen_fp8_gemv")
 
 
-@pytest.mark.parametrize("sh", SHAPES + FUSED + (NORM_BA, EXPERTS_GROUP, EXPERTS_SHARED, EXPERTS_ROUTER), ids=lambda s: s.name)
+@pytest.mark.parametrize("sh", SHAPES + FUSED + (NORM_BA, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED, EXPERTS_ROUTER),
+                         ids=lambda s: s.name)
 def test_generated_ptx_is_current(sh):
     committed = paths.ptx_path("sm_90a", "proj", sh.name).read_text()
     assert committed == _generator().generate(sh), f"{sh.name}.ptx differs from its generator: run gen_fp8_gemv.py"
@@ -467,7 +468,7 @@ def test_set_pdl_rebinds_only_pdl_kernels_with_the_pdl_launcher(monkeypatch):
         ops.set_pdl(True)
         ops.prepare()
         pdl_names = {k.contract.name for k in ops.OPS.values() if k.contract.pdl}
-        assert pdl_names == {sh.name for sh in SHAPES + FUSED + (NORM_BA, EXPERTS_GROUP, EXPERTS_SHARED, EXPERTS_ROUTER) + EXPERTS + MOE_DOWNS} | {"bf16_gemv_n64_k2048",
+        assert pdl_names == {sh.name for sh in SHAPES + FUSED + (NORM_BA, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED, EXPERTS_ROUTER) + EXPERTS + MOE_DOWNS} | {"bf16_gemv_n64_k2048",
                                                                                      "gdn_decode_b32_pdl",
                                                                                      "gdn_decode_b32_smem_pdl", "gdn_decode_b32_pipe_pdl",
                                                                                      "moe_router_norm_e256_k2048", "moe_act_i512",
@@ -626,6 +627,27 @@ def test_experts_group_build():
     assert "GNAN" not in g.generate(EXPERTS[0])
     assert proj.EXPERT_GROUP_KERNELS[(EXPERTS_GROUP.S, EXPERTS_GROUP.KB)].contract.name == EXPERTS_GROUP.name
     assert 2 <= dops.EXPERTS_GROUP_ROWS <= 16
+
+
+def test_experts_group32_build():
+    """fp8_gemv_n1024_k2048_moe_grp_t32: the grouped gate | up for up to 32 tokens in one launch: one body of 4
+    n-tiles (8 mma per k16 step... 4 per step), 32-byte token masks zeroed by one 16-byte store per thread, 2 KB of
+    partials per warp; no spills at 128 registers; the per-pair contract but for M <= 32; fp8_linear_experts takes it
+    above EXPERTS_GROUP32_ROWS rows."""
+    from netra.decode import ops as dops
+
+    g = _generator()
+    ptx = g.generate(EXPERTS_GROUP32)
+    res = _assembles_without_spills(EXPERTS_GROUP32.name, ptx)
+    c, cp = contracts.get(EXPERTS_GROUP32.name), contracts.get(EXPERTS[0].name)
+    assert res["registers"] <= c.max_registers and c.dynamic_smem == EXPERTS_GROUP32.smem <= 227 * 1024
+    assert c.params == cp.params and c.dims["M"] == tuple(range(1, 33)) and c.op == cp.op == "fp8_linear_experts"
+    pre, post = ptx.split("griddepcontrol.wait;", 1)
+    assert pre.count("st.shared.v4.u32") == 1 and "_M8" not in post and post.count("U S virtual strips") == 1
+    assert post.count("mma.sync") == 4 * 8 and "%xr3_0_15" in post and "mad.lo.u32 %ej, %ej, 32, %sbase;" in post
+    assert f"mad.lo.u32 %t0, %warp, {EXPERTS_GROUP32.red_bytes}, %t0;" in post and EXPERTS_GROUP32.red_bytes == 2048
+    assert proj.EXPERT_GROUP32_KERNELS[(EXPERTS_GROUP32.S, EXPERTS_GROUP32.KB)].contract.name == EXPERTS_GROUP32.name
+    assert dops.EXPERTS_GROUP32_ROWS == 16 == max(contracts.get(EXPERTS_GROUP.name).dims["M"])
 
 
 def test_router_poll_candidate_assembles():

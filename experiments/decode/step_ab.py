@@ -207,6 +207,10 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   Prediction from experiments/proj/moedown_grp_variant_041d36b.json (kernel times x 40 layers, uniform
   routing): the current form ~1.3 ms less per batch-32 step plainly and with PDL, batch 8 ~15-45 us less;
   bitwise (the grouped kernels give the per-token kernels' bits).
+- experts_group32_off (after cc1f7cc): the routed gate | up above 16 tokens as 16-token launches of
+  fp8_gemv_n1024_k2048_moe_grp, as before fp8_gemv_n1024_k2048_moe_grp_t32 (netra.decode.ops.EXPERTS_GROUP32_ROWS).
+  Prediction (bytes: ~164 distinct experts per layer at batch 32 against ~2 x 101): the current form ~0.8-1 ms less
+  per batch-32 step; bitwise.
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
@@ -225,7 +229,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "moedown_s6", "expert_stats", "ks2_prev", "res_ks2", "pdl_s2", "carveout", "pre_all", "early",
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
          "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem", "gate_in_router",
-         "router_fused", "router_unfused", "experts_group", "router_poll", "router_coop", "moedown_grp_off",
+         "router_fused", "router_unfused", "experts_group", "router_poll", "router_coop", "moedown_grp_off", "experts_group32_off",
          "current_again", "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
@@ -504,7 +508,7 @@ def main():
     real_moe, real_experts, real_gate = dops.moe_decode, dops.fp8_linear_experts, dops.fp8_linear_gate
     real_pipe_b, real_pipe_plain_b = dops.GDN_PIPE_PDL_B, dops.GDN_PIPE_B
     real_ba_fused, real_shared_merged, real_router_fused = dops.BA_FUSED, dops.MOE_SHARED_MERGED, dops.MOE_ROUTER_FUSED
-    real_grp_rows = dops.MOE_DOWN_GRP_ROWS
+    real_grp_rows, real_grp32_rows = dops.MOE_DOWN_GRP_ROWS, dops.EXPERTS_GROUP32_ROWS
     router_op = _dispatch.OPS["moe_router_norm"]
     real_router_contract = router_op.contract
     down_op = _dispatch.OPS["moe_down"]
@@ -560,6 +564,7 @@ def main():
                 dops.moe_decode = cand_moe
             dops.MOE_ROUTER_FUSED = real_router_fused and form != "router_unfused"
             dops.MOE_DOWN_GRP_ROWS = 1 << 30 if form == "moedown_grp_off" else real_grp_rows
+            dops.EXPERTS_GROUP32_ROWS = 1 << 30 if form == "experts_group32_off" else real_grp32_rows
             if form in ("router_fused", "router_poll"):
                 cand_moe, mods = router_fused_moe(dops, _dispatch, real_moe, poll=form == "router_poll")
                 keep.extend(mods)
@@ -633,6 +638,7 @@ def main():
             dops.MOE_SHARED_MERGED = real_shared_merged
             dops.MOE_ROUTER_FUSED = real_router_fused
             dops.MOE_DOWN_GRP_ROWS = real_grp_rows
+            dops.EXPERTS_GROUP32_ROWS = real_grp32_rows
             dops.GDN_PIPE_PDL_B = real_pipe_b
             dops.GDN_PIPE_B = real_pipe_plain_b
             dops.moe_decode, dops.fp8_linear_experts = real_moe, real_experts

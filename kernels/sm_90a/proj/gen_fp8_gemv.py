@@ -78,7 +78,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "src"))
 sys.path.insert(0, str(HERE))
 import rms_emit  # noqa: E402  (the warp's RMSNorm, shared with gen_moe_router.norm_prologue)
-from netra.contracts.proj import BA_K, BA_ROWS, BA_STRIPS, EXPERTS, EXPERTS_GROUP, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, MOE_DOWN, MOE_DOWNS, NORM_BA, NUM_EXPERTS, MAX_PAIRS, ROUTER_FUSED_TOKENS, ROUTER_K, ROUTER_ROWS, SHAPES, SMS, TOP_K, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
+from netra.contracts.proj import BA_K, BA_ROWS, BA_STRIPS, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, MOE_DOWN, MOE_DOWNS, NORM_BA, NUM_EXPERTS, MAX_PAIRS, ROUTER_FUSED_TOKENS, ROUTER_K, ROUTER_ROWS, SHAPES, SMS, TOP_K, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
 import gen_moe_router as gmr  # noqa: E402  (the router's row sum and selection, for router_phase)
 
 
@@ -809,7 +809,7 @@ def store_partials(e: Emit, nts: tuple = (0, 1), swizzle: bool = False) -> None:
         e("  shl.b32 %t3, %t3, 5;")
         e("  add.u32 %t2, %t1, %t3;")
         e("  sub.u32 %t1, %t1, %t3;")
-    for r in [r for r in range(8) if r // 4 in nts]:  # acc r: token 2 tig + (r % 2) + 8 (r // 4), row g + 8 ((r // 2) % 2)
+    for r in [r for r in range(4 * (max(nts) + 1)) if r // 4 in nts]:  # acc r: token 2 tig + (r % 2) + 8 (r // 4), row g + 8 ((r // 2) % 2)
         off = (r % 2) * 64 + ((r // 2) % 2) * 32 + (r // 4) * 512
         reg = "%t2" if swizzle and (r // 2) % 2 == 0 else "%t1"
         e(f"  st.shared.f32 [{reg}+{off}], %acc{r};")
@@ -871,9 +871,10 @@ def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: 
     if grp:
         e(f"  shr.u32 %ej, %s, {moe.S.bit_length() - 1};  // the distinct expert: its tokens' slot masks")
         e(f"  and.b32 %ls, %s, {moe.S - 1};")
-        e("  mad.lo.u32 %ej, %ej, 16, %sbase;")
+        e(f"  mad.lo.u32 %ej, %ej, {moe.tokens}, %sbase;")
+    rb = moe.red_bytes if moe is not None else 1024  # a warp's partials
     e("  shl.b32 %t1, %m, 4;")
-    for r in range(-(-256 // threads)):
+    for r in range(-(-rb // 4 // threads)):
         e(f"  add.u32 %t0, %th, {r * threads};")
         e("  setp.ge.u32 %p, %t0, %t1;")
         e(f"  @%p bra {done};")
@@ -893,7 +894,7 @@ def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: 
         e("  mad.lo.u32 %t0, %tok, 4, %t0;")
         e("  ld.shared.f32 %f0, [%t0];")
         for w_ in range(1, W):
-            e(f"  ld.shared.f32 %f1, [%t0+{w_ * 1024}];")
+            e(f"  ld.shared.f32 %f1, [%t0+{w_ * rb}];")
             e("  add.f32 %f0, %f0, %f1;")
         e("  cvt.rn.bf16.f32 %q0, %f0;")
         if down:
@@ -1340,12 +1341,12 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     if land_split > 1:
         e("  .reg .b32 %lsc;")
         e("  .reg .b64 %plq;")
-    for nt in range(2):
+    for nt in range(max(2, sh.NT)):
         for h in range(NC):
             e(f"  .reg .b32 %xr{nt}_{h}_<16>, %inv{nt}_{h};")
     e(f"  .reg .f32 %ws<{NC}>;")
     e("  .reg .b16 %q<8>;")
-    e("  .reg .f32 %c<8>, %acc<8>, %f<8>, %xs<4>, %amax, %sc;")
+    e(f"  .reg .f32 %c<{max(8, 4 * sh.NT)}>, %acc<{max(8, 4 * sh.NT)}>, %f<8>, %xs<{max(4, 2 * sh.NT)}>, %amax, %sc;")
     if acc_split:
         e("  .reg .f32 %d<8>;")
     e("  .reg .b64 %px, %pw, %ps, %po, %pa, %pb, %pt64, %pol;")
@@ -1497,11 +1498,20 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
             prefetch_strips(e, sh, 0, "INIT_DONE")
     if sh.group:
         bm, _, _, _, so = group_layout(sh)
-        assert sh.threads * 4 == 16 * MAX_PAIRS
+        zb = sh.tokens * sh.max_pairs // sh.threads  # bytes of slot masks each thread zeroes
+        assert zb in (4, 16) and zb * sh.threads == sh.tokens * sh.max_pairs
         e("  // the distinct experts' bitmap and slot masks start at zero (before the wait: shared memory only)")
-        e("  shl.b32 %t0, %th, 2;")
-        e("  add.u32 %t0, %t0, %sbase;")
-        e(f"  st.shared.u32 [%t0+{so}], 0;")
+        if zb == 16:
+            e("  mov.u32 %t1, 0;")
+            e("  shl.b32 %t0, %th, 4;")
+            e("  add.u32 %t0, %t0, %sbase;")
+            e(f"  st.shared.v4.u32 [%t0+{so}], {{%t1, %t1, %t1, %t1}};")
+            e("  shl.b32 %t0, %th, 2;")
+            e("  add.u32 %t0, %t0, %sbase;")
+        else:
+            e("  shl.b32 %t0, %th, 2;")
+            e("  add.u32 %t0, %t0, %sbase;")
+            e(f"  st.shared.u32 [%t0+{so}], 0;")
         e("  setp.lt.u32 %p, %th, 8;")
         e(f"  @%p st.shared.u32 [%t0+{bm}], 0;")
     e("  bar.sync 0;")
@@ -1536,7 +1546,9 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     o = dict(stage_x=stage_x, x_rows=x_rows, skip_nt1=skip_nt1, packed_amax=packed_amax, pre=pre, xpair=False,
              ids_early=ids_early, x_direct=x_direct, scale_bf16x2=scale_bf16x2, red_swizzle=red_swizzle,
              acc_split=acc_split)
-    if sh.fuse in ("norm", "moedown") or tgroups or m8_only or sh.router:  # M <= 8 only (the norm's contract; a token group of at most 8)
+    if sh.tokens == 32:  # one body: 4 n-tiles (tokens past M are zero columns)
+        _body(e, sh, (0, 1, 2, 3), "_M32", **o)
+    elif sh.fuse in ("norm", "moedown") or tgroups or m8_only or sh.router:  # M <= 8 only (the norm's contract; a token group of at most 8)
         _body(e, sh, (0,), "_M8", **o)
     elif split_m8:
         e("  @%pm8 bra BODY_M16;  // M <= 8 and M > 8: two copies of the rest, each with only its own n-tiles")
@@ -1805,7 +1817,7 @@ def ids_store(e: Emit, sh: Shape, barrier: bool = True) -> None:
 def group_layout(sh: Shape) -> tuple[int, int, int, int, int]:
     """(bitmap, U, list, pos, slots) offsets in shared memory (contracts.proj.Fp8Gemv.grp_off's layout)."""
     b = sh.grp_off
-    return b, b + 32, b + 64, b + 64 + 4 * MAX_PAIRS, b + 64 + 4 * MAX_PAIRS + NUM_EXPERTS
+    return b, b + 32, b + 64, b + 64 + 4 * sh.max_pairs, b + 64 + 4 * sh.max_pairs + NUM_EXPERTS
 
 
 def group_build(e: Emit, sh: Shape, sfx: str) -> None:
@@ -1895,7 +1907,7 @@ def group_build(e: Emit, sh: Shape, sfx: str) -> None:
     e("  mov.u32 %t1, 1;")
     e("  shl.b32 %t1, %t1, %t3;")
     e("  shr.u32 %t2, %t2, 2;")
-    e("  mad.lo.u32 %t0, %t0, 4, %t2;")
+    e(f"  mad.lo.u32 %t0, %t0, {sh.tokens // 4}, %t2;")
     e("  shl.b32 %t0, %t0, 2;")
     e("  add.u32 %t0, %t0, %sbase;")
     e(f"  @%pe red.shared.or.b32 [%t0+{so}], %t1;")
@@ -2308,8 +2320,9 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
         e(f"  mad.lo.u32 %t0, %stage, {sh.scl_bytes}, %sbase;")
         e("  mad.lo.u32 %t0, %warp, 4, %t0;")
         e(f"  ld.shared.f32 %ws{h}, [%t0+{sh.scl_off}];  // weight-block scale (s / 8, h W + warp)")
-        live = [r for r in range(8) if r // 4 in tiles]
-        for i in range(8):
+        nacc = max(8, 4 * (max(tiles) + 1))
+        live = [r for r in range(nacc) if r // 4 in tiles]
+        for i in range(nacc):
             e(f"  mov.f32 %c{i}, 0f00000000;")
         if acc_split:  # the odd k16 steps' own fragments: two chains of four mma, not one of eight
             for r in live:
@@ -2324,9 +2337,10 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
                 e(f"  cvt.rn.f16x2.e4m3x2 %a{r}, %q{r};")
             e(f"  mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{{acc}0, {acc}1, {acc}2, {acc}3}}, {{%a0, %a1, %a2, %a3}}, "
               f"{{%xr0_{h}_{2 * i}, %xr0_{h}_{2 * i + 1}}}, {{{acc}0, {acc}1, {acc}2, {acc}3}};")
-            if 1 in tiles:
-                e(("  @%pm8 " if nts is None else "  ") + f"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{{acc}4, {acc}5, {acc}6, {acc}7}}, "
-                  f"{{%a0, %a1, %a2, %a3}}, {{%xr1_{h}_{2 * i}, %xr1_{h}_{2 * i + 1}}}, {{{acc}4, {acc}5, {acc}6, {acc}7}};")
+            for nt in tiles[1:]:
+                d = ", ".join(f"{acc}{4 * nt + c}" for c in range(4))
+                e(("  @%pm8 " if nts is None else "  ") + f"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{{d}}}, "
+                  f"{{%a0, %a1, %a2, %a3}}, {{%xr{nt}_{h}_{2 * i}, %xr{nt}_{h}_{2 * i + 1}}}, {{{d}}};")
         if acc_split:
             for r in live:
                 e(f"  add.rn.f32 %c{r}, %c{r}, %d{r};")
@@ -2349,9 +2363,9 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
         e("  @%p mov.u32 %stage, 0;")
         e("  @%p xor.b32 %phase, %phase, 1;")
     e("  // the warps' partials to red[buf][warp][token][row]; one barrier")
-    e(f"  mad.lo.u32 %t0, %buf, {W * 1024}, %sbase;")
+    e(f"  mad.lo.u32 %t0, %buf, {W * sh.red_bytes}, %sbase;")
     e(f"  add.u32 %t0, %t0, {sh.red_off};")
-    e("  mad.lo.u32 %t0, %warp, 1024, %t0;")
+    e(f"  mad.lo.u32 %t0, %warp, {sh.red_bytes}, %t0;")
     store_partials(e, tiles, red_swizzle)
     e("  bar.sync 0;")
     e("  // every warp is done with this strip's stages: thread 0 refills them with strip s + (NS / NC) G")
@@ -2361,7 +2375,7 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
     e(f"  mad.lo.u32 %t2, %nct, {NS // NC}, %s;")
     issue_strips(e, sh, "%t2", 1, "%st0", "REFILLED" + sfx)
     e("  // the warp-order sum, BF16 out")
-    red = f"  mad.lo.u32 %t0, %buf, {W * 1024}, %sbase;\n  add.u32 %t0, %t0, {sh.red_off};"
+    red = f"  mad.lo.u32 %t0, %buf, {W * sh.red_bytes}, %sbase;\n  add.u32 %t0, %t0, {sh.red_off};"
     if sh.ksplit > 1:
         split_keep(e, sh, red, "SUM_DONE" + sfx, red_swizzle)
     else:
@@ -2378,7 +2392,7 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
 
 
 def main(argv=None) -> int:
-    for sh in SHAPES + FUSED + (NORM_BA,) + EXPERTS + (EXPERTS_GROUP, EXPERTS_SHARED, EXPERTS_ROUTER) + MOE_DOWNS:  # (contracts.proj.EXPERTS_SHARED_NOGATE: a candidate)
+    for sh in SHAPES + FUSED + (NORM_BA,) + EXPERTS + (EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED, EXPERTS_ROUTER) + MOE_DOWNS:  # (contracts.proj.EXPERTS_SHARED_NOGATE: a candidate)
         (HERE / f"{sh.name}.ptx").write_text(generate(sh))
         grid = "min(P S, 132)" if sh.fuse == "moe" else sh.grid
         print(f"wrote {sh.name}.ptx ({sh.threads} threads, grid {grid}, {sh.NS} stages, {sh.smem} B dynamic smem)")

@@ -40,6 +40,7 @@ class Fp8Gemv:
     # that chose it (gen_fp8_gemv.group_build); bitwise the per-pair build
     router_poll: bool = False  # with router (named _poll; a candidate): no barrier: each CTA takes an epoch from the
     # counter before the wait, logits go out tagged with it, the selecting warps poll them; x from the CTA's own norm
+    tokens: int = 16  # group only: 32 (named _t32): every token's x in 4 n-tiles, one launch for up to 32 tokens
     router: bool = False  # with shared (named _router): the post-attention norm, the router and its top 8 first, every
     # CTA a share of the logits, a grid-wide barrier, then every CTA selects the same 8 (gen_fp8_gemv.router_phase)
 
@@ -49,7 +50,16 @@ class Fp8Gemv:
                 + (f"_s{self.stages}" if self.stages else "") + (f"_ks{self.ksplit}" if self.ksplit > 1 else "")
                 + (f"_w{self.warps}" if self.warps else "") + ("_ba" if self.ba else "")
                 + ("_shared" if self.shared else "") + ("_nogate" if self.shared and not self.shared_gate else "")
-                + ("_grp" if self.group else "") + ("_router" if self.router else "") + ("_poll" if self.router_poll else ""))
+                + ("_grp" if self.group else "") + (f"_t{self.tokens}" if self.tokens != 16 else "")
+                + ("_router" if self.router else "") + ("_poll" if self.router_poll else ""))
+
+    @property
+    def NT(self) -> int:  # n-tiles of 8 tokens in the largest body
+        return self.tokens // 8
+
+    @property
+    def max_pairs(self) -> int:
+        return self.tokens * TOP_K
 
     @property
     def S(self) -> int:  # 16-row strips (the mma's M side)
@@ -170,8 +180,12 @@ class Fp8Gemv:
         return self.scl_off + self.NS * self.scl_bytes
 
     @property
+    def red_bytes(self) -> int:  # one warp's [token][row] partials
+        return self.tokens * 64
+
+    @property
     def bar_off(self) -> int:
-        return self.red_off + 2 * self.W * 1024
+        return self.red_off + 2 * self.W * self.red_bytes
 
     # fuse == "norm": then the per-thread sums of squares [16 tokens][256] and the 16 rsqrt
     @property
@@ -207,7 +221,7 @@ class Fp8Gemv:
     # token t's byte, bit j: ids[t, j] is that expert)
     @property
     def grp_off(self) -> int:
-        return (self.ids_off + 4 * MAX_PAIRS + 15) // 16 * 16
+        return (self.ids_off + 4 * self.max_pairs + 15) // 16 * 16
 
     # router_poll: then the M normalized x rows (BF16, 2 K bytes each) the body reads, and the launch's epoch
     @property
@@ -219,7 +233,7 @@ class Fp8Gemv:
         if self.router_poll:
             return self.xs_off + max(ROUTER_FUSED_TOKENS) * 2 * ROUTER_K + 16
         if self.group:
-            return self.grp_off + 64 + 4 * MAX_PAIRS + NUM_EXPERTS + 16 * MAX_PAIRS
+            return self.grp_off + 64 + 4 * self.max_pairs + NUM_EXPERTS + self.tokens * self.max_pairs
         if self.router:
             return self.rows_off + ROUTER_ROWS * 2 * ROUTER_K + 8
         if self.fuse in ("moe", "moedown"):
@@ -300,6 +314,9 @@ EXPERTS = (
 # promoted after 0a1ec6d for 5 tokens and more: netra.decode.ops.EXPERTS_GROUP_ROWS): each distinct expert's strips
 # stored to every (token, slot) that chose it, bitwise the per-pair build; M = 16 70.2 -> 58.6 us, M = 1 7.0 -> 7.9
 EXPERTS_GROUP = dataclasses.replace(EXPERTS[0], group=True)
+# the same for up to 32 tokens in one launch (experiments/proj/experts_group32_variant.py): 4 n-tiles of x, so a batch of
+# 32 reads each distinct expert once instead of once per 16-token launch (~164 against ~2 x 101 experts, uniform routing)
+EXPERTS_GROUP32 = dataclasses.replace(EXPERTS_GROUP, tokens=32)
 # the routed experts' gate | up and the shared expert's (as M more pairs on its own weight) in one launch, the
 # shared_expert_gate by one more CTA: the MoE block's shared gate | up launch gone from between the router and the
 # experts (experiments/decode/step_ab.py no_shared: that launch costs 127-130 us per batch-1 step plainly, 72-74 with PDL)
@@ -646,7 +663,7 @@ def _contract_moe_routed(s: Fp8Gemv) -> Contract:
                    doc="the expert of each pair (the router's top-k indices, read on the device)"),
             Scalar("E", "u32", value="E"),
         ),
-        dims={"M": TOKENS, "E": (NUM_EXPERTS,)},
+        dims={"M": tuple(range(1, s.tokens + 1)), "E": (NUM_EXPERTS,)},
         grid=(f"({strips} if {strips} < {SMS} else {SMS})", "1", "1"),
         threads=s.threads,
         reduction_order=f"per pair, as {plain} (the same tiles and order on the chosen expert's weight)"
@@ -1017,6 +1034,7 @@ MOE_ACT = _contract_moe_act()
 MOE_DOWN_GRP_CONTRACT = _contract_moe_down_grp()
 
 
-CONTRACTS = tuple(_contract(s) for s in SHAPES + FUSED + (NORM_BA,) + EXPERTS + (EXPERTS_GROUP, EXPERTS_SHARED, EXPERTS_ROUTER)) + (
+CONTRACTS = tuple(_contract(s) for s in SHAPES + FUSED + (NORM_BA,) + EXPERTS + (EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED,
+                                                                               EXPERTS_ROUTER)) + (
     BF16_GEMV_N64_K2048, MOE_ROUTER, MOE_ROUTER_NORM, *(_contract_moe_down(s) for s in MOE_DOWNS), MOE_ACT,
     MOE_DOWN_GRP_CONTRACT)

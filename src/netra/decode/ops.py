@@ -203,6 +203,8 @@ def experts_framework(x: Tensor, weight: Tensor, scale: Tensor, ids: Tensor, out
 # (experiments/decode/step_ab_experts_group_b{8,32}_0a1ec6d.json, ms plain / PDL): batch 8 4.270 / 4.021 against
 # 4.350-4.354 / 4.112-4.121, batch 32 12.064 / 11.848 against 12.800-12.803 / 12.582-12.616, logits bitwise
 EXPERTS_GROUP_ROWS = 5
+# above this many rows (up to 32) one launch of fp8_gemv_n1024_k2048_moe_grp_t32 (4 n-tiles of x), not 16-row launches
+EXPERTS_GROUP32_ROWS = 16
 
 
 @decode_op("fp8_linear_experts", mutates_args=("out",))
@@ -214,10 +216,12 @@ def fp8_linear_experts(x: Tensor, weight: Tensor, scale: Tensor, ids: Tensor, ou
     or packed for the kernels [E, N / 16, K / 128, 2048]; scale fp32 [E, N / 128, K / 128].
     The ids stay on the device (no host sync: the step captures into one graph). Kernels
     fp8_gemv_n1024_k2048_moe (gate | up; from EXPERTS_GROUP_ROWS rows fp8_gemv_n1024_k2048_moe_grp, each distinct
-    expert once, bitwise the same) and fp8_gemv_n2048_k512_moe (down), 16 x rows per launch; otherwise gather,
+    expert once, bitwise the same, and above EXPERTS_GROUP32_ROWS rows its 32-token build _t32) and fp8_gemv_n2048_k512_moe (down), 16 x rows per launch; otherwise gather,
     dequantize, bmm (experts_framework)."""
     grouped = ids.dim() == 2 and x.shape[0] >= EXPERTS_GROUP_ROWS  # gate | up once per distinct expert
-    kern = proj.kernel_for(weight, proj.EXPERT_GROUP_KERNELS if grouped else proj.EXPERT_KERNELS)
+    kerns = (proj.EXPERT_GROUP32_KERNELS if x.shape[0] > EXPERTS_GROUP32_ROWS else proj.EXPERT_GROUP_KERNELS) if grouped \
+        else proj.EXPERT_KERNELS
+    kern = proj.kernel_for(weight, kerns)
     for s in (kern.rows(x, weight, scale, out, ids) if kern is not None else [slice(None)]):  # 16 x rows per launch
         experts_framework(x[s], weight, scale, ids[s], out[s])
 

@@ -695,7 +695,7 @@ def _moe_down_grp_peer(i, s):
 
 
 def _proj_testbeds() -> dict:
-    from ..contracts.proj import (EXPERTS, EXPERTS_GROUP, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, MOE_ACT, MOE_DOWN_GRP,
+    from ..contracts.proj import (EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, MOE_ACT, MOE_DOWN_GRP,
                                   MOE_DOWNS, NORM_BA, SHAPES)
     from ..reference.proj import fp8_linear
 
@@ -726,7 +726,7 @@ def _proj_testbeds() -> dict:
     beds[EXPERTS_ROUTER.name] = Testbed(contracts.get(EXPERTS_ROUTER.name), _make_experts_router(EXPERTS_ROUTER),
                                         _experts_router_ref(EXPERTS_ROUTER), None,
                                         {"netra_unfused": _experts_router_unfused_peer}, chained=("x_out",))
-    for sh in EXPERTS + (EXPERTS_GROUP,):
+    for sh in EXPERTS + (EXPERTS_GROUP, EXPERTS_GROUP32):
         beds[sh.name] = Testbed(contracts.get(sh.name), _make_fp8_experts(sh), _experts_ref(sh), None,
                                 _experts_peers(sh), scalars={})
     beds["moe_router_e256_k2048"] = Testbed(contracts.get("moe_router_e256_k2048"), _make_router, _router_ref, None,

@@ -13,7 +13,7 @@ import functools
 import torch
 from torch import Tensor
 
-from ..contracts.proj import (EXPERTS, EXPERTS_GROUP, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, MOE_ACT, MOE_DOWN, MOE_DOWN_GRP,
+from ..contracts.proj import (EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, MOE_ACT, MOE_DOWN, MOE_DOWN_GRP,
                               MOE_DOWN_S6, MOE_DOWN_WIDE_M, NORM_BA, SHAPES, TOP_K, frag_k)
 from ._dispatch import KernelOp
 
@@ -30,6 +30,9 @@ EXPERT_KERNELS = {(s.S, s.KB): KernelOp("fp8_linear_experts", s.name, key=s.name
 # netra.decode.ops.EXPERTS_GROUP_ROWS rows, by the same packed weight's (S, KB)
 EXPERT_GROUP_KERNELS = {(EXPERTS_GROUP.S, EXPERTS_GROUP.KB): KernelOp("fp8_linear_experts", EXPERTS_GROUP.name,
                                                                       key=EXPERTS_GROUP.name)}
+# its 32-token build (one launch for a batch of up to 32), which fp8_linear_experts takes above EXPERTS_GROUP32_ROWS rows
+EXPERT_GROUP32_KERNELS = {(EXPERTS_GROUP32.S, EXPERTS_GROUP32.KB): KernelOp("fp8_linear_experts", EXPERTS_GROUP32.name,
+                                                                          key=EXPERTS_GROUP32.name)}
 # the routed and the shared experts' gate | up (and the shared expert's gate) in one launch
 EXPERTS_SHARED_KERNEL = KernelOp("fp8_linear_experts_shared", EXPERTS_SHARED.name, key=EXPERTS_SHARED.name)
 # the same after the post-attention norm and the router, with a grid-wide barrier between them (every CTA resident)
@@ -102,6 +105,6 @@ def unpack_weight(p: Tensor, x_direct: bool = False) -> Tensor:
 
 
 def kernel_for(weight: Tensor, kernels: dict = KERNELS) -> KernelOp | None:
-    if kernels is EXPERT_KERNELS or kernels is EXPERT_GROUP_KERNELS:  # stacked experts [E, S, KB, 2048]
+    if kernels is EXPERT_KERNELS or kernels is EXPERT_GROUP_KERNELS or kernels is EXPERT_GROUP32_KERNELS:  # [E, S, KB, 2048]
         return kernels.get(tuple(weight.shape[1:3])) if weight.dim() == 4 else None
     return kernels.get(tuple(weight.shape[:2])) if weight.dim() == 3 else None
