@@ -681,7 +681,8 @@ def _contract_moe_routed(s: Fp8Gemv) -> Contract:
         reference="netra.reference.proj.fp8_linear per pair on its expert's weight, float64",
         peers=("framework_gather_dequant_bmm", "cublas_bf16_bmm"),
         # both bodies (M <= 8, M > 8) with few strips: racecheck at M = 16 (up to 8192 strips) takes minutes
-        sanitize_cases=({"M": 1, "E": NUM_EXPERTS}, {"M": 9, "E": NUM_EXPERTS}),
+        sanitize_cases=({"M": 1, "E": NUM_EXPERTS}, {"M": 9 if s.tokens == 16 else 17, "E": NUM_EXPERTS}),
+        cases_override=None if s.tokens == 16 else tuple({"M": m, "E": NUM_EXPERTS} for m in (1, 8, 16, 17, 24, 32)),
     )
 
 
