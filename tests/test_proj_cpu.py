@@ -631,7 +631,7 @@ def test_experts_group_build():
 
 def test_experts_group32_build():
     """fp8_gemv_n1024_k2048_moe_grp_t32: the grouped gate | up for up to 32 tokens in one launch: one body of 4
-    n-tiles (8 mma per k16 step... 4 per step), 32-byte token masks zeroed by one 16-byte store per thread, 2 KB of
+    n-tiles (4 mma per k16 step, each skipped where no token of its n-tile chose the strip's expert), 32-byte token masks zeroed by one 16-byte store per thread, 2 KB of
     partials per warp; no spills at 128 registers; the per-pair contract but for M <= 32; fp8_linear_experts takes it
     above EXPERTS_GROUP32_ROWS rows."""
     from netra.decode import ops as dops
@@ -645,6 +645,8 @@ def test_experts_group32_build():
     pre, post = ptx.split("griddepcontrol.wait;", 1)
     assert pre.count("st.shared.v4.u32") == 1 and "_M8" not in post and post.count("U S virtual strips") == 1
     assert post.count("mma.sync") == 4 * 8 and "%xr3_0_15" in post and "mad.lo.u32 %ej, %ej, 32, %sbase;" in post
+    # n-tiles where no token chose the strip's expert skip their mma and partial stores (their outputs are never read)
+    assert post.count("@%pn") == 4 * 8 + 16 and post.count("setp.ne.u32 %pn") == 4
     assert f"mad.lo.u32 %t0, %warp, {EXPERTS_GROUP32.red_bytes}, %t0;" in post and EXPERTS_GROUP32.red_bytes == 2048
     assert proj.EXPERT_GROUP32_KERNELS[(EXPERTS_GROUP32.S, EXPERTS_GROUP32.KB)].contract.name == EXPERTS_GROUP32.name
     assert dops.EXPERTS_GROUP32_ROWS == 16 == max(contracts.get(EXPERTS_GROUP.name).dims["M"])

@@ -795,7 +795,7 @@ def prefetch_changes(sh: Shape) -> bool:
             and (-(-sh.S // sh.grid) > 1 or sh.pre_strips == 0))
 
 
-def store_partials(e: Emit, nts: tuple = (0, 1), swizzle: bool = False) -> None:
+def store_partials(e: Emit, nts: tuple = (0, 1), swizzle: bool = False, pred: bool = False) -> None:
     """The warp's 16 x 16 partials %acc to [token][row] fp32 at %t0 (C fragment: rows g, g + 8;
     tokens 2 tig, 2 tig + 1, + 8); only the n-tiles in ``nts``. A warp's store of one register
     puts its 32 lanes in 8 banks (4-way conflicts: row g at 4 g, tokens 2 tig at 128 tig).
@@ -812,7 +812,7 @@ def store_partials(e: Emit, nts: tuple = (0, 1), swizzle: bool = False) -> None:
     for r in [r for r in range(4 * (max(nts) + 1)) if r // 4 in nts]:  # acc r: token 2 tig + (r % 2) + 8 (r // 4), row g + 8 ((r // 2) % 2)
         off = (r % 2) * 64 + ((r // 2) % 2) * 32 + (r // 4) * 512
         reg = "%t2" if swizzle and (r // 2) % 2 == 0 else "%t1"
-        e(f"  st.shared.f32 [{reg}+{off}], %acc{r};")
+        e((f"  @%pn{r // 4} " if pred else "  ") + f"st.shared.f32 [{reg}+{off}], %acc{r};")
 
 
 def red_index(e: Emit, reg: str, swizzle: bool) -> None:
@@ -1347,6 +1347,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     e(f"  .reg .f32 %ws<{NC}>;")
     e("  .reg .b16 %q<8>;")
     e(f"  .reg .f32 %c<{max(8, 4 * sh.NT)}>, %acc<{max(8, 4 * sh.NT)}>, %f<8>, %xs<{max(4, 2 * sh.NT)}>, %amax, %sc;")
+    if sh.tokens == 32:
+        e(f"  .reg .pred %pn<{sh.NT}>;  // n-tiles with a token that chose the strip's expert")
     if acc_split:
         e("  .reg .f32 %d<8>;")
     e("  .reg .b64 %px, %pw, %ps, %po, %pa, %pb, %pt64, %pol;")
@@ -2320,6 +2322,14 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
         e(f"  mad.lo.u32 %t0, %stage, {sh.scl_bytes}, %sbase;")
         e("  mad.lo.u32 %t0, %warp, 4, %t0;")
         e(f"  ld.shared.f32 %ws{h}, [%t0+{sh.scl_off}];  // weight-block scale (s / 8, h W + warp)")
+        skip = sh.tokens == 32
+        if skip and h == 0:  # the n-tiles some token of which chose this strip's expert (its token bytes, 8 per n-tile)
+            e(f"  shr.u32 %t0, %s, {S.bit_length() - 1};")
+            e(f"  mad.lo.u32 %t0, %t0, {sh.tokens}, %sbase;")
+            for nt in tiles:
+                e(f"  ld.shared.v2.u32 {{%t1, %t2}}, [%t0+{group_layout(sh)[4] + 8 * nt}];")
+                e("  or.b32 %t1, %t1, %t2;")
+                e(f"  setp.ne.u32 %pn{nt}, %t1, 0;")
         nacc = max(8, 4 * (max(tiles) + 1))
         live = [r for r in range(nacc) if r // 4 in tiles]
         for i in range(nacc):
@@ -2335,11 +2345,11 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
             e(f"  mov.b32 {{%q2, %q3}}, %wa{base + 1};")
             for r in range(4):
                 e(f"  cvt.rn.f16x2.e4m3x2 %a{r}, %q{r};")
-            e(f"  mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{{acc}0, {acc}1, {acc}2, {acc}3}}, {{%a0, %a1, %a2, %a3}}, "
+            e(("  @%pn0 " if skip else "  ") + f"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{{acc}0, {acc}1, {acc}2, {acc}3}}, {{%a0, %a1, %a2, %a3}}, "
               f"{{%xr0_{h}_{2 * i}, %xr0_{h}_{2 * i + 1}}}, {{{acc}0, {acc}1, {acc}2, {acc}3}};")
             for nt in tiles[1:]:
                 d = ", ".join(f"{acc}{4 * nt + c}" for c in range(4))
-                e(("  @%pm8 " if nts is None else "  ") + f"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{{d}}}, "
+                e(("  @%pm8 " if nts is None else f"  @%pn{nt} " if skip else "  ") + f"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{{d}}}, "
                   f"{{%a0, %a1, %a2, %a3}}, {{%xr{nt}_{h}_{2 * i}, %xr{nt}_{h}_{2 * i + 1}}}, {{{d}}};")
         if acc_split:
             for r in live:
@@ -2366,7 +2376,7 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
     e(f"  mad.lo.u32 %t0, %buf, {W * sh.red_bytes}, %sbase;")
     e(f"  add.u32 %t0, %t0, {sh.red_off};")
     e(f"  mad.lo.u32 %t0, %warp, {sh.red_bytes}, %t0;")
-    store_partials(e, tiles, red_swizzle)
+    store_partials(e, tiles, red_swizzle, pred=sh.tokens == 32)
     e("  bar.sync 0;")
     e("  // every warp is done with this strip's stages: thread 0 refills them with strip s + (NS / NC) G")
     e("  setp.ne.u32 %p, %th, 0;")
