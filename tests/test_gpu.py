@@ -350,6 +350,40 @@ def test_experts_group_is_the_per_pair_kernel(M):
 
 
 @pytest.mark.parametrize("M", [17, 32])
+def test_dense32_is_the_16_token_kernels(M):
+    """The 32-token dense builds (12288 and 9216 x 2048): fp8_linear above DENSE32_ROWS rows launches them once, with
+    no miss, plainly and under set_pdl, bitwise the 16-token kernel on chunks of 16 rows; within tolerance of float64."""
+    from netra.contracts.proj import DENSE32, Fp8Gemv
+    from netra.decode import ops as dops
+    from netra.lifecycle import testbeds
+    from netra.ops import _dispatch
+    from netra.runtime import launch, loader
+
+    for sh in DENSE32:
+        tb = testbeds.get(sh.name)
+        i = tb.make({"M": M}, torch.Generator().manual_seed(850 + M), "cuda")
+        name16 = Fp8Gemv(sh.N, sh.K, sh.use).name
+        g16 = launch.make_guard_and_launch(contracts.get(name16), function_handle=loader.load(name16, 0).handle, device=0)
+        want = torch.full((M, sh.N), float("nan"), dtype=torch.bfloat16, device="cuda")
+        for lo in range(0, M, 16):
+            s = slice(lo, min(M, lo + 16))
+            assert g16(i["x"][s], i["w"], i["scale"], want[s]) is None
+        for pdl in (False, True):
+            ops.reset_stats()
+            ops.set_pdl(pdl)
+            try:
+                out = torch.full((M, sh.N), float("nan"), dtype=torch.bfloat16, device="cuda")
+                with _dispatch.count_launches() as counts:
+                    dops.fp8_linear(i["x"], i["w"], i["scale"], out)
+                torch.cuda.synchronize()
+            finally:
+                ops.set_pdl(False)
+            assert counts[sh.name] == 1 and _misses(sh.name) == 0, dict(counts)
+            assert torch.equal(out.view(torch.uint16), want.view(torch.uint16)), (sh.name, M, pdl)
+        assert metrics.rel_err(out, tb.reference(i)["out"]) <= tb.contract.tolerance
+
+
+@pytest.mark.parametrize("M", [17, 32])
 def test_experts_group32_is_the_16_token_build(M):
     """fp8_gemv_n1024_k2048_moe_grp_t32 (up to 32 tokens in one launch): bitwise the 16-token grouped build on chunks of
     16 rows, with the drawn ids, a token repeating an expert and an id of E (a NaN row for that pair only);

@@ -11,7 +11,7 @@ import torch
 
 import netra.ops as ops
 from netra import contracts, paths
-from netra.contracts.proj import EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, MOE_DOWN, MOE_DOWNS, NORM_BA, SHAPES, Fp8Gemv
+from netra.contracts.proj import DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, MOE_DOWN, MOE_DOWNS, NORM_BA, SHAPES, Fp8Gemv
 
 KSPLIT = tuple(s for s in SHAPES + FUSED if s.ksplit > 1)
 UNSPLIT = tuple(dataclasses.replace(s, ksplit=1) for s in SHAPES)  # the builds the candidates were measured on
@@ -25,8 +25,8 @@ def _generator():
     return paths.generator("proj", "gen_fp8_gemv")
 
 
-@pytest.mark.parametrize("sh", SHAPES + FUSED + (NORM_BA, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED, EXPERTS_ROUTER),
-                         ids=lambda s: s.name)
+@pytest.mark.parametrize("sh", SHAPES + DENSE32 + FUSED + (NORM_BA, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED,
+                                                      EXPERTS_ROUTER), ids=lambda s: s.name)
 def test_generated_ptx_is_current(sh):
     committed = paths.ptx_path("sm_90a", "proj", sh.name).read_text()
     assert committed == _generator().generate(sh), f"{sh.name}.ptx differs from its generator: run gen_fp8_gemv.py"
@@ -468,7 +468,7 @@ def test_set_pdl_rebinds_only_pdl_kernels_with_the_pdl_launcher(monkeypatch):
         ops.set_pdl(True)
         ops.prepare()
         pdl_names = {k.contract.name for k in ops.OPS.values() if k.contract.pdl}
-        assert pdl_names == {sh.name for sh in SHAPES + FUSED + (NORM_BA, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED, EXPERTS_ROUTER) + EXPERTS + MOE_DOWNS} | {"bf16_gemv_n64_k2048",
+        assert pdl_names == {sh.name for sh in SHAPES + DENSE32 + FUSED + (NORM_BA, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED, EXPERTS_ROUTER) + EXPERTS + MOE_DOWNS} | {"bf16_gemv_n64_k2048",
                                                                                      "gdn_decode_b32_pdl",
                                                                                      "gdn_decode_b32_smem_pdl", "gdn_decode_b32_pipe_pdl",
                                                                                      "moe_router_norm_e256_k2048", "moe_act_i512",
@@ -627,6 +627,24 @@ def test_experts_group_build():
     assert "GNAN" not in g.generate(EXPERTS[0])
     assert proj.EXPERT_GROUP_KERNELS[(EXPERTS_GROUP.S, EXPERTS_GROUP.KB)].contract.name == EXPERTS_GROUP.name
     assert 2 <= dops.EXPERTS_GROUP_ROWS <= 16
+
+
+@pytest.mark.parametrize("sh", DENSE32, ids=lambda s: s.name)
+def test_dense32_build(sh):
+    """The 32-token dense builds: one body of 4 n-tiles (x and fragments of 32 tokens; 2 KB of partials per warp), no
+    spills at 128 registers, no n-tile skip (every token's row is an output), the plain contract but for M <= 32;
+    linear takes them above DENSE32_ROWS rows, and more than 32 rows as launches of 32."""
+    from netra.decode import ops as dops
+
+    ptx = _generator().generate(sh)
+    res = _assembles_without_spills(sh.name, ptx)
+    c, cp = contracts.get(sh.name), contracts.get(Fp8Gemv(sh.N, sh.K, sh.use).name)
+    assert res["registers"] <= c.max_registers and c.dynamic_smem == sh.smem <= 227 * 1024
+    assert c.params == cp.params and c.dims["M"] == tuple(range(1, 33)) and c.op == cp.op == "fp8_linear"
+    post = ptx.split("griddepcontrol.wait;", 1)[1]
+    assert post.count("mma.sync") == 4 * 8 and "@%pn" not in post and "_M8" not in post and "%xr3_0_15" in post
+    assert proj.KERNELS32[(sh.S, sh.KB)].contract.name == sh.name and proj.KERNELS32[(sh.S, sh.KB)].max_rows == 32
+    assert dops.DENSE32_ROWS == 16
 
 
 def test_experts_group32_build():

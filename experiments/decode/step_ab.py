@@ -211,6 +211,9 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   fp8_gemv_n1024_k2048_moe_grp, as before fp8_gemv_n1024_k2048_moe_grp_t32 (netra.decode.ops.EXPERTS_GROUP32_ROWS).
   Prediction (bytes: ~164 distinct experts per layer at batch 32 against ~2 x 101): the current form ~0.8-1 ms less
   per batch-32 step; bitwise.
+- dense32_off (after 6f6c78f): GDN in_proj_qkv | z and attention q | k | v above 16 rows as 16-row launches of the
+  plain kernels, as before their 32-token builds (netra.contracts.proj.DENSE32, netra.decode.ops.DENSE32_ROWS).
+  Prediction: the current form ~0.25 ms less per batch-32 step; bitwise.
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
@@ -229,7 +232,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "moedown_s6", "expert_stats", "ks2_prev", "res_ks2", "pdl_s2", "carveout", "pre_all", "early",
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
          "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem", "gate_in_router",
-         "router_fused", "router_unfused", "experts_group", "router_poll", "router_coop", "moedown_grp_off", "experts_group32_off",
+         "router_fused", "router_unfused", "experts_group", "router_poll", "router_coop", "moedown_grp_off", "experts_group32_off", "dense32_off",
          "current_again", "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
@@ -508,7 +511,7 @@ def main():
     real_moe, real_experts, real_gate = dops.moe_decode, dops.fp8_linear_experts, dops.fp8_linear_gate
     real_pipe_b, real_pipe_plain_b = dops.GDN_PIPE_PDL_B, dops.GDN_PIPE_B
     real_ba_fused, real_shared_merged, real_router_fused = dops.BA_FUSED, dops.MOE_SHARED_MERGED, dops.MOE_ROUTER_FUSED
-    real_grp_rows, real_grp32_rows = dops.MOE_DOWN_GRP_ROWS, dops.EXPERTS_GROUP32_ROWS
+    real_grp_rows, real_grp32_rows, real_dense32_rows = dops.MOE_DOWN_GRP_ROWS, dops.EXPERTS_GROUP32_ROWS, dops.DENSE32_ROWS
     router_op = _dispatch.OPS["moe_router_norm"]
     real_router_contract = router_op.contract
     down_op = _dispatch.OPS["moe_down"]
@@ -565,6 +568,7 @@ def main():
             dops.MOE_ROUTER_FUSED = real_router_fused and form != "router_unfused"
             dops.MOE_DOWN_GRP_ROWS = 1 << 30 if form == "moedown_grp_off" else real_grp_rows
             dops.EXPERTS_GROUP32_ROWS = 1 << 30 if form == "experts_group32_off" else real_grp32_rows
+            dops.DENSE32_ROWS = 1 << 30 if form == "dense32_off" else real_dense32_rows
             if form in ("router_fused", "router_poll"):
                 cand_moe, mods = router_fused_moe(dops, _dispatch, real_moe, poll=form == "router_poll")
                 keep.extend(mods)
@@ -639,6 +643,7 @@ def main():
             dops.MOE_ROUTER_FUSED = real_router_fused
             dops.MOE_DOWN_GRP_ROWS = real_grp_rows
             dops.EXPERTS_GROUP32_ROWS = real_grp32_rows
+            dops.DENSE32_ROWS = real_dense32_rows
             dops.GDN_PIPE_PDL_B = real_pipe_b
             dops.GDN_PIPE_B = real_pipe_plain_b
             dops.moe_decode, dops.fp8_linear_experts = real_moe, real_experts

@@ -78,7 +78,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "src"))
 sys.path.insert(0, str(HERE))
 import rms_emit  # noqa: E402  (the warp's RMSNorm, shared with gen_moe_router.norm_prologue)
-from netra.contracts.proj import BA_K, BA_ROWS, BA_STRIPS, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, MOE_DOWN, MOE_DOWNS, NORM_BA, NUM_EXPERTS, MAX_PAIRS, ROUTER_FUSED_TOKENS, ROUTER_K, ROUTER_ROWS, SHAPES, SMS, TOP_K, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
+from netra.contracts.proj import BA_K, BA_ROWS, BA_STRIPS, DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, MOE_DOWN, MOE_DOWNS, NORM_BA, NUM_EXPERTS, MAX_PAIRS, ROUTER_FUSED_TOKENS, ROUTER_K, ROUTER_ROWS, SHAPES, SMS, TOP_K, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
 import gen_moe_router as gmr  # noqa: E402  (the router's row sum and selection, for router_phase)
 
 
@@ -825,7 +825,7 @@ def red_index(e: Emit, reg: str, swizzle: bool) -> None:
 
 
 def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: str, res: bool = False,
-                    moe: Shape | None = None, swizzle: bool = False) -> None:
+                    moe: Shape | None = None, swizzle: bool = False, rb: int = 1024) -> None:
     """Output o = tid + threads r < 16 M: row o % 16, token o / 16; the W warps' [token][row]
     partials at red_base (the lines that set %t0) + 1024 w summed in warp order (consecutive
     threads read consecutive words), BF16 to out[token, 16 s + row]. ``res``: the BF16 product
@@ -872,7 +872,7 @@ def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: 
         e(f"  shr.u32 %ej, %s, {moe.S.bit_length() - 1};  // the distinct expert: its tokens' slot masks")
         e(f"  and.b32 %ls, %s, {moe.S - 1};")
         e(f"  mad.lo.u32 %ej, %ej, {moe.tokens}, %sbase;")
-    rb = moe.red_bytes if moe is not None else 1024  # a warp's partials
+    # rb: a warp's partials (bytes: 64 per token)
     e("  shl.b32 %t1, %m, 4;")
     for r in range(-(-rb // 4 // threads)):
         e(f"  add.u32 %t0, %th, {r * threads};")
@@ -1347,7 +1347,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     e(f"  .reg .f32 %ws<{NC}>;")
     e("  .reg .b16 %q<8>;")
     e(f"  .reg .f32 %c<{max(8, 4 * sh.NT)}>, %acc<{max(8, 4 * sh.NT)}>, %f<8>, %xs<{max(4, 2 * sh.NT)}>, %amax, %sc;")
-    if sh.tokens == 32:
+    if sh.tokens == 32 and sh.group:
         e(f"  .reg .pred %pn<{sh.NT}>;  // n-tiles with a token that chose the strip's expert")
     if acc_split:
         e("  .reg .f32 %d<8>;")
@@ -2322,7 +2322,7 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
         e(f"  mad.lo.u32 %t0, %stage, {sh.scl_bytes}, %sbase;")
         e("  mad.lo.u32 %t0, %warp, 4, %t0;")
         e(f"  ld.shared.f32 %ws{h}, [%t0+{sh.scl_off}];  // weight-block scale (s / 8, h W + warp)")
-        skip = sh.tokens == 32
+        skip = sh.tokens == 32 and sh.group
         if skip and h == 0:  # the n-tiles some token of which chose this strip's expert (its token bytes, 8 per n-tile)
             e(f"  shr.u32 %t0, %s, {S.bit_length() - 1};")
             e(f"  mad.lo.u32 %t0, %t0, {sh.tokens}, %sbase;")
@@ -2376,7 +2376,7 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
     e(f"  mad.lo.u32 %t0, %buf, {W * sh.red_bytes}, %sbase;")
     e(f"  add.u32 %t0, %t0, {sh.red_off};")
     e(f"  mad.lo.u32 %t0, %warp, {sh.red_bytes}, %t0;")
-    store_partials(e, tiles, red_swizzle, pred=sh.tokens == 32)
+    store_partials(e, tiles, red_swizzle, pred=sh.tokens == 32 and sh.group)
     e("  bar.sync 0;")
     e("  // every warp is done with this strip's stages: thread 0 refills them with strip s + (NS / NC) G")
     e("  setp.ne.u32 %p, %th, 0;")
@@ -2390,7 +2390,7 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
         split_keep(e, sh, red, "SUM_DONE" + sfx, red_swizzle)
     else:
         sum_warps_store(e, sh.threads, W, N, red, "SUM_DONE" + sfx, res=sh.fuse in ("res", "moedown"),
-                        moe=sh if sh.fuse in ("moe", "moedown") else None, swizzle=red_swizzle)
+                        moe=sh if sh.fuse in ("moe", "moedown") else None, swizzle=red_swizzle, rb=sh.red_bytes)
         e(f"SUM_DONE{sfx}:")
     e("  xor.b32 %buf, %buf, 1;  // two buffers: the next strip's partials never overwrite ones still being summed")
     e("  add.u32 %s, %s, %nct;")
@@ -2402,7 +2402,7 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
 
 
 def main(argv=None) -> int:
-    for sh in SHAPES + FUSED + (NORM_BA,) + EXPERTS + (EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED, EXPERTS_ROUTER) + MOE_DOWNS:  # (contracts.proj.EXPERTS_SHARED_NOGATE: a candidate)
+    for sh in SHAPES + DENSE32 + FUSED + (NORM_BA,) + EXPERTS + (EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED, EXPERTS_ROUTER) + MOE_DOWNS:  # (contracts.proj.EXPERTS_SHARED_NOGATE: a candidate)
         (HERE / f"{sh.name}.ptx").write_text(generate(sh))
         grid = "min(P S, 132)" if sh.fuse == "moe" else sh.grid
         print(f"wrote {sh.name}.ptx ({sh.threads} threads, grid {grid}, {sh.NS} stages, {sh.smem} B dynamic smem)")

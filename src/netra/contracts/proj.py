@@ -40,7 +40,7 @@ class Fp8Gemv:
     # that chose it (gen_fp8_gemv.group_build); bitwise the per-pair build
     router_poll: bool = False  # with router (named _poll; a candidate): no barrier: each CTA takes an epoch from the
     # counter before the wait, logits go out tagged with it, the selecting warps poll them; x from the CTA's own norm
-    tokens: int = 16  # group only: 32 (named _t32): every token's x in 4 n-tiles, one launch for up to 32 tokens
+    tokens: int = 16  # 32 (named _t32; group, or a plain K = 2048 shape): one body of 4 n-tiles, up to 32 tokens a launch
     router: bool = False  # with shared (named _router): the post-attention norm, the router and its top 8 first, every
     # CTA a share of the logits, a grid-wide barrier, then every CTA selects the same 8 (gen_fp8_gemv.router_phase)
 
@@ -278,6 +278,10 @@ SHAPES = (
     Fp8Gemv(2048, 512, "shared expert down"),
 )
 BY_NK = {(s.N, s.K): s for s in SHAPES}
+# the dense K = 2048 projections the decode runner launches (GDN in_proj_qkv | z, attention q | k | v) for up to 32 tokens
+# in one launch (experiments/proj/dense32_variant.py): above 16 rows fp8_linear took launches of 16, each reading the
+# weight again
+DENSE32 = tuple(dataclasses.replace(s, tokens=32) for s in SHAPES if s.K == 2048 and s.N in (12288, 9216))
 NORM_K = 2048  # the hidden size: the input RMSNorm's width
 # the fused kernels: the input norm into the projections that read it (GDN in_proj_qkv | z,
 # attention q | k | v), the residual add into the ones whose output goes to it (out_proj, o_proj)
@@ -383,7 +387,8 @@ def _contract(s: Fp8Gemv) -> Contract:
             Tensor("out", "bf16", ("M", s.N), "out"),
             Scalar("M", "u32", value="M"),
         ),
-        dims={"M": TOKENS},
+        dims={"M": tuple(range(1, s.tokens + 1))},
+        cases_override=None if s.tokens == 16 else tuple({"M": m} for m in (1, 8, 16, 17, 24, 32)),
         grid=(str(s.grid), "1", "1"),
         threads=s.threads,
         reduction_order="per strip and k block: mma.sync k16 steps in k order (fp32), times the block's weight scale "
@@ -1035,7 +1040,7 @@ MOE_ACT = _contract_moe_act()
 MOE_DOWN_GRP_CONTRACT = _contract_moe_down_grp()
 
 
-CONTRACTS = tuple(_contract(s) for s in SHAPES + FUSED + (NORM_BA,) + EXPERTS + (EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED,
+CONTRACTS = tuple(_contract(s) for s in SHAPES + DENSE32 + FUSED + (NORM_BA,) + EXPERTS + (EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED,
                                                                                EXPERTS_ROUTER)) + (
     BF16_GEMV_N64_K2048, MOE_ROUTER, MOE_ROUTER_NORM, *(_contract_moe_down(s) for s in MOE_DOWNS), MOE_ACT,
     MOE_DOWN_GRP_CONTRACT)

@@ -74,12 +74,18 @@ def dequant(w: Tensor, scale: Tensor, block: int = 128, dtype=torch.bfloat16) ->
 
 
 # --- fp8_linear ------------------------------------------------------------------------------
+# above this many rows the K = 2048 shapes that have a 32-token build (netra.contracts.proj.DENSE32) take it: one launch
+# reads the weight once where launches of 16 rows read it twice
+DENSE32_ROWS = 16
+
+
 def linear(x: Tensor, weight: Tensor, scale: Tensor, out: Tensor) -> None:
     """fp8_linear's body: the kernel for a packed weight whose shape has one (and whose guard
     passes), else dequantize then matmul (unpacking a packed weight first)."""
     if weight.dim() == 3:
-        k = proj.kernel_for(weight)
-        refused = k.rows(x, weight, scale, out) if k is not None else [slice(None)]  # M > 16: chunks of 16
+        k = proj.kernel_for(weight, proj.KERNELS32) if x.shape[0] > DENSE32_ROWS else None  # one launch for <= 32 rows
+        k = k or proj.kernel_for(weight)
+        refused = k.rows(x, weight, scale, out) if k is not None else [slice(None)]  # more rows: chunks of 16 (32)
         if not refused:
             return
         weight = proj.unpack_weight(weight)

@@ -695,13 +695,13 @@ def _moe_down_grp_peer(i, s):
 
 
 def _proj_testbeds() -> dict:
-    from ..contracts.proj import (EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, MOE_ACT, MOE_DOWN_GRP,
+    from ..contracts.proj import (DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, MOE_ACT, MOE_DOWN_GRP,
                                   MOE_DOWNS, NORM_BA, SHAPES)
     from ..reference.proj import fp8_linear
 
     beds = {sh.name: Testbed(contracts.get(sh.name), _make_fp8_gemv(sh),
                              lambda i: {"out": fp8_linear(i["x"], i["_w_plain"], i["scale"])}, None,
-                             _proj_peers(), scalars={}) for sh in SHAPES}
+                             _proj_peers(), scalars={}) for sh in SHAPES + DENSE32}
     for sh in FUSED:
         if sh.fuse == "norm":
             beds[sh.name] = Testbed(contracts.get(sh.name), _make_fp8_norm(sh), _norm_ref, None, {

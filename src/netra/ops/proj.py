@@ -13,11 +13,13 @@ import functools
 import torch
 from torch import Tensor
 
-from ..contracts.proj import (EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, MOE_ACT, MOE_DOWN, MOE_DOWN_GRP,
+from ..contracts.proj import (DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, MOE_ACT, MOE_DOWN, MOE_DOWN_GRP,
                               MOE_DOWN_S6, MOE_DOWN_WIDE_M, NORM_BA, SHAPES, TOP_K, frag_k)
 from ._dispatch import KernelOp
 
 KERNELS = {(s.S, s.KB): KernelOp("fp8_linear", s.name, key=s.name) for s in SHAPES}
+# the same for up to 32 rows in one launch (4 n-tiles; the runner's K = 2048 shapes), taken above DENSE32_ROWS rows
+KERNELS32 = {(s.S, s.KB): KernelOp("fp8_linear", s.name, key=s.name) for s in DENSE32}
 # the fused kernels (input norm prologue, residual epilogue), by the packed weight's (S, KB)
 NORM_KERNELS = {(s.S, s.KB): KernelOp("fp8_linear_norm", s.name, key=s.name) for s in FUSED if s.fuse == "norm"}
 RES_KERNELS = {(s.S, s.KB): KernelOp("fp8_linear_add", s.name, key=s.name) for s in FUSED if s.fuse == "res"}
