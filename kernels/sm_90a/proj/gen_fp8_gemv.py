@@ -78,7 +78,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "src"))
 sys.path.insert(0, str(HERE))
 import rms_emit  # noqa: E402  (the warp's RMSNorm, shared with gen_moe_router.norm_prologue)
-from netra.contracts.proj import BA_K, BA_ROWS, BA_STRIPS, DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, MOE_DOWN, MOE_DOWNS, NORM_BA, NUM_EXPERTS, MAX_PAIRS, ROUTER_FUSED_TOKENS, ROUTER_K, ROUTER_ROWS, SHAPES, SMS, TOP_K, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
+from netra.contracts.proj import BA_K, BA_ROWS, BA_STRIPS, DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, MOE_DOWN, MOE_DOWNS, NORM_BA, NUM_EXPERTS, ROUTER_FUSED_TOKENS, ROUTER_K, ROUTER_ROWS, SHAPES, SMS, TOP_K, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
 import gen_moe_router as gmr  # noqa: E402  (the router's row sum and selection, for router_phase)
 
 
@@ -1822,6 +1822,53 @@ def group_layout(sh: Shape) -> tuple[int, int, int, int, int]:
     return b, b + 32, b + 64, b + 64 + 4 * sh.max_pairs, b + 64 + 4 * sh.max_pairs + NUM_EXPERTS
 
 
+def scan_up(e: Emit) -> None:
+    """%t2 = the warp's inclusive prefix sum of %t2 over lanes (shfl.up 1, 2, 4, 8, 16; %t3 and %p scratch)."""
+    for off in (1, 2, 4, 8, 16):
+        e(f"  shfl.sync.up.b32 %t3, %t2, {off}, 0, 0xffffffff;")
+        e(f"  setp.ge.u32 %p, %lane, {off};")
+        e("  @%p add.u32 %t2, %t2, %t3;")
+
+
+def distinct_list(e: Emit, bm: int, uo: int, lo: int, po: int, sfx: str = "", note: str = "") -> None:
+    """Warp 0, from the 256-bit map of ids at bm (after a barrier): U to uo, the ids in ascending order to the u32
+    list at lo, each id's index to the u8 table at po (lane l takes bitmap word l; an inclusive shfl.up scan of the
+    popcounts gives each lane its first index). The other warps branch to GLIST_DONE{sfx}. Also
+    gen_moe_down_grp's."""
+    e("  setp.ne.u32 %p, %warp, 0;")
+    e(f"  @%p bra GLIST_DONE{sfx};")
+    e("  // warp 0: the ids in ascending order (lane l: bitmap word l), each id's index" + note)
+    e("  setp.lt.u32 %p, %lane, 8;")
+    e("  mov.u32 %t0, 0;")
+    e("  shl.b32 %t1, %lane, 2;")
+    e("  add.u32 %t1, %t1, %sbase;")
+    e(f"  @%p ld.shared.u32 %t0, [%t1+{bm}];")
+    e("  popc.b32 %t1, %t0;")
+    e("  mov.u32 %t2, %t1;")
+    scan_up(e)
+    e("  shfl.sync.idx.b32 %t3, %t2, 31, 31, 0xffffffff;  // U")
+    e("  setp.eq.u32 %p, %lane, 0;")
+    e(f"  @%p st.shared.u32 [%sbase+{uo}], %t3;")
+    e("  sub.u32 %t2, %t2, %t1;  // this lane's first index")
+    e(f"GLIST{sfx}:")
+    e("  setp.eq.u32 %p, %t0, 0;")
+    e(f"  @%p bra GLIST_DONE{sfx};")
+    e("  neg.s32 %t1, %t0;")
+    e("  and.b32 %t1, %t0, %t1;  // the lowest set bit")
+    e("  bfind.u32 %t3, %t1;")
+    e("  xor.b32 %t0, %t0, %t1;")
+    e("  shl.b32 %t1, %lane, 5;")
+    e("  add.u32 %t3, %t3, %t1;  // the id")
+    e("  shl.b32 %t1, %t2, 2;")
+    e("  add.u32 %t1, %t1, %sbase;")
+    e(f"  st.shared.u32 [%t1+{lo}], %t3;")
+    e("  add.u32 %t1, %t3, %sbase;")
+    e(f"  st.shared.u8 [%t1+{po}], %t2;")
+    e("  add.u32 %t2, %t2, 1;")
+    e(f"  bra.uni GLIST{sfx};")
+    e(f"GLIST_DONE{sfx}:")
+
+
 def group_build(e: Emit, sh: Shape, sfx: str) -> None:
     """group (after the x loads; thread t < P holds ids[t] in %rid, %pq: t < P): the distinct experts of the launch
     and, per distinct expert, which (token, slot) pairs chose it; then %sv = U S virtual strips (strip s: the
@@ -1861,41 +1908,7 @@ def group_build(e: Emit, sh: Shape, sfx: str) -> None:
     e(f"  @%p bra GNAN{sfx};")
     e(f"GNAN_DONE{sfx}:")
     e("  bar.sync 0;  // the bitmap")
-    e("  setp.ne.u32 %p, %warp, 0;")
-    e(f"  @%p bra GLIST_DONE{sfx};")
-    e("  // warp 0: the ids in ascending order (lane l: bitmap word l), each id's index")
-    e("  setp.lt.u32 %p, %lane, 8;")
-    e("  mov.u32 %t0, 0;")
-    e("  shl.b32 %t1, %lane, 2;")
-    e("  add.u32 %t1, %t1, %sbase;")
-    e(f"  @%p ld.shared.u32 %t0, [%t1+{bm}];")
-    e("  popc.b32 %t1, %t0;")
-    e("  mov.u32 %t2, %t1;")
-    for off in (1, 2, 4, 8, 16):
-        e(f"  shfl.sync.up.b32 %t3, %t2, {off}, 0, 0xffffffff;")
-        e(f"  setp.ge.u32 %p, %lane, {off};")
-        e("  @%p add.u32 %t2, %t2, %t3;")
-    e("  shfl.sync.idx.b32 %t3, %t2, 31, 31, 0xffffffff;  // U")
-    e("  setp.eq.u32 %p, %lane, 0;")
-    e(f"  @%p st.shared.u32 [%sbase+{uo}], %t3;")
-    e("  sub.u32 %t2, %t2, %t1;  // this lane's first index")
-    e(f"GLIST{sfx}:")
-    e("  setp.eq.u32 %p, %t0, 0;")
-    e(f"  @%p bra GLIST_DONE{sfx};")
-    e("  neg.s32 %t1, %t0;")
-    e("  and.b32 %t1, %t0, %t1;  // the lowest set bit")
-    e("  bfind.u32 %t3, %t1;")
-    e("  xor.b32 %t0, %t0, %t1;")
-    e("  shl.b32 %t1, %lane, 5;")
-    e("  add.u32 %t3, %t3, %t1;  // the id")
-    e("  shl.b32 %t1, %t2, 2;")
-    e("  add.u32 %t1, %t1, %sbase;")
-    e(f"  st.shared.u32 [%t1+{lo}], %t3;")
-    e("  add.u32 %t1, %t3, %sbase;")
-    e(f"  st.shared.u8 [%t1+{po}], %t2;")
-    e("  add.u32 %t2, %t2, 1;")
-    e(f"  bra.uni GLIST{sfx};")
-    e(f"GLIST_DONE{sfx}:")
+    distinct_list(e, bm, uo, lo, po, sfx)
     e("  bar.sync 0;  // the list, pos and U")
     e("  // the slot masks: distinct expert pos[id], token t / 8's byte, bit t % 8")
     e("  add.u32 %t1, %ej, %sbase;")
