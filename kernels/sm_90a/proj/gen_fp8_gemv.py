@@ -67,6 +67,11 @@ experiments/proj/README.md):
   or xs (the shared expert's), and the expert's weight (top[t, j], or bf16(sigmoid(glogit[t])))
   multiplies the token's inverse x scale, so the weighted sum is the GEMV itself. Every strip
   computes all tokens and stores its own token's row: out = the BF16 sum, h += out (BF16).
+- 32-token builds (``Fp8Gemv.tokens = 32``, named _t32): one body of 4 n-tiles (x of 32 tokens in 64 registers,
+  2 KB of partials per warp) for the routed gate | up grouped by distinct expert (EXPERTS_GROUP32, whose n-tiles
+  without a token that chose the strip's expert skip their mma and stores) and the runner's K = 2048 dense shapes
+  (DENSE32): one launch for up to 32 rows, where the 16-token kernels took two.
+- The MoE down side once per distinct expert is gen_moe_down_grp.py's (it borrows helpers from here).
 """
 
 from __future__ import annotations

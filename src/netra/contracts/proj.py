@@ -1030,6 +1030,8 @@ def _contract_moe_down_grp(g: MoeDownGrp = MOE_DOWN_GRP) -> Contract:
         dynamic_smem=g.smem,
         pdl="the ids (ld.relaxed.gpu) and every warp's first strip before griddepcontrol.wait: valid where the ids were "
             "written two or more grids back (the op launches moe_act between); xa, xm and h after it",
+        reference="netra.reference.proj.moe_down_grp on the kernel's inputs (xa in k order times xm, the pairs' down in "
+                  "float64, summed), added to h; equal to moe_down's reference on the reference moe_act's xa and xm",
         peers=("moe_down_per_token",),
         cases_override=tuple({"M": m, "E": NUM_EXPERTS} for m in (1, 4, 5, 8, 9, 16, 17, 24, 32)),
         sanitize_cases=({"M": 1, "E": NUM_EXPERTS}, {"M": 32, "E": NUM_EXPERTS}),
