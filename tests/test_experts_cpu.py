@@ -571,7 +571,8 @@ def test_moe_act_order_and_the_grouped_reference():
 
 def test_moe_down_takes_the_grouped_kernels_from_their_rows():
     """On the CPU every kernel misses: from MOE_DOWN_GRP_ROWS rows moe_down asks moe_act first (counted), then the
-    per-token kernel, then the framework path; below it only the per-token kernel. The answer is the framework's."""
+    per-token kernel, then the framework path; below it only the per-token kernel; with plain weights not even
+    moe_act. The answer is the framework's."""
     import netra.ops as ops
     from netra.decode import ops as dops
 
@@ -585,4 +586,11 @@ def test_moe_down_takes_the_grouped_kernels_from_their_rows():
         assert bool(sum(st["moe_act_i512"]["misses"].values())) == (M >= dops.MOE_DOWN_GRP_ROWS), st["moe_act_i512"]
         ref = tb.reference(i)["out"]
         assert (out.double() - ref).abs().max() <= 0.02 * ref.abs().max()
+    # plain (unpacked) weights: no moe_act launch is asked for at all (the down kernel would refuse them)
+    ops.reset_stats()
+    h, out = i["h"].clone(), torch.empty_like(i["h"])
+    dops.moe_down(i["x"], i["_w_plain"], i["scale"], i["ids"], i["top"], i["xs"], i["_ws_plain"], i["ss"], i["glogit"], h,
+                  out)
+    assert sum(ops.stats()["moe_act_i512"]["misses"].values()) == 0
+    assert (out.double() - ref).abs().max() <= 0.02 * ref.abs().max()
 

@@ -222,8 +222,9 @@ def fp8_linear_experts(x: Tensor, weight: Tensor, scale: Tensor, ids: Tensor, ou
     or packed for the kernels [E, N / 16, K / 128, 2048]; scale fp32 [E, N / 128, K / 128].
     The ids stay on the device (no host sync: the step captures into one graph). Kernels
     fp8_gemv_n1024_k2048_moe (gate | up; from EXPERTS_GROUP_ROWS rows fp8_gemv_n1024_k2048_moe_grp, each distinct
-    expert once, bitwise the same, and above EXPERTS_GROUP32_ROWS rows its 32-token build _t32) and fp8_gemv_n2048_k512_moe (down), 16 x rows per launch; otherwise gather,
-    dequantize, bmm (experts_framework)."""
+    expert once, bitwise the same; above EXPERTS_GROUP32_ROWS rows its 32-token build _t32) and
+    fp8_gemv_n2048_k512_moe (down), 16 (32) x rows per launch; otherwise gather, dequantize, bmm
+    (experts_framework)."""
     grouped = ids.dim() == 2 and x.shape[0] >= EXPERTS_GROUP_ROWS  # gate | up once per distinct expert
     kerns = (proj.EXPERT_GROUP32_KERNELS if x.shape[0] > EXPERTS_GROUP32_ROWS else proj.EXPERT_GROUP_KERNELS) if grouped \
         else proj.EXPERT_KERNELS

@@ -59,7 +59,10 @@ def moe_down_grouped(x: Tensor, w2: Tensor, s2: Tensor, ids: Tensor, top: Tensor
                      shared_s2: Tensor, glogit: Tensor, h: Tensor, out: Tensor) -> bool:
     """moe_down by moe_act_i512 then fp8_gemv_n2048_k4608_moedown_grp (bitwise the per-token kernels); False (the
     miss counted, h untouched) where either guard refuses. The down kernel reads the ids before its
-    griddepcontrol.wait: moe_act, launched first, is never their writer."""
+    griddepcontrol.wait: moe_act, launched first, is never their writer. Weights not packed for the kernels (the
+    down kernel's guard would refuse them) return False before moe_act is launched or its outputs allocated."""
+    if w2.dim() != 4 or shared_w2.dim() != 3:
+        return False
     M = x.shape[0]
     xa = torch.empty(M, (TOP_K + 1) * MOE_DOWN_GRP.I, dtype=torch.float16, device=x.device)
     xm = torch.empty(M, (TOP_K + 1) * MOE_DOWN_GRP.KB, dtype=torch.float32, device=x.device)
