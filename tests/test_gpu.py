@@ -1,5 +1,6 @@
 """GPU tests: the runtime path end to end on the H200. Skipped, with the reason, elsewhere."""
 
+import contextlib
 import sys
 
 import pytest
@@ -18,6 +19,20 @@ EPS = 1e-6
 
 def _misses(op):
     return sum(ops.stats()[op]["misses"].values())
+
+
+@contextlib.contextmanager
+def _pdl(pdl: bool, reset: bool = True):
+    """The block's ops launched with (or without) programmatic serialization, counters reset first (``reset``),
+    synchronized at the end; PDL off again whatever happens."""
+    if reset:
+        ops.reset_stats()
+    ops.set_pdl(pdl)
+    try:
+        yield
+        torch.cuda.synchronize()
+    finally:
+        ops.set_pdl(False)
 
 
 def test_smoke_copy_whole_path_eager_and_graph():
@@ -255,15 +270,10 @@ def test_norm_ba_is_bitwise_the_norm_kernel_then_the_ba_kernel(M):
     dops.fp8_linear_norm(i["h"], i["norm_w"], EPS, i["w"], i["scale"], want[0], want[1])
     dops.bf16_linear2(want[1], i["w_b"], i["w_a"], want[2], want[3])
     for pdl in (False, True):
-        ops.reset_stats()
-        ops.set_pdl(pdl)
-        try:
+        with _pdl(pdl):
             got = [nan(M, NORM_BA.N), nan(M, 2048), nan(M, 32), nan(M, 32)]
             dops.fp8_linear_norm_ba(i["h"], i["norm_w"], EPS, i["w"], i["scale"], got[0], got[1], i["w_b"], i["w_a"],
                                     got[2], got[3])
-            torch.cuda.synchronize()
-        finally:
-            ops.set_pdl(False)
         assert all(torch.equal(a, b) for a, b in zip(got, want)), (M, pdl)
         if M <= 8:
             assert _misses(NORM_BA.name) == 0, ops.stats()[NORM_BA.name]
@@ -288,14 +298,9 @@ def test_experts_shared_is_the_experts_kernel_and_the_shared_gate_up(M):
     ref = tb.reference(i)
     tol = contracts.get(EXPERTS_SHARED.name).tolerance
     for pdl in (False, True):
-        ops.reset_stats()
-        ops.set_pdl(pdl)
-        try:
+        with _pdl(pdl):
             out, sout, g = nan(M, 8, 1024), nan(M, 1024), nan(M, 1)
             dops.fp8_linear_experts_shared(i["x"], i["w"], i["scale"], ids, i["ws"], i["ss"], i["gate_w"], out, sout, g)
-            torch.cuda.synchronize()
-        finally:
-            ops.set_pdl(False)
         assert torch.equal(out.view(torch.uint16), want.view(torch.uint16)), (M, pdl)
         assert out[0, 3].isnan().all() and not out[0, 2].isnan().any()
         assert metrics.rel_err(sout, ref["sout"]) <= tol and metrics.rel_err(g, ref["gate_out"]) <= tol, (M, pdl)
@@ -334,15 +339,9 @@ def test_experts_group_is_the_per_pair_kernel(M):
     from netra.ops import _dispatch
 
     for pdl in (False, True):
-        ops.reset_stats()
-        ops.set_pdl(pdl)
-        try:
+        with _pdl(pdl), _dispatch.count_launches() as counts:
             out = torch.full((M, 8, 1024), float("nan"), dtype=torch.bfloat16, device="cuda")
-            with _dispatch.count_launches() as counts:
-                dops.fp8_linear_experts(i["x"], i["w"], i["scale"], planted, out)
-            torch.cuda.synchronize()
-        finally:
-            ops.set_pdl(False)
+            dops.fp8_linear_experts(i["x"], i["w"], i["scale"], planted, out)
         used = EXPERTS_GROUP.name if M >= dops.EXPERTS_GROUP_ROWS else EXPERTS[0].name
         assert _misses(used) == 0 and counts[used] == 1, (dict(counts), ops.stats()[used])
         assert out[M - 1, 0].isnan().all() and not out[M - 1, 1].isnan().any()
@@ -369,15 +368,9 @@ def test_dense32_is_the_16_token_kernels(M):
             s = slice(lo, min(M, lo + 16))
             assert g16(i["x"][s], i["w"], i["scale"], want[s]) is None
         for pdl in (False, True):
-            ops.reset_stats()
-            ops.set_pdl(pdl)
-            try:
+            with _pdl(pdl), _dispatch.count_launches() as counts:
                 out = torch.full((M, sh.N), float("nan"), dtype=torch.bfloat16, device="cuda")
-                with _dispatch.count_launches() as counts:
-                    dops.fp8_linear(i["x"], i["w"], i["scale"], out)
-                torch.cuda.synchronize()
-            finally:
-                ops.set_pdl(False)
+                dops.fp8_linear(i["x"], i["w"], i["scale"], out)
             assert counts[sh.name] == 1 and _misses(sh.name) == 0, dict(counts)
             assert torch.equal(out.view(torch.uint16), want.view(torch.uint16)), (sh.name, M, pdl)
         assert metrics.rel_err(out, tb.reference(i)["out"]) <= tb.contract.tolerance
@@ -406,15 +399,9 @@ def test_experts_group32_is_the_16_token_build(M):
         s = slice(lo, min(M, lo + 16))
         assert g16(i["x"][s], i["w"], i["scale"], want[s], planted[s]) is None
     for pdl in (False, True):
-        ops.reset_stats()
-        ops.set_pdl(pdl)
-        try:
+        with _pdl(pdl), _dispatch.count_launches() as counts:
             out = torch.full((M, 8, 1024), float("nan"), dtype=torch.bfloat16, device="cuda")
-            with _dispatch.count_launches() as counts:
-                dops.fp8_linear_experts(i["x"], i["w"], i["scale"], planted, out)
-            torch.cuda.synchronize()
-        finally:
-            ops.set_pdl(False)
+            dops.fp8_linear_experts(i["x"], i["w"], i["scale"], planted, out)
         assert counts[EXPERTS_GROUP32.name] == 1 and _misses(EXPERTS_GROUP32.name) == 0, dict(counts)
         assert torch.equal(out.view(torch.uint16), want.view(torch.uint16)), (M, pdl)
     assert out[M - 1, 0].isnan().all() and not out[M - 1, 1].isnan().any() and not out[:M - 1].isnan().any()
@@ -444,17 +431,13 @@ def test_moe_down_grouped_is_the_per_token_kernels(M):
     def run(grouped, ids, pdl=False):
         out = torch.full_like(i["h"], float("nan"))
         h = i["h"].clone()
-        ops.set_pdl(pdl)
-        try:
+        with _pdl(pdl, reset=False):
             if grouped:
                 assert proj.moe_down_grouped(i["x"], i["w"], i["scale"], ids, i["top"], i["xs"], i["ws"], i["ss"],
                                              i["glogit"], h, out)
             else:
                 assert not proj.moe_down_kernel_for(M).rows(i["x"], i["w"], i["scale"], h, ids, i["top"], i["xs"],
                                                             i["ws"], i["ss"], i["glogit"], out)
-            torch.cuda.synchronize()
-        finally:
-            ops.set_pdl(False)
         return out, h
 
     for ids in (i["ids"], planted, few):
@@ -469,15 +452,9 @@ def test_moe_down_grouped_is_the_per_token_kernels(M):
     if M >= 2:
         assert o[M - 1].isnan().all() and not o[:M - 1].isnan().any()
     for pdl in (False, True):
-        ops.reset_stats()
-        ops.set_pdl(pdl)
-        try:
+        with _pdl(pdl), _dispatch.count_launches() as counts:
             out, h = torch.full_like(i["h"], float("nan")), i["h"].clone()
-            with _dispatch.count_launches() as counts:
-                dops.moe_down(i["x"], i["w"], i["scale"], i["ids"], i["top"], i["xs"], i["ws"], i["ss"], i["glogit"], h, out)
-            torch.cuda.synchronize()
-        finally:
-            ops.set_pdl(False)
+            dops.moe_down(i["x"], i["w"], i["scale"], i["ids"], i["top"], i["xs"], i["ws"], i["ss"], i["glogit"], h, out)
         grp = M >= dops.MOE_DOWN_GRP_ROWS
         assert counts["fp8_gemv_n2048_k4608_moedown_grp"] == int(grp) and counts["moe_act_i512"] == int(grp), dict(counts)
         assert sum(ops.stats()[k]["misses"] and 1 or 0 for k in ("moe_act_i512", "fp8_gemv_n2048_k4608_moedown_grp")) == 0
@@ -498,9 +475,7 @@ def test_experts_router_is_the_router_and_the_merged_kernel(M):
     want = tb.peers["netra_unfused"](i, {"eps": 1e-6})
     bits = lambda t: t.contiguous().view(torch.uint8)  # noqa: E731
     for pdl in (False, True):
-        ops.reset_stats()
-        ops.set_pdl(pdl)
-        try:
+        with _pdl(pdl):
             for rep in range(3):
                 o = tb.alloc_outputs({"M": M, "E": 256}, "cuda")
                 for t in o.values():
@@ -515,8 +490,6 @@ def test_experts_router_is_the_router_and_the_merged_kernel(M):
                     assert torch.equal(bits(o[n]), bits(want[n])), (M, pdl, rep, n)
                 ref = tb.reference_for(i, o)
                 assert torch.equal(o["logits"].double(), ref["logits"]) and torch.equal(o["idx"], ref["idx"])
-        finally:
-            ops.set_pdl(False)
         assert _misses(EXPERTS_ROUTER.name) == 0, ops.stats()[EXPERTS_ROUTER.name]
 
 
