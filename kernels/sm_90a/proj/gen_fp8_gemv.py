@@ -113,7 +113,7 @@ def header(e: Emit, version: str = "8.0") -> None:
 
 
 def entry(e: Emit, name: str, fuse: str = "", ba: bool = False, shared: bool = False, shared_gate: bool = True,
-          router: bool = False) -> None:
+          router: bool = False, down: bool = False) -> None:
     """The .entry line and the parameters (netra.contracts.proj, in its order): x (h with the
     norm prologue), w, scale, out (h, in place, with the residual epilogue), M; the norm
     prologue adds norm_w, x_out, eps; the gate CTA gate_w, gate_out; the experts ids, E; the
@@ -131,6 +131,8 @@ def entry(e: Emit, name: str, fuse: str = "", ba: bool = False, shared: bool = F
     if router:  # x and ids are the router phase's outputs; its inputs and other outputs (netra.contracts.proj.EXPERTS_ROUTER)
         params = ["u64 x_out" if p == "u64 x" else "u64 idx" if p == "u64 ids" else p for p in params]
         params += ["u64 h", "u64 norm_w", "f32 eps", "u64 rw", "u64 top", "u64 logits", "u64 bar"]
+    if down:  # moe_down's weights and output (a candidate: Fp8Gemv.down)
+        params += ["u64 w2", "u64 s2", "u64 sw2", "u64 ss2", "u64 moe_out"]
     e(f".visible .entry {name}(")
     for i, prm in enumerate(params):
         e(f"  .param .{prm}" + ("," if i < len(params) - 1 else ""))
@@ -1318,7 +1320,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     e()
     e(".extern .shared .align 128 .b8 dsm[];")
     e()
-    entry(e, sh.name, sh.fuse, sh.ba, sh.shared, sh.shared_gate, sh.router)
+    entry(e, sh.name, sh.fuse, sh.ba, sh.shared, sh.shared_gate, sh.router, sh.down)
     e(f".reqntid {sh.threads}")
     if xpair:
         e(".reqnctapercluster 2, 1, 1  // x pairs: each CTA loads one n-tile of x for both (M > 8)")
@@ -1456,6 +1458,9 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         e(f"  mbarrier.init.shared::cta.b64 [%sbase+{sh.xbar_off + 8 * i}], 1;  // strip {i} of the cluster: the peer's half")
     if sh.router:
         e(f"  mbarrier.init.shared::cta.b64 [%sbase+{sh.rows_off + ROUTER_ROWS * 2 * ROUTER_K}], 1;  // the router rows")
+    if sh.down:
+        for j in range(TOP_K + 1):
+            e(f"  mbarrier.init.shared::cta.b64 [%sbase+{sh.dn_bar + 8 * j}], 1;  // down strip {j}")
     e("  fence.mbarrier_init.release.cluster;  // visible to the async proxy (the bulk copies)" + (" and the peer" if ks else ""))
     if ks:
         e("  shl.b32 %t1, %m, 5;  // each slot expects the peer's 8 M sums of 4 bytes")
@@ -1550,6 +1555,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         e("RT_REST:")
         e("  add.u32 %t2, %s, %nct;")
         issue_strips(e, sh, "%t2", NS // NC - 1, str(NC), "RT_ISSUED")
+        if sh.down:
+            down_issue(e, sh)
     o = dict(stage_x=stage_x, x_rows=x_rows, skip_nt1=skip_nt1, packed_amax=packed_amax, pre=pre, xpair=False,
              ids_early=ids_early, x_direct=x_direct, scale_bf16x2=scale_bf16x2, red_swizzle=red_swizzle,
              acc_split=acc_split)
@@ -1573,6 +1580,10 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         gate_cta(e, sh)
     if sh.ba:
         ba_cta(e, sh)
+    if sh.down:  # every CTA (the gate's too) goes on to the second barrier instead of returning
+        assert sum(ln == "    ret;" for ln in e.lines) == 2
+        e.lines = ["    bra.uni DN_PHASE;  // to the second grid barrier" if ln == "    ret;" else ln for ln in e.lines]
+        down_phase(e, sh)
     e("}")
     return e.text()
 
@@ -2133,6 +2144,10 @@ def select_and_publish(ee, e, sh: Shape) -> None:
     ee("shl.b32 %t2, %t2, 2;")
     ee("add.u32 %t2, %t2, %sbase;")
     ee(f"@%p st.shared.u32 [%t2+{sh.ids_off}], %t1;  // the body's ids table")
+    if sh.down:
+        ee("shl.b32 %t2, %t0, 1;")
+        ee("add.u32 %t2, %t2, %sbase;")
+        ee(f"@%p st.shared.b16 [%t2+{sh.dn_top}], %h;  // the down phase's routing weights")
     ee("mov.u32 %t2, %ctaid.x;")
     ee("setp.eq.u32 %q, %t2, 0;")
     ee("and.pred %q, %q, %p;  // CTA 0: top and idx for moe_down")
@@ -2147,6 +2162,241 @@ def select_and_publish(ee, e, sh: Shape) -> None:
     ee("@%q st.global.u64 [%o64], %rv;")
     e("RT_SEL_DONE:")
     ee("bar.sync 0;  // the ids table (the shared pairs' since before the wait), before thread 0 requests any chunk")
+    e("  }")
+
+
+DN_STRIPS = 128  # down: CTAs 0 .. 127 own output rows 16 s .. 16 s + 15 (2048 / 16); the rest only pass the barriers
+DN_SB = 8192  # a down strip: 16 rows x 512 k, packed (netra.ops.proj.pack_weight: [E, 128, 4, 2048])
+
+
+def down_issue(e: Emit, sh: Shape) -> None:
+    """down (thread 0 of CTA s < 128, right after the selection, behind the first gate | up chunks): the CTA's strip
+    of the 8 chosen experts' down weights (ids table: routed pair 1 + j at M = 1) and of the shared expert's, 8 KB
+    each into its own stage, with its 4 block scales, on its own mbarrier. They land while gate | up streams."""
+    e("  // down: this CTA's strip of the 9 experts' down weights, requested now that the ids are known")
+    e("  {")
+    e("  .reg .pred %dp;")
+    e("  .reg .b64 %dw, %ds, %dsw, %dss;")
+    e("  setp.ne.u32 %dp, %th, 0;")
+    e(f"  setp.ge.or.u32 %dp, %s, {DN_STRIPS}, %dp;  // (%s is still ctaid here)")
+    e("  @%dp bra DN_ISSUED;")
+    for r, n in (("%dw", "w2"), ("%ds", "s2"), ("%dsw", "sw2"), ("%dss", "ss2")):
+        e(f"  ld.param.u64 {r}, [{n}];")
+        e(f"  cvta.to.global.u64 {r}, {r};")
+    e("  shr.u32 %t3, %s, 3;  // the strip's 128-row block")
+    for j in range(TOP_K + 1):
+        e(f"  add.u32 %bf, %sbase, {sh.dn_bar + 8 * j};")
+        e(f"  mbarrier.arrive.expect_tx.shared::cta.b64 _, [%bf], {DN_SB + 16};")
+        if j < TOP_K:
+            e(f"  ld.shared.u32 %t1, [%sbase+{sh.ids_off + 4 * (1 + j)}];  // routed slot {j}'s expert")
+            e(f"  mad.lo.u32 %t2, %t1, {DN_STRIPS}, %s;")
+            e(f"  mul.wide.u32 %pt64, %t2, {DN_SB};")
+            e("  add.u64 %pa, %dw, %pt64;")
+        else:
+            e(f"  mul.wide.u32 %pt64, %s, {DN_SB};  // the shared expert")
+            e("  add.u64 %pa, %dsw, %pt64;")
+        e(f"  add.u32 %ta, %sbase, {sh.dn_off + DN_SB * j};")
+        e(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%ta], [%pa], {DN_SB}, [%bf], %pol;")
+        if j < TOP_K:
+            e(f"  mad.lo.u32 %t2, %t1, {DN_STRIPS // 8}, %t3;")
+            e("  mul.wide.u32 %pt64, %t2, 16;")
+            e("  add.u64 %pa, %ds, %pt64;")
+        else:
+            e("  mul.wide.u32 %pt64, %t3, 16;")
+            e("  add.u64 %pa, %dss, %pt64;")
+        e(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%ta+{sh.dn_scl - sh.dn_off - DN_SB * j + 16 * j}], [%pa], 16, [%bf];")
+    e("DN_ISSUED:")
+    e("  }")
+
+
+def down_phase(e: Emit, sh: Shape) -> None:
+    """down (every CTA, after its gate | up strips; the gate CTA after its logit): the second grid barrier (the
+    counter's next multiple of SMS: each launch adds 2 SMS), then in CTA s < 128 moe_down's arithmetic for token 0:
+    - warp w takes blocks b = w, w + 16, w + 32 < 36 of (expert slot j = b / 4, k block q = b % 4): moe_act's warp
+      (bf16(bf16(silu(g)) * u) from the gate | up row, the block's amax and power-of-two scale, f16 in the B
+      fragments' order into the ring; lane 0: xm = the inverse scale times the slot's weight, top[j] or
+      bf16(sigmoid(gate_out)));
+    - warp j < 9: its strip (landed during gate | up), per q the 8 mma steps from 0 on column 0 (the grouped down
+      kernel's), the partials [j][q][row] and xs = xm x the block's weight scale;
+    - thread r < 16: row r in moedown's order (warp w = 4 (j % 3) + q: fma over j = w / 4, + 3, + 6 from 0, the 12
+      sums in warp order), moe_out = BF16, h = bf16(h + moe_out).
+    So the outputs are bitwise moe_down's (fp8_gemv_n2048_k4608_moedown at M = 1)."""
+    A, P, XS, XM = sh.DN_ACT, sh.DN_PART, sh.DN_XS, sh.DN_XM
+    e("DN_PHASE:")
+    e("  {")
+    e("  .reg .pred %dq, %dk;")
+    e("  .reg .b32 %dc, %db, %dj, %dkq, %dx0, %dx1, %du0, %du1, %b<16>;")
+    e("  .reg .f32 %dws<4>, %dxm<4>;")
+    e("  .reg .b64 %drb, %dro, %drt, %drv, %dgu, %dsg, %dgl;")
+    e("  bar.sync 0;  // this CTA's gate | up rows (or gate logit) stored")
+    e("  setp.ne.u32 %p, %th, 0;")
+    e("  @%p bra DN_ARRIVED;")
+    e("  ld.param.u64 %drb, [bar];")
+    e("  cvta.to.global.u64 %drb, %drb;")
+    e("  fence.acq_rel.gpu;")
+    e("  atom.release.gpu.global.add.u64 %dro, [%drb], 1;")
+    e(f"  div.u64 %drt, %dro, {SMS};")
+    e("  add.u64 %drt, %drt, 1;")
+    e(f"  mul.lo.u64 %drt, %drt, {SMS};  // this launch's last arrival at the second barrier")
+    e("DN_SPIN:")
+    e("  ld.acquire.gpu.global.u64 %drv, [%drb];")
+    e("  setp.lt.u64 %p, %drv, %drt;")
+    e("  @%p bra DN_SPIN;")
+    e("  fence.acq_rel.gpu;")
+    e("DN_ARRIVED:")
+    e("  bar.sync 0;  // every CTA's gate | up rows and the gate logit visible")
+    e("  mov.u32 %dc, %ctaid.x;")
+    e(f"  setp.ge.u32 %p, %dc, {DN_STRIPS};")
+    e("  @%p bra DN_END;")
+    for r, n in (("%dgu", "out"), ("%dsg", "sout"), ("%dgl", "gate_out")):
+        e(f"  ld.param.u64 {r}, [{n}];")
+        e(f"  cvta.to.global.u64 {r}, {r};")
+    e("  fence.proxy.async.shared::cta;  // the ring: bulk-copy writes before, generic writes from here")
+    for i in range(3):
+        e(f"  // act block b = warp + {16 * i}")
+        e(f"  add.u32 %db, %warp, {16 * i};")
+        if i == 2:
+            e(f"  setp.ge.u32 %p, %db, {4 * (TOP_K + 1)};")
+            e("  @%p bra DN_ACT_DONE;")
+        e("  shr.u32 %dj, %db, 2;  // expert slot j (8: the shared expert)")
+        e("  and.b32 %dkq, %db, 3;  // k block q")
+        e(f"  setp.eq.u32 %dq, %dj, {TOP_K};")
+        e("  mul.wide.u32 %pt64, %dj, 2048;  // routed pair j's gate | up row (1024 BF16)")
+        e("  add.u64 %pa, %dgu, %pt64;")
+        e("  selp.b64 %pa, %dsg, %pa, %dq;")
+        e("  shl.b32 %t0, %dkq, 7;")
+        e("  mad.lo.u32 %t0, %lane, 4, %t0;  // the lane's 4 gate values")
+        e("  mul.wide.u32 %pt64, %t0, 2;")
+        e("  add.u64 %pa, %pa, %pt64;")
+        e("  ld.global.cg.v2.u32 {%dx0, %dx1}, [%pa];  // written by other CTAs before the barrier: from L2")
+        e("  ld.global.cg.v2.u32 {%du0, %du1}, [%pa+1024];  // up: 512 further")
+        silu_mul_word(e, "%dx0", "%du0")
+        silu_mul_word(e, "%dx1", "%du1")
+        e("  and.b32 %t0, %dx0, 0x7fff7fff;")
+        e("  and.b32 %t1, %dx1, 0x7fff7fff;")
+        e("  max.u16x2 %t0, %t0, %t1;")
+        amax_fold(e)
+        for d in (1, 2, 4, 8, 16):
+            e(f"  shfl.sync.bfly.b32 %f2, %amax, {d}, 31, 0xffffffff;")
+            e("  max.f32 %amax, %amax, %f2;")
+        x_scale_bits(e)
+        e("  mov.b32 %sc, %t2;")
+        for x in ("%dx0", "%dx1"):
+            bf16x2_to_f32(e, x)
+            e("  mul.f32 %f0, %f0, %sc;")
+            e("  mul.f32 %f1, %f1, %sc;")
+            e(f"  cvt.rn.f16x2.f32 {x}, %f1, %f0;")
+        e("  // word b 64 + 32 (l % 2) + 2 (l / 4) + (l / 2) % 2 (moe_act's order), and 16 words on")
+        e("  shl.b32 %t0, %db, 6;")
+        e("  and.b32 %t1, %lane, 1;")
+        e("  shl.b32 %t1, %t1, 5;")
+        e("  add.u32 %t0, %t0, %t1;")
+        e("  shr.u32 %t1, %lane, 2;")
+        e("  mad.lo.u32 %t0, %t1, 2, %t0;")
+        e("  bfe.u32 %t1, %lane, 1, 1;")
+        e("  add.u32 %t0, %t0, %t1;")
+        e("  shl.b32 %t0, %t0, 2;")
+        e("  add.u32 %t0, %t0, %sbase;")
+        e(f"  st.shared.b32 [%t0+{A}], %dx0;")
+        e(f"  st.shared.b32 [%t0+{A + 64}], %dx1;")
+        e("  // xm = the inverse scale times the slot's weight (moe_act's lane 0)")
+        e(f"  @%dq bra DN_WSH_{i};")
+        e("  shl.b32 %t0, %dj, 1;")
+        e("  add.u32 %t0, %t0, %sbase;")
+        e(f"  ld.shared.b16 %q0, [%t0+{sh.dn_top}];")
+        e("  cvt.f32.bf16 %f0, %q0;")
+        e(f"  bra.uni DN_W_{i};")
+        e(f"DN_WSH_{i}:")
+        e("  ld.global.cg.b16 %q1, [%dgl];")
+        sigmoid_bf16(e)
+        e("  mov.f32 %f0, %f1;")
+        e(f"DN_W_{i}:")
+        e("  mov.b32 %f2, %t3;")
+        e("  mul.f32 %f2, %f2, %f0;")
+        e("  shl.b32 %t0, %db, 2;")
+        e("  add.u32 %t0, %t0, %sbase;")
+        e("  setp.eq.u32 %p, %lane, 0;")
+        e(f"  @%p st.shared.f32 [%t0+{XM}], %f2;")
+    e("DN_ACT_DONE:")
+    e("  bar.sync 0;  // every block's fragments and xm")
+    e(f"  setp.ge.u32 %p, %warp, {TOP_K + 1};")
+    e("  @%p bra DN_MMA_DONE;")
+    e("  mad.lo.u32 %bf, %warp, 8, %sbase;")
+    e(f"  add.u32 %bf, %bf, {sh.dn_bar};")
+    e("DN_WAIT:")
+    e("  mbarrier.try_wait.parity.shared::cta.b64 %p, [%bf], 0;")
+    e("  @!%p bra DN_WAIT;")
+    e("  shl.b32 %t1, %warp, 4;")
+    e("  add.u32 %t1, %t1, %sbase;")
+    e(f"  ld.shared.v4.f32 {{%dws0, %dws1, %dws2, %dws3}}, [%t1+{sh.dn_scl}];  // the 4 weight-block scales")
+    e(f"  ld.shared.v4.f32 {{%dxm0, %dxm1, %dxm2, %dxm3}}, [%t1+{XM}];")
+    for r in range(4):
+        e(f"  mul.f32 %dxm{r}, %dxm{r}, %dws{r};")
+    e("  setp.eq.u32 %p, %lane, 0;")
+    e(f"  @%p st.shared.v4.f32 [%t1+{XS}], {{%dxm0, %dxm1, %dxm2, %dxm3}};  // xs[j][q]")
+    e("  setp.eq.u32 %dk, %g, 0;  // column 0 (token 0); the other columns are zero")
+    e(f"  mad.lo.u32 %ta, %warp, {DN_SB}, %sbase;")
+    e("  mad.lo.u32 %ta, %lane, 16, %ta;")
+    e("  mad.lo.u32 %t2, %warp, 1024, %sbase;  // the slot's B fragments: blocks 4 j ..")
+    e("  mad.lo.u32 %t2, %tig, 64, %t2;")
+    e("  mad.lo.u32 %t3, %warp, 256, %sbase;  // its partials [j][q][row]")
+    e("  mad.lo.u32 %t3, %g, 4, %t3;")
+    e("  setp.eq.u32 %dq, %tig, 0;  // this lane's accumulator columns 0, 1: column 0 is the token")
+    for q in range(4):
+        e(f"  // k block {q}: the A fragments, 8 mma steps from 0 (moedown's)")
+        for jj in range(4):
+            e(f"  ld.shared.v4.u32 {{%wa{4 * jj}, %wa{4 * jj + 1}, %wa{4 * jj + 2}, %wa{4 * jj + 3}}}, "
+              f"[%ta+{sh.dn_off + 2048 * q + 512 * jj}];")
+        for jj in range(4):
+            regs = [f"%b{4 * jj + c}" for c in range(4)]
+            for r in regs:
+                e(f"  mov.b32 {r}, 0;")
+            e(f"  @%dk ld.shared.v4.u32 {{{', '.join(regs)}}}, [%t2+{A + 256 * q + 16 * jj}];")
+        for i in range(4):
+            e(f"  mov.f32 %c{i}, 0f00000000;")
+        for i in range(8):
+            jj, half = i // 2, i % 2
+            base = jj * 4 + 2 * half
+            e(f"  mov.b32 {{%q0, %q1}}, %wa{base};")
+            e(f"  mov.b32 {{%q2, %q3}}, %wa{base + 1};")
+            for r in range(4):
+                e(f"  cvt.rn.f16x2.e4m3x2 %a{r}, %q{r};")
+            e(f"  mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{%c0, %c1, %c2, %c3}}, {{%a0, %a1, %a2, %a3}}, "
+              f"{{%b{2 * i}, %b{2 * i + 1}}}, {{%c0, %c1, %c2, %c3}};")
+        e(f"  @%dq st.shared.f32 [%t3+{P + 64 * q}], %c0;  // row g")
+        e(f"  @%dq st.shared.f32 [%t3+{P + 64 * q + 32}], %c2;  // row g + 8")
+    e("DN_MMA_DONE:")
+    e("  bar.sync 0;  // every partial and xs")
+    e("  setp.ge.u32 %p, %th, 16;")
+    e("  @%p bra DN_END;")
+    e("  shl.b32 %t0, %th, 2;")
+    e("  add.u32 %t0, %t0, %sbase;  // row th's partials")
+    for w in range(12):
+        jb, q = w // 4, w % 4
+        for c in range(3):
+            j = jb + 3 * c
+            e(f"  ld.shared.f32 %f1, [%t0+{P + (4 * j + q) * 64}];")
+            e(f"  ld.shared.f32 %f2, [%sbase+{XS + (4 * j + q) * 4}];")
+            e(f"  fma.rn.f32 %f3, %f1, %f2, {'0f00000000' if c == 0 else '%f3'};  // warp {w}, chunk {c}: expert {j}, block {q}")
+        e("  mov.f32 %f0, %f3;" if w == 0 else "  add.f32 %f0, %f0, %f3;")
+    e("  cvt.rn.bf16.f32 %q0, %f0;")
+    e("  mad.lo.u32 %t0, %dc, 16, %th;  // the output row")
+    e("  mul.wide.u32 %pt64, %t0, 2;")
+    e("  ld.param.u64 %pa, [moe_out];")
+    e("  cvta.to.global.u64 %pa, %pa;")
+    e("  add.u64 %pa, %pa, %pt64;")
+    e("  st.global.b16 [%pa], %q0;")
+    e("  ld.param.u64 %pb, [h];")
+    e("  cvta.to.global.u64 %pb, %pb;")
+    e("  add.u64 %pb, %pb, %pt64;")
+    e("  ld.global.b16 %q1, [%pb];  // h: read and written by this thread only")
+    e("  cvt.f32.bf16 %f1, %q1;")
+    e("  cvt.f32.bf16 %f0, %q0;")
+    e("  add.rn.f32 %f0, %f1, %f0;")
+    e("  cvt.rn.bf16.f32 %q0, %f0;")
+    e("  st.global.b16 [%pb], %q0;")
+    e("DN_END:")
+    e("  ret;")
     e("  }")
 
 

@@ -43,6 +43,9 @@ class Fp8Gemv:
     tokens: int = 16  # 32 (named _t32; group, or a plain K = 2048 shape): one body of 4 n-tiles, up to 32 tokens a launch
     router: bool = False  # with shared (named _router): the post-attention norm, the router and its top 8 first, every
     # CTA a share of the logits, a grid-wide barrier, then every CTA selects the same 8 (gen_fp8_gemv.router_phase)
+    down: bool = False  # with router, M = 1 (named _down; a candidate): moe_down as a third phase: each CTA s < 128
+    # requests its 16-row strip of the 9 experts' down weights right after the selection, a second grid barrier after
+    # gate | up, then the down phase from shared memory (gen_fp8_gemv.down_phase)
 
     @property
     def name(self) -> str:
@@ -51,7 +54,7 @@ class Fp8Gemv:
                 + (f"_w{self.warps}" if self.warps else "") + ("_ba" if self.ba else "")
                 + ("_shared" if self.shared else "") + ("_nogate" if self.shared and not self.shared_gate else "")
                 + ("_grp" if self.group else "") + (f"_t{self.tokens}" if self.tokens != 16 else "")
-                + ("_router" if self.router else "") + ("_poll" if self.router_poll else ""))
+                + ("_router" if self.router else "") + ("_poll" if self.router_poll else "") + ("_down" if self.down else ""))
 
     @property
     def NT(self) -> int:  # n-tiles of 8 tokens in the largest body
@@ -228,8 +231,31 @@ class Fp8Gemv:
     def xs_off(self) -> int:
         return (self.rows_off + ROUTER_ROWS * 2 * ROUTER_K + 8 + 127) // 128 * 128
 
+    # down: then the 9 experts' down strips (8 KB each: 16 rows x 512 k, packed), their 4 scales (16 B each), one
+    # mbarrier each, and the 8 routing weights (BF16); after the second barrier the ring (free then) holds the down
+    # phase's B fragments [j][q] (256 B), partials [j][q][row] (fp32), xs and xm [j][q] (fp32)
+    @property
+    def dn_off(self) -> int:
+        return self.xs_off
+
+    DN_ACT, DN_PART, DN_XS, DN_XM = 0, 9216, 11520, 11664  # in the ring, after the second barrier (36 blocks each)
+
+    @property
+    def dn_scl(self) -> int:
+        return self.dn_off + (TOP_K + 1) * 16 * MOE_I
+
+    @property
+    def dn_bar(self) -> int:
+        return self.dn_scl + 16 * (TOP_K + 1)
+
+    @property
+    def dn_top(self) -> int:
+        return self.dn_bar + 8 * (TOP_K + 1)
+
     @property
     def smem(self) -> int:
+        if self.down:
+            return self.dn_top + 2 * TOP_K
         if self.router_poll:
             return self.xs_off + max(ROUTER_FUSED_TOKENS) * 2 * ROUTER_K + 16
         if self.group:

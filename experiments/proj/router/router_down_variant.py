@@ -1,0 +1,197 @@
+"""moe_down as a third phase of the router-fused launch at M = 1 (`Fp8Gemv.down`, a candidate):
+`fp8_gemv_n1024_k2048_moe_shared_router_down` against the promoted pair `fp8_gemv_n1024_k2048_moe_shared_router`
+then `fp8_gemv_n2048_k4608_moedown`.
+
+Why: at batch 1 the MoE block is the largest gap of the step to the roofline (the 46a8559 / 3413de0 profiles: 11.1
++ 6.0 us per layer for 28.3 MB, 6.5 us at 4.33 TB/s). moe_down cannot request its weights before its wait (the ids
+are the previous kernel's output) and no CTA of it can start beside the router-fused grid (which holds every
+register file), so its 9.4 MB leave DRAM only after that grid has ended. Here each CTA s < 128 requests its 16-row
+strip of the 9 experts' down weights (72 KB) right after the selection, behind its first gate | up chunks; a second
+grid barrier after gate | up (the gate | up rows are other CTAs' outputs); then moe_act's and the grouped down
+kernel's arithmetic on token 0 from shared memory (gen_fp8_gemv.down_phase). The same arithmetic as the pair, so
+every output should be bitwise theirs.
+
+Prediction: the launch gains the down weights' 9.4 MB at the marginal rate of the router-fused launch (M = 1 -> 2
+added 18.8 MB for 3.7 us: ~1.9 us), the barrier (~1 us) and ~1.3 us of act, mma and the finish, against moe_down's
+5.3-5.8 us: ~1-2 us less per layer, 40-80 us per batch-1 step (plain and PDL alike).
+
+Checks (M = 1, 3 seeds, the router-fused test bed plus the moe_down bed's down weights): every output of the fused
+launch (x_out, idx, top, logits, the gate | up rows, sout, gate_out, h, moe_out) bitwise the pair's, plain and PDL
+(both cooperative), eager and in a CUDA graph; the counter + 264 per launch.
+Step (batch 1, as experiments/decode/step_ab.py): current, fused, current again; plain and PDL; logits bitwise.
+
+  PYTHONPATH=src python3 experiments/proj/router/router_down_variant.py --out "$OUT"
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+
+
+def fused_kernel():
+    """(shape, contract, launchers {plain, pdl}, module) of the candidate."""
+    from netra import contracts, paths
+    from netra.contracts import Tensor
+    from netra.contracts.proj import EXPERTS_ROUTER, SMS
+    from netra.runtime import launch as rt_launch
+    from netra.runtime import loader
+
+    sh = dataclasses.replace(EXPERTS_ROUTER, down=True)
+    ptx = paths.generator("proj", "gen_fp8_gemv").generate(sh)
+    module, fn = loader.load_text(sh.name, ptx, dynamic_smem=sh.smem)
+    c0 = contracts.get(EXPERTS_ROUTER.name)
+    params = tuple(dataclasses.replace(p, role="inout") if p.name == "h" else p for p in c0.params) + (
+        Tensor("w2", "fp8e4m3", ("E", 128, 4, 2048), "in"),
+        Tensor("s2", "f32", ("E", 16, 4), "in", align=4),
+        Tensor("sw2", "fp8e4m3", (128, 4, 2048), "in"),
+        Tensor("ss2", "f32", (16, 4), "in", align=4),
+        Tensor("moe_out", "bf16", ("M", 2048), "out"),
+    )
+    c = dataclasses.replace(c0, name=sh.name, params=params, dims={"M": (1,), "E": (256,)}, dynamic_smem=sh.smem)
+    assert c.grid == (str(SMS), "1", "1")
+    mk = lambda pdl: rt_launch.make_guard_and_launch(  # noqa: E731
+        c, function_handle=int(fn), device=0, launch=rt_launch.ex_launcher(pdl=pdl, cooperative=True))
+    return sh, c, {"plain": mk(False), "pdl": mk(True)}, module
+
+
+def check(forms, res) -> bool:
+    from netra.contracts.proj import EXPERTS_ROUTER, MOE_DOWN
+    from netra.decode import ops as dops
+    from netra.lifecycle import check as lcheck
+    from netra.lifecycle import testbeds
+    from netra.ops import count_launches
+    from netra.ops import proj as oproj
+
+    tb, tbd = testbeds.get(EXPERTS_ROUTER.name), testbeds.get(MOE_DOWN.name)
+    bits = lambda t: t.contiguous().view(torch.uint8)  # noqa: E731
+    ok = True
+    for seed in range(3):
+        b = lcheck.Bench(tb, {"M": 1, "E": 256}, seed)
+        d = lcheck.Bench(tbd, {"M": 1, "E": 256}, seed)
+        w2, s2, sw2, ss2 = d.bufs["w"], d.bufs["scale"], d.bufs["ws"], d.bufs["ss"]
+        h0 = b.bufs["h"].clone()
+        # the pair, as moe_decode runs it at M = 1
+        b.reset()
+        b.bufs["h"].copy_(h0)
+        pair_out = torch.full((1, 2048), float("nan"), dtype=torch.bfloat16, device="cuda")
+        args = tb.args(b.bufs)
+        with count_launches() as n:
+            assert oproj.EXPERTS_ROUTER_KERNEL(*args), "the promoted router-fused kernel did not launch"
+            dops.moe_down(b.bufs["out"].view(1, -1), w2, s2, b.bufs["idx"], b.bufs["top"], b.bufs["sout"], sw2, ss2,
+                          b.bufs["gate_out"], b.bufs["h"], pair_out)
+        torch.cuda.synchronize()
+        assert n.get(MOE_DOWN.name) == 1, f"moe_down did not take its kernel: {dict(n)}"
+        want = {k: b.bufs[k].clone() for k in ("x_out", "idx", "top", "logits", "out", "sout", "gate_out", "h")}
+        want["moe_out"] = pair_out.clone()
+        bar_before = int(b.bufs["bar"].item())
+        row = {}
+        for name, go in forms.items():
+            for graph in (False, True):
+                b.reset()
+                b.bufs["h"].copy_(h0)
+                b.bufs["bar"].fill_(bar_before)
+                moe_out = torch.full((1, 2048), float("nan"), dtype=torch.bfloat16, device="cuda")
+                args_f = tb.args(b.bufs) + [w2, s2, sw2, ss2, moe_out]
+                if graph:
+                    s = torch.cuda.Stream()
+                    g = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(g, stream=s):
+                        r = go(*args_f)
+                    b.reset()
+                    b.bufs["h"].copy_(h0)
+                    b.bufs["bar"].fill_(bar_before)
+                    moe_out.fill_(float("nan"))
+                    g.replay()
+                else:
+                    r = go(*args_f)
+                torch.cuda.synchronize()
+                got = {k: b.bufs[k] for k in want if k != "moe_out"}
+                got["moe_out"] = moe_out
+                diff = [k for k in want if not torch.equal(bits(got[k]), bits(want[k]))]
+                tag = f"{name}{' graph' if graph else ''}"
+                row[tag] = {"launched": r is None, "bitwise": not diff, "differ": diff,
+                            "bar_added": int(b.bufs["bar"].item()) - bar_before}
+                ok &= r is None and not diff and row[tag]["bar_added"] == 264
+        res["correctness"][f"seed={seed}"] = row
+        print("check", seed, row, flush=True)
+    return ok
+
+
+def step_ab(forms, res):
+    import netra.ops as nops
+    from netra.decode import main as dm
+    from netra.decode import ops as dops
+    from netra.decode import runner as rmod
+    from netra.model import checkpoint as ck
+    from netra.model.config import QWEN36_35B_A3B
+    from netra.model.packed import pack
+    from netra.ops import _dispatch
+
+    real = dops.moe_decode
+
+    def fused(x, router, w13, s13, w2, s2, sw13, ss13, sw2, ss2, sgate, top_k, out, residual=None, norm_w=None,
+              eps=1e-6, bar=None):
+        B = x.shape[0]
+        if B != 1 or bar is None or norm_w is None or residual is None or w13.dim() != 4 or w2.dim() != 4:
+            return real(x, router, w13, s13, w2, s2, sw13, ss13, sw2, ss2, sgate, top_k, out, residual, norm_w, eps, bar)
+        top = torch.empty(B, top_k, dtype=x.dtype, device=x.device)
+        idx = torch.empty(B, top_k, dtype=torch.long, device=x.device)
+        gu = torch.empty(B, top_k, s13.shape[1] * 128, dtype=x.dtype, device=x.device)
+        sgu = torch.empty(B, ss13.shape[0] * 128, dtype=x.dtype, device=x.device)
+        glogit = torch.empty(B, 1, dtype=x.dtype, device=x.device)
+        logits = torch.empty(B, router.shape[0], dtype=torch.float32, device=x.device)
+        go = forms["pdl" if _dispatch._PDL else "plain"]
+        r = go(x, w13, s13, gu, idx, sw13, ss13, sgu, sgate, glogit, residual, norm_w, eps, router, top, logits, bar,
+               w2, s2, sw2, ss2, out)
+        assert r is None, f"the fused kernel refused: {r}"
+
+    packed = pack(ck.synthetic_checkpoint(QWEN36_35B_A3B, seed=0, device="cuda"))
+    tokens = torch.randint(0, QWEN36_35B_A3B.vocab_size, (4, 1), generator=torch.Generator().manual_seed(3)).to("cuda")
+    ref = None
+    for form in ("current", "fused", "current_again"):
+        dops.moe_decode = fused if form == "fused" else real
+        row = {}
+        try:
+            for pdl in (False, True):
+                runner = rmod.DecodeRunner(packed, 1, 1024, device="cuda")
+                runner.capture(pdl=pdl)
+                logits = [runner.step(t).clone() for t in tokens]
+                ref = logits if ref is None else ref
+                row["bitwise_equal_to_current" + (" (pdl)" if pdl else "")] = all(torch.equal(a, b) for a, b in zip(ref, logits))
+                row["pdl_ms" if pdl else "plain_ms"] = dm._time_replays(runner, 64)
+                del runner
+                nops.set_pdl(False)
+                torch.cuda.empty_cache()
+        finally:
+            dops.moe_decode = real
+        res["step"][form] = row
+        print("step", form, row, flush=True)
+
+
+def main():
+    out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
+    out = os.path.join(out_dir, "router_down_variant.json")
+    sh, c, forms, module = fused_kernel()
+    res = {"kernel": sh.name, "dynamic_smem": sh.smem,
+           "method": "checks: bitwise against the promoted pair on the router-fused and moe_down test beds; step: "
+                     "batch 1, synthetic 40-layer checkpoint, context 1024, CUDA-graph replay of one step, CUDA "
+                     "events, median of 64, plain and PDL capture",
+           "correctness": {}, "step": {}}
+    res["pass"] = check(forms, res)
+    json.dump(res, open(out, "w"), indent=1)
+    if res["pass"] or "--step-anyway" in sys.argv:
+        step_ab(forms, res)
+    json.dump(res, open(out, "w"), indent=1)
+    del module
+
+
+if __name__ == "__main__":
+    main()
