@@ -1555,7 +1555,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         e("RT_REST:")
         e("  add.u32 %t2, %s, %nct;")
         issue_strips(e, sh, "%t2", NS // NC - 1, str(NC), "RT_ISSUED")
-        if sh.down:
+        if sh.down and _DOWN["issue"] == "select":
             down_issue(e, sh)
     o = dict(stage_x=stage_x, x_rows=x_rows, skip_nt1=skip_nt1, packed_amax=packed_amax, pre=pre, xpair=False,
              ids_early=ids_early, x_direct=x_direct, scale_bf16x2=scale_bf16x2, red_swizzle=red_swizzle,
@@ -2165,11 +2165,14 @@ def select_and_publish(ee, e, sh: Shape) -> None:
     e("  }")
 
 
+# down (a candidate): when thread 0 requests the down strips ("select": right after the selection; "late": at the
+# start of the down phase, before the second barrier), and a diagnostic ("nocompute": the barrier, then nothing)
+_DOWN = {"issue": "select", "diag": ""}
 DN_STRIPS = 128  # down: CTAs 0 .. 127 own output rows 16 s .. 16 s + 15 (2048 / 16); the rest only pass the barriers
 DN_SB = 8192  # a down strip: 16 rows x 512 k, packed (netra.ops.proj.pack_weight: [E, 128, 4, 2048])
 
 
-def down_issue(e: Emit, sh: Shape) -> None:
+def down_issue(e: Emit, sh: Shape, s: str = "%s") -> None:
     """down (thread 0 of CTA s < 128, right after the selection, behind the first gate | up chunks): the CTA's strip
     of the 8 chosen experts' down weights (ids table: routed pair 1 + j at M = 1) and of the shared expert's, 8 KB
     each into its own stage, with its 4 block scales, on its own mbarrier. They land while gate | up streams."""
@@ -2178,22 +2181,22 @@ def down_issue(e: Emit, sh: Shape) -> None:
     e("  .reg .pred %dp;")
     e("  .reg .b64 %dw, %ds, %dsw, %dss;")
     e("  setp.ne.u32 %dp, %th, 0;")
-    e(f"  setp.ge.or.u32 %dp, %s, {DN_STRIPS}, %dp;  // (%s is still ctaid here)")
+    e(f"  setp.ge.or.u32 %dp, {s}, {DN_STRIPS}, %dp;  // ({s} is ctaid here)")
     e("  @%dp bra DN_ISSUED;")
     for r, n in (("%dw", "w2"), ("%ds", "s2"), ("%dsw", "sw2"), ("%dss", "ss2")):
         e(f"  ld.param.u64 {r}, [{n}];")
         e(f"  cvta.to.global.u64 {r}, {r};")
-    e("  shr.u32 %t3, %s, 3;  // the strip's 128-row block")
+    e(f"  shr.u32 %t3, {s}, 3;  // the strip's 128-row block")
     for j in range(TOP_K + 1):
         e(f"  add.u32 %bf, %sbase, {sh.dn_bar + 8 * j};")
         e(f"  mbarrier.arrive.expect_tx.shared::cta.b64 _, [%bf], {DN_SB + 16};")
         if j < TOP_K:
             e(f"  ld.shared.u32 %t1, [%sbase+{sh.ids_off + 4 * (1 + j)}];  // routed slot {j}'s expert")
-            e(f"  mad.lo.u32 %t2, %t1, {DN_STRIPS}, %s;")
+            e(f"  mad.lo.u32 %t2, %t1, {DN_STRIPS}, {s};")
             e(f"  mul.wide.u32 %pt64, %t2, {DN_SB};")
             e("  add.u64 %pa, %dw, %pt64;")
         else:
-            e(f"  mul.wide.u32 %pt64, %s, {DN_SB};  // the shared expert")
+            e(f"  mul.wide.u32 %pt64, {s}, {DN_SB};  // the shared expert")
             e("  add.u64 %pa, %dsw, %pt64;")
         e(f"  add.u32 %ta, %sbase, {sh.dn_off + DN_SB * j};")
         e(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%ta], [%pa], {DN_SB}, [%bf], %pol;")
@@ -2228,6 +2231,9 @@ def down_phase(e: Emit, sh: Shape) -> None:
     e("  .reg .b32 %dc, %db, %dj, %dkq, %dx0, %dx1, %du0, %du1, %b<16>;")
     e("  .reg .f32 %dws<4>, %dxm<4>;")
     e("  .reg .b64 %drb, %dro, %drt, %drv, %dgu, %dsg, %dgl;")
+    e("  mov.u32 %dc, %ctaid.x;")
+    if _DOWN["issue"] == "late":
+        down_issue(e, sh, "%dc")
     e("  bar.sync 0;  // this CTA's gate | up rows (or gate logit) stored")
     e("  setp.ne.u32 %p, %th, 0;")
     e("  @%p bra DN_ARRIVED;")
@@ -2245,9 +2251,11 @@ def down_phase(e: Emit, sh: Shape) -> None:
     e("  fence.acq_rel.gpu;")
     e("DN_ARRIVED:")
     e("  bar.sync 0;  // every CTA's gate | up rows and the gate logit visible")
-    e("  mov.u32 %dc, %ctaid.x;")
     e(f"  setp.ge.u32 %p, %dc, {DN_STRIPS};")
     e("  @%p bra DN_END;")
+    nc = _DOWN["diag"] == "nocompute"
+    if nc:
+        e("  bra.uni DN_ACT_DONE;  // DIAGNOSTIC: only the strips' waits after the barrier (wrong results)")
     for r, n in (("%dgu", "out"), ("%dsg", "sout"), ("%dgl", "gate_out")):
         e(f"  ld.param.u64 {r}, [{n}];")
         e(f"  cvta.to.global.u64 {r}, {r};")
@@ -2326,6 +2334,8 @@ def down_phase(e: Emit, sh: Shape) -> None:
     e("DN_WAIT:")
     e("  mbarrier.try_wait.parity.shared::cta.b64 %p, [%bf], 0;")
     e("  @!%p bra DN_WAIT;")
+    if nc:
+        e("  bra.uni DN_MMA_DONE;")
     e("  shl.b32 %t1, %warp, 4;")
     e("  add.u32 %t1, %t1, %sbase;")
     e(f"  ld.shared.v4.f32 {{%dws0, %dws1, %dws2, %dws3}}, [%t1+{sh.dn_scl}];  // the 4 weight-block scales")
@@ -2367,6 +2377,8 @@ def down_phase(e: Emit, sh: Shape) -> None:
         e(f"  @%dq st.shared.f32 [%t3+{P + 64 * q + 32}], %c2;  // row g + 8")
     e("DN_MMA_DONE:")
     e("  bar.sync 0;  // every partial and xs")
+    if nc:
+        e("  bra.uni DN_END;")
     e("  setp.ge.u32 %p, %th, 16;")
     e("  @%p bra DN_END;")
     e("  shl.b32 %t0, %th, 2;")
