@@ -186,7 +186,7 @@ def step_ab(variants, res):
 def main():
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
     out = os.path.join(out_dir, "router_down_variant.json")
-    names = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--variants=")), "fused").split(",")
+    names = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--variants=")), "fused").replace("+", ",").split(",")
     opts = {"fused": ("select", ""), "late": ("late", ""), "nocompute": ("select", "nocompute"),
             "late_nocompute": ("late", "nocompute")}
     built = {n: fused_kernel(*opts[n]) for n in names}
