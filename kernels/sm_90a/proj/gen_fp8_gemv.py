@@ -2228,10 +2228,23 @@ def down_phase(e: Emit, sh: Shape) -> None:
     e("DN_PHASE:")
     e("  {")
     e("  .reg .pred %dq, %dk;")
-    e("  .reg .b32 %dc, %db, %dj, %dkq, %dx0_<2>, %dx1_<2>, %dx2_<2>, %du0_<2>, %du1_<2>, %du2_<2>, %b<16>;")
+    e("  .reg .b32 %dc, %db, %dj, %dkq, %dx0_<2>, %dx1_<2>, %dx2_<2>, %du0_<2>, %du1_<2>, %du2_<2>;")
+    e("  .reg .b32 %dw0_<4>, %dw1_<4>, %dw2_<4>, %dw3_<4>, %db0_<4>, %db1_<4>, %db2_<4>, %db3_<4>;")
+    e("  .reg .f32 %dc0_<4>, %dc1_<4>, %dc2_<4>, %dc3_<4>;")
+    e("  .reg .b16 %dh;")
     e("  .reg .f32 %dws<4>, %dxm<4>;")
     e("  .reg .b64 %drb, %dro, %drt, %drv, %dgu, %dsg, %dgl;")
     e("  mov.u32 %dc, %ctaid.x;")
+    e("  // thread r < 16 of CTA s < 128: h[16 s + r] now (read and written by this thread only; no other reader waits)")
+    e("  setp.lt.u32 %p, %th, 16;")
+    e(f"  setp.lt.and.u32 %p, %dc, {DN_STRIPS}, %p;")
+    e("  mad.lo.u32 %t0, %dc, 16, %th;")
+    e("  mul.wide.u32 %pt64, %t0, 2;")
+    e("  ld.param.u64 %pb, [h];")
+    e("  cvta.to.global.u64 %pb, %pb;")
+    e("  add.u64 %pb, %pb, %pt64;")
+    e("  mov.b16 %dh, 0;")
+    e("  @%p ld.global.b16 %dh, [%pb];")
     if _DOWN["issue"] == "late":
         down_issue(e, sh, "%dc")
     e("  bar.sync 0;  // this CTA's gate | up rows (or gate logit) stored")
@@ -2362,29 +2375,28 @@ def down_phase(e: Emit, sh: Shape) -> None:
     e("  mad.lo.u32 %t3, %warp, 256, %sbase;  // its partials [j][q][row]")
     e("  mad.lo.u32 %t3, %g, 4, %t3;")
     e("  setp.eq.u32 %dq, %tig, 0;  // this lane's accumulator columns 0, 1: column 0 is the token")
+    e("  // the 4 k blocks' mma chains interleaved (each its own accumulators, 8 steps from 0: moedown's)")
     for q in range(4):
-        e(f"  // k block {q}: the A fragments, 8 mma steps from 0 (moedown's)")
-        for jj in range(4):
-            e(f"  ld.shared.v4.u32 {{%wa{4 * jj}, %wa{4 * jj + 1}, %wa{4 * jj + 2}, %wa{4 * jj + 3}}}, "
-              f"[%ta+{sh.dn_off + 2048 * q + 512 * jj}];")
-        for jj in range(4):
-            regs = [f"%b{4 * jj + c}" for c in range(4)]
-            for r in regs:
-                e(f"  mov.b32 {r}, 0;")
-            e(f"  @%dk ld.shared.v4.u32 {{{', '.join(regs)}}}, [%t2+{A + 256 * q + 16 * jj}];")
         for i in range(4):
-            e(f"  mov.f32 %c{i}, 0f00000000;")
-        for i in range(8):
-            jj, half = i // 2, i % 2
-            base = jj * 4 + 2 * half
-            e(f"  mov.b32 {{%q0, %q1}}, %wa{base};")
-            e(f"  mov.b32 {{%q2, %q3}}, %wa{base + 1};")
-            for r in range(4):
-                e(f"  cvt.rn.f16x2.e4m3x2 %a{r}, %q{r};")
-            e(f"  mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{%c0, %c1, %c2, %c3}}, {{%a0, %a1, %a2, %a3}}, "
-              f"{{%b{2 * i}, %b{2 * i + 1}}}, {{%c0, %c1, %c2, %c3}};")
-        e(f"  @%dq st.shared.f32 [%t3+{P + 64 * q}], %c0;  // row g")
-        e(f"  @%dq st.shared.f32 [%t3+{P + 64 * q + 32}], %c2;  // row g + 8")
+            e(f"  mov.f32 %dc{q}_{i}, 0f00000000;")
+    for jj in range(4):
+        for q in range(4):
+            e(f"  ld.shared.v4.u32 {{%dw{q}_0, %dw{q}_1, %dw{q}_2, %dw{q}_3}}, [%ta+{sh.dn_off + 2048 * q + 512 * jj}];")
+            for c in range(4):
+                e(f"  mov.b32 %db{q}_{c}, 0;")
+            e(f"  @%dk ld.shared.v4.u32 {{%db{q}_0, %db{q}_1, %db{q}_2, %db{q}_3}}, [%t2+{A + 256 * q + 16 * jj}];")
+        for half in range(2):
+            for q in range(4):
+                e(f"  mov.b32 {{%q0, %q1}}, %dw{q}_{2 * half};")
+                e(f"  mov.b32 {{%q2, %q3}}, %dw{q}_{2 * half + 1};")
+                for r in range(4):
+                    e(f"  cvt.rn.f16x2.e4m3x2 %a{r}, %q{r};")
+                acc = ", ".join(f"%dc{q}_{i}" for i in range(4))
+                e(f"  mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{{acc}}}, {{%a0, %a1, %a2, %a3}}, "
+                  f"{{%db{q}_{2 * half}, %db{q}_{2 * half + 1}}}, {{{acc}}};  // block {q}, step {2 * jj + half}")
+    for q in range(4):
+        e(f"  @%dq st.shared.f32 [%t3+{P + 64 * q}], %dc{q}_0;  // row g")
+        e(f"  @%dq st.shared.f32 [%t3+{P + 64 * q + 32}], %dc{q}_2;  // row g + 8")
     e("DN_MMA_DONE:")
     e("  bar.sync 0;  // every partial and xs")
     if nc:
@@ -2411,8 +2423,7 @@ def down_phase(e: Emit, sh: Shape) -> None:
     e("  ld.param.u64 %pb, [h];")
     e("  cvta.to.global.u64 %pb, %pb;")
     e("  add.u64 %pb, %pb, %pt64;")
-    e("  ld.global.b16 %q1, [%pb];  // h: read and written by this thread only")
-    e("  cvt.f32.bf16 %f1, %q1;")
+    e("  cvt.f32.bf16 %f1, %dh;  // h, loaded at the phase's start")
     e("  cvt.f32.bf16 %f0, %q0;")
     e("  add.rn.f32 %f0, %f1, %f0;")
     e("  cvt.rn.bf16.f32 %q0, %f0;")
