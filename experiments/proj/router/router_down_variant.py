@@ -187,7 +187,7 @@ def main():
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
     out = os.path.join(out_dir, "router_down_variant.json")
     names = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--variants=")), "fused").replace("+", ",").split(",")
-    opts = {"fused": ("select", ""), "late": ("late", ""), "nocompute": ("select", "nocompute"),
+    opts = {"fused": ("select", ""), "late": ("late", ""), "mid": ("mid", ""), "nocompute": ("select", "nocompute"),
             "late_nocompute": ("late", "nocompute")}
     built = {n: fused_kernel(*opts[n]) for n in names}
     sh, c, forms, module = built[names[0]]

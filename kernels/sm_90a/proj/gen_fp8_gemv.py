@@ -1359,6 +1359,9 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     if acc_split:
         e("  .reg .f32 %d<8>;")
     e("  .reg .b64 %px, %pw, %ps, %po, %pa, %pb, %pt64, %pol;")
+    if sh.down and _DOWN["issue"] == "mid":
+        e("  .reg .b32 %dnf;  // the down strips requested")
+        e("  mov.u32 %dnf, 0;")
     if sh.fuse == "norm":
         e("  .reg .pred %pc0;")
         e("  .reg .b32 %nw<4>, %nb;")
@@ -2172,7 +2175,7 @@ DN_STRIPS = 128  # down: CTAs 0 .. 127 own output rows 16 s .. 16 s + 15 (2048 /
 DN_SB = 8192  # a down strip: 16 rows x 512 k, packed (netra.ops.proj.pack_weight: [E, 128, 4, 2048])
 
 
-def down_issue(e: Emit, sh: Shape, s: str = "%s") -> None:
+def down_issue(e: Emit, sh: Shape, s: str = "%s", label: str = "DN_ISSUED") -> None:
     """down (thread 0 of CTA s < 128, right after the selection, behind the first gate | up chunks): the CTA's strip
     of the 8 chosen experts' down weights (ids table: routed pair 1 + j at M = 1) and of the shared expert's, 8 KB
     each into its own stage, with its 4 block scales, on its own mbarrier. They land while gate | up streams."""
@@ -2182,7 +2185,7 @@ def down_issue(e: Emit, sh: Shape, s: str = "%s") -> None:
     e("  .reg .b64 %dw, %ds, %dsw, %dss;")
     e("  setp.ne.u32 %dp, %th, 0;")
     e(f"  setp.ge.or.u32 %dp, {s}, {DN_STRIPS}, %dp;  // ({s} is ctaid here)")
-    e("  @%dp bra DN_ISSUED;")
+    e(f"  @%dp bra {label};")
     for r, n in (("%dw", "w2"), ("%ds", "s2"), ("%dsw", "sw2"), ("%dss", "ss2")):
         e(f"  ld.param.u64 {r}, [{n}];")
         e(f"  cvta.to.global.u64 {r}, {r};")
@@ -2208,7 +2211,7 @@ def down_issue(e: Emit, sh: Shape, s: str = "%s") -> None:
             e("  mul.wide.u32 %pt64, %t3, 16;")
             e("  add.u64 %pa, %dss, %pt64;")
         e(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%ta+{sh.dn_scl - sh.dn_off - DN_SB * j + 16 * j}], [%pa], 16, [%bf];")
-    e("DN_ISSUED:")
+    e(f"{label}:")
     e("  }")
 
 
@@ -2247,6 +2250,11 @@ def down_phase(e: Emit, sh: Shape) -> None:
     e("  @%p ld.global.b16 %dh, [%pb];")
     if _DOWN["issue"] == "late":
         down_issue(e, sh, "%dc")
+    if _DOWN["issue"] == "mid":  # a CTA that never reached a refill point (no strip): now
+        e("  setp.ne.u32 %p, %dnf, 0;")
+        e("  @%p bra DN_LATE_SKIP;")
+        down_issue(e, sh, "%dc")
+        e("DN_LATE_SKIP:")
     e("  bar.sync 0;  // this CTA's gate | up rows (or gate logit) stored")
     e("  setp.ne.u32 %p, %th, 0;")
     e("  @%p bra DN_ARRIVED;")
@@ -2684,6 +2692,16 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
     e(f"  @%p bra REFILLED{sfx};")
     e("  fence.proxy.async.shared::cta;  // the generic reads of the stages before the async-proxy writes")
     e(f"  mad.lo.u32 %t2, %nct, {NS // NC}, %s;")
+    if sh.down and _DOWN["issue"] == "mid":  # no strip left to request: the down strips, once
+        e("  setp.lt.u32 %p, %t2, %sv;")
+        e(f"  @%p bra DN_MID_NO{sfx};")
+        e("  setp.ne.u32 %p, %dnf, 0;")
+        e(f"  @%p bra REFILLED{sfx};")
+        e("  mov.u32 %dnf, 1;")
+        e("  mov.u32 %sn, %ctaid.x;")
+        down_issue(e, sh, "%sn", f"DN_ISSUED_MID{sfx}")
+        e(f"  bra.uni REFILLED{sfx};")
+        e(f"DN_MID_NO{sfx}:")
     issue_strips(e, sh, "%t2", 1, "%st0", "REFILLED" + sfx)
     e("  // the warp-order sum, BF16 out")
     red = f"  mad.lo.u32 %t0, %buf, {W * sh.red_bytes}, %sbase;\n  add.u32 %t0, %t0, {sh.red_off};"
