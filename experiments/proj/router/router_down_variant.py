@@ -36,7 +36,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 
 
-def fused_kernel(issue: str = "select", diag: str = ""):
+def fused_kernel(issue: str = "select", diag: str = "", trace: bool = False):
     """(shape, contract, launchers {plain, pdl}, module) of the candidate (gen_fp8_gemv._DOWN's options)."""
     from netra import contracts, paths
     from netra.contracts import Tensor
@@ -46,11 +46,11 @@ def fused_kernel(issue: str = "select", diag: str = ""):
 
     sh = dataclasses.replace(EXPERTS_ROUTER, down=True)
     gen = paths.generator("proj", "gen_fp8_gemv")
-    gen._DOWN.update(issue=issue, diag=diag)
+    gen._DOWN.update(issue=issue, diag=diag, trace=trace)
     try:
         ptx = gen.generate(sh)
     finally:
-        gen._DOWN.update(issue="select", diag="")
+        gen._DOWN.update(issue="select", diag="", trace=False)
     module, fn = loader.load_text(sh.name, ptx, dynamic_smem=sh.smem)
     c0 = contracts.get(EXPERTS_ROUTER.name)
     params = tuple(dataclasses.replace(p, role="inout") if p.name == "h" else p for p in c0.params) + (
@@ -130,6 +130,38 @@ def check(forms, res) -> bool:
     return ok
 
 
+def trace(opts, names, res):
+    """The traced builds (gen_fp8_gemv.dn_stamp): %clock64 of thread 0 of CTAs 0, 64 and 127 at the kernel's wait (7),
+    the router phase's end (6), the down phase's start (0), the second barrier passed (1), act done (2), the
+    strips landed (3), the mma done (4), the rows stored (5); launched plainly 8 times on the router bed at M = 1
+    (the last 4 kept), cycles from the wait."""
+    from netra.contracts.proj import EXPERTS_ROUTER, MOE_DOWN
+    from netra.lifecycle import check as lcheck
+    from netra.lifecycle import testbeds
+
+    tb, tbd = testbeds.get(EXPERTS_ROUTER.name), testbeds.get(MOE_DOWN.name)
+    b = lcheck.Bench(tb, {"M": 1, "E": 256}, 0)
+    d = lcheck.Bench(tbd, {"M": 1, "E": 256}, 0)
+    moe_out = torch.empty(1, 2048, dtype=torch.bfloat16, device="cuda")
+    order = (7, 6, 0, 1, 2, 3, 4, 5)
+    labels = ("wait", "router_done", "down_start", "barrier2", "act", "landed", "mma", "stored")
+    for n in names:
+        _, _, forms, module = fused_kernel(*opts[n], trace=True)
+        runs = []
+        for it in range(8):
+            b.reset()
+            r = forms["plain"](*tb.args(b.bufs), d.bufs["w"], d.bufs["scale"], d.bufs["ws"], d.bufs["ss"], moe_out)
+            assert r is None, r
+            torch.cuda.synchronize()
+            t = b.bufs["logits"].view(torch.int64).view(-1)[:24].tolist()
+            if it >= 4:
+                runs.append({f"cta{c}": {lab: t[8 * k + i] - t[8 * k + 7] for lab, i in zip(labels, order)}
+                             for k, c in enumerate((0, 64, 127))})
+        res["trace"][n] = runs
+        print("trace", n, runs[-1], flush=True)
+        del module
+
+
 def step_ab(variants, res):
     import netra.ops as nops
     from netra.decode import main as dm
@@ -196,6 +228,9 @@ def main():
                      "batch 1, synthetic 40-layer checkpoint, context 1024, CUDA-graph replay of one step, CUDA "
                      "events, median of 64, plain and PDL capture",
            "correctness": {}, "step": {}}
+    if "--trace" in sys.argv:
+        res["trace"] = {}
+        trace(opts, names, res)
     res["pass"] = True
     for n in names:  # the diagnostics' outputs are wrong by design
         if not opts[n][1]:

@@ -1543,7 +1543,11 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     e("  mov.u32 %phase, 0;")
     e("  setp.gt.u32 %pm8, %m, 8;  // a second n-tile of 8 tokens")
     if sh.router:
+        if sh.down:
+            dn_stamp(e, 7)
         router_phase(e, sh)
+        if sh.down:
+            dn_stamp(e, 6)
         e("  setp.eq.u32 %p, %s, %nct;")
         e("  @%p bra GATE;  // the gate CTA (the router phase done)")
         e("  // thread 0: the first NS chunks now that the ids are known (before x: x is in L2, the chunks in DRAM);")
@@ -2170,7 +2174,7 @@ def select_and_publish(ee, e, sh: Shape) -> None:
 
 # down (a candidate): when thread 0 requests the down strips ("select": right after the selection; "late": at the
 # start of the down phase, before the second barrier), and a diagnostic ("nocompute": the barrier, then nothing)
-_DOWN = {"issue": "select", "diag": ""}
+_DOWN = {"issue": "select", "diag": "", "trace": False}
 DN_STRIPS = 128  # down: CTAs 0 .. 127 own output rows 16 s .. 16 s + 15 (2048 / 16); the rest only pass the barriers
 DN_SB = 8192  # a down strip: 16 rows x 512 k, packed (netra.ops.proj.pack_weight: [E, 128, 4, 2048])
 
@@ -2215,6 +2219,32 @@ def down_issue(e: Emit, sh: Shape, s: str = "%s", label: str = "DN_ISSUED") -> N
     e("  }")
 
 
+def dn_stamp(e: Emit, k: int) -> None:
+    """down, _DOWN["trace"] (a diagnostic): thread 0 of CTAs 0, 64 and 127 stores %clock64 as u64 slot
+    8 ((ctaid + 1) / 64) + k of the logits buffer (dead after the selection; the logits output is then wrong)."""
+    if not _DOWN["trace"]:
+        return
+    e("  {")
+    e("  .reg .pred %gq;")
+    e("  .reg .b32 %gc, %gs;")
+    e("  .reg .b64 %gt, %gp;")
+    e("  mov.u32 %gc, %ctaid.x;")
+    e("  setp.eq.u32 %gq, %gc, 0;")
+    e("  setp.eq.or.u32 %gq, %gc, 64, %gq;")
+    e("  setp.eq.or.u32 %gq, %gc, 127, %gq;")
+    e("  setp.eq.and.u32 %gq, %th, 0, %gq;")
+    e("  add.u32 %gs, %gc, 1;")
+    e("  shr.u32 %gs, %gs, 6;")
+    e(f"  mad.lo.u32 %gs, %gs, 8, {k};")
+    e("  mul.wide.u32 %gp, %gs, 8;")
+    e("  ld.param.u64 %gt, [logits];")
+    e("  cvta.to.global.u64 %gt, %gt;")
+    e("  add.u64 %gp, %gp, %gt;")
+    e("  mov.u64 %gt, %clock64;")
+    e("  @%gq st.global.u64 [%gp], %gt;")
+    e("  }")
+
+
 def down_phase(e: Emit, sh: Shape) -> None:
     """down (every CTA, after its gate | up strips; the gate CTA after its logit): the second grid barrier (the
     counter's next multiple of SMS: each launch adds 2 SMS), then in CTA s < 128 moe_down's arithmetic for token 0:
@@ -2229,6 +2259,7 @@ def down_phase(e: Emit, sh: Shape) -> None:
     So the outputs are bitwise moe_down's (fp8_gemv_n2048_k4608_moedown at M = 1)."""
     A, P, XS, XM = sh.DN_ACT, sh.DN_PART, sh.DN_XS, sh.DN_XM
     e("DN_PHASE:")
+    dn_stamp(e, 0)
     e("  {")
     e("  .reg .pred %dq, %dk;")
     e("  .reg .b32 %dc, %db, %dj, %dkq, %dx0_<2>, %dx1_<2>, %dx2_<2>, %du0_<2>, %du1_<2>, %du2_<2>;")
@@ -2272,6 +2303,7 @@ def down_phase(e: Emit, sh: Shape) -> None:
     e("  fence.acq_rel.gpu;")
     e("DN_ARRIVED:")
     e("  bar.sync 0;  // every CTA's gate | up rows and the gate logit visible")
+    dn_stamp(e, 1)
     e(f"  setp.ge.u32 %p, %dc, {DN_STRIPS};")
     e("  @%p bra DN_END;")
     nc = _DOWN["diag"] == "nocompute"
@@ -2358,6 +2390,7 @@ def down_phase(e: Emit, sh: Shape) -> None:
         e(f"  @%p st.shared.f32 [%t0+{XM}], %f2;")
     e("DN_ACT_DONE:")
     e("  bar.sync 0;  // every block's fragments and xm")
+    dn_stamp(e, 2)
     e(f"  setp.ge.u32 %p, %warp, {TOP_K + 1};")
     e("  @%p bra DN_MMA_DONE;")
     e("  mad.lo.u32 %bf, %warp, 8, %sbase;")
@@ -2365,6 +2398,7 @@ def down_phase(e: Emit, sh: Shape) -> None:
     e("DN_WAIT:")
     e("  mbarrier.try_wait.parity.shared::cta.b64 %p, [%bf], 0;")
     e("  @!%p bra DN_WAIT;")
+    dn_stamp(e, 3)
     if nc:
         e("  bra.uni DN_MMA_DONE;")
     e("  shl.b32 %t1, %warp, 4;")
@@ -2407,6 +2441,7 @@ def down_phase(e: Emit, sh: Shape) -> None:
         e(f"  @%dq st.shared.f32 [%t3+{P + 64 * q + 32}], %dc{q}_2;  // row g + 8")
     e("DN_MMA_DONE:")
     e("  bar.sync 0;  // every partial and xs")
+    dn_stamp(e, 4)
     if nc:
         e("  bra.uni DN_END;")
     e("  setp.ge.u32 %p, %th, 16;")
@@ -2436,6 +2471,7 @@ def down_phase(e: Emit, sh: Shape) -> None:
     e("  add.rn.f32 %f0, %f1, %f0;")
     e("  cvt.rn.bf16.f32 %q0, %f0;")
     e("  st.global.b16 [%pb], %q0;")
+    dn_stamp(e, 5)
     e("DN_END:")
     e("  ret;")
     e("  }")
