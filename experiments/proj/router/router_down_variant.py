@@ -160,6 +160,23 @@ def trace(opts, names, res):
         res["trace"][n] = runs
         print("trace", n, runs[-1], flush=True)
         del module
+        # every CTA: cycles from the router phase's end to the down phase (its gate | up strips), and waiting at the
+        # second barrier (gen_fp8_gemv.dn_stamp_all, in x_out)
+        _, _, forms, module = fused_kernel(*opts[n], trace="all")
+        per = []
+        for it in range(6):
+            b.reset()
+            r = forms["plain"](*tb.args(b.bufs), d.bufs["w"], d.bufs["scale"], d.bufs["ws"], d.bufs["ss"], moe_out)
+            assert r is None, r
+            torch.cuda.synchronize()
+            t = b.bufs["x_out"].view(torch.int32).view(-1)
+            if it >= 3:
+                per.append({"gate_up": t[:132].tolist(), "barrier2": t[256:388].tolist()})
+        res["trace"][n + "_per_cta"] = per
+        g = per[-1]["gate_up"]
+        print("per-CTA gate|up cycles", n, "min", min(g), "max", max(g), "argmax", g.index(max(g)),
+              "by CTA:", g, flush=True)
+        del module
 
 
 def step_ab(variants, res):

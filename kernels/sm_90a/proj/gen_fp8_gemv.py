@@ -1359,6 +1359,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     if acc_split:
         e("  .reg .f32 %d<8>;")
     e("  .reg .b64 %px, %pw, %ps, %po, %pa, %pb, %pt64, %pol;")
+    if sh.down and _DOWN["trace"] == "all":
+        e("  .reg .b64 %gt0, %gt1;")
     if sh.down and _DOWN["issue"] == "mid":
         e("  .reg .b32 %dnf;  // the down strips requested")
         e("  mov.u32 %dnf, 0;")
@@ -1548,6 +1550,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         router_phase(e, sh)
         if sh.down:
             dn_stamp(e, 6)
+            if _DOWN["trace"] == "all":
+                dn_stamp_all(e, 0)
         e("  setp.eq.u32 %p, %s, %nct;")
         e("  @%p bra GATE;  // the gate CTA (the router phase done)")
         e("  // thread 0: the first NS chunks now that the ids are known (before x: x is in L2, the chunks in DRAM);")
@@ -2219,6 +2223,35 @@ def down_issue(e: Emit, sh: Shape, s: str = "%s", label: str = "DN_ISSUED") -> N
     e("  }")
 
 
+def dn_stamp_all(e: Emit, k: int) -> None:
+    """down, _DOWN["trace"] == "all" (a diagnostic): every CTA's thread 0 keeps %clock64 at the router phase's end
+    (k = 0, in %gt0), the down phase's start (1, %gt1) and the second barrier passed (2), then stores the two
+    durations as u32 to x_out (dead by then) words ctaid and 256 + ctaid (x_out's output is then wrong)."""
+    if k < 2:
+        e(f"  mov.u64 %gt{k}, %clock64;")
+        return
+    e("  {")
+    e("  .reg .b64 %gt2, %gp, %go;")
+    e("  .reg .b32 %gd, %gc;")
+    e("  mov.u64 %gt2, %clock64;")
+    e("  setp.ne.u32 %p, %th, 0;")
+    e("  @%p bra GT_DONE;")
+    e("  mov.u32 %gc, %ctaid.x;")
+    e("  ld.param.u64 %gp, [x_out];")
+    e("  cvta.to.global.u64 %gp, %gp;")
+    e("  mul.wide.u32 %go, %gc, 4;")
+    e("  add.u64 %gp, %gp, %go;")
+    e("  sub.u64 %gt1, %gt1, %gt0;")
+    e("  cvt.u32.u64 %gd, %gt1;")
+    e("  st.global.u32 [%gp], %gd;")
+    e("  add.u64 %gt0, %gt0, %gt1;  // the down phase's start again")
+    e("  sub.u64 %gt2, %gt2, %gt0;")
+    e("  cvt.u32.u64 %gd, %gt2;")
+    e("  st.global.u32 [%gp+1024], %gd;")
+    e("GT_DONE:")
+    e("  }")
+
+
 def dn_stamp(e: Emit, k: int) -> None:
     """down, _DOWN["trace"] (a diagnostic): thread 0 of CTAs 0, 64 and 127 stores %clock64 as u64 slot
     8 ((ctaid + 1) / 64) + k of the logits buffer (dead after the selection; the logits output is then wrong)."""
@@ -2260,6 +2293,8 @@ def down_phase(e: Emit, sh: Shape) -> None:
     A, P, XS, XM = sh.DN_ACT, sh.DN_PART, sh.DN_XS, sh.DN_XM
     e("DN_PHASE:")
     dn_stamp(e, 0)
+    if _DOWN["trace"] == "all":
+        dn_stamp_all(e, 1)
     e("  {")
     e("  .reg .pred %dq, %dk;")
     e("  .reg .b32 %dc, %db, %dj, %dkq, %dx0_<2>, %dx1_<2>, %dx2_<2>, %du0_<2>, %du1_<2>, %du2_<2>;")
@@ -2304,6 +2339,8 @@ def down_phase(e: Emit, sh: Shape) -> None:
     e("DN_ARRIVED:")
     e("  bar.sync 0;  // every CTA's gate | up rows and the gate logit visible")
     dn_stamp(e, 1)
+    if _DOWN["trace"] == "all":
+        dn_stamp_all(e, 2)
     e(f"  setp.ge.u32 %p, %dc, {DN_STRIPS};")
     e("  @%p bra DN_END;")
     nc = _DOWN["diag"] == "nocompute"
