@@ -1361,6 +1361,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     e("  .reg .b64 %px, %pw, %ps, %po, %pa, %pb, %pt64, %pol;")
     if sh.down and _DOWN["trace"] == "all":
         e("  .reg .b64 %gt0, %gt1;")
+    if sh.router and _DYN["on"]:
+        e("  .reg .b64 %dyn;  // thread 0: the next strip from the counter")
     if sh.down and _DOWN["issue"] == "mid":
         e("  .reg .b32 %dnf;  // the down strips requested")
         e("  mov.u32 %dnf, 0;")
@@ -1568,6 +1570,17 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         issue_strips(e, sh, "%t2", NS // NC - 1, str(NC), "RT_ISSUED")
         if sh.down and _DOWN["issue"] == "select":
             down_issue(e, sh)
+        if _DYN["on"]:
+            e("  // the stages' strips (thread 0): the first NS static, then the counter's; one fetch ahead")
+            e("  setp.ne.u32 %p, %th, 0;")
+            e("  @%p bra DYN_INIT;")
+            for k in range(NS // NC):
+                e(f"  add.u32 %t0, %s, {k * (SMS - 1)};")
+                e(f"  st.shared.u32 [%sbase+{dyn_sidx(sh) + 4 * k}], %t0;")
+            e("  ld.param.u64 %pa, [bar];")
+            e("  cvta.to.global.u64 %pa, %pa;")
+            e("  atom.relaxed.gpu.global.add.u64 %dyn, [%pa+8], 1;")
+            e("DYN_INIT:")
     o = dict(stage_x=stage_x, x_rows=x_rows, skip_nt1=skip_nt1, packed_amax=packed_amax, pre=pre, xpair=False,
              ids_early=ids_early, x_direct=x_direct, scale_bf16x2=scale_bf16x2, red_swizzle=red_swizzle,
              acc_split=acc_split)
@@ -2086,6 +2099,11 @@ def barrier_and_logits(ee, e, sh: Shape) -> None:
     ee("@%p bra RT_ARRIVED;")
     ee("ld.param.u64 %rb, [bar];")
     ee("cvta.to.global.u64 %rb, %rb;")
+    if _DYN["on"]:
+        ee("mov.u32 %t0, %ctaid.x;")
+        ee("setp.eq.u32 %q, %t0, 0;")
+        ee(f"mov.u64 %rv, {sh.NS // sh.NC * (SMS - 1)};  // the strips after every CTA's first NS (static)")
+        ee("@%q st.relaxed.gpu.global.u64 [%rb+8], %rv;  // CTA 0: this launch's strip counter (before the barrier)")
     ee("fence.acq_rel.gpu;")
     ee("atom.release.gpu.global.add.u64 %ro, [%rb], 1;")
     ee(f"div.u64 %rt, %ro, {SMS};")
@@ -2179,6 +2197,15 @@ def select_and_publish(ee, e, sh: Shape) -> None:
 # down (a candidate): when thread 0 requests the down strips ("select": right after the selection; "late": at the
 # start of the down phase, before the second barrier), and a diagnostic ("nocompute": the barrier, then nothing)
 _DOWN = {"issue": "select", "diag": "", "trace": False}
+# router builds (a candidate): the strips after each CTA's first NS taken from a counter (bar[1]) instead of
+# s + NS G, ...: a CTA on a slow SM or slow bytes takes fewer (the traced spread of the gate | up walk: 7.1-11.2k
+# cycles); each strip's arithmetic is unchanged, so the outputs are the same bits
+_DYN = {"on": False}
+
+
+def dyn_sidx(sh: Shape) -> int:
+    """_DYN: the strip index of each stage (u32 [NS]) after the router build's layout."""
+    return (sh.rows_off + ROUTER_ROWS * 2 * ROUTER_K + 8 + 15) // 16 * 16
 DN_STRIPS = 128  # down: CTAs 0 .. 127 own output rows 16 s .. 16 s + 15 (2048 / 16); the rest only pass the barriers
 DN_SB = 8192  # a down strip: 16 rows x 512 k, packed (netra.ops.proj.pack_weight: [E, 128, 4, 2048])
 
@@ -2764,7 +2791,17 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
     e("  setp.ne.u32 %p, %th, 0;")
     e(f"  @%p bra REFILLED{sfx};")
     e("  fence.proxy.async.shared::cta;  // the generic reads of the stages before the async-proxy writes")
-    e(f"  mad.lo.u32 %t2, %nct, {NS // NC}, %s;")
+    if sh.router and _DYN["on"]:
+        e("  cvt.u32.u64 %t2, %dyn;  // fetched one refill ago")
+        e("  setp.lt.u32 %p, %t2, %sv;")
+        e("  ld.param.u64 %pa, [bar];")
+        e("  cvta.to.global.u64 %pa, %pa;")
+        e("  @%p atom.relaxed.gpu.global.add.u64 %dyn, [%pa+8], 1;  // the next one (a CTA overshoots once)")
+        e("  shl.b32 %t0, %st0, 2;")
+        e("  add.u32 %t0, %t0, %sbase;")
+        e(f"  st.shared.u32 [%t0+{dyn_sidx(sh)}], %t2;  // the stage's strip (>= the strips: none; the walk ends there)")
+    else:
+        e(f"  mad.lo.u32 %t2, %nct, {NS // NC}, %s;")
     if sh.down and _DOWN["issue"] == "mid":  # no strip left to request: the down strips, once
         e("  setp.lt.u32 %p, %t2, %sv;")
         e(f"  @%p bra DN_MID_NO{sfx};")
@@ -2785,7 +2822,12 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
                         moe=sh if sh.fuse in ("moe", "moedown") else None, swizzle=red_swizzle, rb=sh.red_bytes)
         e(f"SUM_DONE{sfx}:")
     e("  xor.b32 %buf, %buf, 1;  // two buffers: the next strip's partials never overwrite ones still being summed")
-    e("  add.u32 %s, %s, %nct;")
+    if sh.router and _DYN["on"]:
+        e("  shl.b32 %t0, %stage, 2;")
+        e("  add.u32 %t0, %t0, %sbase;")
+        e(f"  ld.shared.u32 %s, [%t0+{dyn_sidx(sh)}];  // the next stage's strip")
+    else:
+        e("  add.u32 %s, %s, %nct;")
     e(f"  setp.lt.u32 %p, %s, {'%sv' if sh.fuse in ('moe', 'moedown') else S};")
     e(f"  @%p bra STRIP{sfx};")
     if sh.ksplit > 1:  # every write into this CTA's slots has landed before it exits (it waits for them)
