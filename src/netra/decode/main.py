@@ -47,7 +47,10 @@ def op_breakdown(runner: DecodeRunner, steps: int = 4, top: int = 25) -> list[di
     from torch.profiler import ProfilerActivity, profile
 
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if runner.device.type == "cuda" else [])
-    tokens = torch.zeros(runner.B, dtype=torch.long, device=runner.device)
+    # distinct tokens per sequence: with one token everywhere every sequence routes to the same 8 experts, and the
+    # MoE rows of a batch > 1 profile would read a ninth of the bytes (experiments/decode/breakdown_8c08c68.json)
+    tokens = torch.randint(0, runner.cfg.vocab_size, (runner.B,), device=runner.device,
+                           generator=torch.Generator(device=runner.device).manual_seed(0))
     runner.step(tokens)
     with dops.named_ops(), profile(activities=acts) as prof:
         for _ in range(steps):
