@@ -2275,6 +2275,8 @@ def dn_stamp_all(e: Emit, k: int) -> None:
     e("  sub.u64 %gt2, %gt2, %gt0;")
     e("  cvt.u32.u64 %gd, %gt2;")
     e("  st.global.u32 [%gp+1024], %gd;")
+    e("  mov.u32 %gd, %smid;")
+    e("  st.global.u32 [%gp+2048], %gd;  // the SM")
     e("GT_DONE:")
     e("  }")
 
