@@ -32,7 +32,6 @@ for o in out:
 rows = sorted((statistics.mean(v), sm, min(v), max(v), len(v)) for sm, v in by_sm.items())
 print("fastest", rows[:5]); print("slowest", rows[-12:])
 # stability: correlation between run halves
-import itertools
 a = [statistics.mean(v[: len(v) // 2]) for sm, v in sorted(by_sm.items()) if len(v) >= 4]
 bb = [statistics.mean(v[len(v) // 2:]) for sm, v in sorted(by_sm.items()) if len(v) >= 4]
 ma, mb = statistics.mean(a), statistics.mean(bb)
