@@ -199,6 +199,11 @@ current, each swap, current again, so drift shows as a difference between the tw
 - no_shared measured at a404156 (step_ab_no_shared{,_b8}_a404156.json): batch 1 2.151 / 1.972 ms against
   2.277-2.280 / 2.044-2.046, batch 8 4.213 / 4.016 against 4.351 / 4.112: the shared gate | up launch cost the step
   127-130 / 72-74 us at batch 1 and 139 / 96 at batch 8.
+- router_fused_rows8 (after a75351d): the router-fused launch (norm, router, routed + shared gate | up; per pair, not
+  grouped) up to 8 tokens instead of 4. The kernel records at M = 8: 38.48 us as a PDL chain against 41.7 for the
+  launches batch 8 takes now (moe_router_norm 4.56, the grouped gate | up 35.0 on random ids, the shared k-split gate
+  | up 2.14); at e4d20da (before the grouped gate | up) it was 52-68 us slower per batch-8 PDL step. Prediction:
+  batch 8 0-100 us less (the step's experts repeat less than the bench's); bitwise (the same per-pair arithmetic).
 Every form's logits over 4 teacher-forced steps are compared bitwise with the current plain
 runner's (every swap keeps the arithmetic but ks2_prev's).
 
@@ -233,7 +238,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
          "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem", "gate_in_router",
          "router_fused", "router_unfused", "experts_group", "router_poll", "router_coop", "moedown_grp_off", "experts_group32_off", "dense32_off",
-         "current_again", "after_profile")
+         "router_fused_rows8", "current_again", "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
 
@@ -512,6 +517,7 @@ def main():
     real_pipe_b, real_pipe_plain_b = dops.GDN_PIPE_PDL_B, dops.GDN_PIPE_B
     real_ba_fused, real_shared_merged, real_router_fused = dops.BA_FUSED, dops.MOE_SHARED_MERGED, dops.MOE_ROUTER_FUSED
     real_grp_rows, real_grp32_rows, real_dense32_rows = dops.MOE_DOWN_GRP_ROWS, dops.EXPERTS_GROUP32_ROWS, dops.DENSE32_ROWS
+    real_rf_rows = dops.MOE_ROUTER_FUSED_ROWS
     router_op = _dispatch.OPS["moe_router_norm"]
     real_router_contract = router_op.contract
     down_op = _dispatch.OPS["moe_down"]
@@ -569,6 +575,7 @@ def main():
             dops.MOE_DOWN_GRP_ROWS = 1 << 30 if form == "moedown_grp_off" else real_grp_rows
             dops.EXPERTS_GROUP32_ROWS = 1 << 30 if form == "experts_group32_off" else real_grp32_rows
             dops.DENSE32_ROWS = 1 << 30 if form == "dense32_off" else real_dense32_rows
+            dops.MOE_ROUTER_FUSED_ROWS = 8 if form == "router_fused_rows8" else real_rf_rows
             if form in ("router_fused", "router_poll"):
                 cand_moe, mods = router_fused_moe(dops, _dispatch, real_moe, poll=form == "router_poll")
                 keep.extend(mods)
@@ -644,6 +651,7 @@ def main():
             dops.MOE_DOWN_GRP_ROWS = real_grp_rows
             dops.EXPERTS_GROUP32_ROWS = real_grp32_rows
             dops.DENSE32_ROWS = real_dense32_rows
+            dops.MOE_ROUTER_FUSED_ROWS = real_rf_rows
             dops.GDN_PIPE_PDL_B = real_pipe_b
             dops.GDN_PIPE_B = real_pipe_plain_b
             dops.moe_decode, dops.fp8_linear_experts = real_moe, real_experts
