@@ -203,7 +203,11 @@ current, each swap, current again, so drift shows as a difference between the tw
   grouped) up to 8 tokens instead of 4. The kernel records at M = 8: 38.48 us as a PDL chain against 41.7 for the
   launches batch 8 takes now (moe_router_norm 4.56, the grouped gate | up 35.0 on random ids, the shared k-split gate
   | up 2.14); at e4d20da (before the grouped gate | up) it was 52-68 us slower per batch-8 PDL step. Prediction:
-  batch 8 0-100 us less (the step's experts repeat less than the bench's); bitwise (the same per-pair arithmetic).
+  batch 8 0-100 us less (the step's experts repeat less than the bench's). Not bitwise: batch 8's shared gate | up
+  is the k-split build now, the merged launch's is not split.
+  Measured at afe2311 (step_ab_router_fused_rows8_b8_afe2311.json): 4.321 / 4.202 ms against 4.275 / 4.050 and
+  4.278 / 4.050: 46 us slower plainly, 152 with PDL. Rejected (the grouped gate | up is what batch 8 gains from; the
+  router-fused launch walks every pair).
 Every form's logits over 4 teacher-forced steps are compared bitwise with the current plain
 runner's (every swap keeps the arithmetic but ks2_prev's).
 
