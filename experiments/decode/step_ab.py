@@ -208,6 +208,11 @@ current, each swap, current again, so drift shows as a difference between the tw
   Measured at afe2311 (step_ab_router_fused_rows8_b8_afe2311.json): 4.321 / 4.202 ms against 4.275 / 4.050 and
   4.278 / 4.050: 46 us slower plainly, 152 with PDL. Rejected (the grouped gate | up is what batch 8 gains from; the
   router-fused launch walks every pair).
+- experts_group32_from9 (after a75351d; run with --batch=16): the routed gate | up's 32-token grouped build from 9
+  tokens instead of above 16. Its variant run at 3413de0 (experiments/proj/experts_group32_variant_3413de0.json): M =
+  16 matched the 16-token build plainly and was 6 us faster as a PDL chain (52.9 against 58.9 us; the n-tile skip).
+  Prediction: batch 16 0-0.25 ms less with PDL (40 launches), plain within +-0.1 ms; bitwise (the t32 build is the
+  16-token build's arithmetic).
 Every form's logits over 4 teacher-forced steps are compared bitwise with the current plain
 runner's (every swap keeps the arithmetic but ks2_prev's).
 
@@ -242,7 +247,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
          "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem", "gate_in_router",
          "router_fused", "router_unfused", "experts_group", "router_poll", "router_coop", "moedown_grp_off", "experts_group32_off", "dense32_off",
-         "router_fused_rows8", "current_again", "after_profile")
+         "router_fused_rows8", "experts_group32_from9", "current_again", "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
 
@@ -577,7 +582,8 @@ def main():
                 dops.moe_decode = cand_moe
             dops.MOE_ROUTER_FUSED = real_router_fused and form != "router_unfused"
             dops.MOE_DOWN_GRP_ROWS = 1 << 30 if form == "moedown_grp_off" else real_grp_rows
-            dops.EXPERTS_GROUP32_ROWS = 1 << 30 if form == "experts_group32_off" else real_grp32_rows
+            dops.EXPERTS_GROUP32_ROWS = (1 << 30 if form == "experts_group32_off" else 8 if form == "experts_group32_from9"
+                                         else real_grp32_rows)
             dops.DENSE32_ROWS = 1 << 30 if form == "dense32_off" else real_dense32_rows
             dops.MOE_ROUTER_FUSED_ROWS = 8 if form == "router_fused_rows8" else real_rf_rows
             if form in ("router_fused", "router_poll"):
