@@ -213,6 +213,9 @@ current, each swap, current again, so drift shows as a difference between the tw
   16 matched the 16-token build plainly and was 6 us faster as a PDL chain (52.9 against 58.9 us; the n-tile skip).
   Prediction: batch 16 0-0.25 ms less with PDL (40 launches), plain within +-0.1 ms; bitwise (the t32 build is the
   16-token build's arithmetic).
+  Measured at 81bf5ce (step_ab_experts_group32_from9_b16_81bf5ce.json): 6.298 / 6.177 ms against 6.256 / 6.123 and
+  6.262 / 6.142: 36-42 us slower plainly, 35-55 with PDL; bitwise. Rejected (the rows stay above 16): in the step the
+  16-token build's chain is not the bench's (the miss is not traced).
 Every form's logits over 4 teacher-forced steps are compared bitwise with the current plain
 runner's (every swap keeps the arithmetic but ks2_prev's).
 
