@@ -162,13 +162,14 @@ def install(form: str, rmod, dops, nops):
 
 def main():
     import netra.ops as nops
-    from netra.decode import main as dm
+    from netra import paths
     from netra.decode import ops as dops
     from netra.decode import runner as rmod
     from netra.model import checkpoint as ck
     from netra.model.config import QWEN36_35B_A3B
     from netra.model.packed import pack
 
+    step_ab = paths.load_module(HERE / "step_ab.py", "step_ab")
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
     B = int(next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--batch=")), 1))
     context, steps = 1024, 64
@@ -185,17 +186,7 @@ def main():
         row = {}
         ahead, restore = install(form, rmod, dops, nops)
         try:
-            for pdl in (False, True):
-                runner = rmod.DecodeRunner(packed, B, context, device="cuda")
-                runner.capture(pdl=pdl)
-                logits = [runner.step(t).clone() for t in tokens]
-                if ref is None:
-                    ref = logits
-                row["bitwise_equal_to_current" + (" (pdl)" if pdl else "")] = all(torch.equal(x, y) for x, y in zip(ref, logits))
-                row["pdl_ms" if pdl else "plain_ms"] = dm._time_replays(runner, steps)
-                del runner
-                nops.set_pdl(False)
-                torch.cuda.empty_cache()
+            ref = step_ab.time_step(packed, B, context, tokens, ref, row, steps)
             if ahead is not None:
                 row["side_launches_per_capture"] = ahead.launches // 4  # warm-up and capture, plain and PDL
         finally:

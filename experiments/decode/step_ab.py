@@ -254,6 +254,29 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
 
+def time_step(packed, B: int, context: int, tokens, ref, row: dict, steps: int = 64, before=None):
+    """One form's timing (this script's method; also l2_ahead.py and the router variants'): a runner captured plainly,
+    then with PDL; its logits over ``tokens`` compared bitwise with ``ref`` (the first form's, returned), the median of
+    ``steps`` replays into ``row``. ``before``: called before each runner is built."""
+    import netra.ops as nops
+    from netra.decode import main as dm
+    from netra.decode import runner as rmod
+
+    for pdl in (False, True):
+        if before is not None:
+            before()
+        runner = rmod.DecodeRunner(packed, B, context, device="cuda")
+        runner.capture(pdl=pdl)
+        logits = [runner.step(t).clone() for t in tokens]
+        ref = logits if ref is None else ref
+        row["bitwise_equal_to_current" + (" (pdl)" if pdl else "")] = all(torch.equal(x, y) for x, y in zip(ref, logits))
+        row["pdl_ms" if pdl else "plain_ms"] = dm._time_replays(runner, steps)
+        del runner
+        nops.set_pdl(False)
+        torch.cuda.empty_cache()
+    return ref
+
+
 def swapped_shape(form: str, sh):
     """The replaced Fp8Gemv that ``form`` runs in place of promoted ``sh`` (None: kept). The op's
     contract follows it (grid, threads, shared memory)."""
@@ -508,7 +531,6 @@ def expert_stats(dops, rmod, packed, B, context, tokens) -> dict:
 def main():
     import dataclasses
 
-    import netra.ops as nops
     from netra.decode import main as dm
     from netra.decode import ops as dops
     from netra.decode import runner as rmod
@@ -635,18 +657,7 @@ def main():
                 profiled = rmod.DecodeRunner(packed, B, context, device="cuda")
                 row["profiled_rows"] = len(dm.op_breakdown(profiled))
                 del profiled
-            for pdl in (False, True):
-                rebind_all()
-                runner = rmod.DecodeRunner(packed, B, context, device="cuda")
-                runner.capture(pdl=pdl)
-                logits = [runner.step(t).clone() for t in tokens]
-                if ref is None:
-                    ref = logits
-                row["bitwise_equal_to_current" + (" (pdl)" if pdl else "")] = all(torch.equal(x, y) for x, y in zip(ref, logits))
-                row["pdl_ms" if pdl else "plain_ms"] = dm._time_replays(runner, steps)
-                del runner
-                nops.set_pdl(False)
-                torch.cuda.empty_cache()
+            ref = time_step(packed, B, context, tokens, ref, row, steps, before=rebind_all)
         finally:
             if form == "carveout":
                 for k in carved_kernels:

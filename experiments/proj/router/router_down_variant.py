@@ -143,16 +143,19 @@ def trace(opts, names, res):
     b = lcheck.Bench(tb, {"M": 1, "E": 256}, 0)
     d = lcheck.Bench(tbd, {"M": 1, "E": 256}, 0)
     moe_out = torch.empty(1, 2048, dtype=torch.bfloat16, device="cuda")
+    def launch(forms):
+        b.reset()
+        r = forms["plain"](*tb.args(b.bufs), d.bufs["w"], d.bufs["scale"], d.bufs["ws"], d.bufs["ss"], moe_out)
+        assert r is None, r
+        torch.cuda.synchronize()
+
     order = (7, 6, 0, 1, 2, 3, 4, 5)
     labels = ("wait", "router_done", "down_start", "barrier2", "act", "landed", "mma", "stored")
     for n in names:
         _, _, forms, module = fused_kernel(*opts[n], trace=True)
         runs = []
         for it in range(8):
-            b.reset()
-            r = forms["plain"](*tb.args(b.bufs), d.bufs["w"], d.bufs["scale"], d.bufs["ws"], d.bufs["ss"], moe_out)
-            assert r is None, r
-            torch.cuda.synchronize()
+            launch(forms)
             t = b.bufs["logits"].view(torch.int64).view(-1)[:24].tolist()
             if it >= 4:
                 runs.append({f"cta{c}": {lab: t[8 * k + i] - t[8 * k + 7] for lab, i in zip(labels, order)}
@@ -165,10 +168,7 @@ def trace(opts, names, res):
         _, _, forms, module = fused_kernel(*opts[n], trace="all")
         per = []
         for it in range(6):
-            b.reset()
-            r = forms["plain"](*tb.args(b.bufs), d.bufs["w"], d.bufs["scale"], d.bufs["ws"], d.bufs["ss"], moe_out)
-            assert r is None, r
-            torch.cuda.synchronize()
+            launch(forms)
             t = b.bufs["x_out"].view(torch.int32).view(-1)
             if it >= 3:
                 per.append({"gate_up": t[:132].tolist(), "barrier2": t[256:388].tolist()})
@@ -180,10 +180,8 @@ def trace(opts, names, res):
 
 
 def step_ab(variants, res):
-    import netra.ops as nops
-    from netra.decode import main as dm
+    from netra import paths
     from netra.decode import ops as dops
-    from netra.decode import runner as rmod
     from netra.model import checkpoint as ck
     from netra.model.config import QWEN36_35B_A3B
     from netra.model.packed import pack
@@ -208,6 +206,7 @@ def step_ab(variants, res):
                w2, s2, sw2, ss2, out)
         assert r is None, f"the fused kernel refused: {r}"
 
+    step_ab = paths.load_module(HERE.parents[1] / "decode" / "step_ab.py", "step_ab")
     packed = pack(ck.synthetic_checkpoint(QWEN36_35B_A3B, seed=0, device="cuda"))
     tokens = torch.randint(0, QWEN36_35B_A3B.vocab_size, (4, 1), generator=torch.Generator().manual_seed(3)).to("cuda")
     ref = None
@@ -216,16 +215,7 @@ def step_ab(variants, res):
         dops.moe_decode = fused if form in variants else real
         row = {}
         try:
-            for pdl in (False, True):
-                runner = rmod.DecodeRunner(packed, 1, 1024, device="cuda")
-                runner.capture(pdl=pdl)
-                logits = [runner.step(t).clone() for t in tokens]
-                ref = logits if ref is None else ref
-                row["bitwise_equal_to_current" + (" (pdl)" if pdl else "")] = all(torch.equal(a, b) for a, b in zip(ref, logits))
-                row["pdl_ms" if pdl else "plain_ms"] = dm._time_replays(runner, 64)
-                del runner
-                nops.set_pdl(False)
-                torch.cuda.empty_cache()
+            ref = step_ab.time_step(packed, 1, 1024, tokens, ref, row)
         finally:
             dops.moe_decode = real
         res["step"][form] = row

@@ -97,10 +97,8 @@ def check(forms, res) -> bool:
 
 
 def step_ab(forms, res):
-    import netra.ops as nops
-    from netra.decode import main as dm
+    from netra import paths
     from netra.decode import ops as dops
-    from netra.decode import runner as rmod
     from netra.model import checkpoint as ck
     from netra.model.config import QWEN36_35B_A3B
     from netra.model.packed import pack
@@ -116,6 +114,7 @@ def step_ab(forms, res):
                logits, bar)
         assert r is None, f"the dyn kernel refused: {r}"
 
+    step_ab = paths.load_module(HERE.parents[1] / "decode" / "step_ab.py", "step_ab")
     packed = pack(ck.synthetic_checkpoint(QWEN36_35B_A3B, seed=0, device="cuda"))
     B = int(next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--batch=")), 1))
     tokens = torch.randint(0, QWEN36_35B_A3B.vocab_size, (4, B), generator=torch.Generator().manual_seed(3)).to("cuda")
@@ -124,16 +123,7 @@ def step_ab(forms, res):
         dops.fp8_linear_experts_router = dyn if form == "dyn" else real_router
         row = {}
         try:
-            for pdl in (False, True):
-                runner = rmod.DecodeRunner(packed, B, 1024, device="cuda")
-                runner.capture(pdl=pdl)
-                logits = [runner.step(t).clone() for t in tokens]
-                ref = logits if ref is None else ref
-                row["bitwise_equal_to_current" + (" (pdl)" if pdl else "")] = all(torch.equal(a, b) for a, b in zip(ref, logits))
-                row["pdl_ms" if pdl else "plain_ms"] = dm._time_replays(runner, 64)
-                del runner
-                nops.set_pdl(False)
-                torch.cuda.empty_cache()
+            ref = step_ab.time_step(packed, B, 1024, tokens, ref, row)
         finally:
             dops.fp8_linear_experts_router = real_router
         res["step"][f"{form} b{B}"] = row

@@ -420,6 +420,55 @@ def sigmoid_bf16(e: Emit) -> None:
     e("  cvt.f32.bf16 %f1, %q1;")
 
 
+def act_scale_convert(e: Emit, x0: str, x1: str) -> None:
+    """moe_act's warp (gen_moe_down_grp; also down_phase): the 128 values of x0, x1 (BF16x2, 4 per lane) to f16
+    scaled by moedown's power-of-two scale of their amax (integer max of the magnitudes, then over the warp);
+    %t3 keeps the inverse scale's bits. Uses %t0..%t3, %f0..%f2, %amax, %sc, %pz."""
+    e("  // the block's amax: integer max of the BF16 magnitudes, then over the warp")
+    e(f"  and.b32 %t0, {x0}, 0x7fff7fff;")
+    e(f"  and.b32 %t1, {x1}, 0x7fff7fff;")
+    e("  max.u16x2 %t0, %t0, %t1;")
+    amax_fold(e)
+    for d in (1, 2, 4, 8, 16):
+        e(f"  shfl.sync.bfly.b32 %f2, %amax, {d}, 31, 0xffffffff;")
+        e("  max.f32 %amax, %amax, %f2;")
+    x_scale_bits(e)
+    e("  mov.b32 %sc, %t2;")
+    for x in (x0, x1):
+        bf16x2_to_f32(e, x)
+        e("  mul.f32 %f0, %f0, %sc;")
+        e("  mul.f32 %f1, %f1, %sc;")
+        e(f"  cvt.rn.f16x2.f32 {x}, %f1, %f0;")
+
+
+def act_word(e: Emit) -> None:
+    """%t0 = block %t0's word for this lane's x0 (x1's is 16 words on): 64 words per block, lane l at
+    32 (l % 2) + 2 (l / 4) + (l / 2) % 2, where the down kernels' lane (g, tig) finds its B fragments."""
+    e("  shl.b32 %t0, %t0, 6;  // 64 words each")
+    e("  and.b32 %t1, %lane, 1;")
+    e("  shl.b32 %t1, %t1, 5;")
+    e("  add.u32 %t0, %t0, %t1;")
+    e("  shr.u32 %t1, %lane, 2;")
+    e("  mad.lo.u32 %t0, %t1, 2, %t0;")
+    e("  bfe.u32 %t1, %lane, 1, 1;")
+    e("  add.u32 %t0, %t0, %t1;")
+
+
+def moedown_order_sum(e: Emit, part: str, part_off: int, xs: str, xs_off: int) -> None:
+    """One output row's sum in moedown's order from the partials [j][q] (64 B apart, at part + part_off) and xs
+    [j][q] (fp32, at xs + xs_off): warp w = 4 (j % 3) + q summed fma(p, xs, acc) over j = w / 4, + 3, + 6 from 0,
+    the 12 sums in warp order; %q0 = the BF16 out (gen_moe_down_grp.down; also down_phase)."""
+    for w in range(12):
+        jb, q = w // 4, w % 4
+        for c in range(3):
+            j = jb + 3 * c
+            e(f"  ld.shared.f32 %f1, [{part}+{part_off + (4 * j + q) * 64}];")
+            e(f"  ld.shared.f32 %f2, [{xs}+{xs_off + (4 * j + q) * 4}];")
+            e(f"  fma.rn.f32 %f3, %f1, %f2, {'0f00000000' if c == 0 else '%f3'};  // warp {w}, chunk {c}: expert {j}, block {q}")
+        e("  mov.f32 %f0, %f3;" if w == 0 else "  add.f32 %f0, %f0, %f3;")
+    e("  cvt.rn.bf16.f32 %q0, %f0;")
+
+
 def moedown_mult(e: Emit, sh: Shape, h: int, nt: int) -> None:
     """moedown: the inverse x scale of (token 8 nt + g, k block h W + warp) times the weight of
     its expert j = k block / 4: top[token, j] (BF16) for j < 8, bf16(sigmoid(glogit[token])) for
@@ -2408,29 +2457,9 @@ def down_phase(e: Emit, sh: Shape) -> None:
         e(f"  setp.eq.u32 %dq, %dj, {TOP_K};")
         silu_mul_word(e, f"%dx{i}_0", f"%du{i}_0")
         silu_mul_word(e, f"%dx{i}_1", f"%du{i}_1")
-        e(f"  and.b32 %t0, %dx{i}_0, 0x7fff7fff;")
-        e(f"  and.b32 %t1, %dx{i}_1, 0x7fff7fff;")
-        e("  max.u16x2 %t0, %t0, %t1;")
-        amax_fold(e)
-        for d in (1, 2, 4, 8, 16):
-            e(f"  shfl.sync.bfly.b32 %f2, %amax, {d}, 31, 0xffffffff;")
-            e("  max.f32 %amax, %amax, %f2;")
-        x_scale_bits(e)
-        e("  mov.b32 %sc, %t2;")
-        for x in (f"%dx{i}_0", f"%dx{i}_1"):
-            bf16x2_to_f32(e, x)
-            e("  mul.f32 %f0, %f0, %sc;")
-            e("  mul.f32 %f1, %f1, %sc;")
-            e(f"  cvt.rn.f16x2.f32 {x}, %f1, %f0;")
-        e("  // word b 64 + 32 (l % 2) + 2 (l / 4) + (l / 2) % 2 (moe_act's order), and 16 words on")
-        e("  shl.b32 %t0, %db, 6;")
-        e("  and.b32 %t1, %lane, 1;")
-        e("  shl.b32 %t1, %t1, 5;")
-        e("  add.u32 %t0, %t0, %t1;")
-        e("  shr.u32 %t1, %lane, 2;")
-        e("  mad.lo.u32 %t0, %t1, 2, %t0;")
-        e("  bfe.u32 %t1, %lane, 1, 1;")
-        e("  add.u32 %t0, %t0, %t1;")
+        act_scale_convert(e, f"%dx{i}_0", f"%dx{i}_1")
+        e("  mov.u32 %t0, %db;")
+        act_word(e)
         e("  shl.b32 %t0, %t0, 2;")
         e("  add.u32 %t0, %t0, %sbase;")
         e(f"  st.shared.b32 [%t0+{A}], %dx{i}_0;")
@@ -2514,15 +2543,7 @@ def down_phase(e: Emit, sh: Shape) -> None:
     e("  @%p bra DN_END;")
     e("  shl.b32 %t0, %th, 2;")
     e("  add.u32 %t0, %t0, %sbase;  // row th's partials")
-    for w in range(12):
-        jb, q = w // 4, w % 4
-        for c in range(3):
-            j = jb + 3 * c
-            e(f"  ld.shared.f32 %f1, [%t0+{P + (4 * j + q) * 64}];")
-            e(f"  ld.shared.f32 %f2, [%sbase+{XS + (4 * j + q) * 4}];")
-            e(f"  fma.rn.f32 %f3, %f1, %f2, {'0f00000000' if c == 0 else '%f3'};  // warp {w}, chunk {c}: expert {j}, block {q}")
-        e("  mov.f32 %f0, %f3;" if w == 0 else "  add.f32 %f0, %f0, %f3;")
-    e("  cvt.rn.bf16.f32 %q0, %f0;")
+    moedown_order_sum(e, "%t0", P, "%sbase", XS)
     e("  mad.lo.u32 %t0, %dc, 16, %th;  // the output row")
     e("  mul.wide.u32 %pt64, %t0, 2;")
     e("  ld.param.u64 %pa, [moe_out];")

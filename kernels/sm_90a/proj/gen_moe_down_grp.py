@@ -41,8 +41,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "src"))
 sys.path.insert(0, str(HERE))
-from gen_fp8_gemv import (Emit, amax_fold, bf16x2_to_f32, distinct_list, header, scan_up, sigmoid_bf16,  # noqa: E402
-                          silu_mul_word, x_scale_bits)
+from gen_fp8_gemv import (Emit, act_scale_convert, act_word, distinct_list, header, moedown_order_sum,  # noqa: E402
+                          scan_up, sigmoid_bf16, silu_mul_word)
 from netra.contracts.proj import (MOE_ACT, MOE_ACT_NAME, MOE_ACT_WARPS, MOE_DOWN_GRP, MOE_DOWN_GRP_CONTRACT,  # noqa: E402
                                   NUM_EXPERTS, TOP_K, MoeDownGrp)
 
@@ -104,31 +104,10 @@ def act(g: MoeDownGrp = MOE_DOWN_GRP) -> str:
     e("  // x = silu(gate) * up, rounded to BF16 twice as the model's ops (moedown's silu_mul)")
     silu_mul_word(e, "%x0", "%u0")
     silu_mul_word(e, "%x1", "%u1")
-    e("  // the block's amax: integer max of the BF16 magnitudes, then over the warp")
-    e("  and.b32 %t0, %x0, 0x7fff7fff;")
-    e("  and.b32 %t1, %x1, 0x7fff7fff;")
-    e("  max.u16x2 %t0, %t0, %t1;")
-    amax_fold(e)
-    for d in (1, 2, 4, 8, 16):
-        e(f"  shfl.sync.bfly.b32 %f2, %amax, {d}, 31, 0xffffffff;")
-        e("  max.f32 %amax, %amax, %f2;")
-    x_scale_bits(e)
-    e("  mov.b32 %sc, %t2;")
-    for x in ("%x0", "%x1"):
-        bf16x2_to_f32(e, x)
-        e("  mul.f32 %f0, %f0, %sc;")
-        e("  mul.f32 %f1, %f1, %sc;")
-        e(f"  cvt.rn.f16x2.f32 {x}, %f1, %f0;")
+    act_scale_convert(e, "%x0", "%x1")
     e("  // k 4 l, 4 l + 1 (word x0) and 4 l + 2, + 3 (x1): lane group tig = 2 (l % 2) (+ 1), word 2 (l / 4) + (l / 2) % 2")
     e(f"  mad.lo.u32 %t0, %tok, {J * KB}, %pi;  // the block")
-    e("  shl.b32 %t0, %t0, 6;  // 64 words each")
-    e("  and.b32 %t1, %lane, 1;")
-    e("  shl.b32 %t1, %t1, 5;")
-    e("  add.u32 %t0, %t0, %t1;")
-    e("  shr.u32 %t1, %lane, 2;")
-    e("  mad.lo.u32 %t0, %t1, 2, %t0;")
-    e("  bfe.u32 %t1, %lane, 1, 1;")
-    e("  add.u32 %t0, %t0, %t1;")
+    act_word(e)
     e("  mul.wide.u32 %pt64, %t0, 4;")
     e("  add.u64 %pa, %pxa, %pt64;")
     e("  st.global.b32 [%pa], %x0;")
@@ -449,15 +428,7 @@ def down(g: MoeDownGrp = MOE_DOWN_GRP) -> str:
     e("  mad.lo.u32 %t0, %t3, 4, %t0;")
     e("  add.u32 %t0, %t0, %sbase;  // the token's partials, this row")
     e(f"  mad.lo.u32 %t1, %t2, {J * KB * 4}, %sbase;  // its xs")
-    for w in range(12):
-        jb, q = w // 4, w % 4
-        for c in range(3):
-            j = jb + 3 * c
-            e(f"  ld.shared.f32 %f1, [%t0+{g.part_off + (j * KB + q) * 64}];")
-            e(f"  ld.shared.f32 %f2, [%t1+{g.xs_off + (j * KB + q) * 4}];")
-            e(f"  fma.rn.f32 %f3, %f1, %f2, {'0f00000000' if c == 0 else '%f3'};  // warp {w}, chunk {c}: expert {j}, block {q}")
-        e("  mov.f32 %f0, %f3;" if w == 0 else "  add.f32 %f0, %f0, %f3;")
-    e("  cvt.rn.bf16.f32 %q0, %f0;")
+    moedown_order_sum(e, "%t0", g.part_off, "%t1", g.xs_off)
     e(f"  ld.shared.u32 %t1, [%sbase+{g.bad_off}];")
     e("  shr.u32 %t1, %t1, %t2;")
     e("  and.b32 %t1, %t1, 1;")
