@@ -27,8 +27,9 @@ Measured (batch 1, ms plain / PDL, logits bitwise every time; rejected):
 - 3b1d429 (`l2_ahead_b1_3b1d429.json`): current 2.088 / 1.983 and 2.091 / 1.988; lines_A 2.140 / 1.984; lines_D
   2.284 / 2.193; lines_AD 2.334 / 2.454; lines_AC 2.440 / 2.449; bulk_AD 2.308 / 2.635.
 - 8c08c68 (`l2_ahead_b1_8c08c68.json`), the same forks and launches asking L2 for nothing: current 2.070 / 1.972
-  and 2.088 / 1.983; empty_D 2.090 / 1.974; empty_AD 2.100 / 1.981.
-So the side branch itself costs 0-10 us per step; what costs 50-650 us is the prefetching: the bytes asked for
+  and 2.088 / 1.983; empty_D 2.090 / 1.974; empty_AD 2.100 / 1.981; again at eb42c19 (`l2_ahead_b1_eb42c19.json`,
+  after the script's review): current 2.081 / 1.980, empty_D 2.108 / 2.001.
+So the side branch itself costs 0-30 us per step; what costs 50-650 us is the prefetching: the bytes asked for
 during the MoE block (D, C) slow it far more than the next input projection gains from L2, and the out_proj bytes
 asked for during gdn_decode / attention (A) gain nothing with PDL and lose 52 us plainly.
 
