@@ -1408,6 +1408,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     if acc_split:
         e("  .reg .f32 %d<8>;")
     e("  .reg .b64 %px, %pw, %ps, %po, %pa, %pb, %pt64, %pol;")
+    if sh.down and _DOWN["trace"]:
+        e("  .reg .b64 %gs<8>;  // the trace's clock stamps (dn_stamp)")
     if sh.down and _DOWN["trace"] == "all":
         e("  .reg .b64 %gt0, %gt1;")
     if sh.router and _DYN["on"]:
@@ -1911,6 +1913,17 @@ def group_layout(sh: Shape) -> tuple[int, int, int, int, int]:
     return b, b + 32, b + 64, b + 64 + 4 * sh.max_pairs, b + 64 + 4 * sh.max_pairs + NUM_EXPERTS
 
 
+def bitmap_set(e: Emit, bm: int) -> None:
+    """Where %pe: set bit %ej of the 256-bit map at shared offset bm (group_build's; also gen_moe_down_grp's)."""
+    e("  shr.u32 %t0, %ej, 5;")
+    e("  shl.b32 %t0, %t0, 2;")
+    e("  add.u32 %t0, %t0, %sbase;")
+    e("  and.b32 %t1, %ej, 31;")
+    e("  mov.u32 %t2, 1;")
+    e("  shl.b32 %t1, %t2, %t1;")
+    e(f"  @%pe red.shared.or.b32 [%t0+{bm}], %t1;")
+
+
 def scan_up(e: Emit) -> None:
     """%t2 = the warp's inclusive prefix sum of %t2 over lanes (shfl.up 1, 2, 4, 8, 16; %t3 and %p scratch)."""
     for off in (1, 2, 4, 8, 16):
@@ -1975,13 +1988,7 @@ def group_build(e: Emit, sh: Shape, sfx: str) -> None:
     e("  setp.lt.u64 %pe, %rid, %pt64;")
     e("  and.pred %pe, %pe, %pq;")
     e("  cvt.u32.u64 %ej, %rid;")
-    e("  shr.u32 %t0, %ej, 5;")
-    e("  shl.b32 %t0, %t0, 2;")
-    e("  add.u32 %t0, %t0, %sbase;")
-    e("  and.b32 %t1, %ej, 31;")
-    e("  mov.u32 %t2, 1;")
-    e("  shl.b32 %t1, %t2, %t1;")
-    e(f"  @%pe red.shared.or.b32 [%t0+{bm}], %t1;")
+    bitmap_set(e, bm)
     e("  not.pred %p, %pe;")
     e("  and.pred %p, %p, %pq;")
     e(f"  @!%p bra GNAN_DONE{sfx};")
@@ -2331,28 +2338,35 @@ def dn_stamp_all(e: Emit, k: int) -> None:
 
 
 def dn_stamp(e: Emit, k: int) -> None:
-    """down, _DOWN["trace"] (a diagnostic): thread 0 of CTAs 0, 64 and 127 stores %clock64 as u64 slot
-    8 ((ctaid + 1) / 64) + k of the logits buffer (dead after the selection; the logits output is then wrong)."""
+    """down, _DOWN["trace"] (a diagnostic): %clock64 at point k into %gs{k} (every thread; kept in registers: the
+    logits they go to are read by every CTA's selection until the second barrier). dn_stamp_store writes them."""
+    if _DOWN["trace"]:
+        e(f"  mov.u64 %gs{k}, %clock64;")
+
+
+def dn_stamp_store(e: Emit) -> None:
+    """down, _DOWN["trace"] (at DN_END, after the second barrier: nothing reads the logits any more): thread 0 of CTAs
+    0, 64 and 127 stores %gs0..7 as u64 slots 8 ((ctaid + 1) / 64) + k of the logits buffer (the logits output is
+    then wrong)."""
     if not _DOWN["trace"]:
         return
     e("  {")
     e("  .reg .pred %gq;")
-    e("  .reg .b32 %gc, %gs;")
-    e("  .reg .b64 %gt, %gp;")
+    e("  .reg .b32 %gc, %gi;")
+    e("  .reg .b64 %gp;")
     e("  mov.u32 %gc, %ctaid.x;")
     e("  setp.eq.u32 %gq, %gc, 0;")
     e("  setp.eq.or.u32 %gq, %gc, 64, %gq;")
     e("  setp.eq.or.u32 %gq, %gc, 127, %gq;")
     e("  setp.eq.and.u32 %gq, %th, 0, %gq;")
-    e("  add.u32 %gs, %gc, 1;")
-    e("  shr.u32 %gs, %gs, 6;")
-    e(f"  mad.lo.u32 %gs, %gs, 8, {k};")
-    e("  mul.wide.u32 %gp, %gs, 8;")
-    e("  ld.param.u64 %gt, [logits];")
-    e("  cvta.to.global.u64 %gt, %gt;")
-    e("  add.u64 %gp, %gp, %gt;")
-    e("  mov.u64 %gt, %clock64;")
-    e("  @%gq st.global.u64 [%gp], %gt;")
+    e("  add.u32 %gi, %gc, 1;")
+    e("  shr.u32 %gi, %gi, 6;")
+    e("  mul.wide.u32 %gp, %gi, 64;")
+    e("  ld.param.u64 %pa, [logits];")
+    e("  cvta.to.global.u64 %pa, %pa;")
+    e("  add.u64 %gp, %gp, %pa;")
+    for k in range(8):
+        e(f"  @%gq st.global.u64 [%gp+{8 * k}], %gs{k};")
     e("  }")
 
 
@@ -2560,6 +2574,7 @@ def down_phase(e: Emit, sh: Shape) -> None:
     e("  st.global.b16 [%pb], %q0;")
     dn_stamp(e, 5)
     e("DN_END:")
+    dn_stamp_store(e)
     e("  ret;")
     e("  }")
 

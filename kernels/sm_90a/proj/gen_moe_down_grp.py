@@ -41,8 +41,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "src"))
 sys.path.insert(0, str(HERE))
-from gen_fp8_gemv import (Emit, act_scale_convert, act_word, distinct_list, header, moedown_order_sum,  # noqa: E402
-                          scan_up, sigmoid_bf16, silu_mul_word)
+from gen_fp8_gemv import (Emit, act_scale_convert, act_word, bitmap_set, distinct_list, header,  # noqa: E402
+                          moedown_order_sum, scan_up, sigmoid_bf16, silu_mul_word)
 from netra.contracts.proj import (MOE_ACT, MOE_ACT_NAME, MOE_ACT_WARPS, MOE_DOWN_GRP, MOE_DOWN_GRP_CONTRACT,  # noqa: E402
                                   NUM_EXPERTS, TOP_K, MoeDownGrp)
 
@@ -245,13 +245,7 @@ def down(g: MoeDownGrp = MOE_DOWN_GRP) -> str:
     e("  mov.u32 %t3, 1;")
     e("  shl.b32 %t3, %t3, %t2;")
     e(f"  @%p red.shared.or.b32 [%sbase+{g.bad_off}], %t3;")
-    e("  shr.u32 %t0, %ej, 5;")
-    e("  shl.b32 %t0, %t0, 2;")
-    e("  add.u32 %t0, %t0, %sbase;")
-    e("  and.b32 %t1, %ej, 31;")
-    e("  mov.u32 %t2, 1;")
-    e("  shl.b32 %t1, %t2, %t1;")
-    e(f"  @%pe red.shared.or.b32 [%t0+{g.bm_off}], %t1;")
+    bitmap_set(e, g.bm_off)
     e("  bar.sync 0;  // the bitmap")
     distinct_list(e, g.bm_off, g.u_off, g.list_off, g.pos_off, note=" (gen_fp8_gemv.group_build's)")
     e("  bar.sync 0;  // the list, pos and U")

@@ -48,7 +48,7 @@ def op_breakdown(runner: DecodeRunner, steps: int = 4, top: int = 25) -> list[di
 
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if runner.device.type == "cuda" else [])
     # distinct tokens per sequence: with one token everywhere every sequence routes to the same 8 experts, and the
-    # MoE rows of a batch > 1 profile would read a ninth of the bytes (experiments/decode/breakdown_8c08c68.json)
+    # MoE rows of a batch > 1 profile read a fraction of the real bytes (experiments/decode/breakdown_8c08c68.json)
     tokens = torch.randint(0, runner.cfg.vocab_size, (runner.B,), device=runner.device,
                            generator=torch.Generator(device=runner.device).manual_seed(0))
     runner.step(tokens)
