@@ -877,3 +877,57 @@ def test_more_rows_than_the_contract_go_as_chunks(name):
     want = tb.reference(b.original_inputs())
     for n in tb.output_names():
         assert metrics.output_error(b.bufs[n], want[n], exact=n in c.exact_outputs) <= c.tolerance, n
+
+
+def test_lm_head_argmax_kernel_ties_nan_graph_pdl_and_workspace():
+    """bf16_gemv_n248320_k2048_argmax through the op at M = 3: logits within tolerance of float64; tokens equal to
+    torch.argmax of its own logits, with a tie at the top (two equal rows: the lower index) and then a NaN row
+    (every token's argmax; torch agrees); ws back to zero after every launch; eager, PDL and a CUDA graph replay
+    bitwise alike, repeated launches bitwise."""
+    from netra.decode import ops as dops
+    from netra.lifecycle import testbeds
+
+    name = "bf16_gemv_n248320_k2048_argmax"
+    tb, c = testbeds.get(name), contracts.get(name)
+    i = tb.make({"M": 3}, torch.Generator().manual_seed(17), "cuda")
+    x, w, ws = i["x"], i["w"], i["ws"]
+    w[123] = (x[0].float() * 0.05).to(torch.bfloat16)  # token 0's top row, then a copy of it further on
+    w[200001] = w[123]
+    logits = torch.full((3, 248320), float("nan"), dtype=torch.bfloat16, device="cuda")
+    tokens = torch.full((3,), -7, dtype=torch.long, device="cuda")
+
+    def run():
+        logits.fill_(float("nan"))
+        tokens.fill_(-7)
+        dops.lm_head_argmax(x, w, logits, tokens, ws)
+        torch.cuda.synchronize()
+        assert not bool(ws.any()), "the kernel must leave its workspace zero"
+        return logits.clone(), tokens.clone()
+
+    ops.reset_stats()
+    l0, t0 = run()
+    assert _misses("lm_head_argmax") == 0, ops.stats()["lm_head_argmax"]
+    want = tb.reference({**i, "kernel_logits": l0})
+    assert metrics.rel_err(l0, want["logits"]) <= c.tolerance
+    assert torch.equal(t0, want["tokens"]) and int(t0[0]) == 123 and torch.equal(l0[0, 123], l0[0, 200001])
+    for _ in range(3):
+        l1, t1 = run()
+        assert metrics.first_mismatch(l1, l0) is None and torch.equal(t1, t0)
+    with _pdl(True, reset=False):
+        l1, t1 = run()
+    assert metrics.first_mismatch(l1, l0) is None and torch.equal(t1, t0)
+    logits.fill_(float("nan"))
+    tokens.fill_(-7)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        dops.lm_head_argmax(x, w, logits, tokens, ws)
+    logits.fill_(float("nan"))
+    tokens.fill_(-7)
+    g.replay()
+    torch.cuda.synchronize()
+    assert metrics.first_mismatch(logits, l0) is None and torch.equal(tokens, t0) and not bool(ws.any())
+    w[5000, 7] = float("nan")  # a NaN logit in every row: the largest, as torch.argmax counts it
+    w[9000, 3] = float("nan")
+    l2, t2 = run()
+    assert t2.tolist() == [5000] * 3 and torch.equal(torch.argmax(l2, -1), t2)
+    assert _misses("lm_head_argmax") == 0

@@ -472,7 +472,8 @@ def test_set_pdl_rebinds_only_pdl_kernels_with_the_pdl_launcher(monkeypatch):
                                                                                      "gdn_decode_b32_pdl",
                                                                                      "gdn_decode_b32_smem_pdl", "gdn_decode_b32_pipe_pdl",
                                                                                      "moe_router_norm_e256_k2048", "moe_act_i512",
-                                                                                     "fp8_gemv_n2048_k4608_moedown_grp"}
+                                                                                     "fp8_gemv_n2048_k4608_moedown_grp",
+                                                                                     "bf16_gemv_n248320_k2048_argmax"}
         coop = {k.contract.name for k in ops.OPS.values() if k.contract.cooperative}
         assert coop == {EXPERTS_ROUTER.name}
         assert all(made[n] == (("EX", True, True) if n in coop else "PDL" if n in pdl_names else None) for n in made)
@@ -882,3 +883,38 @@ def test_acc_split_candidate(sh):
     assert all(a == "%c" for a, _ in mma.findall(off))
     adds = re.findall(r"add\.rn\.f32 %c(\d), %c\1, %d\1;", on)
     assert len(adds) == len(re.findall(r"mov\.f32 %d\d, 0f00000000;", on)) > 0
+
+
+def test_lm_head_ptx_is_current_and_framework_path_is_the_reference():
+    """bf16_gemv_n248320_k2048_argmax: the committed PTX is the generator's; its contract's shapes are the model's;
+    without a GPU the op takes cuBLAS-then-argmax (here torch on the CPU), on a head small enough for the CPU, and
+    the guard's miss is counted (a CPU tensor)."""
+    from netra import contracts, ops, paths
+    from netra.contracts.proj import LM_HEAD
+    from netra.decode import ops as dops
+    from netra.model.config import TextConfig
+
+    g = paths.generator("proj", "gen_lm_head")
+    c = contracts.get(LM_HEAD.name)
+    assert paths.ptx_path("sm_90a", "proj", c.name).read_text() == g.generate(), "run gen_lm_head.py"
+    cfg = TextConfig()
+    assert (LM_HEAD.V, LM_HEAD.K) == (cfg.vocab_size, cfg.hidden_size)
+    assert LM_HEAD.V % 16 == 0 and LM_HEAD.smem == c.dynamic_smem <= 227 * 1024
+    assert c.pdl and "tokens" in c.exact_outputs
+    gen = torch.Generator().manual_seed(3)
+    h = torch.randn(3, 64, generator=gen).to(torch.bfloat16)
+    w = torch.randn(1000, 64, generator=gen).to(torch.bfloat16)
+    w[7] = w[5]  # a tie: the lower index wins
+    h[1] = 0.0
+    h[1, 0] = 1.0
+    w[:, 0] = -1.0
+    w[5, 0] = w[7, 0] = 2.0
+    logits, tokens = torch.empty(3, 1000, dtype=torch.bfloat16), torch.full((3,), -1, dtype=torch.long)
+    ws = torch.zeros(LM_HEAD.ticket + 1, dtype=torch.long)
+    before = sum(ops.OPS["lm_head_argmax"].misses.values())
+    dops.lm_head_argmax(h, w, logits, tokens, ws)
+    assert torch.equal(logits, h @ w.T) and torch.equal(tokens, torch.argmax(logits.float(), -1))
+    assert tokens[1] == 5
+    assert sum(ops.OPS["lm_head_argmax"].misses.values()) == before + 1  # the guard refused the shape
+    dops.lm_head_argmax(h, w, logits, tokens)  # without a workspace: the framework path, no guard call
+    assert sum(ops.OPS["lm_head_argmax"].misses.values()) == before + 1

@@ -228,6 +228,8 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   fp8_gemv_n1024_k2048_moe_grp, as before fp8_gemv_n1024_k2048_moe_grp_t32 (netra.decode.ops.EXPERTS_GROUP32_ROWS).
   Prediction (bytes: ~164 distinct experts per layer at batch 32 against ~2 x 101): the current form ~0.8-1 ms less
   per batch-32 step; bitwise.
+- lm_head_off (after c98b8f8): the LM head and argmax by cuBLAS and torch.argmax (the framework path) instead of
+  bf16_gemv_n248320_k2048_argmax; not bitwise (another summation order of the logits);
 - dense32_off (after 6f6c78f): GDN in_proj_qkv | z and attention q | k | v above 16 rows as 16-row launches of the
   plain kernels, as before their 32-token builds (netra.contracts.proj.DENSE32, netra.decode.ops.DENSE32_ROWS).
   Prediction: the current form ~0.25 ms less per batch-32 step; bitwise.
@@ -250,7 +252,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
          "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem", "gate_in_router",
          "router_fused", "router_unfused", "experts_group", "router_poll", "router_coop", "moedown_grp_off", "experts_group32_off", "dense32_off",
-         "router_fused_rows8", "experts_group32_from9", "current_again", "after_profile")
+         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "current_again", "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
 
@@ -611,6 +613,8 @@ def main():
                                          else real_grp32_rows)
             dops.DENSE32_ROWS = 1 << 30 if form == "dense32_off" else real_dense32_rows
             dops.MOE_ROUTER_FUSED_ROWS = 8 if form == "router_fused_rows8" else real_rf_rows
+            if form == "lm_head_off":  # the LM head by cuBLAS and torch.argmax (its framework path)
+                _dispatch.set_framework("lm_head_argmax", True)
             if form in ("router_fused", "router_poll"):
                 cand_moe, mods = router_fused_moe(dops, _dispatch, real_moe, poll=form == "router_poll")
                 keep.extend(mods)
@@ -680,6 +684,7 @@ def main():
             dops.GDN_PIPE_B = real_pipe_plain_b
             dops.moe_decode, dops.fp8_linear_experts = real_moe, real_experts
             dops.fp8_linear_gate = real_gate
+            _dispatch.set_framework("lm_head_argmax", False)
             rebind_all()
         res["forms"][form] = row
         print(form, row, flush=True)

@@ -1068,7 +1068,91 @@ MOE_ACT = _contract_moe_act()
 MOE_DOWN_GRP_CONTRACT = _contract_moe_down_grp()
 
 
+# The LM head and the greedy argmax in one launch (kernels/sm_90a/proj/gen_lm_head.py)
+LM_VOCAB, LM_K = 248320, 2048
+LM_TOKENS = tuple(range(1, 33))  # decode batch or verification tokens: up to 4 n-tiles of 8
+
+
+@dataclass(frozen=True)
+class LmHead:
+    """bf16_gemv_n248320_k2048_argmax's tiling and shared memory: strips of 16 rows, each copied into a padded
+    stage (rows ``rowb`` bytes apart), ``warps`` warps of one 128-k block each, up to ``ntiles`` n-tiles of 8 tokens."""
+
+    V: int = LM_VOCAB
+    K: int = LM_K
+    stages: int = 2  # 64 KB each; the third would not fit beside the two partial buffers at 4 n-tiles
+    warps: int = LM_K // 128
+    ntiles: int = max(LM_TOKENS) // 8
+    grid: int = SMS
+    ticket: int = max(LM_TOKENS)  # ws[ticket]: the CTAs' arrival count; ws[0 .. M): each token's best
+
+    @property
+    def name(self) -> str:
+        return f"bf16_gemv_n{self.V}_k{self.K}_argmax"
+
+    @property
+    def rowb(self) -> int:  # a weight row in shared memory, padded so that ldmatrix's 8 rows hit 8 bank groups
+        return 2 * self.K + 16
+
+    # dynamic shared memory: stages [stages][16][rowb] | partials [2][warps][ntiles][4][32] fp32 | mbarriers | flag
+    @property
+    def part_off(self) -> int:
+        return self.stages * 16 * self.rowb
+
+    @property
+    def part_buf(self) -> int:
+        return self.warps * self.ntiles * 512
+
+    @property
+    def bar_off(self) -> int:
+        return self.part_off + 2 * self.part_buf
+
+    @property
+    def smem(self) -> int:
+        return self.bar_off + 8 * self.stages + 16
+
+
+LM_HEAD = LmHead()
+LM_HEAD_CONTRACT = Contract(
+    name=LM_HEAD.name,
+    family="proj",
+    summary=f"the LM head and greedy decoding in one launch: logits[M, {LM_VOCAB}] = bf16(x[M, {LM_K}] @ w^T) (BF16 "
+            "w as the checkpoint stores it), tokens[M] = each row's argmax (the lowest index on ties; a NaN logit "
+            "counts as the largest)",
+    params=(
+        Tensor("x", "bf16", ("M", LM_K), "in", doc="the final norm's output"),
+        Tensor("w", "bf16", (LM_VOCAB, LM_K), "in", doc="lm_head.weight, unpacked"),
+        Tensor("logits", "bf16", ("M", LM_VOCAB), "out"),
+        Tensor("tokens", "i64", ("M",), "out", align=8),
+        Tensor("ws", "i64", (LM_HEAD.ticket + 1,), "inout", align=8,
+               doc="the argmax's workspace (each token's best so far, the CTAs' arrival count): zero at allocation, "
+                   "and every launch leaves it zero; the caller's, for this kernel alone"),
+        Scalar("M", "u32", value="M"),
+    ),
+    dims={"M": LM_TOKENS},
+    grid=(str(LM_HEAD.grid), "1", "1"),
+    threads=32 * LM_HEAD.warps,
+    reduction_order="per 16-row strip: per warp (a 128-k block), mma.sync m16n8k16 (bf16 -> fp32) over its 8 k16 "
+                    "steps from 0 in k order; the 16 warp partials added in warp order (k order), BF16; tokens: the "
+                    "maximum of (logit key, lowest row), an order-independent rule",
+    tolerance=BF16_OUT,
+    deterministic=True,
+    bytes_read=f"{2 * LM_VOCAB * LM_K} + M * {2 * LM_K}",
+    bytes_written=f"M * {2 * LM_VOCAB + 8} + {8 * (LM_HEAD.ticket + 1)}",
+    max_registers=128,
+    dynamic_smem=LM_HEAD.smem,
+    op="lm_head_argmax",
+    pdl="the CTA's first two strips (bulk copies) before griddepcontrol.wait: weights never change while kernels run; "
+        "x after it, launch_dependents right after it",
+    reference="logits: x @ w^T in float64; tokens: torch.argmax of the kernel's own BF16 logits (exact)",
+    peers=("cublas_bf16_argmax",),
+    exact_outputs=("tokens", "ws"),
+    cases_override=tuple({"M": m} for m in (1, 2, 8, 9, 16, 17, 32)),
+    sanitize_cases=({"M": 1}, {"M": 32}),
+)
+
+
 CONTRACTS = tuple(_contract(s) for s in SHAPES + DENSE32 + FUSED + (NORM_BA,) + EXPERTS + (EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED,
                                                                                EXPERTS_ROUTER)) + (
     BF16_GEMV_N64_K2048, MOE_ROUTER, MOE_ROUTER_NORM, *(_contract_moe_down(s) for s in MOE_DOWNS), MOE_ACT,
-    MOE_DOWN_GRP_CONTRACT)
+    MOE_DOWN_GRP_CONTRACT, LM_HEAD_CONTRACT)

@@ -157,7 +157,7 @@ def token_gates(ckpt: ck.Checkpoint, prompts, free_prompt, free_steps: int, devi
 
 
 ABLATE = ("fp8_linear", "fp8_linear_norm", "fp8_linear_add", "fp8_linear_experts", "moe_router", "moe_router_norm",
-          "fp8_linear_experts_router", "moe_down", "bf16_linear2", "gdn_decode")  # switched off alone at batch 1
+          "fp8_linear_experts_router", "moe_down", "bf16_linear2", "gdn_decode", "lm_head_argmax")  # switched off alone at batch 1
 # an ablation's ops: FP8 projections off means the fused ones too; the router off means its
 # fused-norm kernel too (the PyTorch router); a fused op alone off is its unfused path
 # (fp8_linear_norm: rmsnorm_h2048, then the plain FP8 kernel; fp8_linear_add: the plain kernel,

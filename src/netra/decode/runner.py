@@ -21,6 +21,7 @@ from torch import Tensor
 
 from .. import ops as nops
 from ..ops import proj
+from ..contracts.proj import LM_HEAD
 from ..ops.norm import _zero_centred
 from ..model.checkpoint import Checkpoint
 from ..model.packed import Packed, pack
@@ -74,6 +75,7 @@ class DecodeRunner:
         self.logits = e(B, c.vocab_size)
         self.moe_bar = torch.zeros(1, dtype=torch.long, device=dev)  # the router-fused gate | up's barrier counter
         self.next_tokens = torch.zeros(B, dtype=torch.long, device=dev)
+        self.lm_ws = torch.zeros(LM_HEAD.ticket + 1, dtype=torch.long, device=dev)  # the LM head kernel's argmax workspace
         self.conv_pool, self.state_pool, self.k_pages, self.v_pages = {}, {}, {}, {}
         for L in range(c.num_hidden_layers):
             if c.is_full(L):
@@ -133,7 +135,7 @@ class DecodeRunner:
                             self.moe_bar)
             self._record(L, "x2", self.x, "moe", self.moe)
         nops.rmsnorm(self.h, self.final_norm, eps, out=self.x)
-        dops.lm_head_argmax(self.x, self.lm_head, self.logits, self.next_tokens)
+        dops.lm_head_argmax(self.x, self.lm_head, self.logits, self.next_tokens, self.lm_ws)
         self.positions.add_(1)
 
     # --- prefill (framework path) --------------------------------------------------------------
@@ -162,7 +164,7 @@ class DecodeRunner:
             x = norm(h, lw["post_norm"])
             h = h + self._prefill_moe(lw, x, lin)
         last = norm(h.view(B, T, -1)[:, -1], self.final_norm)
-        dops.lm_head_argmax(last, self.lm_head, self.logits, self.next_tokens)
+        dops.lm_head_argmax(last, self.lm_head, self.logits, self.next_tokens, self.lm_ws)
         self.positions.fill_(T)
         return self.logits
 

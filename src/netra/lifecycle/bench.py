@@ -177,6 +177,10 @@ def _public_call(name: str, b: dict):
         from ..decode import ops as dops
 
         return lambda: dops.moe_router_norm(b["h"], b["norm_w"], e, b["w"], b["x_out"], b["top"], b["idx"])
+    if contracts.get(name).op == "lm_head_argmax":
+        from ..decode import ops as dops
+
+        return lambda: dops.lm_head_argmax(b["x"], b["w"], b["logits"], b["tokens"], b["ws"])
     if name == "bf16_gemv_n64_k2048":
         from ..decode import ops as dops
 

@@ -247,6 +247,32 @@ def _make_ba(dims, gen, device):
     return {"x": x, "w_b": w[0], "w_a": w[1]}
 
 
+def _make_lm_head(dims, gen, device):
+    """x at the final norm's scale; the head N(0, 0.02) with a log-normal spread per row (drawn on the device from a
+    seed of ``gen``: 508M values); ws zero, as the contract asks at allocation."""
+    from ..contracts.proj import LM_HEAD
+
+    x = (torch.randn(dims["M"], LM_HEAD.K, generator=gen) * _channels(gen, LM_HEAD.K, "cpu")).to(torch.bfloat16)
+    dgen = torch.Generator(device).manual_seed(int(torch.randint(0, 2**62, (1,), generator=gen)))
+    w = torch.randn(LM_HEAD.V, LM_HEAD.K, generator=dgen, device=device, dtype=torch.bfloat16)
+    w *= (0.02 * torch.exp(0.5 * torch.randn(LM_HEAD.V, 1, generator=dgen, device=device))).to(torch.bfloat16)
+    return {"x": x.to(device), "w": w, "ws": torch.zeros(LM_HEAD.ticket + 1, dtype=torch.int64, device=device)}
+
+
+def _lm_head_ref(i):
+    """logits in float64 (by chunks of rows of the head: 4 GB at once otherwise); tokens the argmax of the kernel's own
+    BF16 logits (a result defined exactly only on them: a near tie rounds either way); ws back to zero."""
+    x = i["x"].double()
+    logits = torch.cat([x @ w.double().T for w in i["w"].split(1 << 16)], dim=1)
+    return {"logits": logits, "tokens": torch.argmax(i["kernel_logits"], -1), "ws": torch.zeros_like(i["ws"])}
+
+
+def _lm_head_peer(i, s):
+    """The framework path before the kernel: cuBLAS, then torch.argmax (design/h200.md's 'LM head + argmax')."""
+    logits = i["x"] @ i["w"].T
+    return {"logits": logits, "tokens": torch.argmax(logits.float(), -1)}
+
+
 def _make_fp8_norm(shape):
     """h at the residual stream's scale, the norm weight as the norm family's, W as the plain kernel's."""
     plain = _make_fp8_gemv(shape)
@@ -742,6 +768,10 @@ def _proj_testbeds() -> dict:
     beds[MOE_ACT.name] = Testbed(contracts.get(MOE_ACT.name), _make_moe_act, _moe_act_ref, None, {}, scalars={})
     beds[MOE_DOWN_GRP.name] = Testbed(contracts.get(MOE_DOWN_GRP.name), _make_moe_down_grp, _moe_down_grp_ref, None,
                                       {"moe_down_per_token": _moe_down_grp_peer}, scalars={})
+    from ..contracts.proj import LM_HEAD
+
+    beds[LM_HEAD.name] = Testbed(contracts.get(LM_HEAD.name), _make_lm_head, _lm_head_ref, None,
+                                 {"cublas_bf16_argmax": _lm_head_peer}, scalars={}, chained=("logits",))
     beds["bf16_gemv_n64_k2048"] = Testbed(
         contracts.get("bf16_gemv_n64_k2048"), _make_ba,
         lambda i: {"out_b": i["x"].double() @ i["w_b"].double().T, "out_a": i["x"].double() @ i["w_a"].double().T},

@@ -13,7 +13,7 @@ import functools
 import torch
 from torch import Tensor
 
-from ..contracts.proj import (DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, MOE_ACT, MOE_DOWN, MOE_DOWN_GRP,
+from ..contracts.proj import (DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, LM_HEAD as _LM, MOE_ACT, MOE_DOWN, MOE_DOWN_GRP,
                               MOE_DOWN_S6, MOE_DOWN_WIDE_M, NORM_BA, SHAPES, TOP_K, frag_k)
 from ._dispatch import KernelOp
 
@@ -49,6 +49,7 @@ MOE_DOWN_KERNEL_S6 = KernelOp("moe_down", MOE_DOWN_S6.name, key=MOE_DOWN_S6.name
 # the same once per distinct expert: moe_act makes the pairs' inputs, then each distinct expert's strips are read once
 MOE_ACT_KERNEL = KernelOp("moe_down", MOE_ACT.name, key=MOE_ACT.name)
 MOE_DOWN_GRP_KERNEL = KernelOp("moe_down", MOE_DOWN_GRP.name, key=MOE_DOWN_GRP.name)
+LM_HEAD = KernelOp("lm_head_argmax", _LM.name)  # the LM head and the greedy argmax, one launch
 
 
 def moe_down_kernel_for(rows: int) -> KernelOp:
