@@ -910,7 +910,7 @@ def test_lm_head_ptx_is_current_and_framework_path_is_the_reference():
     w[:, 0] = -1.0
     w[5, 0] = w[7, 0] = 2.0
     logits, tokens = torch.empty(3, 1000, dtype=torch.bfloat16), torch.full((3,), -1, dtype=torch.long)
-    ws = torch.zeros(LM_HEAD.ticket + 1, dtype=torch.long)
+    ws = torch.zeros(LM_HEAD.counter + 1, dtype=torch.long)
     before = sum(ops.OPS["lm_head_argmax"].misses.values())
     dops.lm_head_argmax(h, w, logits, tokens, ws)
     assert torch.equal(logits, h @ w.T) and torch.equal(tokens, torch.argmax(logits.float(), -1))

@@ -7,25 +7,30 @@ registers; every instruction is chosen by hand.
 Why: the head is 1017 MB of the 3.63 GB a decoded token reads. cuBLAS reads it at ~94% of 4.33 TB/s
 and the framework's argmax adds four small launches (design/h200.md: 247 us, 256 with the argmax).
 
-Design:
-- 132 CTAs (one per SM, 16 warps); CTA c takes the 16-row strips c, c + 132, ... of the 15520.
-  Thread 0 bulk-copies a strip's 16 rows (4 KB each, L2 evict-first) into a padded stage (rows
-  4112 B apart, so ldmatrix's 8 rows hit 8 bank groups); 2 stages, each on its own mbarrier. Both
-  first strips are requested before griddepcontrol.wait: weights never change while kernels run.
-- Warp w owns k 128 w .. 128 w + 127. After the wait it loads its B fragments of x once (BF16 is
-  the mma's own type: no scale, no conversion; tokens >= M are 0), 16 registers per 8-token n-tile,
-  up to 4 n-tiles; n-tiles without a token are skipped (a warp-uniform predicate).
-- Per strip: 8 ldmatrix.x4 (A: 16 rows x 16 k) and mma.sync m16n8k16 bf16 -> fp32 from 0 in k
-  order per n-tile; the warp's partial goes to one of two buffers as [warp][n-tile][register][lane];
-  one barrier; thread 0 refills the stage with the strip 2 x 132 on; summing warp q (n-tile q / 4,
-  row half q / 2 % 2, token parity q % 2) lane (g, tig) reads its own lane's word of the 16 warps
-  (no bank conflicts), adds them in warp order (k order), rounds to BF16 and stores logit
-  (token 8 (q / 4) + 2 tig + q % 2, row 16 s + 8 (q / 2 % 2) + g).
+Design (v2; v1 at 08b667a and why it was replaced: experiments/proj/lm_head/README.md):
+- 132 CTAs (one per SM, 16 warps). Thread 0 bulk-copies a strip's 16 rows (4 KB each, L2 evict-first)
+  into a padded stage (rows 4112 B apart, so ldmatrix's 8 rows hit 8 bank groups); 3 stages, each on
+  its own mbarrier. CTA c's first strips are c, c + 132, c + 264, requested before griddepcontrol.wait
+  (weights never change while kernels run); every later one is claimed from a counter in ws (one
+  atom.add, issued a strip ahead of its use), so a CTA on a slower SM streams fewer strips and the
+  grid ends together (v1's fixed strips left a 40 us tail). Thread 0 writes each stage's strip to
+  shared memory; 15520 or more there means none, and the CTA stops.
+- Warp w owns k 128 w .. 128 w + 127. After the wait it loads its B fragments of x once (BF16 is the
+  mma's own type: no scale, no conversion; tokens >= M are 0), 16 registers per 8-token n-tile, up to
+  4 n-tiles; n-tiles without a token are skipped (a warp-uniform predicate).
+- Per strip: 8 ldmatrix.x4 (A: 16 rows x 16 k) and mma.sync m16n8k16 bf16 -> fp32 from 0 in k order
+  per n-tile; a barrier (the stage is read, the last strip's sums are done); thread 0 refills the
+  stage; the warp's partial goes to [warp][n-tile][register][lane]; a barrier; summing warp q
+  (n-tile q / 4, row half q / 2 % 2, token parity q % 2) lane (g, tig) reads its own lane's word of
+  the 16 warps (no bank conflicts), adds them in warp order (k order), rounds to BF16 and stores logit
+  (token 8 (q / 4) + 2 tig + q % 2, row 16 strip + 8 (q / 2 % 2) + g). Which CTA computes a strip
+  does not change its bits.
 - Argmax: each summing thread keeps max(key << 32 | ~row) over its rows (u64), key the BF16 logit's
   order-preserving u32 (-0 as +0, every NaN the largest key), so the maximum is the largest logit
   and, on ties, the lowest row: an order-independent rule, so the result is deterministic. Lanes
   combine by shfl.bfly over g, then atom.max.u64 into ws[token]; the last CTA to arrive (a ticket on
-  ws[32]) takes each ws[token] by atom.exch (leaving 0), writes tokens, and zeroes the ticket.
+  ws[32]) takes each ws[token] by atom.exch (leaving 0), writes tokens, and zeroes the ticket and the
+  strip counter (ws[33]; every CTA has made its last claim before it arrives).
 
   python3 kernels/sm_90a/proj/gen_lm_head.py      (rewrites bf16_gemv_n248320_k2048_argmax.ptx)
 """
@@ -45,7 +50,7 @@ from netra.contracts.proj import LM_HEAD, LmHead  # noqa: E402  (shapes and tili
 def generate(g: LmHead = LM_HEAD) -> str:
     V, K, NS, ROWB, WARPS, NT = g.V, g.K, g.stages, g.rowb, g.warps, g.ntiles
     S = V // 16
-    assert K == 128 * WARPS and NS == 2, "each warp one 128-k block; the body alternates two stages"
+    assert K == 128 * WARPS and NS == 3, "each warp one 128-k block; the body rotates three stages"
     e = Emit()
     e(f"// {g.name}: logits = x @ w^T (BF16 [{V}, {K}]) and each token's argmax, M <= {8 * NT} "
       "(netra.contracts.proj.LM_HEAD).")
@@ -62,7 +67,7 @@ def generate(g: LmHead = LM_HEAD) -> str:
     e(".maxnreg 128")
     e("{")
     e("  .reg .pred %p, %pl, %pact, %pn<4>;")
-    e("  .reg .b32 %th, %warp, %lane, %g, %tig, %M, %s, %strip, %nct, %ph, %sa, %sp, %sr, %tok, %row, %t<6>, %key;")
+    e("  .reg .b32 %th, %warp, %lane, %g, %tig, %M, %s, %strip, %nct, %nxt, %ph, %sa, %sp, %sr, %tok, %row, %t<6>, %key;")
     e("  .reg .b32 %a<4>, %x<64>;")
     e("  .reg .f32 %c<16>, %acc, %f0;")
     e("  .reg .b16 %hb;")
@@ -76,25 +81,28 @@ def generate(g: LmHead = LM_HEAD) -> str:
     e("  and.b32 %lane, %th, 31;")
     e("  shr.u32 %g, %lane, 2;")
     e("  and.b32 %tig, %lane, 3;")
-    e("  mov.u32 %strip, %ctaid.x;")
     e("  mov.u32 %nct, %nctaid.x;")
     e("  mov.u32 %s, dsm;")
     for nt in range(NT):
         e(f"  setp.gt.u32 %pn{nt}, %M, {8 * nt};  // n-tile {nt} holds a token")
-    e("  // 1. thread 0: the stages' mbarriers and the first two strips, before the wait")
+    e(f"  // 1. thread 0: the stages' mbarriers and the CTA's first {NS} strips, before the wait")
     e("  setp.ne.u32 %p, %th, 0;")
     e("  @%p bra ISSUED;")
     for i in range(NS):
         e(f"  mbarrier.init.shared::cta.b64 [%s+{g.bar_off + 8 * i}], 1;")
     e("  fence.mbarrier_init.release.cluster;")
     e("  createpolicy.fractional.L2::evict_first.b64 %pol, 1.0;  // read once per step")
+    e("  mov.u32 %t0, %ctaid.x;")
     for i in range(NS):
-        e(f"  mad.lo.u32 %t0, %nct, {i}, %strip;")
+        if i:
+            e("  add.u32 %t0, %t0, %nct;")
         _issue(e, g, i, "%t0")
     e("ISSUED:")
     e("  bar.sync 0;")
-    e("  griddepcontrol.wait;  // x is the previous grid's output")
+    e("  griddepcontrol.wait;  // x is the previous grid's output; ws the previous launch's")
     e("  griddepcontrol.launch_dependents;")
+    e("  setp.ne.u32 %p, %th, 0;")
+    e(f"  @!%p atom.global.add.u32 %nxt, [%pws+{8 * g.counter}], 1;  // thread 0: the next claim, used a strip later")
     e("  // 2. the warp's B fragments: token 8 nt + g, k = 128 warp + 16 i + 2 tig (+8); 0 for tokens >= M")
     e("  shl.b32 %t0, %warp, 7;")
     e("  mad.lo.u32 %t0, %tig, 2, %t0;")
@@ -118,7 +126,7 @@ def generate(g: LmHead = LM_HEAD) -> str:
     e("  shr.u32 %t1, %lane, 4;")
     e("  mad.lo.u32 %sa, %t1, 16, %sa;")
     e("  mad.lo.u32 %sa, %warp, 256, %sa;")
-    e(f"  // partial store: [warp][n-tile][register][lane] in buffer b at {g.part_off} + b {g.part_buf}")
+    e(f"  // partial store: [warp][n-tile][register][lane] at {g.part_off}")
     e(f"  mad.lo.u32 %sp, %warp, {NT * 512}, %s;")
     e("  mad.lo.u32 %sp, %lane, 4, %sp;")
     e(f"  add.u32 %sp, %sp, {g.part_off};")
@@ -141,13 +149,13 @@ def generate(g: LmHead = LM_HEAD) -> str:
     e("  add.u64 %plog, %plog, %pd;  // the token's logits row")
     e("  mov.b64 %best, 0;")
     e("  mov.u32 %ph, 0;")
-    e("  // 3. the strips, two per round (stage 0 / buffer 0, stage 1 / buffer 1)")
+    e(f"  // 3. the strips, {NS} per round (stage i, its strip in slot i)")
     e("LOOP:")
     for i in range(NS):
+        e(f"  ld.shared.u32 %strip, [%s+{g.slot_off + 4 * i}];")
         e(f"  setp.ge.u32 %p, %strip, {S};")
         e("  @%p bra END;")
         _strip(e, g, i)
-        e("  add.u32 %strip, %strip, %nct;")
     e("  xor.b32 %ph, %ph, 1;")
     e("  bra LOOP;")
     e("END:")
@@ -172,10 +180,10 @@ def generate(g: LmHead = LM_HEAD) -> str:
     e("  sub.u32 %t1, %nct, 1;")
     e("  setp.eq.u32 %pl, %t0, %t1;")
     e("  selp.u32 %t0, 1, 0, %pl;")
-    e(f"  st.shared.u32 [%s+{g.bar_off + 8 * NS}], %t0;")
+    e(f"  st.shared.u32 [%s+{g.flag_off}], %t0;")
     e("TICKET:")
     e("  bar.sync 0;")
-    e(f"  ld.shared.u32 %t0, [%s+{g.bar_off + 8 * NS}];")
+    e(f"  ld.shared.u32 %t0, [%s+{g.flag_off}];")
     e("  setp.eq.u32 %p, %t0, 0;")
     e("  @%p bra DONE;")
     e("  fence.acq_rel.gpu;")
@@ -191,7 +199,8 @@ def generate(g: LmHead = LM_HEAD) -> str:
     e("  st.global.u64 [%pa], %q64;")
     e("RESET:")
     e("  setp.ne.u32 %p, %th, 0;")
-    e(f"  @!%p st.global.u64 [%pws+{8 * g.ticket}], 0;  // every CTA has arrived")
+    e(f"  @!%p st.global.u64 [%pws+{8 * g.ticket}], 0;  // every CTA has arrived and made its last claim")
+    e(f"  @!%p st.global.u64 [%pws+{8 * g.counter}], 0;")
     e("DONE:")
     e("  ret;")
     e("}")
@@ -199,7 +208,8 @@ def generate(g: LmHead = LM_HEAD) -> str:
 
 
 def _issue(e: Emit, g: LmHead, stage: int, strip: str) -> None:
-    """Thread 0: strip ``strip``'s 16 rows into ``stage`` (when it exists), on the stage's mbarrier."""
+    """Thread 0: strip ``strip``'s 16 rows into ``stage`` when it exists; the stage's slot = ``strip``."""
+    e(f"  st.shared.u32 [%s+{g.slot_off + 4 * stage}], {strip};")
     e(f"  setp.lt.u32 %p, {strip}, {g.V // 16};")
     e(f"  @%p mbarrier.arrive.expect_tx.shared::cta.b64 _, [%s+{g.bar_off + 8 * stage}], {16 * 2 * g.K};")
     e(f"  mul.wide.u32 %pd, {strip}, {16 * 2 * g.K};")
@@ -211,7 +221,7 @@ def _issue(e: Emit, g: LmHead, stage: int, strip: str) -> None:
 
 
 def _strip(e: Emit, g: LmHead, i: int) -> None:
-    """One strip from stage ``i`` with partial buffer ``i`` (the caller checked the strip exists)."""
+    """One strip (%strip, the caller checked it exists) from stage ``i``."""
     NT = g.ntiles
     e(f"WAIT{i}:")
     e(f"  mbarrier.try_wait.parity.shared::cta.b64 %p, [%s+{g.bar_off + 8 * i}], %ph;")
@@ -224,19 +234,21 @@ def _strip(e: Emit, g: LmHead, i: int) -> None:
             c = 4 * nt
             e(f"  @%pn{nt} mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{%c{c}, %c{c + 1}, %c{c + 2}, %c{c + 3}}}, "
               f"{{%a0, %a1, %a2, %a3}}, {{%x{16 * nt + 2 * k}, %x{16 * nt + 2 * k + 1}}}, {{%c{c}, %c{c + 1}, %c{c + 2}, %c{c + 3}}};")
-    for nt in range(NT):
-        for r in range(4):
-            e(f"  @%pn{nt} st.shared.f32 [%sp+{i * g.part_buf + nt * 512 + r * 128}], %c{4 * nt + r};")
-    e("  bar.sync 0;  // every warp has read the stage and written its partial")
+    e("  bar.sync 0;  // every warp has read the stage; the last strip's sums are done")
     e("  setp.ne.u32 %p, %th, 0;")
     e(f"  @%p bra REFILLED{i};")
-    e(f"  mad.lo.u32 %t0, %nct, {g.stages}, %strip;")
+    e(f"  mad.lo.u32 %t0, %nct, {g.stages}, %nxt;  // claims count from the strips after every CTA's first ones")
     _issue(e, g, i, "%t0")
+    e(f"  @%p atom.global.add.u32 %nxt, [%pws+{8 * g.counter}], 1;  // the one after: its result is read a strip later")
     e(f"REFILLED{i}:")
+    for nt in range(NT):
+        for r in range(4):
+            e(f"  @%pn{nt} st.shared.f32 [%sp+{nt * 512 + r * 128}], %c{4 * nt + r};")
+    e("  bar.sync 0;  // every partial is written")
     e(f"  @!%pact bra SUMMED{i};")
-    e(f"  ld.shared.f32 %acc, [%sr+{i * g.part_buf}];")
+    e("  ld.shared.f32 %acc, [%sr];")
     for w in range(1, g.warps):
-        e(f"  ld.shared.f32 %f0, [%sr+{i * g.part_buf + w * NT * 512}];")
+        e(f"  ld.shared.f32 %f0, [%sr+{w * NT * 512}];")
         e("  add.rn.f32 %acc, %acc, %f0;")
     e("  cvt.rn.bf16.f32 %hb, %acc;")
     e("  shl.b32 %t0, %strip, 4;")

@@ -1076,15 +1076,20 @@ LM_TOKENS = tuple(range(1, 33))  # decode batch or verification tokens: up to 4 
 @dataclass(frozen=True)
 class LmHead:
     """bf16_gemv_n248320_k2048_argmax's tiling and shared memory: strips of 16 rows, each copied into a padded
-    stage (rows ``rowb`` bytes apart), ``warps`` warps of one 128-k block each, up to ``ntiles`` n-tiles of 8 tokens."""
+    stage (rows ``rowb`` bytes apart), ``warps`` warps of one 128-k block each, up to ``ntiles`` n-tiles of 8 tokens;
+    after each CTA's first ``stages`` strips, the next strips are claimed from a counter (ws[counter])."""
 
     V: int = LM_VOCAB
     K: int = LM_K
-    stages: int = 2  # 64 KB each; the third would not fit beside the two partial buffers at 4 n-tiles
+    stages: int = 3  # 64 KB each: 2 left the stream short of bytes in flight (experiments/proj/lm_head/README.md)
     warps: int = LM_K // 128
     ntiles: int = max(LM_TOKENS) // 8
     grid: int = SMS
     ticket: int = max(LM_TOKENS)  # ws[ticket]: the CTAs' arrival count; ws[0 .. M): each token's best
+
+    @property
+    def counter(self) -> int:  # ws[counter]: strips claimed after every CTA's first ones
+        return self.ticket + 1
 
     @property
     def name(self) -> str:
@@ -1094,7 +1099,8 @@ class LmHead:
     def rowb(self) -> int:  # a weight row in shared memory, padded so that ldmatrix's 8 rows hit 8 bank groups
         return 2 * self.K + 16
 
-    # dynamic shared memory: stages [stages][16][rowb] | partials [2][warps][ntiles][4][32] fp32 | mbarriers | flag
+    # dynamic shared memory: stages [stages][16][rowb] | partials [warps][ntiles][4][32] fp32 | mbarriers [stages] |
+    # each stage's strip [stages] u32 | the last-CTA flag
     @property
     def part_off(self) -> int:
         return self.stages * 16 * self.rowb
@@ -1105,11 +1111,19 @@ class LmHead:
 
     @property
     def bar_off(self) -> int:
-        return self.part_off + 2 * self.part_buf
+        return self.part_off + self.part_buf
+
+    @property
+    def slot_off(self) -> int:
+        return self.bar_off + 8 * self.stages
+
+    @property
+    def flag_off(self) -> int:
+        return self.slot_off + 4 * self.stages
 
     @property
     def smem(self) -> int:
-        return self.bar_off + 8 * self.stages + 16
+        return self.flag_off + 4
 
 
 LM_HEAD = LmHead()
@@ -1124,26 +1138,26 @@ LM_HEAD_CONTRACT = Contract(
         Tensor("w", "bf16", (LM_VOCAB, LM_K), "in", doc="lm_head.weight, unpacked"),
         Tensor("logits", "bf16", ("M", LM_VOCAB), "out"),
         Tensor("tokens", "i64", ("M",), "out", align=8),
-        Tensor("ws", "i64", (LM_HEAD.ticket + 1,), "inout", align=8,
-               doc="the argmax's workspace (each token's best so far, the CTAs' arrival count): zero at allocation, "
-                   "and every launch leaves it zero; the caller's, for this kernel alone"),
+        Tensor("ws", "i64", (LM_HEAD.counter + 1,), "inout", align=8,
+               doc="the kernel's workspace (each token's best so far, the CTAs' arrival count, the strip counter): "
+                   "zero at allocation, and every launch leaves it zero; the caller's, for this kernel alone"),
         Scalar("M", "u32", value="M"),
     ),
     dims={"M": LM_TOKENS},
     grid=(str(LM_HEAD.grid), "1", "1"),
     threads=32 * LM_HEAD.warps,
-    reduction_order="per 16-row strip: per warp (a 128-k block), mma.sync m16n8k16 (bf16 -> fp32) over its 8 k16 "
-                    "steps from 0 in k order; the 16 warp partials added in warp order (k order), BF16; tokens: the "
-                    "maximum of (logit key, lowest row), an order-independent rule",
+    reduction_order="per 16-row strip, whichever CTA claims it: per warp (a 128-k block), mma.sync m16n8k16 (bf16 -> "
+                    "fp32) over its 8 k16 steps from 0 in k order; the 16 warp partials added in warp order (k order), "
+                    "BF16; tokens: the maximum of (logit key, lowest row), an order-independent rule",
     tolerance=BF16_OUT,
     deterministic=True,
     bytes_read=f"{2 * LM_VOCAB * LM_K} + M * {2 * LM_K}",
-    bytes_written=f"M * {2 * LM_VOCAB + 8} + {8 * (LM_HEAD.ticket + 1)}",
+    bytes_written=f"M * {2 * LM_VOCAB + 8} + {8 * (LM_HEAD.counter + 1)}",
     max_registers=128,
     dynamic_smem=LM_HEAD.smem,
     op="lm_head_argmax",
-    pdl="the CTA's first two strips (bulk copies) before griddepcontrol.wait: weights never change while kernels run; "
-        "x after it, launch_dependents right after it",
+    pdl="the CTA's first three strips (bulk copies) before griddepcontrol.wait: weights never change while kernels "
+        "run; x and the workspace after it, launch_dependents right after it",
     reference="logits: x @ w^T in float64; tokens: torch.argmax of the kernel's own BF16 logits (exact)",
     peers=("cublas_bf16_argmax",),
     exact_outputs=("tokens", "ws"),

@@ -790,7 +790,7 @@ def _(x, router, w13, s13, w2, s2, shared_w13, shared_s13, shared_w2, shared_s2,
 def lm_head_argmax(h: Tensor, weight: Tensor, logits: Tensor, tokens: Tensor, ws: Tensor | None = None) -> None:
     """logits [B, V] = h [B, H] @ weight [V, H]^T (BF16, fp32 accumulate); tokens [B] =
     argmax (greedy), the lowest index on ties. Kernel bf16_gemv_n248320_k2048_argmax (B = 1..32,
-    Qwen3.6's head) where the caller passes ``ws``, its int64 [33] workspace (zero at allocation,
+    Qwen3.6's head) where the caller passes ``ws``, its int64 [34] workspace (zero at allocation,
     left zero by every launch, used by nothing else); otherwise cuBLAS and torch.argmax."""
     if ws is not None and proj.LM_HEAD(h, weight, logits, tokens, ws):
         return

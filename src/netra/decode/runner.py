@@ -75,7 +75,7 @@ class DecodeRunner:
         self.logits = e(B, c.vocab_size)
         self.moe_bar = torch.zeros(1, dtype=torch.long, device=dev)  # the router-fused gate | up's barrier counter
         self.next_tokens = torch.zeros(B, dtype=torch.long, device=dev)
-        self.lm_ws = torch.zeros(LM_HEAD.ticket + 1, dtype=torch.long, device=dev)  # the LM head kernel's argmax workspace
+        self.lm_ws = torch.zeros(LM_HEAD.counter + 1, dtype=torch.long, device=dev)  # the LM head kernel's workspace
         self.conv_pool, self.state_pool, self.k_pages, self.v_pages = {}, {}, {}, {}
         for L in range(c.num_hidden_layers):
             if c.is_full(L):

@@ -256,7 +256,7 @@ def _make_lm_head(dims, gen, device):
     dgen = torch.Generator(device).manual_seed(int(torch.randint(0, 2**62, (1,), generator=gen)))
     w = torch.randn(LM_HEAD.V, LM_HEAD.K, generator=dgen, device=device, dtype=torch.bfloat16)
     w *= (0.02 * torch.exp(0.5 * torch.randn(LM_HEAD.V, 1, generator=dgen, device=device))).to(torch.bfloat16)
-    return {"x": x.to(device), "w": w, "ws": torch.zeros(LM_HEAD.ticket + 1, dtype=torch.int64, device=device)}
+    return {"x": x.to(device), "w": w, "ws": torch.zeros(LM_HEAD.counter + 1, dtype=torch.int64, device=device)}
 
 
 def _lm_head_ref(i):
