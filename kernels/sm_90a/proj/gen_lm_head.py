@@ -47,8 +47,13 @@ from gen_fp8_gemv import Emit, header  # noqa: E402
 from netra.contracts.proj import LM_HEAD, LmHead  # noqa: E402  (shapes and tiling, written once)
 
 
-def generate(g: LmHead = LM_HEAD) -> str:
+def generate(g: LmHead = LM_HEAD, trace: bool = False, l2_hint: bool = True) -> str:
+    """The PTX. ``trace`` (a diagnostic, experiments/proj/lm_head/trace.py): one more parameter, ``trace``, where
+    thread 0 of CTA c stores u64 [c][8]: %globaltimer at entry, at its first strip's data, after its last strip,
+    before ret, then %smid and its strips. ``l2_hint`` False: the weight copies without the evict-first policy."""
     V, K, NS, ROWB, WARPS, NT = g.V, g.K, g.stages, g.rowb, g.warps, g.ntiles
+    hint = ".L2::cache_hint" if l2_hint else ""
+    _HINT[0] = (hint, ", %pol" if l2_hint else "")
     S = V // 16
     assert K == 128 * WARPS and NS == 3, "each warp one 128-k block; the body rotates three stages"
     e = Emit()
@@ -60,8 +65,9 @@ def generate(g: LmHead = LM_HEAD) -> str:
     e(".extern .shared .align 128 .b8 dsm[];")
     e()
     e(f".visible .entry {g.name}(")
-    for i, p in enumerate(("u64 x", "u64 w", "u64 logits", "u64 tokens", "u64 ws", "u32 M")):
-        e(f"  .param .{p}" + ("," if i < 5 else ""))
+    params = ("u64 x", "u64 w", "u64 logits", "u64 tokens", "u64 ws", "u32 M") + (("u64 trace",) if trace else ())
+    for i, p in enumerate(params):
+        e(f"  .param .{p}" + ("," if i < len(params) - 1 else ""))
     e(")")
     e(f".reqntid {32 * WARPS}")
     e(".maxnreg 128")
@@ -83,6 +89,22 @@ def generate(g: LmHead = LM_HEAD) -> str:
     e("  and.b32 %tig, %lane, 3;")
     e("  mov.u32 %nct, %nctaid.x;")
     e("  mov.u32 %s, dsm;")
+    if trace:
+        e("  .reg .b64 %trp, %trc;")
+        e("  .reg .b32 %trn;")
+        e("  .reg .pred %ptr;")
+        e("  ld.param.u64 %trp, [trace];")
+        e("  cvta.to.global.u64 %trp, %trp;")
+        e("  mov.u32 %t0, %ctaid.x;")
+        e("  mul.wide.u32 %trc, %t0, 64;")
+        e("  add.u64 %trp, %trp, %trc;")
+        e("  setp.eq.u32 %ptr, %th, 0;")
+        e("  mov.u32 %trn, 0;")
+        _stamp(e, 0)
+        e("  mov.u32 %t0, %smid;")
+        e("  cvt.u64.u32 %trc, %t0;")
+        e("  @%ptr st.global.u64 [%trp+32], %trc;")
+    _TRACE[0] = trace
     for nt in range(NT):
         e(f"  setp.gt.u32 %pn{nt}, %M, {8 * nt};  // n-tile {nt} holds a token")
     e(f"  // 1. thread 0: the stages' mbarriers and the CTA's first {NS} strips, before the wait")
@@ -91,7 +113,8 @@ def generate(g: LmHead = LM_HEAD) -> str:
     for i in range(NS):
         e(f"  mbarrier.init.shared::cta.b64 [%s+{g.bar_off + 8 * i}], 1;")
     e("  fence.mbarrier_init.release.cluster;")
-    e("  createpolicy.fractional.L2::evict_first.b64 %pol, 1.0;  // read once per step")
+    if l2_hint:
+        e("  createpolicy.fractional.L2::evict_first.b64 %pol, 1.0;  // read once per step")
     e("  mov.u32 %t0, %ctaid.x;")
     for i in range(NS):
         if i:
@@ -159,6 +182,10 @@ def generate(g: LmHead = LM_HEAD) -> str:
     e("  xor.b32 %ph, %ph, 1;")
     e("  bra LOOP;")
     e("END:")
+    if trace:
+        _stamp(e, 2)
+        e("  cvt.u64.u32 %trc, %trn;")
+        e("  @%ptr st.global.u64 [%trp+40], %trc;")
     e("  // 4. the token's best over the CTA: lanes of one tig combine over g (shfl.bfly 4, 8, 16), then ws[token]")
     e("  mov.b64 {%t0, %t1}, %best;")
     for d in (4, 8, 16):
@@ -202,9 +229,20 @@ def generate(g: LmHead = LM_HEAD) -> str:
     e(f"  @!%p st.global.u64 [%pws+{8 * g.ticket}], 0;  // every CTA has arrived and made its last claim")
     e(f"  @!%p st.global.u64 [%pws+{8 * g.counter}], 0;")
     e("DONE:")
+    if trace:
+        _stamp(e, 3)
     e("  ret;")
     e("}")
     return e.text()
+
+
+_TRACE = [False]  # the build being generated traces (generate's trace)
+_HINT = [(".L2::cache_hint", ", %pol")]  # the weight copies' L2 policy in the build being generated
+
+
+def _stamp(e: Emit, slot: int) -> None:
+    e("  mov.u64 %trc, %globaltimer;")
+    e(f"  @%ptr st.global.u64 [%trp+{8 * slot}], %trc;")
 
 
 def _issue(e: Emit, g: LmHead, stage: int, strip: str) -> None:
@@ -216,8 +254,8 @@ def _issue(e: Emit, g: LmHead, stage: int, strip: str) -> None:
     e("  add.u64 %pa, %pw, %pd;")
     e(f"  add.u32 %t1, %s, {g.bar_off + 8 * stage};")
     for r in range(16):
-        e(f"  @%p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint "
-          f"[%s+{stage * 16 * g.rowb + r * g.rowb}], [%pa+{r * 2 * g.K}], {2 * g.K}, [%t1], %pol;")
+        e(f"  @%p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes{_HINT[0][0]} "
+          f"[%s+{stage * 16 * g.rowb + r * g.rowb}], [%pa+{r * 2 * g.K}], {2 * g.K}, [%t1]{_HINT[0][1]};")
 
 
 def _strip(e: Emit, g: LmHead, i: int) -> None:
@@ -226,6 +264,11 @@ def _strip(e: Emit, g: LmHead, i: int) -> None:
     e(f"WAIT{i}:")
     e(f"  mbarrier.try_wait.parity.shared::cta.b64 %p, [%s+{g.bar_off + 8 * i}], %ph;")
     e(f"  @!%p bra WAIT{i};")
+    if _TRACE[0]:
+        e("  setp.eq.and.u32 %p, %trn, 0, %ptr;")
+        e("  mov.u64 %trc, %globaltimer;")
+        e("  @%p st.global.u64 [%trp+8], %trc;")
+        e("  add.u32 %trn, %trn, 1;")
     for c in range(4 * NT):
         e(f"  mov.f32 %c{c}, 0f00000000;")
     for k in range(8):

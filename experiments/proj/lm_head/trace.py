@@ -1,0 +1,124 @@
+"""Where does bf16_gemv_n248320_k2048_argmax's plain launch lose ~34 us against the same kernel as a PDL chain
+(v1 and v2 records: 270 against 230-237 us at M = 1)? A timeline from inside, and one candidate.
+
+gen_lm_head.generate(trace=True): thread 0 of every CTA stamps %globaltimer at entry, at its first strip's data, after
+its last strip and before ret, with its %smid and strip count (the outputs checked bitwise the promoted kernel's).
+Launched the bench's way (one CUDA graph of C launches over C copies of every input and output past 4x the L2,
+median of 7 replays; netra.lifecycle.bench), plainly and as a chain of PDL launches; from the last replay's stamps,
+per launch: its span (first CTA entry to last CTA exit), the gap to the next launch's first entry, the spread of
+CTA entries, the first data's latency, and the spread of the CTAs' loop ends and exits. Also timed: the promoted
+kernel and the candidate ``no_hint`` (the weight copies without the L2 evict-first policy), plain and as a chain.
+
+  python3 experiments/proj/lm_head/trace.py [--m=1+32] --out "$OUT"     (on the H200, PYTHONPATH=src)
+"""
+
+import dataclasses
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+from netra import contracts, paths
+from netra.contracts.proj import LM_HEAD
+from netra.contracts.spec import Tensor
+from netra.lifecycle import bench, check, testbeds
+from netra.runtime import launch as rt_launch
+from netra.runtime import loader
+
+HERE = Path(__file__).resolve().parent
+
+
+def builds() -> dict:
+    g = paths.generator("proj", "gen_lm_head")
+    assert g.generate() == paths.ptx_path("sm_90a", "proj", LM_HEAD.name).read_text(), "generator and committed PTX differ"
+    return {"traced": g.generate(trace=True), "no_hint": g.generate(l2_hint=False)}
+
+
+def analyse(tr: torch.Tensor, lo: int) -> dict:
+    """tr: int64 [C, grid, 8] of one replay; launches lo.. analysed (the first ones warm up)."""
+    t = tr.double()
+    C = t.shape[0]
+    ent, first, loop_end, exit_ = t[..., 0], t[..., 1], t[..., 2], t[..., 3]
+    rows = range(max(lo, 1), C)
+    med = statistics.median
+    q = lambda v: {p: round(float(torch.quantile(v.flatten(), p / 100)), 1) for p in (0, 10, 50, 90, 100)}  # noqa: E731
+    return {
+        "launches_analysed": len(rows),
+        "period_ns": med([float(ent[i].min() - ent[i - 1].min()) for i in rows]),
+        "span_ns": med([float(exit_[i].max() - ent[i].min()) for i in rows]),
+        "gap_to_previous_exit_ns": med([float(ent[i].min() - exit_[i - 1].max()) for i in rows]),
+        "entry_spread_ns": med([float(ent[i].max() - ent[i].min()) for i in rows]),
+        "first_data_after_entry_ns": q((first - ent)[lo:]),
+        "loop_end_after_first_entry_ns": q((loop_end - ent.min(1, keepdim=True).values)[lo:]),
+        "exit_after_loop_end_ns": q((exit_ - loop_end)[lo:]),
+        "strips_per_cta": q(tr[lo:, :, 5].double()),
+    }
+
+
+def main() -> None:
+    out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
+    ms = [int(v) for v in next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--m=")), "1+32").split("+")]
+    name, c = LM_HEAD.name, contracts.get(LM_HEAD.name)
+    tb = testbeds.get(name)
+    traced_c = dataclasses.replace(c, params=c.params + (Tensor("trace", "i64", (LM_HEAD.grid, 8), "out", align=8),))
+    fns, keep = {}, []
+    for label, ptx in builds().items():
+        module, fn = loader.load_text(f"{name}", ptx, dynamic_smem=c.dynamic_smem)
+        keep.append(module)
+        fns[label] = int(fn)
+    promoted = loader.load(name, 0).handle
+    res = {"method": bench.METHOD.format(R=bench.REPLAYS) + "; stamps: %globaltimer by thread 0 of every CTA, the last "
+                     "replay", "cases": {}}
+    for M in ms:
+        dims = {"M": M}
+        copies = bench.copies_for(sum(c.nbytes(dims)))
+        base = check.Bench(tb, dims, 5)
+        base.reset()
+        ins = [bench.replicate(base.inputs) for _ in range(copies)]
+        outs = [tb.alloc_outputs(dims, "cuda") for _ in range(copies)]
+        trace = torch.zeros(copies, LM_HEAD.grid, 8, dtype=torch.int64, device="cuda")
+        row = {"copies": copies}
+        gos = {}
+        for label, (cc, fn) in {"promoted": (c, promoted), "traced": (traced_c, fns["traced"]),
+                                "no_hint": (c, fns["no_hint"])}.items():
+            for mode in ("plain", "pdl_chain"):
+                gos[(label, mode)] = rt_launch.make_guard_and_launch(
+                    cc, function_handle=fn, device=0, launch=rt_launch.pdl_launcher() if mode == "pdl_chain" else None)
+        args = {lab: [tb.args({**a, **b}) + ([trace[k]] if lab == "traced" else []) for k, (a, b) in enumerate(zip(ins, outs))]
+                for lab in ("promoted", "traced", "no_hint")}
+        ref = None
+        for label in ("promoted", "traced", "no_hint"):  # every build's outputs bitwise the promoted kernel's
+            for o in outs[0].values():
+                o.fill_(-1 if not o.dtype.is_floating_point else float("nan"))
+            assert gos[(label, "plain")](*args[label][0]) is None
+            torch.cuda.synchronize()
+            got = {k: v.clone() for k, v in outs[0].items()}
+            ref = got if ref is None else ref
+            row[f"{label}_bitwise_equal_to_promoted"] = all(torch.equal(got[k], ref[k]) for k in ref)
+        for label in ("promoted", "traced", "no_hint"):
+            for mode in ("plain", "pdl_chain"):
+                go = gos[(label, mode)]
+                trace.zero_()
+                t, samples = bench.graph_time(lambda i: go(*args[label][i]), copies)
+                row[f"{label}_{mode}_us"] = t
+                if label == "traced":
+                    row[f"trace_{mode}"] = analyse(trace.cpu(), max(1, copies // 4))
+                print(M, label, mode, round(t, 2), flush=True)
+        xs = [i["x"] for i in ins]
+        ws = [i["w"] for i in ins]
+        t, _ = bench.graph_time(lambda i: torch.argmax((xs[i] @ ws[i].T).float(), -1), copies, bench.PEER_REPLAYS)
+        row["cublas_bf16_argmax_us"] = t
+        res["cases"][f"M={M}"] = row
+        print(M, json.dumps(row, indent=1), flush=True)
+        del ins, outs, args, xs, ws
+        torch.cuda.empty_cache()
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "lm_head_trace.json"), "w") as f:
+        json.dump(res, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
