@@ -113,7 +113,7 @@ def main() -> None:
         row["cublas_bf16_argmax_us"] = t
         res["cases"][f"M={M}"] = row
         print(M, json.dumps(row, indent=1), flush=True)
-        del ins, outs, args, xs, ws
+        ins = outs = args = xs = ws = None
         torch.cuda.empty_cache()
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "lm_head_trace.json"), "w") as f:
