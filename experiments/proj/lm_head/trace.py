@@ -9,7 +9,13 @@ per launch: its span (first CTA entry to last CTA exit), the gap to the next lau
 CTA entries, the first data's latency, and the spread of the CTAs' loop ends and exits. Also timed: the promoted
 kernel and the candidate ``no_hint`` (the weight copies without the L2 evict-first policy), plain and as a chain.
 
-  python3 experiments/proj/lm_head/trace.py [--m=1+32] --out "$OUT"     (on the H200, PYTHONPATH=src)
+``--pre=FORM``: what the process does first (netra bench, which records the kernel, was 34 us slower plainly than this
+script at 2197659 on the same kernel): ``bench`` one discarded bench_case at M = 1 (peers off), as netra bench does;
+``alloc`` only its allocations (16 copies and the read floor's 16 GB), freed; ``reader`` only the read floor's graph
+(its 16 GB); ``chain`` only a PDL-chain graph of this kernel; ``none`` (the default) nothing.
+
+  python3 experiments/proj/lm_head/trace.py [--m=1+32] [--pre=none|bench|alloc|reader|chain] --out "$OUT"
+  (on the H200, PYTHONPATH=src)
 """
 
 import dataclasses
@@ -58,6 +64,37 @@ def analyse(tr: torch.Tensor, lo: int) -> dict:
     }
 
 
+def prepare(pre: str, tb, c, fn) -> None:
+    """--pre: the process's history before the measured cases (see the docstring)."""
+    dims = {"M": 1}
+    empty = rt_launch.raw_launcher(loader.load("empty_kernel", 0))
+    reader = rt_launch.raw_launcher(loader.load("read_floor", 0))
+    plain = rt_launch.make_guard_and_launch(c, function_handle=fn, device=0)
+    if pre == "bench":
+        bench.bench_case(tb, dims, plain, (empty, reader), peers=False, log=lambda *_: None)
+    elif pre in ("alloc", "reader", "chain"):
+        copies = bench.copies_for(sum(c.nbytes(dims)))
+        base = check.Bench(tb, dims, 5)
+        base.reset()
+        ins = [bench.replicate(base.inputs) for _ in range(copies)]
+        outs = [tb.alloc_outputs(dims, "cuda") for _ in range(copies)]
+        nread = c.nbytes(dims)[0]
+        per_cta = -(-nread // LM_HEAD.grid // 16) * 16
+        src = torch.randint(0, 256, (copies * per_cta * LM_HEAD.grid,), dtype=torch.uint8, device="cuda")
+        sink = torch.zeros(4, dtype=torch.uint8, device="cuda")
+        if pre == "reader":
+            p0, stride = src.data_ptr(), per_cta * LM_HEAD.grid
+            bench.graph_time(lambda i: reader((LM_HEAD.grid, 1, 1), (c.threads, 1, 1), p0 + i * stride, sink.data_ptr(),
+                                              per_cta), copies)
+        if pre == "chain":
+            go = rt_launch.make_guard_and_launch(c, function_handle=fn, device=0, launch=rt_launch.pdl_launcher())
+            args = [tb.args({**a, **b}) for a, b in zip(ins, outs)]
+            bench.graph_time(lambda i: go(*args[i]), copies)
+        ins = outs = src = None
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+
+
 def main() -> None:
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
     ms = [int(v) for v in next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--m=")), "1+32").split("+")]
@@ -70,6 +107,8 @@ def main() -> None:
         keep.append(module)
         fns[label] = int(fn)
     promoted = loader.load(name, 0).handle
+    pre = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--pre=")), "none")
+    prepare(pre, tb, c, promoted)
     res = {"method": bench.METHOD.format(R=bench.REPLAYS) + "; stamps: %globaltimer by thread 0 of every CTA, the last "
                      "replay", "cases": {}}
     for M in ms:
@@ -116,7 +155,8 @@ def main() -> None:
         ins = outs = args = xs = ws = None
         torch.cuda.empty_cache()
     os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "lm_head_trace.json"), "w") as f:
+    res["pre"] = pre
+    with open(os.path.join(out_dir, f"lm_head_trace_{pre}.json"), "w") as f:
         json.dump(res, f, indent=1)
 
 
