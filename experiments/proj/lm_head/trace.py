@@ -9,6 +9,9 @@ per launch: its span (first CTA entry to last CTA exit), the gap to the next lau
 CTA entries, the first data's latency, and the spread of the CTAs' loop ends and exits. Also timed: the promoted
 kernel and the candidate ``no_hint`` (the weight copies without the L2 evict-first policy), plain and as a chain.
 
+``--bench-cases``: also each build timed by netra bench's own bench_case (its allocation order: each copy's inputs,
+then its outputs), plainly and as a chain. ``rotate``: the candidate whose row copies start at row strip % 16.
+
 ``--pre=FORM``: what the process does first (netra bench, which records the kernel, was 34 us slower plainly than this
 script at 2197659 on the same kernel): ``bench`` one discarded bench_case at M = 1 (peers off), as netra bench does;
 ``alloc`` only its allocations (16 copies and the read floor's 16 GB), freed; ``reader`` only the read floor's graph
@@ -40,7 +43,7 @@ HERE = Path(__file__).resolve().parent
 def builds() -> dict:
     g = paths.generator("proj", "gen_lm_head")
     assert g.generate() == paths.ptx_path("sm_90a", "proj", LM_HEAD.name).read_text(), "generator and committed PTX differ"
-    return {"traced": g.generate(trace=True), "no_hint": g.generate(l2_hint=False)}
+    return {"traced": g.generate(trace=True), "no_hint": g.generate(l2_hint=False), "rotate": g.generate(rotate=True)}
 
 
 def analyse(tr: torch.Tensor, lo: int) -> dict:
@@ -111,6 +114,19 @@ def main() -> None:
     prepare(pre, tb, c, promoted)
     res = {"method": bench.METHOD.format(R=bench.REPLAYS) + "; stamps: %globaltimer by thread 0 of every CTA, the last "
                      "replay", "cases": {}}
+    if "--bench-cases" in sys.argv:
+        empty = rt_launch.raw_launcher(loader.load("empty_kernel", 0))
+        reader = rt_launch.raw_launcher(loader.load("read_floor", 0))
+        for M in ms:
+            for label, fn in (("promoted", promoted), ("rotate", fns["rotate"]), ("promoted_again", promoted)):
+                go = rt_launch.make_guard_and_launch(c, function_handle=fn, device=0)
+                go_pdl = rt_launch.make_guard_and_launch(c, function_handle=fn, device=0, launch=rt_launch.pdl_launcher())
+                case = bench.bench_case(tb, {"M": M}, go, (empty, reader), peers=False, log=print, go_pdl=go_pdl)
+                row = {k: case[k] for k in ("median_us", "pdl_chain_us", "replay_samples_us")}
+                row["read_floor_us"] = case["peers"]["read_floor"]
+                res.setdefault("bench_cases", {})[f"M={M} {label}"] = row
+                print("bench_case", M, label, round(row["median_us"], 2), round(row["pdl_chain_us"], 2),
+                      round(row["read_floor_us"], 2), flush=True)
     for M in ms:
         dims = {"M": M}
         copies = bench.copies_for(sum(c.nbytes(dims)))
@@ -122,14 +138,14 @@ def main() -> None:
         row = {"copies": copies}
         gos = {}
         for label, (cc, fn) in {"promoted": (c, promoted), "traced": (traced_c, fns["traced"]),
-                                "no_hint": (c, fns["no_hint"])}.items():
+                                "no_hint": (c, fns["no_hint"]), "rotate": (c, fns["rotate"])}.items():
             for mode in ("plain", "pdl_chain"):
                 gos[(label, mode)] = rt_launch.make_guard_and_launch(
                     cc, function_handle=fn, device=0, launch=rt_launch.pdl_launcher() if mode == "pdl_chain" else None)
         args = {lab: [tb.args({**a, **b}) + ([trace[k]] if lab == "traced" else []) for k, (a, b) in enumerate(zip(ins, outs))]
-                for lab in ("promoted", "traced", "no_hint")}
+                for lab in ("promoted", "traced", "no_hint", "rotate")}
         ref = None
-        for label in ("promoted", "traced", "no_hint"):  # every build's outputs bitwise the promoted kernel's
+        for label in ("promoted", "traced", "no_hint", "rotate"):  # every build's outputs bitwise the promoted kernel's
             for o in outs[0].values():
                 o.fill_(-1 if not o.dtype.is_floating_point else float("nan"))
             assert gos[(label, "plain")](*args[label][0]) is None
@@ -137,7 +153,7 @@ def main() -> None:
             got = {k: v.clone() for k, v in outs[0].items()}
             ref = got if ref is None else ref
             row[f"{label}_bitwise_equal_to_promoted"] = all(torch.equal(got[k], ref[k]) for k in ref)
-        for label in ("promoted", "traced", "no_hint"):
+        for label in ("promoted", "traced", "no_hint", "rotate"):
             for mode in ("plain", "pdl_chain"):
                 go = gos[(label, mode)]
                 trace.zero_()

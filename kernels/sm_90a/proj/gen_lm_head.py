@@ -47,13 +47,16 @@ from gen_fp8_gemv import Emit, header  # noqa: E402
 from netra.contracts.proj import LM_HEAD, LmHead  # noqa: E402  (shapes and tiling, written once)
 
 
-def generate(g: LmHead = LM_HEAD, trace: bool = False, l2_hint: bool = True) -> str:
+def generate(g: LmHead = LM_HEAD, trace: bool = False, l2_hint: bool = True, rotate: bool = False) -> str:
     """The PTX. ``trace`` (a diagnostic, experiments/proj/lm_head/trace.py): one more parameter, ``trace``, where
     thread 0 of CTA c stores u64 [c][8]: %globaltimer at entry, at its first strip's data, after its last strip,
-    before ret, then %smid and its strips. ``l2_hint`` False: the weight copies without the evict-first policy."""
+    before ret, then %smid and its strips. ``l2_hint`` False: the weight copies without the evict-first policy.
+    ``rotate``: a strip's 16 row copies issued from row strip % 16 on (the CTAs' simultaneous copies then start at
+    different 4 KB offsets of their strips, not all at the same one)."""
     V, K, NS, ROWB, WARPS, NT = g.V, g.K, g.stages, g.rowb, g.warps, g.ntiles
     hint = ".L2::cache_hint" if l2_hint else ""
     _HINT[0] = (hint, ", %pol" if l2_hint else "")
+    _ROTATE[0] = rotate
     S = V // 16
     assert K == 128 * WARPS and NS == 3, "each warp one 128-k block; the body rotates three stages"
     e = Emit()
@@ -78,6 +81,9 @@ def generate(g: LmHead = LM_HEAD, trace: bool = False, l2_hint: bool = True) -> 
     e("  .reg .f32 %c<16>, %acc, %f0;")
     e("  .reg .b16 %hb;")
     e("  .reg .b64 %px, %pw, %plog, %ptok, %pws, %pd, %pa, %pol, %best, %cand, %q64;")
+    if rotate:
+        e("  .reg .b32 %rr, %rd;")
+        e("  .reg .b64 %rs;")
     for r, n in (("%px", "x"), ("%pw", "w"), ("%plog", "logits"), ("%ptok", "tokens"), ("%pws", "ws")):
         e(f"  ld.param.u64 {r}, [{n}];")
         e(f"  cvta.to.global.u64 {r}, {r};")
@@ -237,6 +243,7 @@ def generate(g: LmHead = LM_HEAD, trace: bool = False, l2_hint: bool = True) -> 
 
 
 _TRACE = [False]  # the build being generated traces (generate's trace)
+_ROTATE = [False]  # the build being generated rotates its row copies (generate's rotate)
 _HINT = [(".L2::cache_hint", ", %pol")]  # the weight copies' L2 policy in the build being generated
 
 
@@ -253,6 +260,16 @@ def _issue(e: Emit, g: LmHead, stage: int, strip: str) -> None:
     e(f"  mul.wide.u32 %pd, {strip}, {16 * 2 * g.K};")
     e("  add.u64 %pa, %pw, %pd;")
     e(f"  add.u32 %t1, %s, {g.bar_off + 8 * stage};")
+    if _ROTATE[0]:
+        for j in range(16):
+            e(f"  add.u32 %rr, {strip}, {j};")
+            e("  and.b32 %rr, %rr, 15;  // row (strip + j) % 16")
+            e(f"  mad.lo.u32 %rd, %rr, {g.rowb}, %s;")
+            e(f"  mul.wide.u32 %rs, %rr, {2 * g.K};")
+            e("  add.u64 %rs, %pa, %rs;")
+            e(f"  @%p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes{_HINT[0][0]} "
+              f"[%rd+{stage * 16 * g.rowb}], [%rs], {2 * g.K}, [%t1]{_HINT[0][1]};")
+        return
     for r in range(16):
         e(f"  @%p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes{_HINT[0][0]} "
           f"[%s+{stage * 16 * g.rowb + r * g.rowb}], [%pa+{r * 2 * g.K}], {2 * g.K}, [%t1]{_HINT[0][1]};")
