@@ -98,6 +98,52 @@ def prepare(pre: str, tb, c, fn) -> None:
     torch.cuda.empty_cache()
 
 
+def bench_traced(tb, c, traced_c, promoted, traced_fn, ms) -> dict:
+    """bench_case's own timing of the traced build (a test bed whose outputs include ``trace``), after one discarded
+    bench_case of the promoted kernel (as netra bench): the stamps of each graph's last replay, analysed."""
+    empty = rt_launch.raw_launcher(loader.load("empty_kernel", 0))
+    reader = rt_launch.raw_launcher(loader.load("read_floor", 0))
+    tb2 = dataclasses.replace(tb, contract=traced_c)
+    seen, analysed = [], []
+    real_graph_time = bench.graph_time
+
+    def recording(go):
+        def launch(*a):
+            if a[-1] not in seen:
+                seen.append(a[-1])
+            return go(*a)
+        return launch
+
+    def graph_time(launch_i, copies, replays=bench.REPLAYS):
+        seen.clear()
+        for t in seen:
+            t.zero_()
+        r = real_graph_time(launch_i, copies, replays)
+        if seen:
+            analysed.append(analyse(torch.stack(seen).cpu(), max(1, copies // 4)))
+        return r
+
+    out = {}
+    bench.graph_time = graph_time
+    try:
+        plain = rt_launch.make_guard_and_launch(c, function_handle=promoted, device=0)
+        bench.bench_case(tb, {"M": 1}, plain, (empty, reader), peers=False, log=lambda *_: None)
+        for M in ms:
+            for rep in range(2):
+                go = recording(rt_launch.make_guard_and_launch(traced_c, function_handle=traced_fn, device=0))
+                go_pdl = recording(rt_launch.make_guard_and_launch(traced_c, function_handle=traced_fn, device=0,
+                                                                   launch=rt_launch.pdl_launcher()))
+                analysed.clear()
+                case = bench.bench_case(tb2, {"M": M}, go, (empty, reader), peers=False, log=print, go_pdl=go_pdl)
+                out[f"M={M} run {rep}"] = {"median_us": case["median_us"], "pdl_chain_us": case["pdl_chain_us"],
+                                           "trace_plain": analysed[0], "trace_pdl_chain": analysed[1]}
+                print("bench_traced", M, rep, round(case["median_us"], 2), round(case["pdl_chain_us"], 2),
+                      json.dumps(analysed[0]), flush=True)
+    finally:
+        bench.graph_time = real_graph_time
+    return out
+
+
 def main() -> None:
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
     ms = [int(v) for v in next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--m=")), "1+32").split("+")]
@@ -114,6 +160,8 @@ def main() -> None:
     prepare(pre, tb, c, promoted)
     res = {"method": bench.METHOD.format(R=bench.REPLAYS) + "; stamps: %globaltimer by thread 0 of every CTA, the last "
                      "replay", "cases": {}}
+    if "--bench-traced" in sys.argv:  # the traced build inside bench_case (its allocations), after a discarded case
+        res["bench_traced"] = bench_traced(tb, c, traced_c, promoted, fns["traced"], ms)
     if "--bench-cases" in sys.argv:
         empty = rt_launch.raw_launcher(loader.load("empty_kernel", 0))
         reader = rt_launch.raw_launcher(loader.load("read_floor", 0))
