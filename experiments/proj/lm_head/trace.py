@@ -109,15 +109,13 @@ def bench_traced(tb, c, traced_c, promoted, traced_fn, ms) -> dict:
 
     def recording(go):
         def launch(*a):
-            if a[-1] not in seen:
+            if not any(t is a[-1] for t in seen):
                 seen.append(a[-1])
             return go(*a)
         return launch
 
     def graph_time(launch_i, copies, replays=bench.REPLAYS):
         seen.clear()
-        for t in seen:
-            t.zero_()
         r = real_graph_time(launch_i, copies, replays)
         if seen:
             analysed.append(analyse(torch.stack(seen).cpu(), max(1, copies // 4)))
