@@ -43,7 +43,8 @@ HERE = Path(__file__).resolve().parent
 def builds() -> dict:
     g = paths.generator("proj", "gen_lm_head")
     assert g.generate() == paths.ptx_path("sm_90a", "proj", LM_HEAD.name).read_text(), "generator and committed PTX differ"
-    return {"traced": g.generate(trace=True), "no_hint": g.generate(l2_hint=False), "rotate": g.generate(rotate=True)}
+    return {"traced": g.generate(trace=True), "no_hint": g.generate(l2_hint=False), "rotate": g.generate(rotate=True),
+            "static": g.generate(static=True), "no_logits": g.generate(store_logits=False)}
 
 
 def analyse(tr: torch.Tensor, lo: int) -> dict:
@@ -164,7 +165,8 @@ def main() -> None:
         empty = rt_launch.raw_launcher(loader.load("empty_kernel", 0))
         reader = rt_launch.raw_launcher(loader.load("read_floor", 0))
         for M in ms:
-            for label, fn in (("promoted", promoted), ("rotate", fns["rotate"]), ("promoted_again", promoted)):
+            for label, fn in (("promoted", promoted), ("rotate", fns["rotate"]), ("static", fns["static"]),
+                              ("no_hint", fns["no_hint"]), ("no_logits", fns["no_logits"]), ("promoted_again", promoted)):
                 go = rt_launch.make_guard_and_launch(c, function_handle=fn, device=0)
                 go_pdl = rt_launch.make_guard_and_launch(c, function_handle=fn, device=0, launch=rt_launch.pdl_launcher())
                 case = bench.bench_case(tb, {"M": M}, go, (empty, reader), peers=False, log=print, go_pdl=go_pdl)

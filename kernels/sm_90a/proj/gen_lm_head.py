@@ -47,16 +47,21 @@ from gen_fp8_gemv import Emit, header  # noqa: E402
 from netra.contracts.proj import LM_HEAD, LmHead  # noqa: E402  (shapes and tiling, written once)
 
 
-def generate(g: LmHead = LM_HEAD, trace: bool = False, l2_hint: bool = True, rotate: bool = False) -> str:
+def generate(g: LmHead = LM_HEAD, trace: bool = False, l2_hint: bool = True, rotate: bool = False,
+             static: bool = False, store_logits: bool = True) -> str:
     """The PTX. ``trace`` (a diagnostic, experiments/proj/lm_head/trace.py): one more parameter, ``trace``, where
     thread 0 of CTA c stores u64 [c][8]: %globaltimer at entry, at its first strip's data, after its last strip,
     before ret, then %smid and its strips. ``l2_hint`` False: the weight copies without the evict-first policy.
     ``rotate``: a strip's 16 row copies issued from row strip % 16 on (the CTAs' simultaneous copies then start at
-    different 4 KB offsets of their strips, not all at the same one)."""
+    different 4 KB offsets of their strips, not all at the same one). ``static``: CTA c streams strips c, c + 132,
+    ... (v1's rule, no counter), with v2's stages. ``store_logits`` False (a diagnostic: logits never written):
+    what the logits' 2-byte stores cost."""
     V, K, NS, ROWB, WARPS, NT = g.V, g.K, g.stages, g.rowb, g.warps, g.ntiles
     hint = ".L2::cache_hint" if l2_hint else ""
     _HINT[0] = (hint, ", %pol" if l2_hint else "")
     _ROTATE[0] = rotate
+    _STATIC[0] = static
+    _STORE[0] = store_logits
     S = V // 16
     assert K == 128 * WARPS and NS == 3, "each warp one 128-k block; the body rotates three stages"
     e = Emit()
@@ -131,7 +136,8 @@ def generate(g: LmHead = LM_HEAD, trace: bool = False, l2_hint: bool = True, rot
     e("  griddepcontrol.wait;  // x is the previous grid's output; ws the previous launch's")
     e("  griddepcontrol.launch_dependents;")
     e("  setp.ne.u32 %p, %th, 0;")
-    e(f"  @!%p atom.global.add.u32 %nxt, [%pws+{8 * g.counter}], 1;  // thread 0: the next claim, used a strip later")
+    if not static:
+        e(f"  @!%p atom.global.add.u32 %nxt, [%pws+{8 * g.counter}], 1;  // thread 0: the next claim, used a strip later")
     e("  // 2. the warp's B fragments: token 8 nt + g, k = 128 warp + 16 i + 2 tig (+8); 0 for tokens >= M")
     e("  shl.b32 %t0, %warp, 7;")
     e("  mad.lo.u32 %t0, %tig, 2, %t0;")
@@ -244,6 +250,8 @@ def generate(g: LmHead = LM_HEAD, trace: bool = False, l2_hint: bool = True, rot
 
 _TRACE = [False]  # the build being generated traces (generate's trace)
 _ROTATE = [False]  # the build being generated rotates its row copies (generate's rotate)
+_STATIC = [False]  # the build being generated streams fixed strips (generate's static)
+_STORE = [True]  # the build being generated writes the logits (generate's store_logits)
 _HINT = [(".L2::cache_hint", ", %pol")]  # the weight copies' L2 policy in the build being generated
 
 
@@ -297,9 +305,13 @@ def _strip(e: Emit, g: LmHead, i: int) -> None:
     e("  bar.sync 0;  // every warp has read the stage; the last strip's sums are done")
     e("  setp.ne.u32 %p, %th, 0;")
     e(f"  @%p bra REFILLED{i};")
-    e(f"  mad.lo.u32 %t0, %nct, {g.stages}, %nxt;  // claims count from the strips after every CTA's first ones")
-    _issue(e, g, i, "%t0")
-    e(f"  @%p atom.global.add.u32 %nxt, [%pws+{8 * g.counter}], 1;  // the one after: its result is read a strip later")
+    if _STATIC[0]:
+        e(f"  mad.lo.u32 %t0, %nct, {g.stages}, %strip;")
+        _issue(e, g, i, "%t0")
+    else:
+        e(f"  mad.lo.u32 %t0, %nct, {g.stages}, %nxt;  // claims count from the strips after every CTA's first ones")
+        _issue(e, g, i, "%t0")
+        e(f"  @%p atom.global.add.u32 %nxt, [%pws+{8 * g.counter}], 1;  // the one after: its result is read a strip later")
     e(f"REFILLED{i}:")
     for nt in range(NT):
         for r in range(4):
@@ -315,7 +327,8 @@ def _strip(e: Emit, g: LmHead, i: int) -> None:
     e("  add.u32 %t0, %t0, %row;  // the logit's row of w")
     e("  mul.wide.u32 %pd, %t0, 2;")
     e("  add.u64 %pa, %plog, %pd;")
-    e("  st.global.b16 [%pa], %hb;")
+    if _STORE[0]:
+        e("  st.global.b16 [%pa], %hb;")
     e("  // key: the BF16's order-preserving u32 (-0 as +0, NaN the largest); candidate key << 32 | ~row")
     e("  cvt.f32.bf16 %f0, %hb;")
     e("  add.rn.f32 %f0, %f0, 0f00000000;")
