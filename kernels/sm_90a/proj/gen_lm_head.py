@@ -268,6 +268,10 @@ def _issue(e: Emit, g: LmHead, stage: int, strip: str) -> None:
     e(f"  mul.wide.u32 %pd, {strip}, {16 * 2 * g.K};")
     e("  add.u64 %pa, %pw, %pd;")
     e(f"  add.u32 %t1, %s, {g.bar_off + 8 * stage};")
+    if g.pad == 0:  # one_copy: the strip's 64 KB as one bulk copy, rows unpadded (ldmatrix's 8 rows then share banks)
+        e(f"  @%p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes{_HINT[0][0]} "
+          f"[%s+{stage * 16 * g.rowb}], [%pa], {16 * 2 * g.K}, [%t1]{_HINT[0][1]};")
+        return
     if _ROTATE[0]:
         for j in range(16):
             e(f"  add.u32 %rr, {strip}, {j};")

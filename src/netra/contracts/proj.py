@@ -1086,6 +1086,7 @@ class LmHead:
     ntiles: int = max(LM_TOKENS) // 8
     grid: int = SMS
     ticket: int = max(LM_TOKENS)  # ws[ticket]: the CTAs' arrival count; ws[0 .. M): each token's best
+    pad: int = 16  # bytes after each weight row in a stage (0: a candidate, one bulk copy per strip, gen_lm_head's one_copy)
 
     @property
     def counter(self) -> int:  # ws[counter]: strips claimed after every CTA's first ones
@@ -1097,7 +1098,7 @@ class LmHead:
 
     @property
     def rowb(self) -> int:  # a weight row in shared memory, padded so that ldmatrix's 8 rows hit 8 bank groups
-        return 2 * self.K + 16
+        return 2 * self.K + self.pad
 
     # dynamic shared memory: stages [stages][16][rowb] | partials [warps][ntiles][4][32] fp32 | mbarriers [stages] |
     # each stage's strip [stages] u32 | the last-CTA flag
