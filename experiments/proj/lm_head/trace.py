@@ -45,7 +45,7 @@ def builds() -> dict:
     assert g.generate() == paths.ptx_path("sm_90a", "proj", LM_HEAD.name).read_text(), "generator and committed PTX differ"
     return {"traced": g.generate(trace=True), "no_hint": g.generate(l2_hint=False), "rotate": g.generate(rotate=True),
             "static": g.generate(static=True), "no_logits": g.generate(store_logits=False),
-            "one_copy": g.generate(dataclasses.replace(LM_HEAD, pad=0))}
+            "one_copy": g.generate(dataclasses.replace(LM_HEAD, pad=0)), "gather": g.generate(gather=True)}
 
 
 def analyse(tr: torch.Tensor, lo: int) -> dict:
@@ -167,7 +167,7 @@ def main() -> None:
         reader = rt_launch.raw_launcher(loader.load("read_floor", 0))
         for M in ms:
             for label, fn in (("promoted", promoted), ("rotate", fns["rotate"]), ("static", fns["static"]),
-                              ("no_hint", fns["no_hint"]), ("no_logits", fns["no_logits"]), ("one_copy", fns["one_copy"]),
+                              ("no_hint", fns["no_hint"]), ("no_logits", fns["no_logits"]), ("gather", fns["gather"]),
                               ("promoted_again", promoted)):
                 go = rt_launch.make_guard_and_launch(c, function_handle=fn, device=0)
                 go_pdl = rt_launch.make_guard_and_launch(c, function_handle=fn, device=0, launch=rt_launch.pdl_launcher())
@@ -189,14 +189,14 @@ def main() -> None:
         gos = {}
         for label, (cc, fn) in {"promoted": (c, promoted), "traced": (traced_c, fns["traced"]),
                                 "no_hint": (c, fns["no_hint"]), "rotate": (c, fns["rotate"]),
-                                "one_copy": (c, fns["one_copy"])}.items():
+                                "gather": (c, fns["gather"])}.items():
             for mode in ("plain", "pdl_chain"):
                 gos[(label, mode)] = rt_launch.make_guard_and_launch(
                     cc, function_handle=fn, device=0, launch=rt_launch.pdl_launcher() if mode == "pdl_chain" else None)
         args = {lab: [tb.args({**a, **b}) + ([trace[k]] if lab == "traced" else []) for k, (a, b) in enumerate(zip(ins, outs))]
-                for lab in ("promoted", "traced", "no_hint", "rotate", "one_copy")}
+                for lab in ("promoted", "traced", "no_hint", "rotate", "gather")}
         ref = None
-        for label in ("promoted", "traced", "no_hint", "rotate", "one_copy"):  # every build's outputs bitwise the promoted's
+        for label in ("promoted", "traced", "no_hint", "rotate", "gather"):  # every build's outputs bitwise the promoted's
             for o in outs[0].values():
                 o.fill_(-1 if not o.dtype.is_floating_point else float("nan"))
             assert gos[(label, "plain")](*args[label][0]) is None
@@ -204,7 +204,7 @@ def main() -> None:
             got = {k: v.clone() for k, v in outs[0].items()}
             ref = got if ref is None else ref
             row[f"{label}_bitwise_equal_to_promoted"] = all(torch.equal(got[k], ref[k]) for k in ref)
-        for label in ("promoted", "traced", "no_hint", "rotate", "one_copy"):
+        for label in ("promoted", "traced", "no_hint", "rotate", "gather"):
             for mode in ("plain", "pdl_chain"):
                 go = gos[(label, mode)]
                 trace.zero_()

@@ -48,20 +48,22 @@ from netra.contracts.proj import LM_HEAD, LmHead  # noqa: E402  (shapes and tili
 
 
 def generate(g: LmHead = LM_HEAD, trace: bool = False, l2_hint: bool = True, rotate: bool = False,
-             static: bool = False, store_logits: bool = True) -> str:
+             static: bool = False, store_logits: bool = True, gather: bool = False) -> str:
     """The PTX. ``trace`` (a diagnostic, experiments/proj/lm_head/trace.py): one more parameter, ``trace``, where
     thread 0 of CTA c stores u64 [c][8]: %globaltimer at entry, at its first strip's data, after its last strip,
     before ret, then %smid and its strips. ``l2_hint`` False: the weight copies without the evict-first policy.
     ``rotate``: a strip's 16 row copies issued from row strip % 16 on (the CTAs' simultaneous copies then start at
     different 4 KB offsets of their strips, not all at the same one). ``static``: CTA c streams strips c, c + 132,
     ... (v1's rule, no counter), with v2's stages. ``store_logits`` False (a diagnostic: logits never written):
-    what the logits' 2-byte stores cost."""
+    what the logits' 2-byte stores cost. ``gather``: each token's 8 rows of a summing warp gathered by shfl.down
+    to one lane and stored as 16 bytes (full 32-byte sectors with the other row half's warp), not 8 two-byte stores."""
     V, K, NS, ROWB, WARPS, NT = g.V, g.K, g.stages, g.rowb, g.warps, g.ntiles
     hint = ".L2::cache_hint" if l2_hint else ""
     _HINT[0] = (hint, ", %pol" if l2_hint else "")
     _ROTATE[0] = rotate
     _STATIC[0] = static
     _STORE[0] = store_logits
+    _GATHER[0] = gather
     S = V // 16
     assert K == 128 * WARPS and NS == 3, "each warp one 128-k block; the body rotates three stages"
     e = Emit()
@@ -80,7 +82,7 @@ def generate(g: LmHead = LM_HEAD, trace: bool = False, l2_hint: bool = True, rot
     e(f".reqntid {32 * WARPS}")
     e(".maxnreg 128")
     e("{")
-    e("  .reg .pred %p, %pl, %pact, %pn<4>;")
+    e("  .reg .pred %p, %pl, %pact, %pwarp, %pn<4>;")
     e("  .reg .b32 %th, %warp, %lane, %g, %tig, %M, %s, %strip, %nct, %nxt, %ph, %sa, %sp, %sr, %tok, %row, %t<6>, %key;")
     e("  .reg .b32 %a<4>, %x<64>;")
     e("  .reg .f32 %c<16>, %acc, %f0;")
@@ -172,6 +174,8 @@ def generate(g: LmHead = LM_HEAD, trace: bool = False, l2_hint: bool = True, rot
     e("  add.u32 %tok, %tok, %t1;")
     e("  mad.lo.u32 %tok, %t0, 8, %tok;")
     e("  setp.lt.u32 %pact, %tok, %M;")
+    e("  shl.b32 %t4, %t0, 3;")
+    e("  setp.lt.u32 %pwarp, %t4, %M;  // the warp's n-tile holds a token")
     e("  shr.u32 %t2, %warp, 1;")
     e("  and.b32 %t2, %t2, 1;")
     e("  mad.lo.u32 %row, %t2, 8, %g;")
@@ -252,6 +256,7 @@ _TRACE = [False]  # the build being generated traces (generate's trace)
 _ROTATE = [False]  # the build being generated rotates its row copies (generate's rotate)
 _STATIC = [False]  # the build being generated streams fixed strips (generate's static)
 _STORE = [True]  # the build being generated writes the logits (generate's store_logits)
+_GATHER = [False]  # the build being generated gathers each token's rows into one store (generate's gather)
 _HINT = [(".L2::cache_hint", ", %pol")]  # the weight copies' L2 policy in the build being generated
 
 
@@ -321,7 +326,10 @@ def _strip(e: Emit, g: LmHead, i: int) -> None:
         for r in range(4):
             e(f"  @%pn{nt} st.shared.f32 [%sp+{nt * 512 + r * 128}], %c{4 * nt + r};")
     e("  bar.sync 0;  // every partial is written")
-    e(f"  @!%pact bra SUMMED{i};")
+    if _GATHER[0]:
+        e(f"  @!%pwarp bra SUMMED{i};  // this warp's n-tile holds no token (warp-uniform); its lanes all sum")
+    else:
+        e(f"  @!%pact bra SUMMED{i};")
     e("  ld.shared.f32 %acc, [%sr];")
     for w in range(1, g.warps):
         e(f"  ld.shared.f32 %f0, [%sr+{w * NT * 512}];")
@@ -331,7 +339,18 @@ def _strip(e: Emit, g: LmHead, i: int) -> None:
     e("  add.u32 %t0, %t0, %row;  // the logit's row of w")
     e("  mul.wide.u32 %pd, %t0, 2;")
     e("  add.u64 %pa, %plog, %pd;")
-    if _STORE[0]:
+    if _STORE[0] and _GATHER[0]:
+        e("  // the token's 8 rows gathered to lane g = 0 (rows g + 1, + 2, + 4 are lanes + 4, + 8, + 16): one 16-byte store")
+        e("  cvt.u32.u16 %t1, %hb;")
+        e("  shfl.sync.down.b32 %t2, %t1, 4, 31, -1;")
+        e("  shl.b32 %t2, %t2, 16;")
+        e("  or.b32 %t1, %t1, %t2;")
+        e("  shfl.sync.down.b32 %t2, %t1, 8, 31, -1;")
+        e("  shfl.sync.down.b32 %t3, %t1, 16, 31, -1;")
+        e("  shfl.sync.down.b32 %t4, %t2, 16, 31, -1;")
+        e("  setp.eq.and.u32 %p, %g, 0, %pact;")
+        e("  @%p st.global.v4.b32 [%pa], {%t1, %t2, %t3, %t4};")
+    elif _STORE[0]:
         e("  st.global.b16 [%pa], %hb;")
     e("  // key: the BF16's order-preserving u32 (-0 as +0, NaN the largest); candidate key << 32 | ~row")
     e("  cvt.f32.bf16 %f0, %hb;")
@@ -344,7 +363,7 @@ def _strip(e: Emit, g: LmHead, i: int) -> None:
     e("  selp.b32 %key, -1, %key, %p;")
     e("  not.b32 %t0, %t0;")
     e("  mov.b64 %cand, {%t0, %key};")
-    e("  max.u64 %best, %best, %cand;")
+    e(f"  {'@%pact ' if _GATHER[0] else ''}max.u64 %best, %best, %cand;")
     e(f"SUMMED{i}:")
 
 
