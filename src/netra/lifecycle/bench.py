@@ -233,6 +233,8 @@ def host_dispatch(name: str, calls: int = 4000, batches: int = 5) -> dict:
     small = lambda: t.add_(1.0)  # noqa: E731
     # a kernel that runs longer than its launch takes on the host fills the launch queue, and the host then waits
     # for the GPU (the LM head at 4000 calls measured its own GPU time): such ops are timed over QUEUE_CALLS calls
+    call()  # binds the kernel (host work the events below must not see)
+    torch.cuda.synchronize()
     e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     e0.record()
     for _ in range(20):
