@@ -13,8 +13,9 @@ Design (v2; v1 at 08b667a and why it was replaced: experiments/proj/lm_head/READ
   its own mbarrier. CTA c's first strips are c, c + 132, c + 264, requested before griddepcontrol.wait
   (weights never change while kernels run); every later one is claimed from a counter in ws (one
   atom.add, issued a strip ahead of its use), so a CTA on a slower SM streams fewer strips and the
-  grid ends together (v1's fixed strips left a 40 us tail). Thread 0 writes each stage's strip to
-  shared memory; 15520 or more there means none, and the CTA stops.
+  grid ends together (one launch: 102-162 strips per CTA; fixed strips, the `static` candidate, were
+  4-6 us slower). Thread 0 writes each stage's strip to shared memory; 15520 or more there means none,
+  and the CTA stops.
 - Warp w owns k 128 w .. 128 w + 127. After the wait it loads its B fragments of x once (BF16 is the
   mma's own type: no scale, no conversion; tokens >= M are 0), 16 registers per 8-token n-tile, up to
   4 n-tiles; n-tiles without a token are skipped (a warp-uniform predicate).
@@ -56,7 +57,8 @@ def generate(g: LmHead = LM_HEAD, trace: bool = False, l2_hint: bool = True, rot
     different 4 KB offsets of their strips, not all at the same one). ``static``: CTA c streams strips c, c + 132,
     ... (v1's rule, no counter), with v2's stages. ``store_logits`` False (a diagnostic: logits never written):
     what the logits' 2-byte stores cost. ``gather``: each token's 8 rows of a summing warp gathered by shfl.down
-    to one lane and stored as 16 bytes (full 32-byte sectors with the other row half's warp), not 8 two-byte stores."""
+    to one lane and stored as 16 bytes (full 32-byte sectors with the other row half's warp), not 8 two-byte stores.
+    ``g`` with ``pad`` 0 (the one_copy candidate): a strip as one 64 KB bulk copy into unpadded rows."""
     V, K, NS, ROWB, WARPS, NT = g.V, g.K, g.stages, g.rowb, g.warps, g.ntiles
     hint = ".L2::cache_hint" if l2_hint else ""
     _HINT[0] = (hint, ", %pol" if l2_hint else "")
