@@ -39,6 +39,7 @@ Design (v2; v1 at 08b667a and why it was replaced: experiments/proj/lm_head/READ
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -60,12 +61,7 @@ def generate(g: LmHead = LM_HEAD, trace: bool = False, l2_hint: bool = True, rot
     to one lane and stored as 16 bytes (full 32-byte sectors with the other row half's warp), not 8 two-byte stores.
     ``g`` with ``pad`` 0 (the one_copy candidate): a strip as one 64 KB bulk copy into unpadded rows."""
     V, K, NS, ROWB, WARPS, NT = g.V, g.K, g.stages, g.rowb, g.warps, g.ntiles
-    hint = ".L2::cache_hint" if l2_hint else ""
-    _HINT[0] = (hint, ", %pol" if l2_hint else "")
-    _ROTATE[0] = rotate
-    _STATIC[0] = static
-    _STORE[0] = store_logits
-    _GATHER[0] = gather
+    b = Build(trace, l2_hint, rotate, static, store_logits, gather)
     S = V // 16
     assert K == 128 * WARPS and NS == 3, "each warp one 128-k block; the body rotates three stages"
     e = Emit()
@@ -119,7 +115,6 @@ def generate(g: LmHead = LM_HEAD, trace: bool = False, l2_hint: bool = True, rot
         e("  mov.u32 %t0, %smid;")
         e("  cvt.u64.u32 %trc, %t0;")
         e("  @%ptr st.global.u64 [%trp+32], %trc;")
-    _TRACE[0] = trace
     for nt in range(NT):
         e(f"  setp.gt.u32 %pn{nt}, %M, {8 * nt};  // n-tile {nt} holds a token")
     e(f"  // 1. thread 0: the stages' mbarriers and the CTA's first {NS} strips, before the wait")
@@ -134,7 +129,7 @@ def generate(g: LmHead = LM_HEAD, trace: bool = False, l2_hint: bool = True, rot
     for i in range(NS):
         if i:
             e("  add.u32 %t0, %t0, %nct;")
-        _issue(e, g, i, "%t0")
+        _issue(e, g, b, i, "%t0")
     e("ISSUED:")
     e("  bar.sync 0;")
     e("  griddepcontrol.wait;  // x is the previous grid's output; ws the previous launch's")
@@ -197,7 +192,7 @@ def generate(g: LmHead = LM_HEAD, trace: bool = False, l2_hint: bool = True, rot
         e(f"  ld.shared.u32 %strip, [%s+{g.slot_off + 4 * i}];")
         e(f"  setp.ge.u32 %p, %strip, {S};")
         e("  @%p bra END;")
-        _strip(e, g, i)
+        _strip(e, g, b, i)
     e("  xor.b32 %ph, %ph, 1;")
     e("  bra LOOP;")
     e("END:")
@@ -255,12 +250,20 @@ def generate(g: LmHead = LM_HEAD, trace: bool = False, l2_hint: bool = True, rot
     return e.text()
 
 
-_TRACE = [False]  # the build being generated traces (generate's trace)
-_ROTATE = [False]  # the build being generated rotates its row copies (generate's rotate)
-_STATIC = [False]  # the build being generated streams fixed strips (generate's static)
-_STORE = [True]  # the build being generated writes the logits (generate's store_logits)
-_GATHER = [False]  # the build being generated gathers each token's rows into one store (generate's gather)
-_HINT = [(".L2::cache_hint", ", %pol")]  # the weight copies' L2 policy in the build being generated
+@dataclass(frozen=True)
+class Build:
+    """generate's options, for the helpers that emit the copies and the strip."""
+
+    trace: bool
+    l2_hint: bool
+    rotate: bool
+    static: bool
+    store_logits: bool
+    gather: bool
+
+    @property
+    def copy(self) -> tuple[str, str]:  # the bulk copy's L2 qualifier and its policy operand
+        return (".L2::cache_hint", ", %pol") if self.l2_hint else ("", "")
 
 
 def _stamp(e: Emit, slot: int) -> None:
@@ -268,7 +271,7 @@ def _stamp(e: Emit, slot: int) -> None:
     e(f"  @%ptr st.global.u64 [%trp+{8 * slot}], %trc;")
 
 
-def _issue(e: Emit, g: LmHead, stage: int, strip: str) -> None:
+def _issue(e: Emit, g: LmHead, b: Build, stage: int, strip: str) -> None:
     """Thread 0: strip ``strip``'s 16 rows into ``stage`` when it exists; the stage's slot = ``strip``."""
     e(f"  st.shared.u32 [%s+{g.slot_off + 4 * stage}], {strip};")
     e(f"  setp.lt.u32 %p, {strip}, {g.V // 16};")
@@ -277,31 +280,31 @@ def _issue(e: Emit, g: LmHead, stage: int, strip: str) -> None:
     e("  add.u64 %pa, %pw, %pd;")
     e(f"  add.u32 %t1, %s, {g.bar_off + 8 * stage};")
     if g.pad == 0:  # one_copy: the strip's 64 KB as one bulk copy, rows unpadded (ldmatrix's 8 rows then share banks)
-        e(f"  @%p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes{_HINT[0][0]} "
-          f"[%s+{stage * 16 * g.rowb}], [%pa], {16 * 2 * g.K}, [%t1]{_HINT[0][1]};")
+        e(f"  @%p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes{b.copy[0]} "
+          f"[%s+{stage * 16 * g.rowb}], [%pa], {16 * 2 * g.K}, [%t1]{b.copy[1]};")
         return
-    if _ROTATE[0]:
+    if b.rotate:
         for j in range(16):
             e(f"  add.u32 %rr, {strip}, {j};")
             e("  and.b32 %rr, %rr, 15;  // row (strip + j) % 16")
             e(f"  mad.lo.u32 %rd, %rr, {g.rowb}, %s;")
             e(f"  mul.wide.u32 %rs, %rr, {2 * g.K};")
             e("  add.u64 %rs, %pa, %rs;")
-            e(f"  @%p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes{_HINT[0][0]} "
-              f"[%rd+{stage * 16 * g.rowb}], [%rs], {2 * g.K}, [%t1]{_HINT[0][1]};")
+            e(f"  @%p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes{b.copy[0]} "
+              f"[%rd+{stage * 16 * g.rowb}], [%rs], {2 * g.K}, [%t1]{b.copy[1]};")
         return
     for r in range(16):
-        e(f"  @%p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes{_HINT[0][0]} "
-          f"[%s+{stage * 16 * g.rowb + r * g.rowb}], [%pa+{r * 2 * g.K}], {2 * g.K}, [%t1]{_HINT[0][1]};")
+        e(f"  @%p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes{b.copy[0]} "
+          f"[%s+{stage * 16 * g.rowb + r * g.rowb}], [%pa+{r * 2 * g.K}], {2 * g.K}, [%t1]{b.copy[1]};")
 
 
-def _strip(e: Emit, g: LmHead, i: int) -> None:
+def _strip(e: Emit, g: LmHead, b: Build, i: int) -> None:
     """One strip (%strip, the caller checked it exists) from stage ``i``."""
     NT = g.ntiles
     e(f"WAIT{i}:")
     e(f"  mbarrier.try_wait.parity.shared::cta.b64 %p, [%s+{g.bar_off + 8 * i}], %ph;")
     e(f"  @!%p bra WAIT{i};")
-    if _TRACE[0]:
+    if b.trace:
         e("  setp.eq.and.u32 %p, %trn, 0, %ptr;")
         e("  mov.u64 %trc, %globaltimer;")
         e("  @%p st.global.u64 [%trp+8], %trc;")
@@ -317,19 +320,19 @@ def _strip(e: Emit, g: LmHead, i: int) -> None:
     e("  bar.sync 0;  // every warp has read the stage; the last strip's sums are done")
     e("  setp.ne.u32 %p, %th, 0;")
     e(f"  @%p bra REFILLED{i};")
-    if _STATIC[0]:
+    if b.static:
         e(f"  mad.lo.u32 %t0, %nct, {g.stages}, %strip;")
-        _issue(e, g, i, "%t0")
+        _issue(e, g, b, i, "%t0")
     else:
         e(f"  mad.lo.u32 %t0, %nct, {g.stages}, %nxt;  // claims count from the strips after every CTA's first ones")
-        _issue(e, g, i, "%t0")
+        _issue(e, g, b, i, "%t0")
         e(f"  @%p atom.global.add.u32 %nxt, [%pws+{8 * g.counter}], 1;  // the one after: its result is read a strip later")
     e(f"REFILLED{i}:")
     for nt in range(NT):
         for r in range(4):
             e(f"  @%pn{nt} st.shared.f32 [%sp+{nt * 512 + r * 128}], %c{4 * nt + r};")
     e("  bar.sync 0;  // every partial is written")
-    if _GATHER[0]:
+    if b.gather:
         e(f"  @!%pwarp bra SUMMED{i};  // this warp's n-tile holds no token (warp-uniform); its lanes all sum")
     else:
         e(f"  @!%pact bra SUMMED{i};")
@@ -342,7 +345,7 @@ def _strip(e: Emit, g: LmHead, i: int) -> None:
     e("  add.u32 %t0, %t0, %row;  // the logit's row of w")
     e("  mul.wide.u32 %pd, %t0, 2;")
     e("  add.u64 %pa, %plog, %pd;")
-    if _STORE[0] and _GATHER[0]:
+    if b.store_logits and b.gather:
         e("  // the token's 8 rows gathered to lane g = 0 (rows g + 1, + 2, + 4 are lanes + 4, + 8, + 16): one 16-byte store")
         e("  cvt.u32.u16 %t1, %hb;")
         e("  shfl.sync.down.b32 %t2, %t1, 4, 31, -1;")
@@ -353,7 +356,7 @@ def _strip(e: Emit, g: LmHead, i: int) -> None:
         e("  shfl.sync.down.b32 %t4, %t2, 16, 31, -1;")
         e("  setp.eq.and.u32 %p, %g, 0, %pact;")
         e("  @%p st.global.v4.b32 [%pa], {%t1, %t2, %t3, %t4};")
-    elif _STORE[0]:
+    elif b.store_logits:
         e("  st.global.b16 [%pa], %hb;")
     e("  // key: the BF16's order-preserving u32 (-0 as +0, NaN the largest); candidate key << 32 | ~row")
     e("  cvt.f32.bf16 %f0, %hb;")
@@ -366,7 +369,7 @@ def _strip(e: Emit, g: LmHead, i: int) -> None:
     e("  selp.b32 %key, -1, %key, %p;")
     e("  not.b32 %t0, %t0;")
     e("  mov.b64 %cand, {%t0, %key};")
-    e(f"  {'@%pact ' if _GATHER[0] else ''}max.u64 %best, %best, %cand;")
+    e(f"  {'@%pact ' if b.gather else ''}max.u64 %best, %best, %cand;")
     e(f"SUMMED{i}:")
 
 
