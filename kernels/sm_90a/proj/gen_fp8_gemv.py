@@ -1081,12 +1081,17 @@ def store_out(e: Emit, res: bool, base: str = "%po") -> None:
     if res:
         e("  add.u64 %pc, %pmo, %pt64;")
         e("  st.global.b16 [%pc], %q0;")
-        e("  ld.global.b16 %q1, [%pb];  // h: read and written by this thread only")
-        e("  cvt.f32.bf16 %f1, %q1;")
-        e("  cvt.f32.bf16 %f0, %q0;")
-        e("  add.rn.f32 %f0, %f1, %f0;")
-        e("  cvt.rn.bf16.f32 %q0, %f0;")
+        residual_add(e)
     e("  st.global.b16 [%pb], %q0;")
+
+
+def residual_add(e: Emit) -> None:
+    """%q0 = bf16(h + %q0) with h the BF16 at [%pb] (fp32 add: the model's two BF16 ops); the caller stores it back."""
+    e("  ld.global.b16 %q1, [%pb];  // h: read and written by this thread only")
+    e("  cvt.f32.bf16 %f1, %q1;")
+    e("  cvt.f32.bf16 %f0, %q0;")
+    e("  add.rn.f32 %f0, %f1, %f0;")
+    e("  cvt.rn.bf16.f32 %q0, %f0;")
 
 
 def bfly_sum(e: Emit, reg: str, tmp: str) -> None:

@@ -42,7 +42,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "src"))
 sys.path.insert(0, str(HERE))
 from gen_fp8_gemv import (Emit, act_scale_convert, act_word, bitmap_set, distinct_list, header,  # noqa: E402
-                          moedown_order_sum, scan_up, sigmoid_bf16, silu_mul_word)
+                          moedown_order_sum, residual_add, scan_up, sigmoid_bf16, silu_mul_word)
 from netra.contracts.proj import (MOE_ACT, MOE_ACT_NAME, MOE_ACT_WARPS, MOE_DOWN_GRP, MOE_DOWN_GRP_CONTRACT,  # noqa: E402
                                   NUM_EXPERTS, TOP_K, MoeDownGrp)
 
@@ -434,11 +434,7 @@ def down(g: MoeDownGrp = MOE_DOWN_GRP) -> str:
     e("  add.u64 %pb, %pout, %pt64;")
     e("  st.global.b16 [%pb], %q0;")
     e("  add.u64 %pb, %ph, %pt64;")
-    e("  ld.global.b16 %q1, [%pb];  // h: read and written by this thread only")
-    e("  cvt.f32.bf16 %f1, %q1;")
-    e("  cvt.f32.bf16 %f0, %q0;")
-    e("  add.rn.f32 %f0, %f1, %f0;")
-    e("  cvt.rn.bf16.f32 %q0, %f0;")
+    residual_add(e)
     e("  st.global.b16 [%pb], %q0;")
     e("END:")
     e("  ret;")
