@@ -68,6 +68,27 @@ def test_timing_record_covers_every_contract_shape(c):
         # every launch cold, and over at least bench.MIN_COPIES copies, so that one or two placements in
         # memory do not decide the time (experiments/proj/experts_bench_alloc*.json)
         assert case["copies"] == bench.copies_for(case["bytes"]), (c.name, case["shape"], case["copies"])
+        # timed after the driver had cleared what the previous case freed (bench.SCRUB_BYTES_PER_S)
+        assert case.get("scrub_wait_s", -1) >= 0, (c.name, case["shape"], "timed before bench.settle existed")
+
+
+def test_bench_waits_for_the_scrub_of_what_it_freed(monkeypatch):
+    """bench.release notes the bytes empty_cache gave back; bench.settle then waits freed / SCRUB_BYTES_PER_S
+    from the free, once; nothing freed, no wait."""
+    import torch
+
+    reserved, slept, now = [40e9], [], [100.0]
+    monkeypatch.setattr(bench, "_scrub_done_at", 0.0)
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda: int(reserved[0]))
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: reserved.__setitem__(0, 10e9))
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(bench.time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(bench.time, "sleep", lambda s: (slept.append(s), now.__setitem__(0, now[0] + s)))
+    assert bench.release() == 30e9
+    now[0] += 0.02  # the next case's allocations and capture overlap the wait
+    assert bench.settle() == pytest.approx(30e9 / bench.SCRUB_BYTES_PER_S - 0.02)
+    assert slept == [pytest.approx(30e9 / bench.SCRUB_BYTES_PER_S - 0.02)]
+    assert bench.settle() == 0.0 and bench.release() == 0 and bench.settle() == 0.0 and len(slept) == 1
 
 
 def test_report_is_rendered_from_the_records():

@@ -28,7 +28,7 @@ import torch
 from .. import contracts
 from .. import ops as nops
 from .. import paths
-from ..lifecycle import records
+from ..lifecycle import bench, records
 from ..model import checkpoint as ck
 from ..model.config import QWEN36_35B_A3B, TextConfig
 from ..model.packed import pack
@@ -82,7 +82,7 @@ def _time_replays(runner: DecodeRunner, steps: int) -> float:
                            generator=torch.Generator(device=runner.device).manual_seed(0))
     for _ in range(3):
         runner.step(tokens)
-    torch.cuda.synchronize()
+    bench.settle()  # after the driver has cleared what earlier engines freed (bench.SCRUB_BYTES_PER_S)
     times = []
     for _ in range(steps):
         e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -113,7 +113,7 @@ def _transformers_speed(model, vocab: int, steps: int, device) -> float:
 
 def _free(device):
     if torch.device(device).type == "cuda":
-        torch.cuda.empty_cache()
+        bench.release()
 
 
 def token_gates(ckpt: ck.Checkpoint, prompts, free_prompt, free_steps: int, device, log, speed=None):
@@ -256,7 +256,7 @@ def run(checkpoint: str | None = None, layers: int | None = None, batches=(1, 8,
                                     f"CUDA-graph replay of one decode step, CUDA events, median of {steps} steps"))
             log(f"{engine} batch {b}: {ms:.2f} ms per step, {b * 1000 / ms:.1f} tokens/s")
             del runner
-            torch.cuda.empty_cache()
+            bench.release()
     nops.set_framework("all", False)
     pdl_check = None
     if pdl and is_cuda and batches:
@@ -276,7 +276,7 @@ def run(checkpoint: str | None = None, layers: int | None = None, batches=(1, 8,
             r["op_breakdown"] = {"method": "torch.profiler device time over 4 eager steps, after all timing",
                                  "rows": op_breakdown(runner)}
             del runner
-            torch.cuda.empty_cache()
+            bench.release()
     nops.set_framework("all", False)
 
     manifest_kernels = {}
@@ -369,7 +369,7 @@ def _pdl_engine(packed, b: int, context: int, cfg, steps: int, device, log) -> t
         return None, check
     finally:
         try:
-            torch.cuda.empty_cache()
+            bench.release()
         except Exception:  # a CUDA error above must not cost the record of everything else
             pass
 

@@ -32,9 +32,38 @@ MIN_COPIES = 16
 READ_ROOFLINE = 4.33e12  # bytes/s, measured HBM read bandwidth of the H200 (design/h200.md)
 REPLAYS = 7
 PEER_REPLAYS = 4  # peers are 10x slower per launch; fewer replays keep the run inside a device call
+# The driver clears the device memory a process frees (its scrubber, on a copy engine, after cudaFree has returned),
+# at ~400 GB/s, and reads running meanwhile lose ~13% of their bandwidth: a 64 MB read graph took 20.3 us per launch
+# for 80 ms after freeing 32 GB, 17.8 after (experiments/runtime/scrub_state_5d017df.json). bench_case frees its copies
+# and the read floor's buffer at its end; timed at once, the next case's first graph ran inside that window (the LM
+# head plainly at 270 us right after a case, 237 after a sleep or on reused segments). So each case waits, before its
+# first timing, until what was freed before it is cleared: freed bytes / SCRUB_BYTES_PER_S after the free.
+SCRUB_BYTES_PER_S = 300e9  # measured ~400 GB/s (16 GB in ~40 ms, 32 GB in ~80 ms); 300 leaves a margin
+_scrub_done_at = 0.0  # time.perf_counter() by which the memory released so far is cleared
 METHOD = ("CUDA-graph replay, CUDA events; each replay = C launches over C copies of inputs "
           f"and outputs (> 4x the 60 MiB L2 and at least {MIN_COPIES}, every launch cold); median of {{R}} replays / C "
-          "(peers other than the floors: median of 4 replays)")
+          "(peers other than the floors: median of 4 replays); each case timed after the driver has cleared the memory "
+          "freed before it (freed bytes / 300 GB/s)")
+
+
+def release() -> int:
+    """torch.cuda.empty_cache(), noting when the driver will have cleared what it gave back; returns those bytes."""
+    global _scrub_done_at
+    before = torch.cuda.memory_reserved()
+    torch.cuda.empty_cache()
+    freed = max(0, before - torch.cuda.memory_reserved())
+    if freed:
+        _scrub_done_at = max(_scrub_done_at, time.perf_counter()) + freed / SCRUB_BYTES_PER_S
+    return freed
+
+
+def settle() -> float:
+    """Wait until the memory released so far is cleared (see SCRUB_BYTES_PER_S); returns the seconds waited."""
+    torch.cuda.synchronize()
+    wait = _scrub_done_at - time.perf_counter()
+    if wait > 0:
+        time.sleep(wait)
+    return max(0.0, wait)
 
 
 def copies_for(nbytes: int) -> int:
@@ -97,6 +126,7 @@ def bench_case(tb: testbeds.Testbed, dims: dict, go, floors, peers: bool = True,
         if reason is not None:
             raise AssertionError(f"{c.name}: guard refused {dims}: {reason}")
 
+    waited = settle()
     t_netra, samples = graph_time(netra, copies)
     t_pdl = None
     if go_pdl is not None:  # the same kernel, every launch with programmatic serialization: a chain
@@ -120,7 +150,7 @@ def bench_case(tb: testbeds.Testbed, dims: dict, go, floors, peers: bool = True,
                 peer_times[pname] = None
                 log(f"    peer {pname} failed at {dims}: {type(e).__name__}: {str(e)[:200]}")
     del ins, outs, bufs, args, src
-    torch.cuda.empty_cache()
+    release()
     real_peers = {k: v for k, v in peer_times.items() if k not in ("empty_kernel", "read_floor") and v}
     case = {
         "shape": dict(dims),
@@ -132,6 +162,7 @@ def bench_case(tb: testbeds.Testbed, dims: dict, go, floors, peers: bool = True,
         "bytes_written": nwrite,
         "roofline_fraction": (nread + nwrite) / READ_ROOFLINE / (t_netra * 1e-6),
         "copies": copies,
+        "scrub_wait_s": round(waited, 4),
         "peers": peer_times,
         "read_floor_ratio": t_netra / t_read,
         "fastest_peer": min(real_peers, key=real_peers.get) if real_peers else None,
