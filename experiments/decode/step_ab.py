@@ -263,6 +263,7 @@ def time_step(packed, B: int, context: int, tokens, ref, row: dict, steps: int =
     import netra.ops as nops
     from netra.decode import main as dm
     from netra.decode import runner as rmod
+    from netra.lifecycle import bench
 
     for pdl in (False, True):
         if before is not None:
@@ -275,7 +276,7 @@ def time_step(packed, B: int, context: int, tokens, ref, row: dict, steps: int =
         row["pdl_ms" if pdl else "plain_ms"] = dm._time_replays(runner, steps)
         del runner
         nops.set_pdl(False)
-        torch.cuda.empty_cache()
+        bench.release()  # the next runner's timing waits for its scrub (netra.lifecycle.bench.settle, after d3acdef)
     return ref
 
 
