@@ -162,13 +162,17 @@ def test_bench_set():
 
 
 @pytest.mark.parametrize("name", [c.name for c in NORM])
-def test_norm_contracts_accept_exactly_m_1_to_16(name):
+def test_norm_contracts_accept_exactly_their_rows(name):
+    """M = 1..16, and up to 32 for the two the decode runner calls at every batch (one CTA per row); their records
+    time every M to 16, then 17, 24 and 32."""
     c = contracts.get(name)
+    top = 32 if name in ("rmsnorm_h2048", "qk_rmsnorm_d256") else 16
     assert list(c.dims) == ["M"]
-    assert sorted(c.dims["M"]) == list(range(1, 17))
-    assert 0 not in c.dims["M"] and 17 not in c.dims["M"]
-    assert [case["M"] for case in c.cases()] == list(range(1, 17))
-    assert c.describe_dims().startswith("M in 1..16")
+    assert sorted(c.dims["M"]) == list(range(1, top + 1))
+    assert 0 not in c.dims["M"] and top + 1 not in c.dims["M"]
+    assert [case["M"] for case in c.cases()] == list(range(1, 17)) + ([17, 24, 32] if top == 32 else [])
+    assert c.describe_dims().startswith(f"M in 1..{top}")
+    assert c.grid[0] == "M", "one CTA (row) per token: the row count is the contract's alone"
     assert all(t.dtype == "bf16" for t in c.tensors)
     assert [p.name for p in c.caller_scalars] == ["eps"]
 
@@ -219,6 +223,6 @@ def test_describe_dims_is_short():
     """A stepped range is described by its ends and step, not listed (it was 2 MB once)."""
     assert contracts.get("smoke_copy").describe_dims() == "N in 4..1048576 step 4"
     assert contracts.get("qk_rmsnorm_d256").describe_dims() == (
-        "M in 1..16, q_row_stride a multiple of 8, q_head_stride a multiple of 8, "
+        "M in 1..32, q_row_stride a multiple of 8, q_head_stride a multiple of 8, "
         "k_row_stride a multiple of 8, k_head_stride a multiple of 8")
     assert all(len(c.describe_dims()) < 200 for c in ALL if c.dims and all(len(v) for v in c.dims.values()))

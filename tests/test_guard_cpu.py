@@ -385,10 +385,12 @@ def test_miss(name, miss):
 
 
 @pytest.mark.parametrize("name", NORM)
-@pytest.mark.parametrize("m", [0, 17, 32])
-def test_miss_m_outside_contract(name, m):
+@pytest.mark.parametrize("above", [None, 1, 16])
+def test_miss_m_outside_contract(name, above):
+    """M = 0, and the contract's largest M + 1 and + 16 (17 and 32, or 33 and 48 for the 32-row norms)."""
     gen = torch.Generator().manual_seed(3)
     c, fn, fake, _ = make(name)
+    m = 0 if above is None else max(c.dims["M"]) + above
     _assert_miss(fn, fake, c, valid_args(name, m, gen), "M outside the contract")
 
 
@@ -531,7 +533,7 @@ def test_driver_guard_builds_and_misses_without_a_gpu(name):
     c = contracts.get(name)
     fn = make_guard_and_launch(c, function_handle=HANDLE, device=-1, stream=lambda d: pytest.fail("stream asked"))
     assert "_err, = _launch(" in fn.source and "_SUCCESS" in fn.source
-    args = valid_args(name, 1026 if name == "smoke_copy" else 17, gen)
+    args = valid_args(name, 1026 if name == "smoke_copy" else max(c.dims["M"]) + 1, gen)
     assert call(fn, c, args) == f"{_dim(c)} outside the contract"
     args = valid_args(name, 1024 if name == "smoke_copy" else 2, gen)
     first = _first(c)
@@ -733,17 +735,18 @@ def test_public_op_miss_takes_framework_path(op, fake_bound):
 
 @pytest.mark.parametrize("op", [op for op in OP_ARGS if op != "smoke_copy"])
 def test_public_op_takes_more_rows_than_the_contract_as_chunks(op, fake_bound):
-    """M = 37 > 16: launches of 16, 16 and 5 rows (each its own guard call and grid), no miss,
-    no framework path (its outputs stay NaN: the fake launch writes nothing)."""
+    """M = 37 above the contract's largest M (16, or 32): launches of 16, 16 and 5 rows (32 and 5), each its own
+    guard call and grid, no miss, no framework path (its outputs stay NaN: the fake launch writes nothing)."""
     k, fn, fake = fake_bound(op)
     c = k.contract
+    top = max(c.dims["M"])
     a = valid_args(c.name, 37, torch.Generator().manual_seed(23))
     for t in c.tensors:
         if t.role == "out":
             a[t.name].fill_(float("nan"))
     _public_call(op, a)()
     assert dict(k.misses) == {}
-    assert [call["grid"] for call in fake.calls] == [c.grid_for({"M": m}) for m in (16, 16, 5)]
+    assert [call["grid"] for call in fake.calls] == [c.grid_for({"M": m}) for m in ((16, 16, 5) if top == 16 else (32, 5))]
     out = next(t.name for t in c.tensors if t.role == "out")
     assert torch.isnan(a[out].float()).all()
     # rows that disagree between tensors: no chunk launches (16 rows of each would pass a guard)

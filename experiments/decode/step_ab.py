@@ -233,6 +233,9 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
 - dense32_off (after 6f6c78f): GDN in_proj_qkv | z and attention q | k | v above 16 rows as 16-row launches of the
   plain kernels, as before their 32-token builds (netra.contracts.proj.DENSE32, netra.decode.ops.DENSE32_ROWS).
   Prediction: the current form ~0.25 ms less per batch-32 step; bitwise.
+- norm16 (after 9ca73b3): rmsnorm_h2048 and qk_rmsnorm_d256 on 16-row chunks, as before their contracts took 32 rows
+  (their op's KernelOp.max_rows). Prediction from the a75351d batch-32 profile (82 + 20 launches of ~1.2-1.4 us):
+  the current form 30-60 us less per batch-32 step plainly, less with PDL; bitwise (one CTA per row either way).
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
@@ -252,7 +255,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
          "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem", "gate_in_router",
          "router_fused", "router_unfused", "experts_group", "router_poll", "router_coop", "moedown_grp_off", "experts_group32_off", "dense32_off",
-         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "current_again", "after_profile")
+         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "current_again", "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
 
@@ -616,6 +619,8 @@ def main():
             dops.MOE_ROUTER_FUSED_ROWS = 8 if form == "router_fused_rows8" else real_rf_rows
             if form == "lm_head_off":  # the LM head by cuBLAS and torch.argmax (its framework path)
                 _dispatch.set_framework("lm_head_argmax", True)
+            for op in (_dispatch.OPS["rmsnorm"], _dispatch.OPS["qk_rmsnorm"]):  # norm16: 16-row chunks, as before
+                op.max_rows = 16 if form == "norm16" else max(op.contract.dims["M"])
             if form in ("router_fused", "router_poll"):
                 cand_moe, mods = router_fused_moe(dops, _dispatch, real_moe, poll=form == "router_poll")
                 keep.extend(mods)
@@ -686,6 +691,8 @@ def main():
             dops.moe_decode, dops.fp8_linear_experts = real_moe, real_experts
             dops.fp8_linear_gate = real_gate
             _dispatch.set_framework("lm_head_argmax", False)
+            for op in (_dispatch.OPS["rmsnorm"], _dispatch.OPS["qk_rmsnorm"]):
+                op.max_rows = max(op.contract.dims["M"])
             rebind_all()
         res["forms"][form] = row
         print(form, row, flush=True)

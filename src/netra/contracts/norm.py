@@ -1,9 +1,14 @@
 """Contracts of the norm family: Qwen3.6's RMSNorms at decode and verification shapes
-(M = 1..16 tokens). BF16 in and out, fp32 math, eps passed by the caller (1e-6 in Qwen3.6)."""
+(M = 1..16 tokens; the two the decode runner calls at every batch, rmsnorm_h2048 and
+qk_rmsnorm_d256, up to 32). BF16 in and out, fp32 math, eps passed by the caller (1e-6 in Qwen3.6)."""
 
 from .spec import Contract, Scalar, Tensor
 
 TOKENS = tuple(range(1, 17))  # decode batch or speculative-verification tokens
+# One CTA per row (grid M), so the row count is the contract's choice alone: the runner's batch-32 step called
+# rmsnorm_h2048 (41 times) and qk_rmsnorm_d256 (10) as two 16-row launches each; up to 32 rows they are one.
+TOKENS32 = tuple(range(1, 33))
+CASES32 = tuple({"M": m} for m in TOKENS + (17, 24, 32))  # the records' shapes: every M to 16, then 17, 24, 32
 
 # Tolerances, against float64 (lifecycle.metrics.rel_err: max |out - ref| / max |ref|): one
 # round-to-nearest BF16 rounding of the output is at most 2^-8 = 3.9e-3 relative (8
@@ -23,7 +28,8 @@ RMSNORM_H2048 = Contract(
         Tensor("y", "bf16", ("M", 2048), "out"),
         Scalar("eps", "f32"),
     ),
-    dims={"M": TOKENS},
+    dims={"M": TOKENS32},
+    cases_override=CASES32,
     grid=("M", "1", "1"),
     threads=256,
     reduction_order="per row: each thread sums the squares of its 8 channels in order; "
@@ -83,7 +89,8 @@ QK_RMSNORM_D256 = Contract(
         Scalar("k_head_stride", "u32", value="k_head_stride"),
         Scalar("eps", "f32"),
     ),
-    dims={"M": TOKENS},
+    dims={"M": TOKENS32},
+    cases_override=CASES32,
     stride_multiple={"q_row_stride": 8, "q_head_stride": 8, "k_row_stride": 8, "k_head_stride": 8},
     grid=("M", "1", "1"),
     threads=576,

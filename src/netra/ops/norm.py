@@ -44,7 +44,7 @@ def _zero_centred(x: Tensor, weight: Tensor, eps: float) -> Tensor:
 def rmsnorm(x: Tensor, weight: Tensor, eps: float = 1e-6, *, out: Tensor | None = None) -> Tensor:
     """Zero-centred RMSNorm over the last dimension: ``x * rsqrt(mean(x^2) + eps) * (1 + w)``.
 
-    Kernel ``rmsnorm_h2048``: x and out BF16 [M, 2048] contiguous, M in 1..16, weight BF16
+    Kernel ``rmsnorm_h2048``: x and out BF16 [M, 2048] contiguous, M in 1..32, weight BF16
     [2048]. Any other input takes the framework path."""
     if out is None:
         out = torch.empty_like(x, memory_format=torch.contiguous_format)
@@ -117,7 +117,7 @@ def qk_rmsnorm(q: Tensor, k: Tensor, q_weight: Tensor, k_weight: Tensor, eps: fl
 
     Kernel ``qk_rmsnorm_d256``: q BF16 [M, 16, 256] and k BF16 [M, 2, 256], each with unit
     channel stride and row/head strides that are multiples of 8 elements (q may be the view
-    of q_proj's output that skips the gate halves); outputs contiguous; M in 1..16."""
+    of q_proj's output that skips the gate halves); outputs contiguous; M in 1..32."""
     if out_q is None:
         out_q = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     if out_k is None:
