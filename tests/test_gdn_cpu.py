@@ -213,11 +213,11 @@ def test_pdl_chain_candidates_assemble_and_order_their_loads():
     next grid launch; the GDN PDL build lets it launch first and waits before the projection
     outputs; both assemble without spills; the promoted PTX is unchanged by the options."""
     gb, gg = paths.generator("proj", "gen_bf16_gemv"), paths.generator("gdn", "gen_gdn_decode")
-    assert paths.ptx_path("sm_90a", "proj", gb.NAME).read_text() == gb.generate(pdl=True)
+    assert paths.ptx_path("sm_90a", "proj", gb.NAME).read_text() == gb.generate(**gb.PROMOTED)
     ba = gb.generate(pdl=True)
     first_wait = ba.index("griddepcontrol.wait")
     w_copies = [i for i in range(len(ba)) if ba.startswith("cp.async.bulk", i)]
-    assert len(w_copies) == 16 + 16 and all(i < first_wait for i in w_copies[:16]) and all(i > first_wait for i in w_copies[16:])
+    assert len(w_copies) == 16 + gb.MAXM and all(i < first_wait for i in w_copies[:16]) and all(i > first_wait for i in w_copies[16:])
     assert ba.index("griddepcontrol.launch_dependents") > ba.rindex("griddepcontrol.wait")
     res = _ptxas_usage(gb.NAME, ba)
     assert res["spill_stores"] == res["stack_frame"] == 0, res

@@ -839,8 +839,10 @@ def test_gdn_verify_chunk_then_commit_is_the_sequential_kernel(B, T):
             assert outs[k][0].isnan().all() and not outs[k][1:].isnan().any(), k
 
 
-@pytest.mark.parametrize("M", [1, 9, 16])
+@pytest.mark.parametrize("M", [1, 9, 16, 17, 25, 32])
 def test_bf16_linear2_runs_the_kernel(M):
+    """One launch up to 32 rows (NaN-poisoned outputs, within tolerance of float64); above 16 rows the bits of the
+    launches on rows 0..15 and 16.. (each n-tile's mma is the chunk's)."""
     from netra.decode import ops as dops
     from netra.lifecycle import testbeds
 
@@ -855,6 +857,13 @@ def test_bf16_linear2_runs_the_kernel(M):
     want = tb.reference(i)
     tol = contracts.get("bf16_gemv_n64_k2048").tolerance
     assert metrics.rel_err(ob, want["out_b"]) <= tol and metrics.rel_err(oa, want["out_a"]) <= tol
+    if M > 16:
+        cb, ca = torch.full_like(ob, float("nan")), torch.full_like(oa, float("nan"))
+        for s in (slice(0, 16), slice(16, M)):
+            torch.ops.netra.bf16_linear2(i["x"][s], i["w_b"], i["w_a"], cb[s], ca[s])
+        torch.cuda.synchronize()
+        assert _misses("bf16_linear2") == 0
+        assert torch.equal(cb, ob) and torch.equal(ca, oa)
 
 
 @pytest.mark.parametrize("name", ["fp8_gemv_n12288_k2048", "fp8_gemv_n2048_k4096_res", "fp8_gemv_n1024_k2048_gate_ks2",

@@ -432,11 +432,32 @@ def test_bf16_gemv_row_builds_assemble_and_differ_only_in_the_row_fill():
     from netra import paths
 
     g = paths.generator("proj", "gen_bf16_gemv")
-    for rows in g.ROWS:
-        _assembles_without_spills(g.NAME, g.generate(rows))
-    assert "cp.async.cg.shared.global" in g.generate("cp_async") and "cp.async.bulk" in g.generate("bulk")
+    for rows in g.ROWS:  # the 16-row builds, which the earlier candidates were written for
+        _assembles_without_spills(g.NAME, g.generate(rows, tokens=16))
+    assert "cp.async.cg.shared.global" in g.generate("cp_async", tokens=16) and "cp.async.bulk" in g.generate("bulk")
     with pytest.raises(AssertionError, match="rows: expected one of"):
         g.generate("tma")
+    with pytest.raises(AssertionError, match="tokens"):
+        g.generate("loads", tokens=32)
+
+
+def test_bf16_gemv_32_rows_keeps_the_16_row_instructions():
+    """The 32-row build (since 9ca73b3) adds tokens 16..31 under M > 16 predicates; its 16-row form is the build before
+    it, instruction for instruction (its comments aside), and both assemble without spills."""
+    import re
+
+    from netra import paths
+
+    g = paths.generator("proj", "gen_bf16_gemv")
+    code = lambda t: [re.sub(r"\s*//.*", "", ln) for ln in t.splitlines() if not ln.lstrip().startswith("//")]  # noqa: E731
+    b16, b32 = g.generate(pdl=True, tokens=16), g.generate(**g.PROMOTED)
+    assert g.PROMOTED["tokens"] == 32 == max(contracts.get(g.NAME).dims["M"])
+    assert len(code(b16)) < len(code(b32))
+    assert b32.count("@%pm16 ldmatrix") == 8 and b32.count("@%pm24 mma") == 8 and b32.count("@%pm16 st.async") == 8
+    for b in (b16, b32):
+        _assembles_without_spills(g.NAME, b)
+    old = paths.ptx_path("sm_90a", "proj", g.NAME).read_text()
+    assert old == b32
 
 
 def test_set_pdl_rebinds_only_pdl_kernels_with_the_pdl_launcher(monkeypatch):

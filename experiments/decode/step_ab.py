@@ -236,6 +236,10 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
 - norm16 (after 9ca73b3): rmsnorm_h2048 and qk_rmsnorm_d256 on 16-row chunks, as before their contracts took 32 rows
   (their op's KernelOp.max_rows). Prediction from the a75351d batch-32 profile (82 + 20 launches of ~1.2-1.4 us):
   the current form 30-60 us less per batch-32 step plainly, less with PDL; bitwise (one CTA per row either way).
+  Measured at 9ed2782 (step_ab_norm16_b32_9ed2782.json): 9.650 / 9.493 ms against 9.747 / 9.574 (then 9.660 / 9.493).
+- ba16 (after 9ed2782): bf16_gemv_n64_k2048 (GDN in_proj_b | a above 8 rows) on 16-row chunks, as before its 32-row
+  build (the op's KernelOp.max_rows; the 32-row build at M <= 16 runs the 16-row build's instructions). Prediction from
+  the a75351d batch-32 profile (60 launches of 2.3 us): the current form 30-50 us less per batch-32 step; bitwise.
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
@@ -255,7 +259,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
          "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem", "gate_in_router",
          "router_fused", "router_unfused", "experts_group", "router_poll", "router_coop", "moedown_grp_off", "experts_group32_off", "dense32_off",
-         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "current_again", "after_profile")
+         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "current_again", "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
 
@@ -621,6 +625,8 @@ def main():
                 _dispatch.set_framework("lm_head_argmax", True)
             for op in (_dispatch.OPS["rmsnorm"], _dispatch.OPS["qk_rmsnorm"]):  # norm16: 16-row chunks, as before
                 op.max_rows = 16 if form == "norm16" else max(op.contract.dims["M"])
+            ba_op = _dispatch.OPS["bf16_linear2"]  # ba16: the same for GDN's b | a
+            ba_op.max_rows = 16 if form == "ba16" else max(ba_op.contract.dims["M"])
             if form in ("router_fused", "router_poll"):
                 cand_moe, mods = router_fused_moe(dops, _dispatch, real_moe, poll=form == "router_poll")
                 keep.extend(mods)
@@ -691,7 +697,7 @@ def main():
             dops.moe_decode, dops.fp8_linear_experts = real_moe, real_experts
             dops.fp8_linear_gate = real_gate
             _dispatch.set_framework("lm_head_argmax", False)
-            for op in (_dispatch.OPS["rmsnorm"], _dispatch.OPS["qk_rmsnorm"]):
+            for op in (_dispatch.OPS["rmsnorm"], _dispatch.OPS["qk_rmsnorm"], _dispatch.OPS["bf16_linear2"]):
                 op.max_rows = max(op.contract.dims["M"])
             rebind_all()
         res["forms"][form] = row

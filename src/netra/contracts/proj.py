@@ -720,7 +720,10 @@ def _contract_moe_routed(s: Fp8Gemv) -> Contract:
 # GDN in_proj_b and in_proj_a: BF16 [BA_ROWS, BA_K] each (above), computed together (64 rows, one launch)
 BA_RANKS, BA_WARPS = 4, 4  # a cluster of 4 CTAs per 16-row strip splits k; 4 warps per CTA
 BA_ROWB = 2 * BA_K // BA_RANKS + 16  # a weight or x row of a rank's k range in shared memory, padded
-BA_SMEM = 2 * 16 * BA_ROWB + BA_RANKS * BA_WARPS * 1024 + 16  # 16 weight rows, 16 x rows, partial slots, 2 mbarriers
+# up to 32 rows in one launch since 9ca73b3 (the runner's batch-32 step launched it on two 16-row chunks)
+BA_TOKENS = tuple(range(1, 33))
+# 16 weight rows, 32 x rows, 16 partial slots of [16 registers][32 lanes] fp32, 2 mbarriers
+BA_SMEM = 16 * BA_ROWB + max(BA_TOKENS) * BA_ROWB + BA_RANKS * BA_WARPS * max(BA_TOKENS) // 2 * 128 + 16
 
 BF16_GEMV_N64_K2048 = Contract(
     name="bf16_gemv_n64_k2048",
@@ -734,7 +737,8 @@ BF16_GEMV_N64_K2048 = Contract(
         Tensor("out_a", "bf16", ("M", BA_ROWS), "out", align=4),
         Scalar("M", "u32", value="M"),
     ),
-    dims={"M": TOKENS},
+    dims={"M": BA_TOKENS},
+    cases_override=tuple({"M": m} for m in TOKENS + (17, 24, 32)),
     grid=(str(2 * BA_ROWS // 16 * BA_RANKS), "1", "1"),
     threads=32 * BA_WARPS,
     reduction_order="per 16-row strip, clusters of 4 CTAs (k split in 4): per warp, mma.sync m16n8k16 (bf16 -> fp32) "

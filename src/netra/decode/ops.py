@@ -383,9 +383,9 @@ def _(x, w2, s2, ids, top, xs, shared_w2, shared_s2, glogit, h, out):
 @decode_op("bf16_linear2", mutates_args=("out_b", "out_a"))
 def bf16_linear2(x: Tensor, w_b: Tensor, w_a: Tensor, out_b: Tensor, out_a: Tensor) -> None:
     """Two BF16 projections of the same x in one launch: out_b = x @ w_b^T, out_a = x @ w_a^T
-    (GDN in_proj_b and in_proj_a). Kernel bf16_gemv_n64_k2048 (M = 1..16, K = 2048, 32 rows
+    (GDN in_proj_b and in_proj_a). Kernel bf16_gemv_n64_k2048 (M = 1..32, K = 2048, 32 rows
     each); otherwise two matmuls."""
-    for s in proj.BA.rows(x, w_b, w_a, out_b, out_a):  # rows the kernel did not take (M > 16: chunks of 16)
+    for s in proj.BA.rows(x, w_b, w_a, out_b, out_a):  # rows the kernel did not take (M > 32: chunks of 32)
         torch.matmul(x[s], w_b.T, out=out_b[s])
         torch.matmul(x[s], w_a.T, out=out_a[s])
 
