@@ -100,15 +100,7 @@ def part_course(sizes_gb=(0, 1, 4, 16, 32), seconds: float = 3.0) -> dict:
     src = torch.randint(0, 256, (copies * per_cta * grid,), dtype=torch.uint8, device="cuda")
     sink = torch.zeros(4, dtype=torch.uint8, device="cuda")
     p0, stride = src.data_ptr(), per_cta * grid
-    launch = lambda i: reader((grid, 1, 1), (block, 1, 1), p0 + i * stride, sink.data_ptr(), per_cta)  # noqa: E731
-    launch(0)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for i in range(copies):
-            launch(i)
-    g.replay()
-    torch.cuda.synchronize()
+    g = bench.capture(lambda i: reader((grid, 1, 1), (block, 1, 1), p0 + i * stride, sink.data_ptr(), per_cta), copies)
     e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     res = {"graph": f"read_floor, {copies} launches x {per_cta * grid / 1e6:.1f} MB, grid {grid} x {block}",
            "bin_ms": 10}

@@ -86,9 +86,10 @@ def replicate(tensors: dict) -> dict:
     return out
 
 
-def graph_time(launch_i, copies: int, replays: int = REPLAYS) -> tuple[float, list[float]]:
-    """Median microseconds per launch of launch_i(0..copies-1) captured in one graph."""
-    launch_i(0)  # warm (compiles, module loads) outside capture
+def capture(launch_i, copies: int) -> torch.cuda.CUDAGraph:
+    """launch_i(0..copies-1) captured in one graph (after one warm call outside capture: compiles, module loads),
+    replayed once."""
+    launch_i(0)
     torch.cuda.synchronize()
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
@@ -96,6 +97,12 @@ def graph_time(launch_i, copies: int, replays: int = REPLAYS) -> tuple[float, li
             launch_i(i)
     g.replay()
     torch.cuda.synchronize()
+    return g
+
+
+def graph_time(launch_i, copies: int, replays: int = REPLAYS) -> tuple[float, list[float]]:
+    """Median microseconds per launch of launch_i(0..copies-1) captured in one graph."""
+    g = capture(launch_i, copies)
     times = []
     for _ in range(replays):
         e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
