@@ -8,6 +8,7 @@ the things a process does between cases. If one variant's E rises and the others
 and whether the decode runner's process pays it can be asked of that piece alone.
 
   python3 experiments/runtime/launch_state.py --out "$OUT"          (on the H200, PYTHONPATH=src)
+  python3 experiments/runtime/launch_state.py --series --out "$OUT" (the series variants, SERIES below)
   python3 experiments/runtime/launch_state.py --variant NAME         (one variant; prints one JSON line)
 """
 
@@ -20,6 +21,11 @@ import time
 
 VARIANTS = ("none", "sleep", "smi", "alloc_free", "alloc_empty_cache", "cublas", "scaled_mm", "graphs_20",
             "graph_big_keep", "pdl_graph", "randint_1g", "read_graph", "bench_setup", "bench_case", "bench_case_x2")
+# After the first run (launch_state_47fc106.json): each E is itself a graph, and the state turned after ~7 of them with
+# no trigger at all, earlier after eager kernels, and not within 9 after a PDL graph. These ask how it depends on the
+# graphs made before (a series of 48 E, each graph destroyed or kept), whether a graph made in the fast state stays
+# fast (replay_first), what a PDL graph first does to a series, and whether the decode step pays it (decode_b1).
+SERIES = ("series_destroy", "series_keep", "replay_first", "pdl_first_series", "decode_b1")
 
 
 def run_variant(name: str) -> dict:
@@ -33,15 +39,18 @@ def run_variant(name: str) -> dict:
     empty = rt_launch.raw_launcher(loader.load("empty_kernel", 0))
     reader = rt_launch.raw_launcher(loader.load("read_floor", 0))
 
-    def E(grid: int, copies: int = 64, replays: int = 15) -> float:
-        g = torch.cuda.CUDAGraph()
-        empty((grid, 1, 1), (256, 1, 1))
-        torch.cuda.synchronize()
-        with torch.cuda.graph(g):
-            for _ in range(copies):
-                empty((grid, 1, 1), (256, 1, 1))
-        g.replay()
-        torch.cuda.synchronize()
+    def E(grid: int, copies: int = 64, replays: int = 15, g=None, keep_to=None) -> float:
+        if g is None:
+            g = torch.cuda.CUDAGraph()
+            empty((grid, 1, 1), (256, 1, 1))
+            torch.cuda.synchronize()
+            with torch.cuda.graph(g):
+                for _ in range(copies):
+                    empty((grid, 1, 1), (256, 1, 1))
+            g.replay()
+            torch.cuda.synchronize()
+        if keep_to is not None:
+            keep_to.append(g)
         ts = []
         for _ in range(replays):
             e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -126,6 +135,9 @@ def run_variant(name: str) -> dict:
             case()
         torch.cuda.synchronize()
 
+    if name in SERIES:
+        return run_series(name, E, empty, keep)
+
     r = {"variant": name, "before": both()}
     t0 = time.perf_counter()
     trigger()
@@ -138,14 +150,62 @@ def run_variant(name: str) -> dict:
     return r
 
 
+def run_series(name: str, E, empty, keep: list) -> dict:
+    import torch
+
+    from netra.runtime import launch as rt_launch
+    from netra.runtime import loader
+
+    r = {"variant": name}
+    if name in ("series_destroy", "series_keep"):
+        r["E132"] = [E(132, keep_to=keep if name == "series_keep" else None) for _ in range(48)]
+    elif name == "replay_first":
+        first: list = []
+        r["first_new"] = E(132, keep_to=first)
+        r["series"] = [E(132) for _ in range(16)]
+        r["first_again"] = E(132, g=first[0])
+        r["new_after"] = E(132)
+    elif name == "pdl_first_series":
+        pe = rt_launch.raw_launcher(loader.load("empty_kernel", 0), pdl=True)
+        pe((1, 1, 1), (256, 1, 1))
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for _ in range(64):
+                pe((1, 1, 1), (256, 1, 1))
+        g.replay()
+        torch.cuda.synchronize()
+        r["pdl_graph_us"] = E(1, g=g)
+        del g
+        r["E132"] = [E(132) for _ in range(32)]
+    elif name == "decode_b1":  # the decode runner, batch 1, synthetic checkpoint (as step_ab): E and the step, per capture
+        from netra.decode import main as dm
+        from netra.decode import runner as rmod
+        from netra.model import checkpoint as ck
+        from netra.model.config import QWEN36_35B_A3B
+        from netra.model.packed import pack
+
+        r["E132_fresh"] = E(132)
+        packed = pack(ck.synthetic_checkpoint(QWEN36_35B_A3B, seed=0, device="cuda"))
+        r["E132_after_pack"] = E(132)
+        runner = rmod.DecodeRunner(packed, 1, 1024, device="cuda")
+        rows = []
+        for pdl in (True, False, True, False):
+            runner.capture(pdl=pdl)
+            rows.append({"pdl": pdl, "E132_before": E(132), "step_ms": round(dm._time_replays(runner, 64), 4),
+                         "E132_after": E(132), "E1_after": E(1)})
+        r["captures"] = rows
+    return r
+
+
 def main() -> None:
     if "--variant" in sys.argv:
         print(json.dumps(run_variant(sys.argv[sys.argv.index("--variant") + 1])), flush=True)
         return
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else os.path.dirname(os.path.abspath(__file__))
     rows = []
-    for rep in range(2):
-        for v in VARIANTS:
+    series = "--series" in sys.argv
+    for rep in range(1 if series else 2):
+        for v in SERIES if series else VARIANTS:
             p = subprocess.run([sys.executable, __file__, "--variant", v], capture_output=True, text=True, timeout=300)
             line = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
             row = json.loads(line[-1]) if line else {"variant": v, "error": (p.stderr or p.stdout)[-1500:]}
@@ -154,7 +214,7 @@ def main() -> None:
             print(json.dumps(row), flush=True)
     res = {"method": __doc__.split("\n\n")[1].replace("\n", " "), "rows": rows}
     os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "launch_state.json"), "w") as f:
+    with open(os.path.join(out_dir, "launch_state_series.json" if series else "launch_state.json"), "w") as f:
         json.dump(res, f, indent=1)
 
 
