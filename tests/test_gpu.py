@@ -376,6 +376,38 @@ def test_dense32_is_the_16_token_kernels(M):
         assert metrics.rel_err(out, tb.reference(i)["out"]) <= tb.contract.tolerance
 
 
+@pytest.mark.parametrize("M", [17, 24, 25, 32])
+def test_res32_is_the_16_row_build(M):
+    """fp8_gemv_n2048_k4096_res_p2 (two passes over each CTA's strip): fp8_linear_add above RES32_ROWS rows launches it
+    once, with no miss, plainly and under set_pdl; h and out bitwise the 16-row residual build on chunks of 16 rows
+    (pass 2 by the M <= 8 body copy at 17 and 24, the M > 8 one at 25 and 32); within tolerance of float64."""
+    from netra.contracts.proj import FUSED, FUSED32
+    from netra.decode import ops as dops
+    from netra.lifecycle import testbeds
+    from netra.ops import _dispatch
+    from netra.runtime import launch, loader
+
+    (sh,) = FUSED32
+    (one,) = [s for s in FUSED if s.fuse == "res"]
+    tb = testbeds.get(sh.name)
+    i = tb.make({"M": M}, torch.Generator().manual_seed(870 + M), "cuda")
+    g16 = launch.make_guard_and_launch(contracts.get(one.name), function_handle=loader.load(one.name, 0).handle, device=0)
+    want_h, want = i["h"].clone(), torch.full((M, sh.N), float("nan"), dtype=torch.bfloat16, device="cuda")
+    for lo in range(0, M, 16):
+        s = slice(lo, min(M, lo + 16))
+        assert g16(i["x"][s], i["w"], i["scale"], want_h[s], want[s]) is None
+    for pdl in (False, True):
+        with _pdl(pdl), _dispatch.count_launches() as counts:
+            h, out = i["h"].clone(), torch.full((M, sh.N), float("nan"), dtype=torch.bfloat16, device="cuda")
+            dops.fp8_linear_add(i["x"], i["w"], i["scale"], h, out)
+        assert counts[sh.name] == 1 and counts[one.name] == 0 and _misses(sh.name) == 0, dict(counts)
+        assert torch.equal(out.view(torch.uint16), want.view(torch.uint16)), (M, pdl)
+        assert torch.equal(h.view(torch.uint16), want_h.view(torch.uint16)), (M, pdl)
+    ref = tb.reference(i)
+    assert metrics.rel_err(out, ref["out"]) <= tb.contract.tolerance
+    assert metrics.rel_err(h, ref["h"]) <= tb.contract.tolerance
+
+
 @pytest.mark.parametrize("M", [17, 32])
 def test_experts_group32_is_the_16_token_build(M):
     """fp8_gemv_n1024_k2048_moe_grp_t32 (up to 32 tokens in one launch): bitwise the 16-token grouped build on chunks of

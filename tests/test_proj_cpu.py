@@ -11,7 +11,7 @@ import torch
 
 import netra.ops as ops
 from netra import contracts, paths
-from netra.contracts.proj import DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, MOE_DOWN, MOE_DOWNS, NORM_BA, SHAPES, Fp8Gemv
+from netra.contracts.proj import DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, FUSED32, MOE_DOWN, MOE_DOWNS, NORM_BA, SHAPES, Fp8Gemv
 
 KSPLIT = tuple(s for s in SHAPES + FUSED if s.ksplit > 1)
 UNSPLIT = tuple(dataclasses.replace(s, ksplit=1) for s in SHAPES)  # the builds the candidates were measured on
@@ -25,8 +25,8 @@ def _generator():
     return paths.generator("proj", "gen_fp8_gemv")
 
 
-@pytest.mark.parametrize("sh", SHAPES + DENSE32 + FUSED + (NORM_BA, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED,
-                                                      EXPERTS_ROUTER), ids=lambda s: s.name)
+@pytest.mark.parametrize("sh", SHAPES + DENSE32 + FUSED + FUSED32 + (NORM_BA, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED,
+                                                                EXPERTS_ROUTER), ids=lambda s: s.name)
 def test_generated_ptx_is_current(sh):
     committed = paths.ptx_path("sm_90a", "proj", sh.name).read_text()
     assert committed == _generator().generate(sh), f"{sh.name}.ptx differs from its generator: run gen_fp8_gemv.py"
@@ -489,7 +489,7 @@ def test_set_pdl_rebinds_only_pdl_kernels_with_the_pdl_launcher(monkeypatch):
         ops.set_pdl(True)
         ops.prepare()
         pdl_names = {k.contract.name for k in ops.OPS.values() if k.contract.pdl}
-        assert pdl_names == {sh.name for sh in SHAPES + DENSE32 + FUSED + (NORM_BA, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED, EXPERTS_ROUTER) + EXPERTS + MOE_DOWNS} | {"bf16_gemv_n64_k2048",
+        assert pdl_names == {sh.name for sh in SHAPES + DENSE32 + FUSED + FUSED32 + (NORM_BA, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED, EXPERTS_ROUTER) + EXPERTS + MOE_DOWNS} | {"bf16_gemv_n64_k2048",
                                                                                      "gdn_decode_b32_pdl",
                                                                                      "gdn_decode_b32_smem_pdl", "gdn_decode_b32_pipe_pdl",
                                                                                      "moe_router_norm_e256_k2048", "moe_act_i512",
@@ -667,6 +667,37 @@ def test_dense32_build(sh):
     assert post.count("mma.sync") == 4 * 8 and "@%pn" not in post and "_M8" not in post and "%xr3_0_15" in post
     assert proj.KERNELS32[(sh.S, sh.KB)].contract.name == sh.name and proj.KERNELS32[(sh.S, sh.KB)].max_rows == 32
     assert dops.DENSE32_ROWS == 16
+
+
+def test_res32_build():
+    """fp8_gemv_n2048_k4096_res_p2: the residual build for up to 32 rows as two passes over each CTA's one strip. Its PTX
+    is the 16-row build's plus the second pass (PASS_END: a barrier, x, h and out 16 rows on, M - 16, back to PASS)
+    and a skip of the chunk requests in that pass, nothing else; no spills at 128 registers; the residual contract
+    but for M <= 32 (both body copies in pass 2 among its check and sanitizer cases); fp8_linear_add takes it above
+    RES32_ROWS rows."""
+    from netra.decode import ops as dops
+
+    (sh,) = FUSED32
+    one = Fp8Gemv(sh.N, sh.K, sh.use, sh.fuse)
+    g = _generator()
+    ptx, ptx16 = g.generate(sh), g.generate(one)
+    res = _assembles_without_spills(sh.name, ptx)
+    c, c16 = contracts.get(sh.name), contracts.get(one.name)
+    assert res["registers"] <= c.max_registers and c.dynamic_smem == c16.dynamic_smem == sh.smem
+    assert c.params == c16.params and c.dims["M"] == tuple(range(1, 33)) and c.op == c16.op == "fp8_linear_add"
+    assert c.grid == c16.grid and sh.S == sh.grid and sh.NS == sh.NC == 2  # one strip per CTA, held whole by the ring
+    assert {8 < m - 16 <= 16 for m in (d["M"] for d in c.sanitize_cases) if m > 16} == {True, False}
+    added = [ln for ln in ptx.splitlines() if ln not in ptx16.replace(one.name, sh.name).splitlines()]
+    assert added[0].startswith("// ") and "M in 1..32" in added[0] and added[1].startswith("// Tokens 16")
+    body = [ln.split("//")[0].strip() for ln in added[2:]]
+    assert body == [".reg .pred %pp2;", "setp.ne.u32 %pp2, %th, %th;", "PASS:", "@%pp2 bra REST_ISSUED_M8;",
+                    "bra.uni PASS_END;", "@%pp2 bra REST_ISSUED;", "bra.uni PASS_END;", "PASS_END:", "setp.le.u32 %p, %m, 16;", "@%p ret;", "bar.sync 0;",
+                    "setp.eq.u32 %pp2, %th, %th;", "sub.u32 %m, %m, 16;", f"add.u64 %px, %px, {32 * sh.K};",
+                    f"add.u64 %po, %po, {32 * sh.N};", f"add.u64 %pmo, %pmo, {32 * sh.N};", "mov.u32 %s, %ctaid.x;",
+                    "bra.uni PASS;"], body
+    assert ptx16.count("    ret;") == 2 and ptx.count("    ret;") == 0  # each body copy's ret became the branch
+    assert proj.RES_KERNELS32[(sh.S, sh.KB)].contract.name == sh.name and proj.RES_KERNELS32[(sh.S, sh.KB)].max_rows == 32
+    assert dops.RES32_ROWS == 16 == max(c16.dims["M"])
 
 
 def test_experts_group32_build():

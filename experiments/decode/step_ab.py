@@ -240,6 +240,10 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
 - ba16 (after 9ed2782): bf16_gemv_n64_k2048 (GDN in_proj_b | a above 8 rows) on 16-row chunks, as before its 32-row
   build (the op's KernelOp.max_rows; the 32-row build at M <= 16 runs the 16-row build's instructions). Prediction from
   the a75351d batch-32 profile (60 launches of 2.3 us): the current form 30-50 us less per batch-32 step; bitwise.
+- res16 (after 444ca0f): fp8_linear_add (GDN out_proj, attention o_proj) above 16 rows as launches of the 16-row
+  residual build, as before its two-pass form fp8_gemv_n2048_k4096_res_p2 (netra.decode.ops.RES32_ROWS). Prediction at
+  batch 32 (40 uses per step, each two launches of ~5.8 us before, one of ~7.5 expected): the current form ~0.15 ms less
+  per step plainly, ~0.1 with PDL; bitwise.
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
@@ -259,7 +263,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
          "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem", "gate_in_router",
          "router_fused", "router_unfused", "experts_group", "router_poll", "router_coop", "moedown_grp_off", "experts_group32_off", "dense32_off",
-         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "current_again", "after_profile")
+         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "current_again", "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
 
@@ -561,6 +565,7 @@ def main():
     real_pipe_b, real_pipe_plain_b = dops.GDN_PIPE_PDL_B, dops.GDN_PIPE_B
     real_ba_fused, real_shared_merged, real_router_fused = dops.BA_FUSED, dops.MOE_SHARED_MERGED, dops.MOE_ROUTER_FUSED
     real_grp_rows, real_grp32_rows, real_dense32_rows = dops.MOE_DOWN_GRP_ROWS, dops.EXPERTS_GROUP32_ROWS, dops.DENSE32_ROWS
+    real_res32_rows = dops.RES32_ROWS
     real_rf_rows = dops.MOE_ROUTER_FUSED_ROWS
     router_op = _dispatch.OPS["moe_router_norm"]
     real_router_contract = router_op.contract
@@ -620,6 +625,7 @@ def main():
             dops.EXPERTS_GROUP32_ROWS = (1 << 30 if form == "experts_group32_off" else 8 if form == "experts_group32_from9"
                                          else real_grp32_rows)
             dops.DENSE32_ROWS = 1 << 30 if form == "dense32_off" else real_dense32_rows
+            dops.RES32_ROWS = 1 << 30 if form == "res16" else real_res32_rows
             dops.MOE_ROUTER_FUSED_ROWS = 8 if form == "router_fused_rows8" else real_rf_rows
             if form == "lm_head_off":  # the LM head by cuBLAS and torch.argmax (its framework path)
                 _dispatch.set_framework("lm_head_argmax", True)
@@ -691,6 +697,7 @@ def main():
             dops.MOE_DOWN_GRP_ROWS = real_grp_rows
             dops.EXPERTS_GROUP32_ROWS = real_grp32_rows
             dops.DENSE32_ROWS = real_dense32_rows
+            dops.RES32_ROWS = real_res32_rows
             dops.MOE_ROUTER_FUSED_ROWS = real_rf_rows
             dops.GDN_PIPE_PDL_B = real_pipe_b
             dops.GDN_PIPE_B = real_pipe_plain_b

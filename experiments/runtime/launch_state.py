@@ -8,7 +8,7 @@ the things a process does between cases. If one variant's E rises and the others
 and whether the decode runner's process pays it can be asked of that piece alone.
 
   python3 experiments/runtime/launch_state.py --out "$OUT"          (on the H200, PYTHONPATH=src)
-  python3 experiments/runtime/launch_state.py --series --out "$OUT" (the series variants, SERIES below)
+  python3 experiments/runtime/launch_state.py --series --out "$OUT" (the series variants, SERIES below; --series2: SERIES2)
   python3 experiments/runtime/launch_state.py --variant NAME         (one variant; prints one JSON line)
 """
 
@@ -26,6 +26,13 @@ VARIANTS = ("none", "sleep", "smi", "alloc_free", "alloc_empty_cache", "cublas",
 # graphs made before (a series of 48 E, each graph destroyed or kept), whether a graph made in the fast state stays
 # fast (replay_first), what a PDL graph first does to a series, and whether the decode step pays it (decode_b1).
 SERIES = ("series_destroy", "series_keep", "replay_first", "pdl_first_series", "decode_b1")
+# After the series (launch_state_series_3f8ea74.json: the 8th graph of the process and every graph after it, graph 1
+# too, slow; the decode step's process slow throughout): does the count move with the driver's hardware work queues
+# (CUDA_DEVICE_MAX_CONNECTIONS, 8 by default), does it count replays (each graph replayed 3 times, not 16) or eager
+# launches (400 first)?
+SERIES2 = ("series_conn1", "series_conn4", "series_conn32", "series_r3", "eager_series")
+ENV = {"series_conn1": {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}, "series_conn4": {"CUDA_DEVICE_MAX_CONNECTIONS": "4"},
+       "series_conn32": {"CUDA_DEVICE_MAX_CONNECTIONS": "32"}}
 
 
 def run_variant(name: str) -> dict:
@@ -135,7 +142,7 @@ def run_variant(name: str) -> dict:
             case()
         torch.cuda.synchronize()
 
-    if name in SERIES:
+    if name in SERIES + SERIES2:
         return run_series(name, E, empty, keep)
 
     r = {"variant": name, "before": both()}
@@ -157,8 +164,15 @@ def run_series(name: str, E, empty, keep: list) -> dict:
     from netra.runtime import loader
 
     r = {"variant": name}
-    if name in ("series_destroy", "series_keep"):
-        r["E132"] = [E(132, keep_to=keep if name == "series_keep" else None) for _ in range(48)]
+    if name in ("series_destroy", "series_keep") or name.startswith("series_conn"):
+        r["E132"] = [E(132, keep_to=keep if name == "series_keep" else None) for _ in range(48 if "conn" not in name else 24)]
+    elif name == "series_r3":
+        r["E132"] = [E(132, replays=3) for _ in range(48)]
+    elif name == "eager_series":
+        for _ in range(400):
+            empty((1, 1, 1), (256, 1, 1))
+        torch.cuda.synchronize()
+        r["E132"] = [E(132) for _ in range(12)]
     elif name == "replay_first":
         first: list = []
         r["first_new"] = E(132, keep_to=first)
@@ -203,10 +217,11 @@ def main() -> None:
         return
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else os.path.dirname(os.path.abspath(__file__))
     rows = []
-    series = "--series" in sys.argv
+    series = "--series" in sys.argv or "--series2" in sys.argv
     for rep in range(1 if series else 2):
-        for v in SERIES if series else VARIANTS:
-            p = subprocess.run([sys.executable, __file__, "--variant", v], capture_output=True, text=True, timeout=300)
+        for v in SERIES2 if "--series2" in sys.argv else SERIES if series else VARIANTS:
+            p = subprocess.run([sys.executable, __file__, "--variant", v], capture_output=True, text=True, timeout=300,
+                               env={**os.environ, **ENV.get(v, {})})
             line = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
             row = json.loads(line[-1]) if line else {"variant": v, "error": (p.stderr or p.stdout)[-1500:]}
             row["rep"] = rep
@@ -214,7 +229,8 @@ def main() -> None:
             print(json.dumps(row), flush=True)
     res = {"method": __doc__.split("\n\n")[1].replace("\n", " "), "rows": rows}
     os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "launch_state_series.json" if series else "launch_state.json"), "w") as f:
+    out = "launch_state_series2.json" if "--series2" in sys.argv else "launch_state_series.json" if series else "launch_state.json"
+    with open(os.path.join(out_dir, out), "w") as f:
         json.dump(res, f, indent=1)
 
 

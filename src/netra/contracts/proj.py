@@ -46,6 +46,8 @@ class Fp8Gemv:
     down: bool = False  # with router, M = 1 (named _down; a candidate): moe_down as a third phase: each CTA s < 128
     # requests its 16-row strip of the 9 experts' down weights right after the selection, a second grid barrier after
     # gate | up, then the down phase from shared memory (gen_fp8_gemv.down_phase)
+    passes: int = 1  # 2 (named _p2; the residual 2048 x 4096 build, FUSED32): up to 32 tokens as two passes of 16 over the
+    # CTA's one strip, whose chunks stay in the ring after the first (gen_fp8_gemv.generate's PASS_END)
 
     @property
     def name(self) -> str:
@@ -54,7 +56,8 @@ class Fp8Gemv:
                 + (f"_w{self.warps}" if self.warps else "") + ("_ba" if self.ba else "")
                 + ("_shared" if self.shared else "") + ("_nogate" if self.shared and not self.shared_gate else "")
                 + ("_grp" if self.group else "") + (f"_t{self.tokens}" if self.tokens != 16 else "")
-                + ("_router" if self.router else "") + ("_poll" if self.router_poll else "") + ("_down" if self.down else ""))
+                + ("_router" if self.router else "") + ("_poll" if self.router_poll else "") + ("_down" if self.down else "")
+                + (f"_p{self.passes}" if self.passes > 1 else ""))
 
     @property
     def NT(self) -> int:  # n-tiles of 8 tokens in the largest body
@@ -318,6 +321,10 @@ FUSED = (
     Fp8Gemv(1024, 2048, "shared expert gate | up, and the BF16 shared_expert_gate by one more CTA", "gate",
             ksplit=KSPLIT_1024),
 )
+# the residual build for up to 32 rows in one launch (GDN out_proj, attention o_proj at batch 32): two passes of 16 tokens
+# over each CTA's one strip (128 strips, 128 CTAs, both chunks in the ring), so the weight is read once where two launches
+# of 16 rows read it twice; its x of 32 tokens at K = 4096 would not fit the registers the 4-n-tile _t32 builds use
+FUSED32 = tuple(dataclasses.replace(s, passes=2) for s in FUSED if s.fuse == "res")
 # GDN's first projections in one launch: the input norm, in_proj_qkv | in_proj_z (FP8, 128 CTAs walking the
 # strips) and in_proj_b | in_proj_a (BF16, BA_STRIPS more CTAs, bitwise bf16_gemv_n64_k2048 on the same x), so
 # the GDN layer loses the b | a launch (the issue's "may be fused into a neighbouring FP8 launch")
@@ -456,7 +463,8 @@ NORM_TOKENS = tuple(range(1, 9))
 
 def _common(s: Fp8Gemv) -> dict:
     plain = _contract(Fp8Gemv(s.N, s.K, s.use, ksplit=s.ksplit))
-    return dict(family="proj", dims={"M": NORM_TOKENS if s.fuse == "norm" else TOKENS}, grid=plain.grid,
+    return dict(family="proj", dims={"M": NORM_TOKENS if s.fuse == "norm" else tuple(range(1, 16 * s.passes + 1))},
+                grid=plain.grid,
                 threads=s.threads, deterministic=True, max_registers=s.max_registers, dynamic_smem=s.smem,
                 quantization=plain.quantization, pdl=plain.pdl, peers=("netra_unfused", "cublas_bf16"))
 
@@ -531,7 +539,11 @@ def _contract_res(s: Fp8Gemv) -> Contract:
             Tensor("out", "bf16", ("M", s.N), "out", doc="the product (the mixer's output, for the layer shadow)"),
         ),
         reduction_order=f"as {Fp8Gemv(s.N, s.K, s.use).name}; the BF16 product then added to h in fp32 and rounded "
-                        "(as the model's two BF16 ops)",
+                        "(as the model's two BF16 ops)" + ("; tokens 16 .. M - 1 in a second pass over the same strip, "
+                                                           "so bitwise the 16-row build on rows 0 .. 15 and 16 .. M - 1"
+                                                           if s.passes > 1 else ""),
+        cases_override=None if s.passes == 1 else tuple({"M": m} for m in (1, 8, 9, 16, 17, 24, 25, 32)),
+        sanitize_cases=None if s.passes == 1 else ({"M": 1}, {"M": 24}, {"M": 32}),  # pass 2 by each body copy
         tolerance=BF16_TWICE,
         bytes_read=f"{s.N * s.K} + {s.N // 128 * s.KB * 4} + M * {2 * s.K} + M * {2 * s.N}",
         bytes_written=f"M * {4 * s.N}",
@@ -1171,7 +1183,7 @@ LM_HEAD_CONTRACT = Contract(
 )
 
 
-CONTRACTS = tuple(_contract(s) for s in SHAPES + DENSE32 + FUSED + (NORM_BA,) + EXPERTS + (EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED,
+CONTRACTS = tuple(_contract(s) for s in SHAPES + DENSE32 + FUSED + FUSED32 + (NORM_BA,) + EXPERTS + (EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED,
                                                                                EXPERTS_ROUTER)) + (
     BF16_GEMV_N64_K2048, MOE_ROUTER, MOE_ROUTER_NORM, *(_contract_moe_down(s) for s in MOE_DOWNS), MOE_ACT,
     MOE_DOWN_GRP_CONTRACT, LM_HEAD_CONTRACT)

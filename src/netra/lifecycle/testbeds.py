@@ -381,6 +381,17 @@ def _res_unfused_peer(i, s):
     return {"h": i["h"] + y, "out": y}
 
 
+def _res16_peer(i, s):
+    """fp8_gemv_n2048_k4096_res on chunks of 16 rows, h in place (what fp8_linear_add launched above 16 rows before the
+    two-pass build, netra.contracts.proj.FUSED32)."""
+    from ..ops import proj
+
+    out = torch.empty_like(i["h"])
+    if proj.kernel_for(i["w"], proj.RES_KERNELS).rows(i["x"], i["w"], i["scale"], i["h"], out):
+        raise RuntimeError("fp8_gemv_n2048_k4096_res refused a chunk of 16 rows")
+    return {"h": i["h"], "out": out}
+
+
 def _res_cublas_peer(i, s):
     y = i["x"] @ i["_w_bf16"].T
     return {"h": i["h"] + y, "out": y}
@@ -723,14 +734,14 @@ def _moe_down_grp_peer(i, s):
 
 
 def _proj_testbeds() -> dict:
-    from ..contracts.proj import (DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, MOE_ACT, MOE_DOWN_GRP,
+    from ..contracts.proj import (DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, FUSED32, MOE_ACT, MOE_DOWN_GRP,
                                   MOE_DOWNS, NORM_BA, SHAPES)
     from ..reference.proj import fp8_linear
 
     beds = {sh.name: Testbed(contracts.get(sh.name), _make_fp8_gemv(sh),
                              lambda i: {"out": fp8_linear(i["x"], i["_w_plain"], i["scale"])}, None,
                              _proj_peers(), scalars={}) for sh in SHAPES + DENSE32}
-    for sh in FUSED:
+    for sh in FUSED + FUSED32:
         if sh.fuse == "norm":
             beds[sh.name] = Testbed(contracts.get(sh.name), _make_fp8_norm(sh), _norm_ref, None, {
                 "netra_unfused": _norm_unfused_peer,
@@ -741,9 +752,10 @@ def _proj_testbeds() -> dict:
                 "cublas_bf16": lambda i, s: {"out": i["x"] @ i["_w_bf16"].T, "gate_out": i["x"] @ i["gate_w"].T}},
                 scalars={})
         else:
-            beds[sh.name] = Testbed(contracts.get(sh.name), _make_fp8_res(sh),
-                                    _res_ref, None, {"netra_unfused": _res_unfused_peer, "cublas_bf16": _res_cublas_peer},
-                                    scalars={})
+            peers = {"netra_unfused": _res_unfused_peer, "cublas_bf16": _res_cublas_peer}
+            if sh.passes > 1:
+                peers["netra_res_16_rows"] = _res16_peer
+            beds[sh.name] = Testbed(contracts.get(sh.name), _make_fp8_res(sh), _res_ref, None, peers, scalars={})
     beds[NORM_BA.name] = Testbed(contracts.get(NORM_BA.name), _make_fp8_norm_ba(NORM_BA), _norm_ba_ref, None, {
         "netra_unfused": _norm_ba_unfused_peer,
         "cublas_bf16": lambda i, s: (lambda x: {"out": x @ i["_w_bf16"].T, "out_b": x @ i["w_b"].T,
