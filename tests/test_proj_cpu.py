@@ -690,9 +690,11 @@ def test_res32_build():
     added = [ln for ln in ptx.splitlines() if ln not in ptx16.replace(one.name, sh.name).splitlines()]
     assert added[0].startswith("// ") and "M in 1..32" in added[0] and added[1].startswith("// Tokens 16")
     body = [ln.split("//")[0].strip() for ln in added[2:]]
-    assert body == [".reg .pred %pp2;", "setp.ne.u32 %pp2, %th, %th;", "PASS:", "@%pp2 bra REST_ISSUED_M8;",
-                    "bra.uni PASS_END;", "@%pp2 bra REST_ISSUED;", "bra.uni PASS_END;", "PASS_END:", "setp.le.u32 %p, %m, 16;", "@%p ret;", "bar.sync 0;",
-                    "setp.eq.u32 %pp2, %th, %th;", "sub.u32 %m, %m, 16;", f"add.u64 %px, %px, {32 * sh.K};",
+    # the first pass with M clamped to 16: the stores run to M rows, and its partials hold 16 tokens
+    assert body == [".reg .pred %pp2;", "min.u32 %m, %m, 16;", "setp.ne.u32 %pp2, %th, %th;", "PASS:",
+                    "@%pp2 bra REST_ISSUED_M8;", "bra.uni PASS_END;", "@%pp2 bra REST_ISSUED;", "bra.uni PASS_END;",
+                    "PASS_END:", "@%pp2 ret;", "ld.param.u32 %t0, [M];", "setp.le.u32 %p, %t0, 16;", "@%p ret;",
+                    "bar.sync 0;", "setp.eq.u32 %pp2, %th, %th;", "sub.u32 %m, %t0, 16;", f"add.u64 %px, %px, {32 * sh.K};",
                     f"add.u64 %po, %po, {32 * sh.N};", f"add.u64 %pmo, %pmo, {32 * sh.N};", "mov.u32 %s, %ctaid.x;",
                     "bra.uni PASS;"], body
     assert ptx16.count("    ret;") == 2 and ptx.count("    ret;") == 0  # each body copy's ret became the branch

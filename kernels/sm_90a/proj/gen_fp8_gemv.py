@@ -72,8 +72,8 @@ experiments/proj/README.md):
   without a token that chose the strip's expert skip their mma and stores) and the runner's K = 2048 dense shapes
   (DENSE32): one launch for up to 32 rows, where the 16-token kernels took two.
 - Two passes (``Fp8Gemv.passes = 2``, named _p2; the residual 2048 x 4096 build): where each CTA streams one strip
-  that the ring holds whole, tokens 16 .. M - 1 are a second pass over it: after the first pass's sums (PASS_END) x,
-  h and out move on 16 rows, M by -16, and the body runs again without requesting the chunks (%pp2); its waits on
+  that the ring holds whole, tokens 16 .. M - 1 are a second pass over it: the first pass runs with M clamped to 16
+  (the stores go to M rows), after its sums (PASS_END) x, h and out move on 16 rows, M becomes M - 16, and the body runs again without requesting the chunks (%pp2); its waits on
   parity 0 return at once, each stage's mbarrier having completed that phase. So one launch for up to 32 rows,
   bitwise the 16-row build on rows 0 .. 15 and 16 .. M - 1, reading the weight once.
 - The MoE down side once per distinct expert is gen_moe_down_grp.py's (it borrows helpers from here).
@@ -1459,6 +1459,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         for h in range(NC):
             e(f"  .reg .b32 %u{h}_<16>;  // the up halves of x (silu_mul)")
     load_params(e, sh.fuse, sh.shared, sh.shared and sh.shared_gate, sh.router)
+    if p2:
+        e("  min.u32 %m, %m, 16;  // the first pass's tokens (its partial sums hold 16; the stores go to M)")
     if tgroups:
         e("  // token group ctaid.y: rows 8 y .. 8 y + 7 of x and out (and gate_out), M - 8 y of them (at most 8)")
         e("  mov.u32 %t0, %ctaid.y;")
@@ -1677,11 +1679,13 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         assert sum(ln == "    ret;" for ln in e.lines) == 2
         e.lines = ["    bra.uni PASS_END;" if ln == "    ret;" else ln for ln in e.lines]
         e("PASS_END:")
-        e("  setp.le.u32 %p, %m, 16;")
-        e("  @%p ret;  // M <= 16, or the second pass done")
+        e("  @%pp2 ret;  // the second pass done")
+        e("  ld.param.u32 %t0, [M];")
+        e("  setp.le.u32 %p, %t0, 16;")
+        e("  @%p ret;  // M <= 16: one pass")
         e("  bar.sync 0;  // the first pass's sums have read the reduction buffers the x prologue writes next")
         e("  setp.eq.u32 %pp2, %th, %th;  // the second pass: tokens 16 .. M - 1; the strip's chunks are in the ring")
-        e("  sub.u32 %m, %m, 16;")
+        e("  sub.u32 %m, %t0, 16;")
         e(f"  add.u64 %px, %px, {16 * 2 * K};")
         e(f"  add.u64 %po, %po, {16 * 2 * N};")
         if sh.fuse == "res":
