@@ -702,6 +702,21 @@ def test_res32_build():
     assert dops.RES32_ROWS == 16 == max(c16.dims["M"])
 
 
+def test_p2_early_candidate_assembles():
+    """The two-pass candidate (experiments/proj/p2_early_variant.py): no spills at 128 registers; the second pass's x
+    loads (both n-tiles, bounded by M - 16) once, in the M > 8 copy after the last chunk's mma; each body copy skips
+    its own loads in the second pass, and PASS_END no longer moves x; the promoted build untouched."""
+    (sh,) = FUSED32
+    g = _generator()
+    ptx = g.generate(sh, p2_early=True)
+    res = _assembles_without_spills(sh.name, ptx)
+    assert res["registers"] <= contracts.get(sh.name).max_registers
+    early = ptx.split("@%pp2 bra XE_DONE;", 1)[1].split("XE_DONE:", 1)[0]
+    assert early.count("setp.lt.u32 %pv, %tok, %mx;") == 4 * 2 * sh.NC and early.count("prefetch.global.L2") == 1
+    assert ptx.count("XE_DONE:") == 1 and ptx.count("@%pp2 bra XL_DONE") == 2 and ptx.count("add.u64 %px") == 1
+    assert ptx.index("XE_DONE:") > ptx.index("BODY_M16:") and paths.ptx_path("sm_90a", "proj", sh.name).read_text() == g.generate(sh)
+
+
 def test_experts_group32_build():
     """fp8_gemv_n1024_k2048_moe_grp_t32: the grouped gate | up for up to 32 tokens in one launch: one body of 4
     n-tiles (4 mma per k16 step, each skipped where no token of its n-tile chose the strip's expert), 32-byte token masks zeroed by one 16-byte store per thread, 2 KB of

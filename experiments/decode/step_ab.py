@@ -244,6 +244,9 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   residual build, as before its two-pass form fp8_gemv_n2048_k4096_res_p2 (netra.decode.ops.RES32_ROWS). Prediction at
   batch 32 (40 uses per step, each two launches of ~5.8 us before, one of ~7.5 expected): the current form ~0.15 ms less
   per step plainly, ~0.1 with PDL; bitwise.
+- p2_early (a candidate after res16): fp8_gemv_n2048_k4096_res_p2 built with its second pass's x loaded right after the
+  first pass's mma (gen_fp8_gemv.generate(p2_early=True); experiments/proj/p2_early_variant.py). Prediction: batch 32
+  10-30 us less per step (0.3-0.8 us per use, 40 uses), other batches unchanged (they never take it); bitwise.
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
@@ -263,7 +266,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
          "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem", "gate_in_router",
          "router_fused", "router_unfused", "experts_group", "router_poll", "router_coop", "moedown_grp_off", "experts_group32_off", "dense32_off",
-         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "current_again", "after_profile")
+         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "current_again", "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
 
@@ -359,6 +362,12 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
             if g.prefetch_changes(sh):
                 out[sh.name] = (g.generate(sh, l2_prefetch=True if form == "l2_prefetch" else "lines"),
                                 contracts.get(sh.name).dynamic_smem)
+    if form == "p2_early":  # the two-pass residual build, the second pass's x loaded early; same contract
+        from netra.contracts.proj import FUSED32
+
+        g = paths.generator("proj", "gen_fp8_gemv")
+        for sh in FUSED32:
+            out[sh.name] = (g.generate(sh, p2_early=True), contracts.get(sh.name).dynamic_smem)
     if form == "k4096_chunks_first":  # out_proj / o_proj (and the plain 2048 x 4096) with their strip before x at M <= 8
         g = paths.generator("proj", "gen_fp8_gemv")
         for sh in SHAPES + FUSED:
