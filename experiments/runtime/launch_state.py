@@ -8,7 +8,7 @@ the things a process does between cases. If one variant's E rises and the others
 and whether the decode runner's process pays it can be asked of that piece alone.
 
   python3 experiments/runtime/launch_state.py --out "$OUT"          (on the H200, PYTHONPATH=src)
-  python3 experiments/runtime/launch_state.py --series --out "$OUT" (the series variants, SERIES below; --series2: SERIES2)
+  python3 experiments/runtime/launch_state.py --series --out "$OUT" (the series variants, SERIES below; --series2, --series3: SERIES2, SERIES3)
   python3 experiments/runtime/launch_state.py --variant NAME         (one variant; prints one JSON line)
 """
 
@@ -31,6 +31,11 @@ SERIES = ("series_destroy", "series_keep", "replay_first", "pdl_first_series", "
 # (CUDA_DEVICE_MAX_CONNECTIONS, 8 by default), does it count replays (each graph replayed 3 times, not 16) or eager
 # launches (400 first)?
 SERIES2 = ("series_conn1", "series_conn4", "series_conn32", "series_r3", "eager_series")
+# After series2 (launch_state_series2_9d04b2f.json: the 8th graph whatever the work queues or replays; after 400 eager
+# launches the 4th): is it torch's capture (its graph pools) or the driver? The same series captured, instantiated,
+# launched and timed through the driver API alone on a stream of its own (series_raw), and torch's with every graph
+# sharing one memory pool (series_pool).
+SERIES3 = ("series_raw", "series_pool")
 ENV = {"series_conn1": {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}, "series_conn4": {"CUDA_DEVICE_MAX_CONNECTIONS": "4"},
        "series_conn32": {"CUDA_DEVICE_MAX_CONNECTIONS": "32"}}
 
@@ -142,7 +147,7 @@ def run_variant(name: str) -> dict:
             case()
         torch.cuda.synchronize()
 
-    if name in SERIES + SERIES2:
+    if name in SERIES + SERIES2 + SERIES3:
         return run_series(name, E, empty, keep)
 
     r = {"variant": name, "before": both()}
@@ -166,6 +171,51 @@ def run_series(name: str, E, empty, keep: list) -> dict:
     r = {"variant": name}
     if name in ("series_destroy", "series_keep") or name.startswith("series_conn"):
         r["E132"] = [E(132, keep_to=keep if name == "series_keep" else None) for _ in range(48 if "conn" not in name else 24)]
+    elif name == "series_raw":
+        from cuda.bindings import driver as cu
+
+        _, st = cu.cuStreamCreate(1)  # non-blocking
+        ext = torch.cuda.ExternalStream(int(st))
+        empty((132, 1, 1), (256, 1, 1))
+        torch.cuda.synchronize()
+        ts_all = []
+        for _ in range(24):
+            with torch.cuda.stream(ext):
+                cu.cuStreamBeginCapture(st, cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+                for _ in range(64):
+                    empty((132, 1, 1), (256, 1, 1))
+                _, graph = cu.cuStreamEndCapture(st)
+            _, gexec = cu.cuGraphInstantiate(graph, 0)
+            cu.cuGraphLaunch(gexec, st)
+            cu.cuStreamSynchronize(st)
+            ts = []
+            for _ in range(15):
+                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                e0.record(ext)
+                cu.cuGraphLaunch(gexec, st)
+                e1.record(ext)
+                e1.synchronize()
+                ts.append(e0.elapsed_time(e1) * 1e3 / 64)
+            cu.cuGraphExecDestroy(gexec)
+            cu.cuGraphDestroy(graph)
+            ts.sort()
+            ts_all.append(round(ts[len(ts) // 2], 4))
+        r["E132_raw"] = ts_all
+        r["E132_torch_after"] = [E(132) for _ in range(2)]
+    elif name == "series_pool":
+        pool = torch.cuda.graph_pool_handle()
+        res = []
+        for _ in range(24):
+            g = torch.cuda.CUDAGraph()
+            empty((132, 1, 1), (256, 1, 1))
+            torch.cuda.synchronize()
+            with torch.cuda.graph(g, pool=pool):
+                for _ in range(64):
+                    empty((132, 1, 1), (256, 1, 1))
+            g.replay()
+            torch.cuda.synchronize()
+            res.append(E(132, g=g))
+        r["E132"] = res
     elif name == "series_r3":
         r["E132"] = [E(132, replays=3) for _ in range(48)]
     elif name == "eager_series":
@@ -217,9 +267,10 @@ def main() -> None:
         return
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else os.path.dirname(os.path.abspath(__file__))
     rows = []
-    series = "--series" in sys.argv or "--series2" in sys.argv
+    series = "--series" in sys.argv or "--series2" in sys.argv or "--series3" in sys.argv
     for rep in range(1 if series else 2):
-        for v in SERIES2 if "--series2" in sys.argv else SERIES if series else VARIANTS:
+        for v in (SERIES3 if "--series3" in sys.argv else SERIES2 if "--series2" in sys.argv else SERIES if series
+                  else VARIANTS):
             p = subprocess.run([sys.executable, __file__, "--variant", v], capture_output=True, text=True, timeout=300,
                                env={**os.environ, **ENV.get(v, {})})
             line = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
@@ -229,7 +280,7 @@ def main() -> None:
             print(json.dumps(row), flush=True)
     res = {"method": __doc__.split("\n\n")[1].replace("\n", " "), "rows": rows}
     os.makedirs(out_dir, exist_ok=True)
-    out = "launch_state_series2.json" if "--series2" in sys.argv else "launch_state_series.json" if series else "launch_state.json"
+    out = "launch_state_series3.json" if "--series3" in sys.argv else "launch_state_series2.json" if "--series2" in sys.argv else "launch_state_series.json" if series else "launch_state.json"
     with open(os.path.join(out_dir, out), "w") as f:
         json.dump(res, f, indent=1)
 
