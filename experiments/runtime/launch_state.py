@@ -8,7 +8,7 @@ the things a process does between cases. If one variant's E rises and the others
 and whether the decode runner's process pays it can be asked of that piece alone.
 
   python3 experiments/runtime/launch_state.py --out "$OUT"          (on the H200, PYTHONPATH=src)
-  python3 experiments/runtime/launch_state.py --series --out "$OUT" (the series variants, SERIES below; --series2, --series3: SERIES2, SERIES3)
+  python3 experiments/runtime/launch_state.py --series --out "$OUT" (the series variants, SERIES below; --series2 .. --series4: SERIES2 ..)
   python3 experiments/runtime/launch_state.py --variant NAME         (one variant; prints one JSON line)
 """
 
@@ -36,6 +36,13 @@ SERIES2 = ("series_conn1", "series_conn4", "series_conn32", "series_r3", "eager_
 # launched and timed through the driver API alone on a stream of its own (series_raw), and torch's with every graph
 # sharing one memory pool (series_pool).
 SERIES3 = ("series_raw", "series_pool")
+# After series3 (launch_state_series3_aa6cc4e.json: through the driver alone 24 graphs stayed fast, 0.58 us, and torch's
+# E after them too; torch's own captures turned at the 8th even with one pool): which of torch's steps is it? The
+# driver-API series with one of them added: graphs launched on the legacy default stream (torch's current stream, where
+# E and the decode runner replay), instantiated with AUTO_FREE_ON_LAUNCH (as torch's capture_end), captured in GLOBAL
+# mode (torch's default), or synchronize + gc + empty_cache before each capture (torch.cuda.graph's __enter__); and
+# torch's captures replayed on a stream of their own.
+SERIES4 = ("raw_default_stream", "raw_autofree", "raw_global", "raw_empty_cache", "torch_side_stream")
 ENV = {"series_conn1": {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}, "series_conn4": {"CUDA_DEVICE_MAX_CONNECTIONS": "4"},
        "series_conn32": {"CUDA_DEVICE_MAX_CONNECTIONS": "32"}}
 
@@ -147,7 +154,7 @@ def run_variant(name: str) -> dict:
             case()
         torch.cuda.synchronize()
 
-    if name in SERIES + SERIES2 + SERIES3:
+    if name in SERIES + SERIES2 + SERIES3 + SERIES4:
         return run_series(name, E, empty, keep)
 
     r = {"variant": name, "before": both()}
@@ -171,29 +178,40 @@ def run_series(name: str, E, empty, keep: list) -> dict:
     r = {"variant": name}
     if name in ("series_destroy", "series_keep") or name.startswith("series_conn"):
         r["E132"] = [E(132, keep_to=keep if name == "series_keep" else None) for _ in range(48 if "conn" not in name else 24)]
-    elif name == "series_raw":
+    elif name == "series_raw" or name.startswith("raw_"):
+        import gc
+
         from cuda.bindings import driver as cu
 
         _, st = cu.cuStreamCreate(1)  # non-blocking
         ext = torch.cuda.ExternalStream(int(st))
+        run_ext = torch.cuda.current_stream() if name == "raw_default_stream" else ext
+        run_st = run_ext.cuda_stream
+        mode = (cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL if name == "raw_global"
+                else cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+        flags = 1 if name == "raw_autofree" else 0  # CU_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH
         empty((132, 1, 1), (256, 1, 1))
         torch.cuda.synchronize()
         ts_all = []
         for _ in range(24):
+            if name == "raw_empty_cache":
+                torch.cuda.synchronize()
+                gc.collect()
+                torch.cuda.empty_cache()
             with torch.cuda.stream(ext):
-                cu.cuStreamBeginCapture(st, cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+                cu.cuStreamBeginCapture(st, mode)
                 for _ in range(64):
                     empty((132, 1, 1), (256, 1, 1))
                 _, graph = cu.cuStreamEndCapture(st)
-            _, gexec = cu.cuGraphInstantiate(graph, 0)
-            cu.cuGraphLaunch(gexec, st)
-            cu.cuStreamSynchronize(st)
+            _, gexec = cu.cuGraphInstantiate(graph, flags)
+            cu.cuGraphLaunch(gexec, run_st)
+            torch.cuda.synchronize()
             ts = []
             for _ in range(15):
                 e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                e0.record(ext)
-                cu.cuGraphLaunch(gexec, st)
-                e1.record(ext)
+                e0.record(run_ext)
+                cu.cuGraphLaunch(gexec, run_st)
+                e1.record(run_ext)
                 e1.synchronize()
                 ts.append(e0.elapsed_time(e1) * 1e3 / 64)
             cu.cuGraphExecDestroy(gexec)
@@ -202,6 +220,22 @@ def run_series(name: str, E, empty, keep: list) -> dict:
             ts_all.append(round(ts[len(ts) // 2], 4))
         r["E132_raw"] = ts_all
         r["E132_torch_after"] = [E(132) for _ in range(2)]
+    elif name == "torch_side_stream":
+        side = torch.cuda.Stream()
+        res = []
+        for _ in range(24):
+            g = torch.cuda.CUDAGraph()
+            empty((132, 1, 1), (256, 1, 1))
+            torch.cuda.synchronize()
+            with torch.cuda.graph(g):
+                for _ in range(64):
+                    empty((132, 1, 1), (256, 1, 1))
+            with torch.cuda.stream(side):
+                g.replay()
+                torch.cuda.synchronize()
+                res.append(E(132, g=g))
+        r["E132_side"] = res
+        r["E132_default_after"] = [E(132) for _ in range(2)]
     elif name == "series_pool":
         pool = torch.cuda.graph_pool_handle()
         res = []
@@ -267,9 +301,9 @@ def main() -> None:
         return
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else os.path.dirname(os.path.abspath(__file__))
     rows = []
-    series = "--series" in sys.argv or "--series2" in sys.argv or "--series3" in sys.argv
+    series = any(a in sys.argv for a in ("--series", "--series2", "--series3", "--series4"))
     for rep in range(1 if series else 2):
-        for v in (SERIES3 if "--series3" in sys.argv else SERIES2 if "--series2" in sys.argv else SERIES if series
+        for v in (SERIES4 if "--series4" in sys.argv else SERIES3 if "--series3" in sys.argv else SERIES2 if "--series2" in sys.argv else SERIES if series
                   else VARIANTS):
             p = subprocess.run([sys.executable, __file__, "--variant", v], capture_output=True, text=True, timeout=300,
                                env={**os.environ, **ENV.get(v, {})})
@@ -280,7 +314,7 @@ def main() -> None:
             print(json.dumps(row), flush=True)
     res = {"method": __doc__.split("\n\n")[1].replace("\n", " "), "rows": rows}
     os.makedirs(out_dir, exist_ok=True)
-    out = "launch_state_series3.json" if "--series3" in sys.argv else "launch_state_series2.json" if "--series2" in sys.argv else "launch_state_series.json" if series else "launch_state.json"
+    out = "launch_state_series4.json" if "--series4" in sys.argv else "launch_state_series3.json" if "--series3" in sys.argv else "launch_state_series2.json" if "--series2" in sys.argv else "launch_state_series.json" if series else "launch_state.json"
     with open(os.path.join(out_dir, out), "w") as f:
         json.dump(res, f, indent=1)
 
