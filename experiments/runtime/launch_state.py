@@ -8,7 +8,7 @@ the things a process does between cases. If one variant's E rises and the others
 and whether the decode runner's process pays it can be asked of that piece alone.
 
   python3 experiments/runtime/launch_state.py --out "$OUT"          (on the H200, PYTHONPATH=src)
-  python3 experiments/runtime/launch_state.py --series --out "$OUT" (the series variants, SERIES below; --series2 .. --series4: SERIES2 ..)
+  python3 experiments/runtime/launch_state.py --series --out "$OUT" (the series variants, SERIES below; --series2 .. --series5: SERIES2 ..)
   python3 experiments/runtime/launch_state.py --variant NAME         (one variant; prints one JSON line)
 """
 
@@ -43,6 +43,10 @@ SERIES3 = ("series_raw", "series_pool")
 # mode (torch's default), or synchronize + gc + empty_cache before each capture (torch.cuda.graph's __enter__); and
 # torch's captures replayed on a stream of their own.
 SERIES4 = ("raw_default_stream", "raw_autofree", "raw_global", "raw_empty_cache", "torch_side_stream")
+# After series4 (launch_state_series4_1e1afac.json: none of those four turned the driver series; torch's captures turned
+# at the 8th on a side stream too): eager launches between the driver-API graphs, 100 per graph, by cuLaunchKernel
+# (the empty kernel) or by PyTorch (an in-place add: the runtime API).
+SERIES5 = ("raw_eager_driver", "raw_eager_torch")
 ENV = {"series_conn1": {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}, "series_conn4": {"CUDA_DEVICE_MAX_CONNECTIONS": "4"},
        "series_conn32": {"CUDA_DEVICE_MAX_CONNECTIONS": "32"}}
 
@@ -154,7 +158,7 @@ def run_variant(name: str) -> dict:
             case()
         torch.cuda.synchronize()
 
-    if name in SERIES + SERIES2 + SERIES3 + SERIES4:
+    if name in SERIES + SERIES2 + SERIES3 + SERIES4 + SERIES5:
         return run_series(name, E, empty, keep)
 
     r = {"variant": name, "before": both()}
@@ -193,7 +197,13 @@ def run_series(name: str, E, empty, keep: list) -> dict:
         empty((132, 1, 1), (256, 1, 1))
         torch.cuda.synchronize()
         ts_all = []
+        one = torch.zeros(1, device="cuda")
         for _ in range(24):
+            for _ in range(100 if name in SERIES5 else 0):
+                if name == "raw_eager_driver":
+                    empty((1, 1, 1), (256, 1, 1))
+                else:
+                    one.add_(1)
             if name == "raw_empty_cache":
                 torch.cuda.synchronize()
                 gc.collect()
@@ -301,9 +311,9 @@ def main() -> None:
         return
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else os.path.dirname(os.path.abspath(__file__))
     rows = []
-    series = any(a in sys.argv for a in ("--series", "--series2", "--series3", "--series4"))
+    series = any(a in sys.argv for a in ("--series", "--series2", "--series3", "--series4", "--series5"))
     for rep in range(1 if series else 2):
-        for v in (SERIES4 if "--series4" in sys.argv else SERIES3 if "--series3" in sys.argv else SERIES2 if "--series2" in sys.argv else SERIES if series
+        for v in (SERIES5 if "--series5" in sys.argv else SERIES4 if "--series4" in sys.argv else SERIES3 if "--series3" in sys.argv else SERIES2 if "--series2" in sys.argv else SERIES if series
                   else VARIANTS):
             p = subprocess.run([sys.executable, __file__, "--variant", v], capture_output=True, text=True, timeout=300,
                                env={**os.environ, **ENV.get(v, {})})
@@ -314,7 +324,7 @@ def main() -> None:
             print(json.dumps(row), flush=True)
     res = {"method": __doc__.split("\n\n")[1].replace("\n", " "), "rows": rows}
     os.makedirs(out_dir, exist_ok=True)
-    out = "launch_state_series4.json" if "--series4" in sys.argv else "launch_state_series3.json" if "--series3" in sys.argv else "launch_state_series2.json" if "--series2" in sys.argv else "launch_state_series.json" if series else "launch_state.json"
+    out = "launch_state_series5.json" if "--series5" in sys.argv else "launch_state_series4.json" if "--series4" in sys.argv else "launch_state_series3.json" if "--series3" in sys.argv else "launch_state_series2.json" if "--series2" in sys.argv else "launch_state_series.json" if series else "launch_state.json"
     with open(os.path.join(out_dir, out), "w") as f:
         json.dump(res, f, indent=1)
 
