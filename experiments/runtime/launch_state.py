@@ -8,7 +8,7 @@ the things a process does between cases. If one variant's E rises and the others
 and whether the decode runner's process pays it can be asked of that piece alone.
 
   python3 experiments/runtime/launch_state.py --out "$OUT"          (on the H200, PYTHONPATH=src)
-  python3 experiments/runtime/launch_state.py --series --out "$OUT" (the series variants, SERIES below; --series2 .. --series5: SERIES2 ..)
+  python3 experiments/runtime/launch_state.py --series --out "$OUT" (the series variants, SERIES below; --series2 .. --series6: SERIES2 ..)
   python3 experiments/runtime/launch_state.py --variant NAME         (one variant; prints one JSON line)
 """
 
@@ -47,8 +47,13 @@ SERIES4 = ("raw_default_stream", "raw_autofree", "raw_global", "raw_empty_cache"
 # at the 8th on a side stream too): eager launches between the driver-API graphs, 100 per graph, by cuLaunchKernel
 # (the empty kernel) or by PyTorch (an in-place add: the runtime API).
 SERIES5 = ("raw_eager_driver", "raw_eager_torch")
+# After series5 (launch_state_series5_34bc06a.json: 2400 eager launches of either kind between them, the driver series
+# stayed fast): torch 2.11 instantiates with AUTO_FREE_ON_LAUNCH | USE_NODE_PRIORITY (CUDAGraph::instantiate). The
+# driver series with USE_NODE_PRIORITY (8) and with both (9); torch's series with CUDA_GRAPHS_USE_NODE_PRIORITY=0,
+# which the CUDA docs say overrides that flag.
+SERIES6 = ("raw_prio", "raw_autofree_prio", "torch_env_prio0")
 ENV = {"series_conn1": {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}, "series_conn4": {"CUDA_DEVICE_MAX_CONNECTIONS": "4"},
-       "series_conn32": {"CUDA_DEVICE_MAX_CONNECTIONS": "32"}}
+       "series_conn32": {"CUDA_DEVICE_MAX_CONNECTIONS": "32"}, "torch_env_prio0": {"CUDA_GRAPHS_USE_NODE_PRIORITY": "0"}}
 
 
 def run_variant(name: str) -> dict:
@@ -158,7 +163,7 @@ def run_variant(name: str) -> dict:
             case()
         torch.cuda.synchronize()
 
-    if name in SERIES + SERIES2 + SERIES3 + SERIES4 + SERIES5:
+    if name in SERIES + SERIES2 + SERIES3 + SERIES4 + SERIES5 + SERIES6:
         return run_series(name, E, empty, keep)
 
     r = {"variant": name, "before": both()}
@@ -180,8 +185,9 @@ def run_series(name: str, E, empty, keep: list) -> dict:
     from netra.runtime import loader
 
     r = {"variant": name}
-    if name in ("series_destroy", "series_keep") or name.startswith("series_conn"):
-        r["E132"] = [E(132, keep_to=keep if name == "series_keep" else None) for _ in range(48 if "conn" not in name else 24)]
+    if name in ("series_destroy", "series_keep", "torch_env_prio0") or name.startswith("series_conn"):
+        r["E132"] = [E(132, keep_to=keep if name == "series_keep" else None)
+                     for _ in range(48 if name in ("series_destroy", "series_keep") else 24)]
     elif name == "series_raw" or name.startswith("raw_"):
         import gc
 
@@ -193,7 +199,8 @@ def run_series(name: str, E, empty, keep: list) -> dict:
         run_st = run_ext.cuda_stream
         mode = (cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL if name == "raw_global"
                 else cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
-        flags = 1 if name == "raw_autofree" else 0  # CU_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH
+        # CU_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH = 1, _USE_NODE_PRIORITY = 8
+        flags = {"raw_autofree": 1, "raw_prio": 8, "raw_autofree_prio": 9}.get(name, 0)
         empty((132, 1, 1), (256, 1, 1))
         torch.cuda.synchronize()
         ts_all = []
@@ -311,9 +318,9 @@ def main() -> None:
         return
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else os.path.dirname(os.path.abspath(__file__))
     rows = []
-    series = any(a in sys.argv for a in ("--series", "--series2", "--series3", "--series4", "--series5"))
+    series = any(a in sys.argv for a in ("--series", "--series2", "--series3", "--series4", "--series5", "--series6"))
     for rep in range(1 if series else 2):
-        for v in (SERIES5 if "--series5" in sys.argv else SERIES4 if "--series4" in sys.argv else SERIES3 if "--series3" in sys.argv else SERIES2 if "--series2" in sys.argv else SERIES if series
+        for v in (SERIES6 if "--series6" in sys.argv else SERIES5 if "--series5" in sys.argv else SERIES4 if "--series4" in sys.argv else SERIES3 if "--series3" in sys.argv else SERIES2 if "--series2" in sys.argv else SERIES if series
                   else VARIANTS):
             p = subprocess.run([sys.executable, __file__, "--variant", v], capture_output=True, text=True, timeout=300,
                                env={**os.environ, **ENV.get(v, {})})
@@ -324,7 +331,7 @@ def main() -> None:
             print(json.dumps(row), flush=True)
     res = {"method": __doc__.split("\n\n")[1].replace("\n", " "), "rows": rows}
     os.makedirs(out_dir, exist_ok=True)
-    out = "launch_state_series5.json" if "--series5" in sys.argv else "launch_state_series4.json" if "--series4" in sys.argv else "launch_state_series3.json" if "--series3" in sys.argv else "launch_state_series2.json" if "--series2" in sys.argv else "launch_state_series.json" if series else "launch_state.json"
+    out = "launch_state_series6.json" if "--series6" in sys.argv else "launch_state_series5.json" if "--series5" in sys.argv else "launch_state_series4.json" if "--series4" in sys.argv else "launch_state_series3.json" if "--series3" in sys.argv else "launch_state_series2.json" if "--series2" in sys.argv else "launch_state_series.json" if series else "launch_state.json"
     with open(os.path.join(out_dir, out), "w") as f:
         json.dump(res, f, indent=1)
 
