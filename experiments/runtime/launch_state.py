@@ -8,7 +8,7 @@ the things a process does between cases. If one variant's E rises and the others
 and whether the decode runner's process pays it can be asked of that piece alone.
 
   python3 experiments/runtime/launch_state.py --out "$OUT"          (on the H200, PYTHONPATH=src)
-  python3 experiments/runtime/launch_state.py --series --out "$OUT" (the series variants, SERIES below; --series2 .. --series6: SERIES2 ..)
+  python3 experiments/runtime/launch_state.py --series --out "$OUT" (the series variants, SERIES below; --series2 .. --series7: SERIES2 ..)
   python3 experiments/runtime/launch_state.py --variant NAME         (one variant; prints one JSON line)
 """
 
@@ -52,6 +52,10 @@ SERIES5 = ("raw_eager_driver", "raw_eager_torch")
 # driver series with USE_NODE_PRIORITY (8) and with both (9); torch's series with CUDA_GRAPHS_USE_NODE_PRIORITY=0,
 # which the CUDA docs say overrides that flag.
 SERIES6 = ("raw_prio", "raw_autofree_prio", "torch_env_prio0")
+# After series6 (launch_state_series6_728947f.json: neither flag nor the variable changed anything): the capture side or
+# the replay side of torch? torch's captures launched by cuGraphLaunch on their raw exec (no replay prologue: the RNG
+# states' two fill_ per replay), and the driver series with two int64 fill_ before every launch, as that prologue.
+SERIES7 = ("torch_capture_raw_launch", "raw_fill_prologue")
 ENV = {"series_conn1": {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}, "series_conn4": {"CUDA_DEVICE_MAX_CONNECTIONS": "4"},
        "series_conn32": {"CUDA_DEVICE_MAX_CONNECTIONS": "32"}, "torch_env_prio0": {"CUDA_GRAPHS_USE_NODE_PRIORITY": "0"}}
 
@@ -163,7 +167,7 @@ def run_variant(name: str) -> dict:
             case()
         torch.cuda.synchronize()
 
-    if name in SERIES + SERIES2 + SERIES3 + SERIES4 + SERIES5 + SERIES6:
+    if name in SERIES + SERIES2 + SERIES3 + SERIES4 + SERIES5 + SERIES6 + SERIES7:
         return run_series(name, E, empty, keep)
 
     r = {"variant": name, "before": both()}
@@ -205,6 +209,7 @@ def run_series(name: str, E, empty, keep: list) -> dict:
         torch.cuda.synchronize()
         ts_all = []
         one = torch.zeros(1, device="cuda")
+        seed, offset = torch.zeros(1, dtype=torch.int64, device="cuda"), torch.zeros(1, dtype=torch.int64, device="cuda")
         for _ in range(24):
             for _ in range(100 if name in SERIES5 else 0):
                 if name == "raw_eager_driver":
@@ -226,6 +231,10 @@ def run_series(name: str, E, empty, keep: list) -> dict:
             ts = []
             for _ in range(15):
                 e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                if name == "raw_fill_prologue":
+                    with torch.cuda.stream(run_ext):
+                        seed.fill_(1)
+                        offset.fill_(2)
                 e0.record(run_ext)
                 cu.cuGraphLaunch(gexec, run_st)
                 e1.record(run_ext)
@@ -236,6 +245,34 @@ def run_series(name: str, E, empty, keep: list) -> dict:
             ts.sort()
             ts_all.append(round(ts[len(ts) // 2], 4))
         r["E132_raw"] = ts_all
+        r["E132_torch_after"] = [E(132) for _ in range(2)]
+    elif name == "torch_capture_raw_launch":
+        from cuda.bindings import driver as cu
+
+        res = []
+        for _ in range(24):
+            g = torch.cuda.CUDAGraph()
+            empty((132, 1, 1), (256, 1, 1))
+            torch.cuda.synchronize()
+            with torch.cuda.graph(g):
+                for _ in range(64):
+                    empty((132, 1, 1), (256, 1, 1))
+            gexec = cu.CUgraphExec(g.raw_cuda_graph_exec())
+            cur = torch.cuda.current_stream()
+            cu.cuGraphLaunch(gexec, cur.cuda_stream)
+            torch.cuda.synchronize()
+            ts = []
+            for _ in range(15):
+                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                e0.record()
+                cu.cuGraphLaunch(gexec, cur.cuda_stream)
+                e1.record()
+                e1.synchronize()
+                ts.append(e0.elapsed_time(e1) * 1e3 / 64)
+            ts.sort()
+            res.append(round(ts[len(ts) // 2], 4))
+            del g
+        r["E132_torch_capture_raw_launch"] = res
         r["E132_torch_after"] = [E(132) for _ in range(2)]
     elif name == "torch_side_stream":
         side = torch.cuda.Stream()
@@ -318,9 +355,9 @@ def main() -> None:
         return
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else os.path.dirname(os.path.abspath(__file__))
     rows = []
-    series = any(a in sys.argv for a in ("--series", "--series2", "--series3", "--series4", "--series5", "--series6"))
+    series = any(a in sys.argv for a in ("--series", "--series2", "--series3", "--series4", "--series5", "--series6", "--series7"))
     for rep in range(1 if series else 2):
-        for v in (SERIES6 if "--series6" in sys.argv else SERIES5 if "--series5" in sys.argv else SERIES4 if "--series4" in sys.argv else SERIES3 if "--series3" in sys.argv else SERIES2 if "--series2" in sys.argv else SERIES if series
+        for v in (SERIES7 if "--series7" in sys.argv else SERIES6 if "--series6" in sys.argv else SERIES5 if "--series5" in sys.argv else SERIES4 if "--series4" in sys.argv else SERIES3 if "--series3" in sys.argv else SERIES2 if "--series2" in sys.argv else SERIES if series
                   else VARIANTS):
             p = subprocess.run([sys.executable, __file__, "--variant", v], capture_output=True, text=True, timeout=300,
                                env={**os.environ, **ENV.get(v, {})})
@@ -331,7 +368,7 @@ def main() -> None:
             print(json.dumps(row), flush=True)
     res = {"method": __doc__.split("\n\n")[1].replace("\n", " "), "rows": rows}
     os.makedirs(out_dir, exist_ok=True)
-    out = "launch_state_series6.json" if "--series6" in sys.argv else "launch_state_series5.json" if "--series5" in sys.argv else "launch_state_series4.json" if "--series4" in sys.argv else "launch_state_series3.json" if "--series3" in sys.argv else "launch_state_series2.json" if "--series2" in sys.argv else "launch_state_series.json" if series else "launch_state.json"
+    out = "launch_state_series7.json" if "--series7" in sys.argv else "launch_state_series6.json" if "--series6" in sys.argv else "launch_state_series5.json" if "--series5" in sys.argv else "launch_state_series4.json" if "--series4" in sys.argv else "launch_state_series3.json" if "--series3" in sys.argv else "launch_state_series2.json" if "--series2" in sys.argv else "launch_state_series.json" if series else "launch_state.json"
     with open(os.path.join(out_dir, out), "w") as f:
         json.dump(res, f, indent=1)
 
