@@ -243,10 +243,14 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
 - res16 (after 444ca0f): fp8_linear_add (GDN out_proj, attention o_proj) above 16 rows as launches of the 16-row
   residual build, as before its two-pass form fp8_gemv_n2048_k4096_res_p2 (netra.decode.ops.RES32_ROWS). Prediction at
   batch 32 (40 uses per step, each two launches of ~5.8 us before, one of ~7.5 expected): the current form ~0.15 ms less
-  per step plainly, ~0.1 with PDL; bitwise.
+  per step plainly, ~0.1 with PDL; bitwise. Measured at fe52409 (step_ab_res16_p2_early_b32_fe52409.json): current 9.545 /
+  9.315 ms, res16 9.594 / 9.324, current again 9.551 / 9.300: ~45 us plainly, ~15 with PDL (the second 16-row launch had
+  read the weight from L2). (The run at 9d04b2f timed a build whose first pass corrupted h at M > 16: void.)
 - p2_early (a candidate after res16): fp8_gemv_n2048_k4096_res_p2 built with its second pass's x loaded right after the
   first pass's mma (gen_fp8_gemv.generate(p2_early=True); experiments/proj/p2_early_variant.py). Prediction: batch 32
   10-30 us less per step (0.3-0.8 us per use, 40 uses), other batches unchanged (they never take it); bitwise.
+  Measured at fe52409: 9.527 / 9.283 ms, inside the two currents' spread; the kernel 0.2-0.5 us slower at M = 17..25
+  (experiments/proj/p2_early_variant_fe52409.json). Rejected.
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
