@@ -8,7 +8,7 @@ the things a process does between cases. If one variant's E rises and the others
 and whether the decode runner's process pays it can be asked of that piece alone.
 
   python3 experiments/runtime/launch_state.py --out "$OUT"          (on the H200, PYTHONPATH=src)
-  python3 experiments/runtime/launch_state.py --series --out "$OUT" (the series variants, SERIES below; --series2 .. --series7: SERIES2 ..)
+  python3 experiments/runtime/launch_state.py --series --out "$OUT" (the series variants, SERIES below; --series2 .. --series8: SERIES2 ..)
   python3 experiments/runtime/launch_state.py --variant NAME         (one variant; prints one JSON line)
 """
 
@@ -56,6 +56,11 @@ SERIES6 = ("raw_prio", "raw_autofree_prio", "torch_env_prio0")
 # the replay side of torch? torch's captures launched by cuGraphLaunch on their raw exec (no replay prologue: the RNG
 # states' two fill_ per replay), and the driver series with two int64 fill_ before every launch, as that prologue.
 SERIES7 = ("torch_capture_raw_launch", "raw_fill_prologue")
+# After series7 (launch_state_series7_b1e341b.json: torch's capture side): what the slow state costs the launches the
+# decode step makes: a series of torch captures of 64 empty kernels launched with programmatic serialization (a PDL
+# chain, as the runner's PDL engine launches), and of 64 read_floor launches that each read 1 MB (grid 132), timed
+# through the 8th capture.
+SERIES8 = ("pdl_series", "read_series")
 ENV = {"series_conn1": {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}, "series_conn4": {"CUDA_DEVICE_MAX_CONNECTIONS": "4"},
        "series_conn32": {"CUDA_DEVICE_MAX_CONNECTIONS": "32"}, "torch_env_prio0": {"CUDA_GRAPHS_USE_NODE_PRIORITY": "0"}}
 
@@ -167,7 +172,7 @@ def run_variant(name: str) -> dict:
             case()
         torch.cuda.synchronize()
 
-    if name in SERIES + SERIES2 + SERIES3 + SERIES4 + SERIES5 + SERIES6 + SERIES7:
+    if name in SERIES + SERIES2 + SERIES3 + SERIES4 + SERIES5 + SERIES6 + SERIES7 + SERIES8:
         return run_series(name, E, empty, keep)
 
     r = {"variant": name, "before": both()}
@@ -246,6 +251,19 @@ def run_series(name: str, E, empty, keep: list) -> dict:
             ts_all.append(round(ts[len(ts) // 2], 4))
         r["E132_raw"] = ts_all
         r["E132_torch_after"] = [E(132) for _ in range(2)]
+    elif name in ("pdl_series", "read_series"):
+        from netra.lifecycle import bench
+
+        if name == "pdl_series":
+            pe = rt_launch.raw_launcher(loader.load("empty_kernel", 0), pdl=True)
+            launch = lambda i: pe((132, 1, 1), (256, 1, 1))  # noqa: E731
+        else:
+            reader = rt_launch.raw_launcher(loader.load("read_floor", 0))
+            per = (1 << 20) // 132 // 16 * 16
+            src = torch.randint(0, 256, (64 * 132 * per,), dtype=torch.uint8, device="cuda")
+            sink = torch.zeros(4, dtype=torch.uint8, device="cuda")
+            launch = lambda i: reader((132, 1, 1), (256, 1, 1), src.data_ptr() + i * 132 * per, sink.data_ptr(), per)  # noqa: E731
+        r["us"] = [round(bench.graph_time(launch, 64, 15)[0], 4) for _ in range(12)]
     elif name == "torch_capture_raw_launch":
         from cuda.bindings import driver as cu
 
@@ -355,9 +373,9 @@ def main() -> None:
         return
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else os.path.dirname(os.path.abspath(__file__))
     rows = []
-    series = any(a in sys.argv for a in ("--series", "--series2", "--series3", "--series4", "--series5", "--series6", "--series7"))
+    series = any(a in sys.argv for a in ("--series", "--series2", "--series3", "--series4", "--series5", "--series6", "--series7", "--series8"))
     for rep in range(1 if series else 2):
-        for v in (SERIES7 if "--series7" in sys.argv else SERIES6 if "--series6" in sys.argv else SERIES5 if "--series5" in sys.argv else SERIES4 if "--series4" in sys.argv else SERIES3 if "--series3" in sys.argv else SERIES2 if "--series2" in sys.argv else SERIES if series
+        for v in (SERIES8 if "--series8" in sys.argv else SERIES7 if "--series7" in sys.argv else SERIES6 if "--series6" in sys.argv else SERIES5 if "--series5" in sys.argv else SERIES4 if "--series4" in sys.argv else SERIES3 if "--series3" in sys.argv else SERIES2 if "--series2" in sys.argv else SERIES if series
                   else VARIANTS):
             p = subprocess.run([sys.executable, __file__, "--variant", v], capture_output=True, text=True, timeout=300,
                                env={**os.environ, **ENV.get(v, {})})
@@ -368,7 +386,7 @@ def main() -> None:
             print(json.dumps(row), flush=True)
     res = {"method": __doc__.split("\n\n")[1].replace("\n", " "), "rows": rows}
     os.makedirs(out_dir, exist_ok=True)
-    out = "launch_state_series7.json" if "--series7" in sys.argv else "launch_state_series6.json" if "--series6" in sys.argv else "launch_state_series5.json" if "--series5" in sys.argv else "launch_state_series4.json" if "--series4" in sys.argv else "launch_state_series3.json" if "--series3" in sys.argv else "launch_state_series2.json" if "--series2" in sys.argv else "launch_state_series.json" if series else "launch_state.json"
+    out = "launch_state_series8.json" if "--series8" in sys.argv else "launch_state_series7.json" if "--series7" in sys.argv else "launch_state_series6.json" if "--series6" in sys.argv else "launch_state_series5.json" if "--series5" in sys.argv else "launch_state_series4.json" if "--series4" in sys.argv else "launch_state_series3.json" if "--series3" in sys.argv else "launch_state_series2.json" if "--series2" in sys.argv else "launch_state_series.json" if series else "launch_state.json"
     with open(os.path.join(out_dir, out), "w") as f:
         json.dump(res, f, indent=1)
 
