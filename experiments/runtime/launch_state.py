@@ -59,8 +59,9 @@ SERIES7 = ("torch_capture_raw_launch", "raw_fill_prologue")
 # After series7 (launch_state_series7_b1e341b.json: torch's capture side): what the slow state costs the launches the
 # decode step makes: a series of torch captures of 64 empty kernels launched with programmatic serialization (a PDL
 # chain, as the runner's PDL engine launches), and of 64 read_floor launches that each read 1 MB (grid 132), timed
-# through the 8th capture.
-SERIES8 = ("pdl_series", "read_series")
+# through the 8th capture; and the read_floor launches with programmatic serialization (no griddepcontrol in the kernel:
+# each grid's implicit trigger is its end, so only the edge's kind differs from read_series).
+SERIES8 = ("pdl_series", "read_series", "read_pdl_series")
 ENV = {"series_conn1": {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}, "series_conn4": {"CUDA_DEVICE_MAX_CONNECTIONS": "4"},
        "series_conn32": {"CUDA_DEVICE_MAX_CONNECTIONS": "32"}, "torch_env_prio0": {"CUDA_GRAPHS_USE_NODE_PRIORITY": "0"}}
 
@@ -251,14 +252,14 @@ def run_series(name: str, E, empty, keep: list) -> dict:
             ts_all.append(round(ts[len(ts) // 2], 4))
         r["E132_raw"] = ts_all
         r["E132_torch_after"] = [E(132) for _ in range(2)]
-    elif name in ("pdl_series", "read_series"):
+    elif name in ("pdl_series", "read_series", "read_pdl_series"):
         from netra.lifecycle import bench
 
         if name == "pdl_series":
             pe = rt_launch.raw_launcher(loader.load("empty_kernel", 0), pdl=True)
             launch = lambda i: pe((132, 1, 1), (256, 1, 1))  # noqa: E731
         else:
-            reader = rt_launch.raw_launcher(loader.load("read_floor", 0))
+            reader = rt_launch.raw_launcher(loader.load("read_floor", 0), pdl=name == "read_pdl_series")
             per = (1 << 20) // 132 // 16 * 16
             src = torch.randint(0, 256, (64 * 132 * per,), dtype=torch.uint8, device="cuda")
             sink = torch.zeros(4, dtype=torch.uint8, device="cuda")
