@@ -8,7 +8,7 @@ the things a process does between cases. If one variant's E rises and the others
 and whether the decode runner's process pays it can be asked of that piece alone.
 
   python3 experiments/runtime/launch_state.py --out "$OUT"          (on the H200, PYTHONPATH=src)
-  python3 experiments/runtime/launch_state.py --series --out "$OUT" (the series variants, SERIES below; --series2 .. --series8: SERIES2 ..)
+  python3 experiments/runtime/launch_state.py --series --out "$OUT" (the series variants, SERIES below; --series2 .. --series9: SERIES2 ..)
   python3 experiments/runtime/launch_state.py --variant NAME         (one variant; prints one JSON line)
 """
 
@@ -62,6 +62,10 @@ SERIES7 = ("torch_capture_raw_launch", "raw_fill_prologue")
 # through the 8th capture; and the read_floor launches with programmatic serialization (no griddepcontrol in the kernel:
 # each grid's implicit trigger is its end, so only the edge's kind differs from read_series).
 SERIES8 = ("pdl_series", "read_series", "read_pdl_series")
+# After series8 (launch_state_series8_a7efbca.json: programmatic edges never pay it, plain ones 0.2-0.33 us): a kernel
+# whose PDL build waits (griddepcontrol.wait) before it reads x: fp8_gemv_n4096_k2048 at M = 1 by bench_case, three
+# cases in a row (each ~4 captures: plain, PDL chain, empty, read floor), so the first is fast and the third slow.
+SERIES9 = ("case_pdl",)
 ENV = {"series_conn1": {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}, "series_conn4": {"CUDA_DEVICE_MAX_CONNECTIONS": "4"},
        "series_conn32": {"CUDA_DEVICE_MAX_CONNECTIONS": "32"}, "torch_env_prio0": {"CUDA_GRAPHS_USE_NODE_PRIORITY": "0"}}
 
@@ -173,7 +177,7 @@ def run_variant(name: str) -> dict:
             case()
         torch.cuda.synchronize()
 
-    if name in SERIES + SERIES2 + SERIES3 + SERIES4 + SERIES5 + SERIES6 + SERIES7 + SERIES8:
+    if name in SERIES + SERIES2 + SERIES3 + SERIES4 + SERIES5 + SERIES6 + SERIES7 + SERIES8 + SERIES9:
         return run_series(name, E, empty, keep)
 
     r = {"variant": name, "before": both()}
@@ -252,6 +256,23 @@ def run_series(name: str, E, empty, keep: list) -> dict:
             ts_all.append(round(ts[len(ts) // 2], 4))
         r["E132_raw"] = ts_all
         r["E132_torch_after"] = [E(132) for _ in range(2)]
+    elif name == "case_pdl":
+        from netra import contracts
+        from netra.lifecycle import bench, testbeds
+
+        kname = "fp8_gemv_n4096_k2048"
+        c = contracts.get(kname)
+        h = loader.load(kname, 0).handle
+        go = rt_launch.make_guard_and_launch(c, function_handle=h, device=0)
+        go_pdl = rt_launch.make_guard_and_launch(c, function_handle=h, device=0, launch=rt_launch.pdl_launcher())
+        floors = (empty, rt_launch.raw_launcher(loader.load("read_floor", 0)))
+        rows = []
+        for _ in range(3):
+            cr = bench.bench_case(testbeds.get(kname), {"M": 1}, go, floors, peers=False, log=lambda *a: None,
+                                  go_pdl=go_pdl)
+            rows.append({"kernel_us": round(cr["median_us"], 4), "pdl_chain_us": round(cr["pdl_chain_us"], 4),
+                         "empty_us": round(cr["peers"]["empty_kernel"], 4), "read_floor_us": round(cr["peers"]["read_floor"], 4)})
+        r["cases"] = rows
     elif name in ("pdl_series", "read_series", "read_pdl_series"):
         from netra.lifecycle import bench
 
@@ -374,9 +395,9 @@ def main() -> None:
         return
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else os.path.dirname(os.path.abspath(__file__))
     rows = []
-    series = any(a in sys.argv for a in ("--series", "--series2", "--series3", "--series4", "--series5", "--series6", "--series7", "--series8"))
+    series = any(a in sys.argv for a in ("--series", "--series2", "--series3", "--series4", "--series5", "--series6", "--series7", "--series8", "--series9"))
     for rep in range(1 if series else 2):
-        for v in (SERIES8 if "--series8" in sys.argv else SERIES7 if "--series7" in sys.argv else SERIES6 if "--series6" in sys.argv else SERIES5 if "--series5" in sys.argv else SERIES4 if "--series4" in sys.argv else SERIES3 if "--series3" in sys.argv else SERIES2 if "--series2" in sys.argv else SERIES if series
+        for v in (SERIES9 if "--series9" in sys.argv else SERIES8 if "--series8" in sys.argv else SERIES7 if "--series7" in sys.argv else SERIES6 if "--series6" in sys.argv else SERIES5 if "--series5" in sys.argv else SERIES4 if "--series4" in sys.argv else SERIES3 if "--series3" in sys.argv else SERIES2 if "--series2" in sys.argv else SERIES if series
                   else VARIANTS):
             p = subprocess.run([sys.executable, __file__, "--variant", v], capture_output=True, text=True, timeout=300,
                                env={**os.environ, **ENV.get(v, {})})
@@ -387,7 +408,7 @@ def main() -> None:
             print(json.dumps(row), flush=True)
     res = {"method": __doc__.split("\n\n")[1].replace("\n", " "), "rows": rows}
     os.makedirs(out_dir, exist_ok=True)
-    out = "launch_state_series8.json" if "--series8" in sys.argv else "launch_state_series7.json" if "--series7" in sys.argv else "launch_state_series6.json" if "--series6" in sys.argv else "launch_state_series5.json" if "--series5" in sys.argv else "launch_state_series4.json" if "--series4" in sys.argv else "launch_state_series3.json" if "--series3" in sys.argv else "launch_state_series2.json" if "--series2" in sys.argv else "launch_state_series.json" if series else "launch_state.json"
+    out = "launch_state_series9.json" if "--series9" in sys.argv else "launch_state_series8.json" if "--series8" in sys.argv else "launch_state_series7.json" if "--series7" in sys.argv else "launch_state_series6.json" if "--series6" in sys.argv else "launch_state_series5.json" if "--series5" in sys.argv else "launch_state_series4.json" if "--series4" in sys.argv else "launch_state_series3.json" if "--series3" in sys.argv else "launch_state_series2.json" if "--series2" in sys.argv else "launch_state_series.json" if series else "launch_state.json"
     with open(os.path.join(out_dir, out), "w") as f:
         json.dump(res, f, indent=1)
 
