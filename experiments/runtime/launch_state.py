@@ -8,7 +8,7 @@ the things a process does between cases. If one variant's E rises and the others
 and whether the decode runner's process pays it can be asked of that piece alone.
 
   python3 experiments/runtime/launch_state.py --out "$OUT"          (on the H200, PYTHONPATH=src)
-  python3 experiments/runtime/launch_state.py --series --out "$OUT" (the series variants, SERIES below; --series2 .. --series9: SERIES2 ..)
+  python3 experiments/runtime/launch_state.py --series --out "$OUT" (the series variants, SERIES below; --series2 .. --series10: SERIES2 ..)
   python3 experiments/runtime/launch_state.py --variant NAME         (one variant; prints one JSON line)
 """
 
@@ -66,6 +66,11 @@ SERIES8 = ("pdl_series", "read_series", "read_pdl_series")
 # whose PDL build waits (griddepcontrol.wait) before it reads x: fp8_gemv_n4096_k2048 at M = 1 by bench_case, three
 # cases in a row (each ~4 captures: plain, PDL chain, empty, read floor), so the first is fast and the third slow.
 SERIES9 = ("case_pdl",)
+# After series9: torch's capture_begin runs the default generator's capture_prologue (seed and offset fill_, eager, on
+# the capture stream, before cudaStreamBeginCapture), then captures on that stream, and the graph replays on the current
+# (legacy default) stream. The driver series with that: two int64 fill_ on its capture stream before each capture, the
+# launches on the default stream (raw_mimic); and the same fills with the launches on the capture stream.
+SERIES10 = ("raw_mimic", "raw_capture_fill")
 ENV = {"series_conn1": {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}, "series_conn4": {"CUDA_DEVICE_MAX_CONNECTIONS": "4"},
        "series_conn32": {"CUDA_DEVICE_MAX_CONNECTIONS": "32"}, "torch_env_prio0": {"CUDA_GRAPHS_USE_NODE_PRIORITY": "0"}}
 
@@ -177,7 +182,7 @@ def run_variant(name: str) -> dict:
             case()
         torch.cuda.synchronize()
 
-    if name in SERIES + SERIES2 + SERIES3 + SERIES4 + SERIES5 + SERIES6 + SERIES7 + SERIES8 + SERIES9:
+    if name in SERIES + SERIES2 + SERIES3 + SERIES4 + SERIES5 + SERIES6 + SERIES7 + SERIES8 + SERIES9 + SERIES10:
         return run_series(name, E, empty, keep)
 
     r = {"variant": name, "before": both()}
@@ -209,7 +214,7 @@ def run_series(name: str, E, empty, keep: list) -> dict:
 
         _, st = cu.cuStreamCreate(1)  # non-blocking
         ext = torch.cuda.ExternalStream(int(st))
-        run_ext = torch.cuda.current_stream() if name == "raw_default_stream" else ext
+        run_ext = torch.cuda.current_stream() if name in ("raw_default_stream", "raw_mimic") else ext
         run_st = run_ext.cuda_stream
         mode = (cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL if name == "raw_global"
                 else cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
@@ -226,6 +231,10 @@ def run_series(name: str, E, empty, keep: list) -> dict:
                     empty((1, 1, 1), (256, 1, 1))
                 else:
                     one.add_(1)
+            if name in SERIES10:  # the generator's capture_prologue: eager fills on the capture stream
+                with torch.cuda.stream(ext):
+                    seed.fill_(1)
+                    offset.fill_(0)
             if name == "raw_empty_cache":
                 torch.cuda.synchronize()
                 gc.collect()
@@ -395,9 +404,9 @@ def main() -> None:
         return
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else os.path.dirname(os.path.abspath(__file__))
     rows = []
-    series = any(a in sys.argv for a in ("--series", "--series2", "--series3", "--series4", "--series5", "--series6", "--series7", "--series8", "--series9"))
+    series = any(a in sys.argv for a in ("--series", "--series2", "--series3", "--series4", "--series5", "--series6", "--series7", "--series8", "--series9", "--series10"))
     for rep in range(1 if series else 2):
-        for v in (SERIES9 if "--series9" in sys.argv else SERIES8 if "--series8" in sys.argv else SERIES7 if "--series7" in sys.argv else SERIES6 if "--series6" in sys.argv else SERIES5 if "--series5" in sys.argv else SERIES4 if "--series4" in sys.argv else SERIES3 if "--series3" in sys.argv else SERIES2 if "--series2" in sys.argv else SERIES if series
+        for v in (SERIES10 if "--series10" in sys.argv else SERIES9 if "--series9" in sys.argv else SERIES8 if "--series8" in sys.argv else SERIES7 if "--series7" in sys.argv else SERIES6 if "--series6" in sys.argv else SERIES5 if "--series5" in sys.argv else SERIES4 if "--series4" in sys.argv else SERIES3 if "--series3" in sys.argv else SERIES2 if "--series2" in sys.argv else SERIES if series
                   else VARIANTS):
             p = subprocess.run([sys.executable, __file__, "--variant", v], capture_output=True, text=True, timeout=300,
                                env={**os.environ, **ENV.get(v, {})})
@@ -408,7 +417,7 @@ def main() -> None:
             print(json.dumps(row), flush=True)
     res = {"method": __doc__.split("\n\n")[1].replace("\n", " "), "rows": rows}
     os.makedirs(out_dir, exist_ok=True)
-    out = "launch_state_series9.json" if "--series9" in sys.argv else "launch_state_series8.json" if "--series8" in sys.argv else "launch_state_series7.json" if "--series7" in sys.argv else "launch_state_series6.json" if "--series6" in sys.argv else "launch_state_series5.json" if "--series5" in sys.argv else "launch_state_series4.json" if "--series4" in sys.argv else "launch_state_series3.json" if "--series3" in sys.argv else "launch_state_series2.json" if "--series2" in sys.argv else "launch_state_series.json" if series else "launch_state.json"
+    out = "launch_state_series10.json" if "--series10" in sys.argv else "launch_state_series9.json" if "--series9" in sys.argv else "launch_state_series8.json" if "--series8" in sys.argv else "launch_state_series7.json" if "--series7" in sys.argv else "launch_state_series6.json" if "--series6" in sys.argv else "launch_state_series5.json" if "--series5" in sys.argv else "launch_state_series4.json" if "--series4" in sys.argv else "launch_state_series3.json" if "--series3" in sys.argv else "launch_state_series2.json" if "--series2" in sys.argv else "launch_state_series.json" if series else "launch_state.json"
     with open(os.path.join(out_dir, out), "w") as f:
         json.dump(res, f, indent=1)
 
