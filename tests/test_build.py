@@ -318,3 +318,23 @@ def test_load_text_names_the_kernel_when_ptxas_fails():
 
     with pytest.raises(loader.LoadError, match="ptxas failed on my_variant"):
         loader.load_text("my_variant", ".version 8.0\n.target sm_90a\n.address_size 64\nnot ptx")
+
+
+@pytest.mark.parametrize("name", ["rmsnorm_h2048", "qk_rmsnorm_d256"])
+def test_norm_pdl_candidate_assembles(name, tmp_path):
+    """The norm kernels' PDL candidate (experiments/norm/norm_pdl.py, step_ab form norm_pdl): the committed PTX with the
+    weight load first, griddepcontrol.wait and launch_dependents, then the activation load coherent; nothing else
+    changes, and it assembles for sm_90a without spills."""
+    norm_pdl = paths.load_module(paths.ROOT / "experiments" / "norm" / "norm_pdl.py", "norm_pdl")
+    ptx = norm_pdl.pdl_build(name)
+    committed = paths.ptx_path("sm_90a", "norm", name).read_text()
+    act, wt = norm_pdl.LOADS[name]
+    added = [ln for ln in ptx.splitlines() if ln not in committed.splitlines()]
+    assert [ln.split("//")[0].strip() for ln in added] == ["griddepcontrol.wait;", "griddepcontrol.launch_dependents;",
+                                                             act.strip().replace("ld.global.nc.", "ld.global.")]
+    assert ptx.index(wt) < ptx.index("griddepcontrol.wait;") < ptx.index(act.strip().replace("ld.global.nc.", "ld.global."))
+    assert act not in ptx and len(ptx.splitlines()) == len(committed.splitlines()) + 2
+    path = tmp_path / f"{name}.ptx"
+    path.write_text(ptx)
+    res = build.resource_usage(toolchain.ptxas(), path)
+    assert res["spill_stores"] == res["spill_loads"] == res["stack_frame"] == 0, res
