@@ -71,6 +71,9 @@ SERIES9 = ("case_pdl",)
 # (legacy default) stream. The driver series with that: two int64 fill_ on its capture stream before each capture, the
 # launches on the default stream (raw_mimic); and the same fills with the launches on the capture stream.
 SERIES10 = ("raw_mimic", "raw_capture_fill")
+# the command-line flag of each group of variants (each variant a fresh process) and the JSON it writes
+GROUPS = {"--series": SERIES, "--series2": SERIES2, "--series3": SERIES3, "--series4": SERIES4, "--series5": SERIES5,
+          "--series6": SERIES6, "--series7": SERIES7, "--series8": SERIES8, "--series9": SERIES9, "--series10": SERIES10}
 ENV = {"series_conn1": {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}, "series_conn4": {"CUDA_DEVICE_MAX_CONNECTIONS": "4"},
        "series_conn32": {"CUDA_DEVICE_MAX_CONNECTIONS": "32"}, "torch_env_prio0": {"CUDA_GRAPHS_USE_NODE_PRIORITY": "0"}}
 
@@ -88,26 +91,10 @@ def run_variant(name: str) -> dict:
 
     def E(grid: int, copies: int = 64, replays: int = 15, g=None, keep_to=None) -> float:
         if g is None:
-            g = torch.cuda.CUDAGraph()
-            empty((grid, 1, 1), (256, 1, 1))
-            torch.cuda.synchronize()
-            with torch.cuda.graph(g):
-                for _ in range(copies):
-                    empty((grid, 1, 1), (256, 1, 1))
-            g.replay()
-            torch.cuda.synchronize()
+            g = bench.capture(lambda i: empty((grid, 1, 1), (256, 1, 1)), copies)
         if keep_to is not None:
             keep_to.append(g)
-        ts = []
-        for _ in range(replays):
-            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            e0.record()
-            g.replay()
-            e1.record()
-            e1.synchronize()
-            ts.append(e0.elapsed_time(e1) * 1e3 / copies)
-        del g
-        return round(statistics.median(ts), 4)
+        return round(statistics.median(bench.replay_us(g.replay, copies, replays)), 4)
 
     def both() -> dict:
         return {"grid1": E(1), "grid132": E(132)}
@@ -154,13 +141,7 @@ def run_variant(name: str) -> dict:
             keep.append(g)
         elif name == "pdl_graph":
             pe = rt_launch.raw_launcher(loader.load("empty_kernel", 0), pdl=True)
-            pe((1, 1, 1), (256, 1, 1))
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g):
-                for _ in range(64):
-                    pe((1, 1, 1), (256, 1, 1))
-            g.replay()
-            del g
+            bench.capture(lambda i: pe((1, 1, 1), (256, 1, 1)), 64)  # captured, replayed once, dropped
         elif name == "randint_1g":
             src = torch.randint(0, 256, (1 << 30,), dtype=torch.uint8, device="cuda")
             del src
@@ -182,7 +163,7 @@ def run_variant(name: str) -> dict:
             case()
         torch.cuda.synchronize()
 
-    if name in SERIES + SERIES2 + SERIES3 + SERIES4 + SERIES5 + SERIES6 + SERIES7 + SERIES8 + SERIES9 + SERIES10:
+    if any(name in group for group in GROUPS.values()):
         return run_series(name, E, empty, keep)
 
     r = {"variant": name, "before": both()}
@@ -200,8 +181,22 @@ def run_variant(name: str) -> dict:
 def run_series(name: str, E, empty, keep: list) -> dict:
     import torch
 
+    from netra.lifecycle import bench
     from netra.runtime import launch as rt_launch
     from netra.runtime import loader
+
+    def empties(pool=None) -> torch.cuda.CUDAGraph:
+        """64 empty launches (grid 132) captured by torch, after one warm launch; not replayed."""
+        g = torch.cuda.CUDAGraph()
+        empty((132, 1, 1), (256, 1, 1))
+        torch.cuda.synchronize()
+        with torch.cuda.graph(g, pool=pool):
+            for _ in range(64):
+                empty((132, 1, 1), (256, 1, 1))
+        return g
+
+    def median_us(launch, stream=None, before=None) -> float:
+        return round(statistics.median(bench.replay_us(launch, 64, 15, stream, before)), 4)
 
     r = {"variant": name}
     if name in ("series_destroy", "series_keep", "torch_env_prio0") or name.startswith("series_conn"):
@@ -225,6 +220,11 @@ def run_series(name: str, E, empty, keep: list) -> dict:
         ts_all = []
         one = torch.zeros(1, device="cuda")
         seed, offset = torch.zeros(1, dtype=torch.int64, device="cuda"), torch.zeros(1, dtype=torch.int64, device="cuda")
+
+        def prologue():  # torch's replay prologue: the generator's two fill_ before the launch, on its stream
+            with torch.cuda.stream(run_ext):
+                seed.fill_(1)
+                offset.fill_(2)
         for _ in range(24):
             for _ in range(100 if name in SERIES5 else 0):
                 if name == "raw_eager_driver":
@@ -247,27 +247,15 @@ def run_series(name: str, E, empty, keep: list) -> dict:
             _, gexec = cu.cuGraphInstantiate(graph, flags)
             cu.cuGraphLaunch(gexec, run_st)
             torch.cuda.synchronize()
-            ts = []
-            for _ in range(15):
-                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                if name == "raw_fill_prologue":
-                    with torch.cuda.stream(run_ext):
-                        seed.fill_(1)
-                        offset.fill_(2)
-                e0.record(run_ext)
-                cu.cuGraphLaunch(gexec, run_st)
-                e1.record(run_ext)
-                e1.synchronize()
-                ts.append(e0.elapsed_time(e1) * 1e3 / 64)
+            ts_all.append(median_us(lambda: cu.cuGraphLaunch(gexec, run_st), run_ext,
+                                    prologue if name == "raw_fill_prologue" else None))
             cu.cuGraphExecDestroy(gexec)
             cu.cuGraphDestroy(graph)
-            ts.sort()
-            ts_all.append(round(ts[len(ts) // 2], 4))
         r["E132_raw"] = ts_all
         r["E132_torch_after"] = [E(132) for _ in range(2)]
     elif name == "case_pdl":
         from netra import contracts
-        from netra.lifecycle import bench, testbeds
+        from netra.lifecycle import testbeds
 
         kname = "fp8_gemv_n4096_k2048"
         c = contracts.get(kname)
@@ -283,8 +271,6 @@ def run_series(name: str, E, empty, keep: list) -> dict:
                          "empty_us": round(cr["peers"]["empty_kernel"], 4), "read_floor_us": round(cr["peers"]["read_floor"], 4)})
         r["cases"] = rows
     elif name in ("pdl_series", "read_series", "read_pdl_series"):
-        from netra.lifecycle import bench
-
         if name == "pdl_series":
             pe = rt_launch.raw_launcher(loader.load("empty_kernel", 0), pdl=True)
             launch = lambda i: pe((132, 1, 1), (256, 1, 1))  # noqa: E731
@@ -300,26 +286,12 @@ def run_series(name: str, E, empty, keep: list) -> dict:
 
         res = []
         for _ in range(24):
-            g = torch.cuda.CUDAGraph()
-            empty((132, 1, 1), (256, 1, 1))
-            torch.cuda.synchronize()
-            with torch.cuda.graph(g):
-                for _ in range(64):
-                    empty((132, 1, 1), (256, 1, 1))
+            g = empties()
             gexec = cu.CUgraphExec(g.raw_cuda_graph_exec())
             cur = torch.cuda.current_stream()
             cu.cuGraphLaunch(gexec, cur.cuda_stream)
             torch.cuda.synchronize()
-            ts = []
-            for _ in range(15):
-                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                e0.record()
-                cu.cuGraphLaunch(gexec, cur.cuda_stream)
-                e1.record()
-                e1.synchronize()
-                ts.append(e0.elapsed_time(e1) * 1e3 / 64)
-            ts.sort()
-            res.append(round(ts[len(ts) // 2], 4))
+            res.append(median_us(lambda: cu.cuGraphLaunch(gexec, cur.cuda_stream)))
             del g
         r["E132_torch_capture_raw_launch"] = res
         r["E132_torch_after"] = [E(132) for _ in range(2)]
@@ -327,12 +299,7 @@ def run_series(name: str, E, empty, keep: list) -> dict:
         side = torch.cuda.Stream()
         res = []
         for _ in range(24):
-            g = torch.cuda.CUDAGraph()
-            empty((132, 1, 1), (256, 1, 1))
-            torch.cuda.synchronize()
-            with torch.cuda.graph(g):
-                for _ in range(64):
-                    empty((132, 1, 1), (256, 1, 1))
+            g = empties()
             with torch.cuda.stream(side):
                 g.replay()
                 torch.cuda.synchronize()
@@ -343,12 +310,7 @@ def run_series(name: str, E, empty, keep: list) -> dict:
         pool = torch.cuda.graph_pool_handle()
         res = []
         for _ in range(24):
-            g = torch.cuda.CUDAGraph()
-            empty((132, 1, 1), (256, 1, 1))
-            torch.cuda.synchronize()
-            with torch.cuda.graph(g, pool=pool):
-                for _ in range(64):
-                    empty((132, 1, 1), (256, 1, 1))
+            g = empties(pool)
             g.replay()
             torch.cuda.synchronize()
             res.append(E(132, g=g))
@@ -368,13 +330,7 @@ def run_series(name: str, E, empty, keep: list) -> dict:
         r["new_after"] = E(132)
     elif name == "pdl_first_series":
         pe = rt_launch.raw_launcher(loader.load("empty_kernel", 0), pdl=True)
-        pe((1, 1, 1), (256, 1, 1))
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            for _ in range(64):
-                pe((1, 1, 1), (256, 1, 1))
-        g.replay()
-        torch.cuda.synchronize()
+        g = bench.capture(lambda i: pe((1, 1, 1), (256, 1, 1)), 64)
         r["pdl_graph_us"] = E(1, g=g)
         del g
         r["E132"] = [E(132) for _ in range(32)]
@@ -404,10 +360,9 @@ def main() -> None:
         return
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else os.path.dirname(os.path.abspath(__file__))
     rows = []
-    series = any(a in sys.argv for a in ("--series", "--series2", "--series3", "--series4", "--series5", "--series6", "--series7", "--series8", "--series9", "--series10"))
-    for rep in range(1 if series else 2):
-        for v in (SERIES10 if "--series10" in sys.argv else SERIES9 if "--series9" in sys.argv else SERIES8 if "--series8" in sys.argv else SERIES7 if "--series7" in sys.argv else SERIES6 if "--series6" in sys.argv else SERIES5 if "--series5" in sys.argv else SERIES4 if "--series4" in sys.argv else SERIES3 if "--series3" in sys.argv else SERIES2 if "--series2" in sys.argv else SERIES if series
-                  else VARIANTS):
+    flag = next((a for a in sys.argv if a in GROUPS), None)  # none: VARIANTS, twice
+    for rep in range(1 if flag else 2):
+        for v in GROUPS[flag] if flag else VARIANTS:
             p = subprocess.run([sys.executable, __file__, "--variant", v], capture_output=True, text=True, timeout=300,
                                env={**os.environ, **ENV.get(v, {})})
             line = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
@@ -417,7 +372,7 @@ def main() -> None:
             print(json.dumps(row), flush=True)
     res = {"method": __doc__.split("\n\n")[1].replace("\n", " "), "rows": rows}
     os.makedirs(out_dir, exist_ok=True)
-    out = "launch_state_series10.json" if "--series10" in sys.argv else "launch_state_series9.json" if "--series9" in sys.argv else "launch_state_series8.json" if "--series8" in sys.argv else "launch_state_series7.json" if "--series7" in sys.argv else "launch_state_series6.json" if "--series6" in sys.argv else "launch_state_series5.json" if "--series5" in sys.argv else "launch_state_series4.json" if "--series4" in sys.argv else "launch_state_series3.json" if "--series3" in sys.argv else "launch_state_series2.json" if "--series2" in sys.argv else "launch_state_series.json" if series else "launch_state.json"
+    out = f"launch_state_{flag[2:]}.json" if flag else "launch_state.json"
     with open(os.path.join(out_dir, out), "w") as f:
         json.dump(res, f, indent=1)
 

@@ -100,17 +100,26 @@ def capture(launch_i, copies: int) -> torch.cuda.CUDAGraph:
     return g
 
 
+def replay_us(replay, copies: int, replays: int, stream=None, before=None) -> list[float]:
+    """Microseconds per launch of each of ``replays`` calls of replay() (a graph of ``copies`` launches), CUDA events
+    on ``stream`` (None: the current one); ``before``: called ahead of each, outside the timed window."""
+    times = []
+    for _ in range(replays):
+        if before is not None:
+            before()
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record(stream)
+        replay()
+        e1.record(stream)
+        e1.synchronize()
+        times.append(e0.elapsed_time(e1) * 1e3 / copies)
+    return times
+
+
 def graph_time(launch_i, copies: int, replays: int = REPLAYS) -> tuple[float, list[float]]:
     """Median microseconds per launch of launch_i(0..copies-1) captured in one graph."""
     g = capture(launch_i, copies)
-    times = []
-    for _ in range(replays):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        g.replay()
-        e1.record()
-        e1.synchronize()
-        times.append(e0.elapsed_time(e1) * 1e3 / copies)
+    times = replay_us(g.replay, copies, replays)
     del g
     return statistics.median(times), times
 
