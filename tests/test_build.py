@@ -321,20 +321,23 @@ def test_load_text_names_the_kernel_when_ptxas_fails():
 
 
 @pytest.mark.parametrize("name", ["rmsnorm_h2048", "qk_rmsnorm_d256"])
-def test_norm_pdl_candidate_assembles(name, tmp_path):
-    """The norm kernels' PDL candidate (experiments/norm/norm_pdl.py, step_ab form norm_pdl): the committed PTX with the
-    weight load first, griddepcontrol.wait and launch_dependents, then the activation load coherent; nothing else
-    changes, and it assembles for sm_90a without spills."""
+def test_norm_pdl_build(name, tmp_path):
+    """The norm kernels' PDL builds (experiments/norm/norm_pdl.py, promoted after d596a9d): the committed PTX is the
+    build before with the weight load first, griddepcontrol.wait and launch_dependents, then the activation load
+    coherent; nothing else differs, and the build before (step_ab's form norm_prev) assembles without spills too."""
     norm_pdl = paths.load_module(paths.ROOT / "experiments" / "norm" / "norm_pdl.py", "norm_pdl")
-    ptx = norm_pdl.pdl_build(name)
     committed = paths.ptx_path("sm_90a", "norm", name).read_text()
+    assert norm_pdl.pdl_build(name) == committed
+    plain = norm_pdl.plain_build(name)
     act, wt = norm_pdl.LOADS[name]
-    added = [ln for ln in ptx.splitlines() if ln not in committed.splitlines()]
+    coherent = act.strip().replace("ld.global.nc.", "ld.global.")
+    added = [ln for ln in committed.splitlines() if ln not in plain.splitlines()]
     assert [ln.split("//")[0].strip() for ln in added] == ["griddepcontrol.wait;", "griddepcontrol.launch_dependents;",
-                                                             act.strip().replace("ld.global.nc.", "ld.global.")]
-    assert ptx.index(wt) < ptx.index("griddepcontrol.wait;") < ptx.index(act.strip().replace("ld.global.nc.", "ld.global."))
-    assert act not in ptx and len(ptx.splitlines()) == len(committed.splitlines()) + 2
+                                                             coherent]
+    assert committed.index(wt) < committed.index("griddepcontrol.wait;") < committed.index(coherent)
+    assert act not in committed and len(committed.splitlines()) == len(plain.splitlines()) + 2
+    assert contracts.get(name).pdl
     path = tmp_path / f"{name}.ptx"
-    path.write_text(ptx)
+    path.write_text(plain)
     res = build.resource_usage(toolchain.ptxas(), path)
     assert res["spill_stores"] == res["spill_loads"] == res["stack_frame"] == 0, res

@@ -251,10 +251,12 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   10-30 us less per step (0.3-0.8 us per use, 40 uses), other batches unchanged (they never take it); bitwise.
   Measured at fe52409: 9.527 / 9.283 ms, inside the two currents' spread; the kernel 0.2-0.5 us slower at M = 17..25
   (experiments/proj/p2_early_variant_fe52409.json). Rejected.
-- norm_pdl (a candidate after edb2c17, not measured yet): rmsnorm_h2048 and qk_rmsnorm_d256 in PDL builds
-  (experiments/norm/norm_pdl.py: the weight before griddepcontrol.wait, the activations coherent after it), their ops'
-  contracts given a pdl string so the PDL engine launches them on programmatic edges. Prediction: batch 1 5-10 us less
-  per PDL step, batch 32 25-50 us; plain steps unchanged; bitwise.
+- norm_pdl (a candidate after edb2c17; measured at d596a9d, promoted after it): rmsnorm_h2048 and qk_rmsnorm_d256 in
+  PDL builds (experiments/norm/norm_pdl.py: the weight before griddepcontrol.wait, the activations coherent after it),
+  their ops' contracts given a pdl string so the PDL engine launches them on programmatic edges. Prediction: batch 1
+  5-10 us less per PDL step, batch 32 25-50 us; plain steps unchanged; bitwise. Measured (ms plain / PDL): batch 1
+  2.065 / 1.953 against 2.052-2.065 / 1.963-1.969, batch 32 9.562 / 9.279 against 9.560-9.574 / 9.329-9.341.
+  Since promotion the form is norm_prev: the builds before (norm_pdl.plain_build), their contracts without pdl.
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
@@ -274,7 +276,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
          "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem", "gate_in_router",
          "router_fused", "router_unfused", "experts_group", "router_poll", "router_coop", "moedown_grp_off", "experts_group32_off", "dense32_off",
-         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_pdl", "current_again", "after_profile")
+         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "current_again", "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
 
@@ -370,10 +372,10 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
             if g.prefetch_changes(sh):
                 out[sh.name] = (g.generate(sh, l2_prefetch=True if form == "l2_prefetch" else "lines"),
                                 contracts.get(sh.name).dynamic_smem)
-    if form == "norm_pdl":  # the two norm kernels with griddepcontrol (their ops' contracts get a pdl string in main)
+    if form == "norm_prev":  # the two norm kernels without griddepcontrol (their ops' contracts lose pdl in main)
         norm_pdl = paths.load_module(HERE.parent / "norm" / "norm_pdl.py", "norm_pdl")
         for name in norm_pdl.LOADS:
-            out[name] = (norm_pdl.pdl_build(name), 0)
+            out[name] = (norm_pdl.plain_build(name), 0)
     if form == "p2_early":  # the two-pass residual build, the second pass's x loaded early; same contract
         from netra.contracts.proj import FUSED32
 
@@ -676,13 +678,12 @@ def main():
                     carveout(fn, MAX_SHARED)
             if form == "carveout":
                 loader.load = lambda n, d: carved(real_load(n, d))
-            if form == "norm_pdl":  # the PDL engine launches the swapped norm builds with the attribute
-                norm_pdl = paths.load_module(HERE.parent / "norm" / "norm_pdl.py", "norm_pdl")
+            if form == "norm_prev":  # the PDL engine launches the swapped plain norm builds plainly
                 for opname, kname in (("rmsnorm", "rmsnorm_h2048"), ("qk_rmsnorm", "qk_rmsnorm_d256")):
                     nop = _dispatch.OPS[opname]
-                    assert nop.contract.name == kname and not nop.contract.pdl, (opname, nop.contract.name)
+                    assert nop.contract.name == kname and nop.contract.pdl, (opname, nop.contract.name)
                     real_contracts[opname] = nop.contract
-                    nop.contract = dataclasses.replace(nop.contract, pdl=norm_pdl.PDL[kname])
+                    nop.contract = dataclasses.replace(nop.contract, pdl="")
             if form == "router_coop":  # the router-fused launch with the cooperative attribute (its contract's flag)
                 from netra.contracts.proj import EXPERTS_ROUTER
                 rop = _dispatch.OPS[EXPERTS_ROUTER.name]
