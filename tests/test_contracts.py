@@ -150,15 +150,17 @@ def test_bench_contracts_byte_counts(name):
 
 
 def t_bytes(c, t, case):
-    """A tensor's bytes; of a pool (first dimension P, indexed by slot ids) only the B slots a call addresses."""
+    """A tensor's bytes; of a pool (first dimension P, indexed by slot ids) only the B slots a call addresses; of a
+    paged cache (P pages of rows) the B rows a call appends."""
     n = 1
+    paged = c.family == "attention" and t.shape[0] == "P"
     for i, d in enumerate(c.shape_of(t, case)):
-        n *= case["B"] if i == 0 and t.shape[0] == "P" else d
+        n *= case["B"] if i == 0 and t.shape[0] == "P" else 1 if i == 1 and paged else d
     return n * contracts.DTYPES[t.dtype][1]
 
 
 def test_bench_set():
-    assert {c.name for c in ALL if c.bench} == {c.name for c in NORM} | {c.name for c in ALL if c.family in ("proj", "gdn")}
+    assert {c.name for c in ALL if c.bench} == {c.name for c in NORM} | {c.name for c in ALL if c.family in ("proj", "gdn", "attention")}
 
 
 @pytest.mark.parametrize("name", [c.name for c in NORM])
@@ -188,7 +190,7 @@ def test_op_names_exist(name):
     else:
         assert c.op in netra.ops.OPS
         assert netra.ops.OPS[c.op].contract is c
-    if c.family in ("gdn", "proj"):  # a decode op: netra.decode.ops and torch.ops.netra
+    if c.family in ("gdn", "proj", "attention"):  # a decode op: netra.decode.ops and torch.ops.netra
         import torch
 
         from netra.decode import ops as decode_ops
@@ -203,7 +205,8 @@ def test_every_op_has_its_contract():
     assert set(netra.ops.OPS) == {"rmsnorm", "add_rmsnorm", "qk_rmsnorm", "gated_rmsnorm", "smoke_copy", "gdn_decode", "gdn_verify", "bf16_linear2", "moe_router", "moe_router_norm", "moe_down", "gdn_commit", "gdn_verify_chunk_t16", "gdn_decode_b32_pdl",
                                 "gdn_verify_chunk_t16_w8", "fp8_gemv_n2048_k4608_moedown_s6", "moe_act_i512",
                                 "fp8_gemv_n2048_k4608_moedown_grp", "gdn_decode_b32_smem",
-                                "gdn_decode_b32_smem_pdl", "gdn_decode_b32_pipe", "gdn_decode_b32_pipe_pdl", "lm_head_argmax"} | proj
+                                "gdn_decode_b32_smem_pdl", "gdn_decode_b32_pipe", "gdn_decode_b32_pipe_pdl", "lm_head_argmax",
+                                "attention_decode_paged"} | proj
     for key, k in netra.ops.OPS.items():
         assert contracts.REGISTRY[k.contract.name].op == k.op and key in (k.op, k.contract.name)
 

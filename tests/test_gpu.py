@@ -972,3 +972,60 @@ def test_lm_head_argmax_kernel_ties_nan_graph_pdl_and_workspace():
     l2, t2 = run()
     assert t2.tolist() == [5000] * 3 and torch.equal(torch.argmax(l2, -1), t2)
     assert _misses("lm_head_argmax") == 0
+
+
+@pytest.mark.parametrize("B,NP", [(1, 1), (1, 16), (3, 5), (32, 16)])
+def test_attention_decode_paged_kernel(B, NP):
+    """netra::attention_decode_paged in the runner's layout (v and gate views of one q | k | v row) takes
+    attn_decode_d256 with no miss, matches float64 (out, and the cache rows it appends), leaves its counters zero,
+    replays the same bits from a CUDA graph and under PDL; a position past the cache gives NaN for that sequence and
+    writes no cache row."""
+    from netra.contracts import attn as A
+    from netra.decode import ops as dops
+    from netra.lifecycle import testbeds
+    from netra.reference import attn as ra
+
+    i = testbeds.get(A.ATTN_NAME).make({"B": B, "NP": NP, "P": B * NP + 3, "T": NP * A.PAGE},
+                                       torch.Generator().manual_seed(B + NP), "cuda")
+    kp0, vp0 = i["k_pages"].clone(), i["v_pages"].clone()
+    want = ra.decode_step(i["q"], i["k"], i["v"], i["gate"], i["cos"], i["sin"], i["positions"], i["block_table"],
+                          kp0, vp0)
+    out = torch.full((B, A.Q_HEADS * A.HEAD_DIM), float("nan"), dtype=torch.bfloat16, device="cuda")
+    args = lambda: (i["q"], i["k"], i["v"], i["gate"], i["cos"], i["sin"], i["positions"], i["block_table"],  # noqa: E731
+                    i["k_pages"], i["v_pages"], out, i["ws"], i["counters"])
+    ops.reset_stats()
+    dops.attention_decode_paged(*args())
+    torch.cuda.synchronize()
+    assert _misses("attention_decode_paged") == 0, ops.stats()["attention_decode_paged"]
+    assert metrics.rel_err(out, want["out"]) <= A.ATTN_TOL
+    assert metrics.rel_err(i["k_pages"], want["k_pages"]) <= 2 ** -8
+    assert torch.equal(i["v_pages"].double(), want["v_pages"])
+    assert not i["counters"].any()
+    eager = (out.clone(), i["k_pages"].clone())
+
+    def restore():
+        i["k_pages"].copy_(kp0)
+        i["v_pages"].copy_(vp0)
+        out.fill_(float("nan"))
+
+    restore()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        dops.attention_decode_paged(*args())
+    restore()
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, eager[0]) and torch.equal(i["k_pages"], eager[1])
+    for pdl in (True, False):
+        restore()
+        with _pdl(pdl):
+            dops.attention_decode_paged(*args())
+        assert torch.equal(out, eager[0]) and not i["counters"].any()
+    # a position past the cache: that sequence's output NaN, no row written for it
+    restore()
+    i["positions"][0] = NP * A.PAGE
+    dops.attention_decode_paged(*args())
+    torch.cuda.synchronize()
+    assert out[0].isnan().all() and not out[1:].isnan().any()
+    pg0 = i["block_table"][0].long()
+    assert torch.equal(i["k_pages"][pg0], kp0[pg0]) and torch.equal(i["v_pages"][pg0], vp0[pg0])

@@ -495,7 +495,8 @@ def test_set_pdl_rebinds_only_pdl_kernels_with_the_pdl_launcher(monkeypatch):
                                                                                      "moe_router_norm_e256_k2048", "moe_act_i512",
                                                                                      "fp8_gemv_n2048_k4608_moedown_grp",
                                                                                      "bf16_gemv_n248320_k2048_argmax",
-                                                                                     "rmsnorm_h2048", "qk_rmsnorm_d256"}
+                                                                                     "rmsnorm_h2048", "qk_rmsnorm_d256",
+                                                                                     "attn_decode_d256"}
         coop = {k.contract.name for k in ops.OPS.values() if k.contract.cooperative}
         assert coop == {EXPERTS_ROUTER.name}
         assert all(made[n] == (("EX", True, True) if n in coop else "PDL" if n in pdl_names else None) for n in made)

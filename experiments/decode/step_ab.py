@@ -257,6 +257,11 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   5-10 us less per PDL step, batch 32 25-50 us; plain steps unchanged; bitwise. Measured (ms plain / PDL): batch 1
   2.065 / 1.953 against 2.052-2.065 / 1.963-1.969, batch 32 9.562 / 9.279 against 9.560-9.574 / 9.329-9.341.
   Since promotion the form is norm_prev: the builds before (norm_pdl.plain_build), their contracts without pdl.
+- attn_prev (after 0fa84b9): attention by its framework path as before (netra.decode.ops.ATTN_KERNEL = False: RoPE, the
+  append, one SDPA call, the gate; ~15 PyTorch kernels per layer, its context once per step) instead of the
+  attn_decode_d256 kernel (one launch per layer). Prediction from the framework path's profile (32 us per layer at
+  batch 1, 62 at batch 32) and the kernel's design (~4-6 us at batch 1, ~15-25 at batch 32): the kernel form 0.2-0.3
+  ms less per batch-1 step and 0.3-0.5 ms at batch 32, plain and PDL. Not bitwise (other arithmetic; the gates decide).
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
@@ -276,7 +281,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
          "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem", "gate_in_router",
          "router_fused", "router_unfused", "experts_group", "router_poll", "router_coop", "moedown_grp_off", "experts_group32_off", "dense32_off",
-         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "current_again", "after_profile")
+         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "current_again", "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
 
@@ -628,6 +633,7 @@ def main():
         try:
             loader.load = lambda n, d, s=swaps: SimpleNamespace(handle=s[n]) if n in s else real_load(n, d)
             dops.MOE_SHARED_FIRST = form == "shared_first"
+            dops.ATTN_KERNEL = form != "attn_prev"
             dops.BA_FUSED = real_ba_fused and form != "ba_unfused"
             dops.GDN_PIPE_PDL_B = 1 << 30 if form == "pipe_prev" else real_pipe_b
             dops.GDN_PIPE_B = 1 << 30 if form == "pipe_prev" else real_pipe_plain_b
@@ -720,6 +726,7 @@ def main():
             for name, c in real_contracts.items():
                 _dispatch.OPS[name].contract = c
             dops.MOE_SHARED_FIRST = False
+            dops.ATTN_KERNEL = True
             dops.BA_FUSED = real_ba_fused
             dops.MOE_SHARED_MERGED = real_shared_merged
             dops.MOE_ROUTER_FUSED = real_router_fused

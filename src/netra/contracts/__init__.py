@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from . import gdn, norm, proj, runtime
+from . import attn, gdn, norm, proj, runtime
 from .spec import DTYPES, PTX_SCALARS, Contract, Param, Scalar, Tensor
 
-_ALL: tuple[Contract, ...] = runtime.CONTRACTS + norm.CONTRACTS + proj.CONTRACTS + gdn.CONTRACTS
+_ALL: tuple[Contract, ...] = runtime.CONTRACTS + norm.CONTRACTS + proj.CONTRACTS + gdn.CONTRACTS + attn.CONTRACTS
 REGISTRY: dict[str, Contract] = {c.name: c for c in _ALL}
 assert len(REGISTRY) == len(_ALL), "two contracts share a name"
 

@@ -20,7 +20,7 @@ from torch import Tensor
 
 from ..contracts.gdn import GDN_PIPE_B, GDN_PIPE_PDL_B, GDN_SMEM_B
 from ..contracts.proj import SMS
-from ..ops import _dispatch, gdn, proj
+from ..ops import _dispatch, attn, gdn, proj
 from ..ops.norm import rmsnorm
 
 
@@ -708,6 +708,34 @@ def attention_decode(q: Tensor, k: Tensor, v: Tensor, gate: Tensor, cos: Tensor,
 
 @attention_decode.register_fake
 def _(q, k, v, gate, cos, sin, k_pages, v_pages, block_table, positions, out):
+    return None
+
+
+# The decode runner's attention: the kernel (attn_decode_d256) in one launch per layer instead of the framework path's
+# RoPE, append, SDPA and gate (~15 PyTorch kernels). False: attention_decode_ctx as before (its context once per step)
+ATTN_KERNEL = True
+
+
+@decode_op("attention_decode_paged", mutates_args=("k_pages", "v_pages", "out", "ws", "counters"))
+def attention_decode_paged(q: Tensor, k: Tensor, v: Tensor, gate: Tensor, cos: Tensor, sin: Tensor, positions: Tensor,
+                           block_table: Tensor, k_pages: Tensor, v_pages: Tensor, out: Tensor, ws: Tensor,
+                           counters: Tensor) -> None:
+    """attention_decode with the gate as a [B, nh, hd] view (q_proj's output: head h's gate beside its q) and the
+    kernel's scratch: ws [B, nkv, pages per sequence, 2064] fp32 and counters [B, nkv] int32 (zero at allocation, left
+    zero), the caller's, for this op alone. Kernel attn_decode_d256 (netra.contracts.attn) at Qwen3.6's attention
+    shapes, B <= 32, pages of 64 tokens, int32 block table, int64 positions; else attention_decode's framework path.
+    Under set_pdl the kernel reads the cache, positions and tables before griddepcontrol.wait."""
+    args = (q, k, v, gate, cos, sin, positions, block_table, k_pages, v_pages, out, ws, counters)
+    reason = attn.DECODE.go(*args)
+    if reason is None:
+        return
+    attn.DECODE.missed(reason, args)
+    B, nh, hd = q.shape
+    attention_decode(q, k, v, gate.reshape(B, nh * hd), cos, sin, k_pages, v_pages, block_table, positions, out)
+
+
+@attention_decode_paged.register_fake
+def _(q, k, v, gate, cos, sin, positions, block_table, k_pages, v_pages, out, ws, counters):
     return None
 
 

@@ -21,6 +21,7 @@ from torch import Tensor
 
 from .. import ops as nops
 from ..ops import proj
+from ..contracts.attn import PART as ATTN_PART
 from ..contracts.proj import LM_HEAD
 from ..ops.norm import _zero_centred
 from ..model.checkpoint import Checkpoint
@@ -76,6 +77,9 @@ class DecodeRunner:
         self.moe_bar = torch.zeros(1, dtype=torch.long, device=dev)  # the router-fused gate | up's barrier counter
         self.next_tokens = torch.zeros(B, dtype=torch.long, device=dev)
         self.lm_ws = torch.zeros(LM_HEAD.counter + 1, dtype=torch.long, device=dev)  # the LM head kernel's workspace
+        # the attention kernel's scratch (dops.attention_decode_paged): page partials, and arrival counters left zero
+        self.attn_ws = torch.empty(B, nkv, self.pages_per_seq, ATTN_PART, dtype=torch.float32, device=dev)
+        self.attn_counters = torch.zeros(B, nkv, dtype=torch.int32, device=dev)
         self.conv_pool, self.state_pool, self.k_pages, self.v_pages = {}, {}, {}, {}
         for L in range(c.num_hidden_layers):
             if c.is_full(L):
@@ -101,9 +105,14 @@ class DecodeRunner:
             qg = self.qg.view(B, nh, 2 * hd)
             nops.qk_rmsnorm(qg[:, :, :hd], self.kb.view(B, nkv, hd), lw["q_norm"], lw["k_norm"], eps,
                             out_q=self.qn, out_k=self.kn)
-            dops.attention_decode_ctx(self.qn, self.kn, self.vb.view(B, nkv, hd), qg[:, :, hd:].reshape(B, nh * hd),
-                                      *self.attn_ctx, self.k_pages[L], self.v_pages[L], self.ao,
-                                      pages_in_order=True)  # block_table is arange(B * pages): read the cache as a view
+            if dops.ATTN_KERNEL:  # RoPE, the append, attention and the gate: one launch (its framework path otherwise)
+                dops.attention_decode_paged(self.qn, self.kn, self.vb.view(B, nkv, hd), qg[:, :, hd:], self.cos,
+                                            self.sin, self.positions, self.block_table, self.k_pages[L],
+                                            self.v_pages[L], self.ao, self.attn_ws, self.attn_counters)
+            else:
+                dops.attention_decode_ctx(self.qn, self.kn, self.vb.view(B, nkv, hd), qg[:, :, hd:].reshape(B, nh * hd),
+                                          *self.attn_ctx, self.k_pages[L], self.v_pages[L], self.ao,
+                                          pages_in_order=True)  # block_table is arange(B * pages): the cache as a view
             dops.fp8_linear_add(self.ao, *lw["o"], self.h, self.mix)  # mix, and h += mix
         else:
             if dops.BA_FUSED:  # b | a by more CTAs of the same launch
@@ -122,7 +131,8 @@ class DecodeRunner:
         c, eps = self.cfg, self.cfg.rms_norm_eps
         torch.index_select(self.embed, 0, self.tokens, out=self.h)
         # the positions' RoPE rows, cache rows and length mask, once for the 10 attention layers
-        self.attn_ctx = dops.attention_context(self.cos, self.sin, self.block_table, self.positions, self.page)
+        if not dops.ATTN_KERNEL:
+            self.attn_ctx = dops.attention_context(self.cos, self.sin, self.block_table, self.positions, self.page)
         for L, lw in enumerate(self.layers):
             self._record(L, "h_in", self.h)
             # the first projection computes x = input_layernorm(h) as a prologue, the last one

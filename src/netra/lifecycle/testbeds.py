@@ -956,6 +956,86 @@ def _gdn_testbeds() -> dict:
                      "gdn_decode_b32_pipe", "gdn_decode_b32_pipe_pdl")}}
 
 
+# --- attention ------------------------------------------------------------------------------
+def _make_attn(dims, gen, device):
+    """q and k at the scale q_norm / k_norm give (unit RMS per head times a trained-range weight), v and the gate at the
+    projection's; q and gate as views of one q | gate row per head, v of one q | k | v row (as the runner's buffers);
+    a cache of P pages filled with earlier tokens' rows; each sequence's pages a random draw of the pool (the block
+    table); positions near each sequence's end: the first sequences at the last page's last row, its first row (a page
+    boundary) and the row before that, the rest spread over the last page, so every case reads nearly every page (the
+    bench's bytes)."""
+    from ..contracts import attn as A
+    from ..decode.ops import rope_tables
+
+    B, NP, P, T = dims["B"], dims["NP"], dims["P"], dims["T"]
+    nh, nkv, hd = A.Q_HEADS, A.KV_HEADS, A.HEAD_DIM
+    r = lambda *shape, sc=1.0: torch.randn(*shape, generator=gen) * sc  # noqa: E731
+    wq, wk = torch.exp(0.3 * torch.randn(hd, generator=gen)), torch.exp(0.3 * torch.randn(hd, generator=gen))
+    row = torch.empty(B, 2 * nh * hd + 2 * nkv * hd, dtype=torch.bfloat16)
+    qg = row[:, :2 * nh * hd].view(B, nh, 2 * hd)
+    qg[..., :hd] = r(B, nh, hd) * wq
+    qg[..., hd:] = r(B, nh, hd, sc=2.0)
+    row[:, 2 * nh * hd:2 * nh * hd + nkv * hd] = r(B, nkv * hd)
+    row[:, 2 * nh * hd + nkv * hd:] = r(B, nkv * hd, sc=0.7)
+    row = row.to(device)
+    qg = row[:, :2 * nh * hd].view(B, nh, 2 * hd)
+    cos, sin = rope_tables(T, A.ROTARY, 10_000_000.0, device)
+    pos = []
+    for b in range(B):
+        off = (0, A.PAGE - 1, A.PAGE, 1)[b] if b < 4 else (29 * b) % A.PAGE  # last row, first row, the row before
+        pos.append(max(0, min(NP * A.PAGE, T) - 1 - off))  # with one page: positions 63, 0, 0, 62, ...
+    table = torch.randperm(P, generator=gen)[:B * NP].view(B, NP).to(torch.int32)
+    i = {
+        "q": (r(B, nh, hd) * wq).to(torch.bfloat16).to(device),
+        "k": (r(B, nkv, hd) * wk).to(torch.bfloat16).to(device),
+        "v": row[:, 2 * nh * hd + nkv * hd:].view(B, nkv, hd), "gate": qg[..., hd:], "_row": row,
+        "cos": cos, "sin": sin,
+        "positions": torch.tensor(pos, dtype=torch.int64, device=device),
+        "block_table": table.to(device),
+        "k_pages": (r(P, A.PAGE, nkv, hd) * wk).to(torch.bfloat16).to(device),
+        "v_pages": r(P, A.PAGE, nkv, hd, sc=0.7).to(torch.bfloat16).to(device),
+        "ws": torch.zeros(B, nkv, NP, A.PART, dtype=torch.float32, device=device),
+        "counters": torch.zeros(B, nkv, dtype=torch.int32, device=device),
+    }
+    bt = i["block_table"].long()  # the sdpa_dense peer's cache, dense per sequence (made here: not timed)
+    i["_dense_k"] = i["k_pages"][bt].flatten(1, 2).transpose(1, 2).contiguous()
+    i["_dense_v"] = i["v_pages"][bt].flatten(1, 2).transpose(1, 2).contiguous()
+    i["_valid"] = torch.arange(NP * A.PAGE, device=device) <= i["positions"][:, None]
+    return i
+
+
+def _attn_ref(i):
+    """The float64 step; ws is scratch (its contents are not a result: the kernel's own are returned), the counters
+    back to zero."""
+    from ..reference import attn as ra
+
+    r = ra.decode_step(i["q"], i["k"], i["v"], i["gate"], i["cos"], i["sin"], i["positions"], i["block_table"],
+                       i["k_pages"], i["v_pages"])
+    return {**r, "ws": i["kernel_ws"], "counters": torch.zeros_like(i["counters"])}
+
+
+def _attn_framework_peer(i, s):
+    """The op's framework path for any block table (the positions' context, RoPE, the append, the page gather, one
+    SDPA call): what netra::attention_decode runs without the kernel."""
+    from ..decode import ops as dops
+
+    B, nh, hd = i["q"].shape
+    out = torch.empty(B, nh * hd, dtype=torch.bfloat16, device=i["q"].device)
+    dops.attention_decode(i["q"], i["k"], i["v"], i["gate"].reshape(B, nh * hd), i["cos"], i["sin"], i["k_pages"],
+                          i["v_pages"], i["block_table"], i["positions"], out)
+    return {"out": out}
+
+
+def _attn_sdpa_peer(i, s):
+    """SDPA alone (the flash / efficient kernel torch picks) on the cache already laid out dense per sequence and a
+    length mask: no RoPE, no append, no gate. Less work than the step: a floor for the framework path's attention."""
+    import torch.nn.functional as F
+
+    K, V, valid = i["_dense_k"], i["_dense_v"], i["_valid"]
+    o = F.scaled_dot_product_attention(i["q"][:, :, None, :], K, V, attn_mask=valid[:, None, None, :], enable_gqa=True)
+    return {"out": o.flatten(1)}
+
+
 TESTBEDS: dict[str, Testbed] = {
     "rmsnorm_h2048": Testbed(
         contracts.get("rmsnorm_h2048"), _make_rmsnorm,
@@ -993,6 +1073,9 @@ TESTBEDS: dict[str, Testbed] = {
 
 TESTBEDS.update(_proj_testbeds())
 TESTBEDS.update(_gdn_testbeds())
+TESTBEDS["attn_decode_d256"] = Testbed(contracts.get("attn_decode_d256"), _make_attn, _attn_ref, None,
+                                       {"framework_op": _attn_framework_peer, "sdpa_dense": _attn_sdpa_peer}, scalars={},
+                                       chained=("ws",))
 
 
 def get(name: str) -> Testbed | None:

@@ -3,7 +3,7 @@ framework path otherwise; each is also registered as ``torch.ops.netra.<op>``.""
 
 from ._dispatch import OPS, count_launches, prepare, reset_stats, set_framework, set_pdl, stats
 from .norm import add_rmsnorm, gated_rmsnorm, qk_rmsnorm, rmsnorm
-from . import gdn, proj
+from . import attn, gdn, proj
 from .runtime import smoke_copy
 
 __all__ = ["OPS", "count_launches", "prepare", "reset_stats", "set_framework", "set_pdl", "stats",

@@ -1,0 +1,83 @@
+"""Contract of the attention family: Qwen3.6's gated full-attention decode step on a paged KV cache (10 of the 40
+layers). The model's attention shapes are written here once; kernels/sm_90a/attention/gen_attn_decode.py reads them to
+emit the PTX."""
+
+from __future__ import annotations
+
+from .spec import Contract, Scalar, Tensor
+
+ATTN_NAME = "attn_decode_d256"
+Q_HEADS, KV_HEADS, HEAD_DIM, ROTARY = 16, 2, 256, 64  # partial rotary: the first 64 of 256 dims, rotate_half
+PAGE = 64  # tokens per cache page: one CTA each
+WARPS = 4  # 16 tokens of the page each
+PART = Q_HEADS // KV_HEADS * HEAD_DIM + 2 * Q_HEADS // KV_HEADS  # one page's partial: O [8, 256], then m [8], l [8]
+SMEM = WARPS * 2 * 16 * HEAD_DIM * 2  # each warp's 16 K rows and 16 V rows (bf16): 64 KB
+BATCH = tuple(range(1, 33))
+MAX_PAGES = 64  # pages per sequence: context up to 4096 (the runner's is 1024)
+
+# Tolerance against float64 (lifecycle.metrics.rel_err, max |out - ref| / max |ref|): out is rounded to BF16 once
+# (2^-8 relative at most); q after RoPE, the new k and the softmax weights p are rounded to BF16 on the way into the
+# mma (as the model rounds q and k), each moving o by ~2^-9 relative; the cache rows written are BF16 of the float64
+# RoPE (2^-8 at most).
+ATTN_TOL = 9e-3
+
+ATTN_DECODE = Contract(
+    name=ATTN_NAME,
+    family="attention",
+    summary="gated attention decode on a paged BF16 KV cache: RoPE on q and k at each sequence's position, k and v "
+    "appended to the cache, GQA softmax(q K^T / 16) V over positions 0..pos, out = that * sigmoid(gate); BF16 out",
+    params=(
+        Tensor("q", "bf16", ("B", Q_HEADS, HEAD_DIM), "in", doc="q_norm'ed q, before RoPE"),
+        Tensor("k", "bf16", ("B", KV_HEADS, HEAD_DIM), "in", doc="k_norm'ed k, before RoPE"),
+        Tensor("v", "bf16", ("B", KV_HEADS, HEAD_DIM), "in", strides=("v_row", HEAD_DIM, 1),
+               doc="a view of the q | k | v projection's output"),
+        Tensor("gate", "bf16", ("B", Q_HEADS, HEAD_DIM), "in", strides=("gate_row", "gate_head", 1),
+               doc="a view of q_proj's output: head h's gate beside its q"),
+        Tensor("cos", "f32", ("T", ROTARY), "in", doc="RoPE table, rotate_half layout (cos repeated over the halves)"),
+        Tensor("sin", "f32", ("T", ROTARY), "in"),
+        Tensor("positions", "i64", ("B",), "in", align=8,
+               doc="each sequence's new token's position: valid in [0, min(NP * 64, T)), else NaN out"),
+        Tensor("block_table", "i32", ("B", "NP"), "in", align=4,
+               doc="each sequence's pages in order: valid in [0, P), else NaN out"),
+        Tensor("k_pages", "bf16", ("P", PAGE, KV_HEADS, HEAD_DIM), "inout", doc="the cache: row pos written"),
+        Tensor("v_pages", "bf16", ("P", PAGE, KV_HEADS, HEAD_DIM), "inout"),
+        Tensor("out", "bf16", ("B", Q_HEADS * HEAD_DIM), "out"),
+        Tensor("ws", "f32", ("B", KV_HEADS, "NP", PART), "inout",
+               doc="scratch, the caller's, for this kernel alone: each page's partial (O, m, l); not a result"),
+        Tensor("counters", "i32", ("B", KV_HEADS), "inout", align=4,
+               doc="arrival counters: zero at allocation, and every launch leaves them zero"),
+        Scalar("v_row", "u32", value="v_row"),
+        Scalar("gate_row", "u32", value="gate_row"),
+        Scalar("gate_head", "u32", value="gate_head"),
+        Scalar("NP", "u32", value="NP"),
+        Scalar("P", "u32", value="P"),
+        Scalar("T", "u32", value="T"),
+    ),
+    dims={"B": BATCH, "NP": range(1, MAX_PAGES + 1), "P": range(1, 1 << 24), "T": range(1, 1 << 24)},
+    stride_multiple={"v_row": 8, "gate_row": 8, "gate_head": 8},
+    grid=("NP", str(KV_HEADS), "B"),
+    threads=32 * WARPS,
+    reduction_order="per (sequence, kv head): each warp's 16 tokens by mma.sync (dims in 16 k-steps of a fixed "
+    "permutation); the 4 warps' (m, l, O) in warp order; the pages' partials in page order by the last CTA to arrive",
+    tolerance=ATTN_TOL,
+    deterministic=True,
+    # an upper bound: every page of every sequence (the cases put each position in its last page) and its partial
+    bytes_read=f"B * NP * {PAGE * KV_HEADS * HEAD_DIM * 4} + B * {2 * Q_HEADS * HEAD_DIM * 2 + 2 * KV_HEADS * HEAD_DIM * 2 + ROTARY * 8 + 8} "
+    f"+ B * NP * {4 + KV_HEADS * PART * 4}",
+    bytes_written=f"B * ({Q_HEADS * HEAD_DIM * 2 + 2 * KV_HEADS * HEAD_DIM * 2 + KV_HEADS * 4}) + B * NP * {KV_HEADS * PART * 4}",
+    max_registers=168,
+    max_static_smem=512,  # ml (256 B) and the ticket; ptxas reports 384
+    dynamic_smem=SMEM,
+    op="attention_decode_paged",
+    pdl="positions, the block table, cos / sin and the cache pages (cp.async) before griddepcontrol.wait; q, k, v and "
+    "gate after it, then launch_dependents. Safe where the kernel launched just before triggers its dependents only "
+    "after its own wait and nothing in flight writes the cache, positions or tables (the decode runner: qk_rmsnorm)",
+    reference="netra.reference.attn.decode_step (float64)",
+    peers=("framework_op", "sdpa_dense"),
+    cases_override=tuple({"B": b, "NP": n, "P": p, "T": t} for b, n, p, t in (
+        (1, 1, 3, 64), (1, 2, 5, 128), (1, 16, 21, 1024), (3, 5, 17, 320), (8, 16, 133, 1024), (32, 4, 131, 256),
+        (32, 16, 515, 1024))),
+    sanitize_cases=({"B": 3, "NP": 5, "P": 17, "T": 320}, {"B": 8, "NP": 16, "P": 133, "T": 1024}),
+)
+
+CONTRACTS = (ATTN_DECODE,)

@@ -1,0 +1,8 @@
+"""Dispatch of the gated attention decode step on a paged KV cache (netra::attention_decode_paged, in
+netra.decode.ops) to its kernel: Qwen3.6's attention shapes, B <= 32, pages of 64 tokens, up to 64 pages a sequence."""
+
+from __future__ import annotations
+
+from ._dispatch import KernelOp
+
+DECODE = KernelOp("attention_decode_paged", "attn_decode_d256")
