@@ -24,7 +24,8 @@ Design (split-K flash decoding, one page of 64 tokens per CTA):
   head. With one page (pos < 64) the CTA writes out directly; otherwise each CTA writes its partial to ws, and the
   last to arrive on the (sequence, kv head) counter (atom.acq_rel.gpu) combines pages 0 .. n-1 in page order and
   resets the counter: deterministic whichever CTA is last.
-- out = bf16(O / l * sigmoid(gate)), one rounding. pos outside [0, min(NP * 64, T)) or a page id outside [0, P):
+- out = bf16(O / l * sigmoid(gate)), one rounding; every CTA loads its gate values after q (only the finishing one
+  uses them: the load is then off the end of its chain). pos outside [0, min(NP * 64, T)) or a page id outside [0, P):
   NaN out, nothing written to the cache.
 
   python3 kernels/sm_90a/attn/gen_attn_decode.py      (rewrites attn_decode_d256.ptx)
@@ -94,7 +95,7 @@ def generate() -> str:
     e(".reg .pred %p, %pv, %pl, %pnew, %pone, %pr0, %pr1, %plo;")
     e(".reg .b32 %th, %warp, %lane, %g, %t, %page, %kvh, %b, %NP, %P, %T, %pid, %last, %n, %i, %tok, %sz, %cnt;")
     e(".reg .b32 %r<16>, %sw<2>, %sb, %sk, %so, %so1, %q<32>, %k<8>, %tv<8>, %pa, %pb, %b0, %b1, %h, %d;")
-    e(".reg .b32 %vrow, %grow, %ghead;")
+    e(".reg .b32 %vrow, %grow, %ghead, %gt<8>;")
     e(".reg .f32 %s<4>, %m<2>, %mu<2>, %l<2>, %x<16>, %y<16>, %c<16>, %sn<16>, %f<8>, %M, %Lsum, %fw, %mw, %lw, %acc<16>;")
     e(f".reg .f32 %o<{SLABS * 2 * 4}>;")
     e(".reg .b64 %pos, %lim, %pq, %pk, %pvv, %pg, %pc, %ps, %ppos, %pbt, %pkp, %pvp, %pout, %pws, %pcnt, %a, %a2, %ro;")
@@ -125,10 +126,15 @@ def generate() -> str:
     e(f"mad.lo.u32 %r0, %r0, {HEAD_DIM}, %d;")
     e("mul.wide.u32 %a, %r0, 2;")
     e("add.s64 %pout, %pout, %a;")
-    e("// 1. the position: valid in [0, min(NP * 64, T)), else NaN out (by page 0's CTA) and nothing else")
+    e("// 1. the position: valid in [0, min(NP * 64, T)), else NaN out (by page 0's CTA) and nothing else; this")
+    e("// page's id (valid in [0, P)) loaded beside it")
     e("mul.wide.u32 %a, %b, 8;")
     e("add.s64 %a, %ppos, %a;")
     e("ld.global.nc.u64 %pos, [%a];")
+    e("mad.lo.u32 %r0, %b, %NP, %page;")
+    e("mul.wide.u32 %a, %r0, 4;")
+    e("add.s64 %a, %pbt, %a;")
+    e("ld.global.nc.u32 %pid, [%a];")
     e(f"mul.wide.u32 %lim, %NP, {PAGE};")
     e("cvt.u64.u32 %a, %T;")
     e("min.u64 %lim, %lim, %a;")
@@ -146,11 +152,7 @@ def generate() -> str:
     e("@%p exit;  // a page past pos: no tokens")
     e("add.u32 %n, %last, 1;")
     e("setp.eq.u32 %pone, %n, 1;")
-    e("// 2. this page's id (valid in [0, P)) and the warp's 16 rows by cp.async; rows >= pos zero-filled")
-    e("mad.lo.u32 %r0, %b, %NP, %page;")
-    e("mul.wide.u32 %a, %r0, 4;")
-    e("add.s64 %a, %pbt, %a;")
-    e("ld.global.nc.u32 %pid, [%a];")
+    e("// 2. the warp's 16 rows by cp.async; rows >= pos zero-filled")
     e("setp.lt.u32 %pl, %pid, %P;")
     e("selp.b32 %r1, %pid, 0, %pl;  // an address inside the pool even where no byte is read")
     e(f"// row of token i of warp w: ((pid * {PAGE} + 16 w + i) * {KV_HEADS} + kvh) * {ROWB} + 16 lane")
@@ -202,6 +204,15 @@ def generate() -> str:
     e("add.s64 %pq, %pq, %a;")
     for s in range(SLABS):
         e(f"ld.global.v4.b32 {{%q{4 * s}, %q{4 * s + 1}, %q{4 * s + 2}, %q{4 * s + 3}}}, [%pq+{64 * s}];")
+    e("// this thread's 16 gate values, gate[b, kvh * 8 + h, d .. d + 15], for the CTA that finishes (off its chain)")
+    e(f"mad.lo.u32 %r0, %kvh, {GROUP}, %h;")
+    e("mul.lo.u32 %r0, %r0, %ghead;")
+    e("mad.lo.u32 %r0, %b, %grow, %r0;")
+    e("add.u32 %r0, %r0, %d;")
+    e("mul.wide.u32 %a, %r0, 2;")
+    e("add.s64 %pg, %pg, %a;")
+    e("ld.global.v4.b32 {%gt0, %gt1, %gt2, %gt3}, [%pg];")
+    e("ld.global.v4.b32 {%gt4, %gt5, %gt6, %gt7}, [%pg+16];")
     e("// rope on dims 0..63: x' = x cos - x[+32] sin (slab 0), x' = x cos + x[-32] sin (slab 1); bf16 again")
     _rope(e, "q", 0, 4, "c", "sn")
     e("// 4. the new token (the warp holding pos in the last page): rope(k) and v, row pos & 15 of the tiles")
@@ -483,18 +494,10 @@ def generate() -> str:
     e("FINAL:")
     e("// 11. out = bf16(O / L * sigmoid(gate)): gate[b, kvh * 8 + h, d .. d + 15]")
     e("rcp.rn.f32 %Lsum, %Lsum;")
-    e(f"mad.lo.u32 %r0, %kvh, {GROUP}, %h;")
-    e("mul.lo.u32 %r0, %r0, %ghead;")
-    e("mad.lo.u32 %r0, %b, %grow, %r0;")
-    e("add.u32 %r0, %r0, %d;")
-    e("mul.wide.u32 %a, %r0, 2;")
-    e("add.s64 %pg, %pg, %a;")
-    e("ld.global.v4.b32 {%k0, %k1, %k2, %k3}, [%pg];")
-    e("ld.global.v4.b32 {%k4, %k5, %k6, %k7}, [%pg+16];")
     for j in range(8):
         for hi in (0, 1):
             i = 2 * j + hi
-            _unpack(e, "%f0", f"%k{j}", hi)
+            _unpack(e, "%f0", f"%gt{j}", hi)
             e(f"mul.f32 %f0, %f0, {f32(-LOG2E)};")
             e("ex2.approx.ftz.f32 %f0, %f0;")
             e("add.f32 %f0, %f0, 0f3F800000;")
