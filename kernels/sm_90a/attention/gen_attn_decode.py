@@ -23,7 +23,8 @@ Design (split-K flash decoding, one page of 64 tokens per CTA):
 - The 4 warps' (m, l, O) are combined in warp order through shared memory; each thread then owns 16 outputs of one
   head. With one page (pos < 64) the CTA writes out directly; otherwise each CTA writes its partial to ws, and the
   last to arrive on the (sequence, kv head) counter (atom.acq_rel.gpu) combines pages 0 .. n-1 in page order and
-  resets the counter: deterministic whichever CTA is last.
+  resets the counter: deterministic whichever CTA is last. Its two loops (the max, then O and l) load 4 pages a trip
+  (one L2 round trip per 4 pages; a page a trip made the combine of 16 pages a serial chain of 32 round trips).
 - out = bf16(O / l * sigmoid(gate)), one rounding; every CTA loads its gate values after q (only the finishing one
   uses them: the load is then off the end of its chain). pos outside [0, min(NP * 64, T)) or a page id outside [0, P):
   NaN out, nothing written to the cache.
@@ -50,6 +51,7 @@ SLABS = HEAD_DIM // 32  # 8 slabs of 32 dims
 assert PAGE == 16 * WARPS and GROUP == 8 and ROTARY == 64 and SLABS == 8
 assert SMEM == WARPS * 2 * TILE
 CL = math.log2(math.e) / math.sqrt(HEAD_DIM)  # scores to base-2 exponents
+UNROLL = 4  # pages per trip of the last CTA's combine loops
 LOG2E = math.log2(math.e)
 
 
@@ -92,11 +94,11 @@ def generate() -> str:
     e("{")
     e(f".shared .align 16 .b32 ml[{WARPS * 16}];  // per warp: m of its 8 heads, then l")
     e(".shared .align 4 .b32 ticket;")
-    e(".reg .pred %p, %pv, %pl, %pnew, %pone, %pr0, %pr1, %plo;")
+    e(".reg .pred %p, %pv, %pl, %pnew, %pone, %pr0, %pr1, %plo, %pu<4>;")
     e(".reg .b32 %th, %warp, %lane, %g, %t, %page, %kvh, %b, %NP, %P, %T, %pid, %last, %n, %i, %tok, %sz, %cnt;")
     e(".reg .b32 %r<16>, %sw<2>, %sb, %sk, %so, %so1, %q<32>, %k<8>, %tv<8>, %pa, %pb, %b0, %b1, %h, %d;")
     e(".reg .b32 %vrow, %grow, %ghead, %gt<8>;")
-    e(".reg .f32 %s<4>, %m<2>, %mu<2>, %l<2>, %x<16>, %y<16>, %c<16>, %sn<16>, %f<8>, %M, %Lsum, %fw, %mw, %lw, %acc<16>;")
+    e(".reg .f32 %s<4>, %m<2>, %mu<2>, %l<2>, %x<16>, %y<16>, %c<16>, %sn<16>, %f<8>, %M, %Lsum, %fw, %mw, %lw, %acc<16>, %mz<4>, %lz<4>, %z<64>;")
     e(f".reg .f32 %o<{SLABS * 2 * 4}>;")
     e(".reg .b64 %pos, %lim, %pq, %pk, %pvv, %pg, %pc, %ps, %ppos, %pbt, %pkp, %pvp, %pout, %pws, %pcnt, %a, %a2, %ro;")
     for p in PARAMS:
@@ -448,26 +450,31 @@ def generate() -> str:
     e("setp.ne.u32 %p, %cnt, %r0;")
     e("@%p exit;")
     e("fence.acq_rel.gpu;")
-    e("// the last CTA: M = max over pages, then O, L in page order (L2 loads: written by other CTAs of this grid)")
+    e(f"// the last CTA: M = max over pages, then O, L in page order (L2 loads: written by other CTAs of this grid); "
+      f"{UNROLL} pages")
+    e(f"// a trip, their loads issued together (one L2 round trip per {UNROLL} pages, not per page); pages >= n predicated off")
     e("shl.b32 %r0, %h, 2;")
     e("cvt.u64.u32 %a, %r0;")
-    e(f"add.s64 %a, %pws, %a;")
-    e(f"ld.global.cg.f32 %M, [%a+{HEAD_DIM * GROUP * 4}];")
-    e("mov.u32 %i, 1;")
-    e("MAX_LOOP:")
-    e("setp.ge.u32 %p, %i, %n;")
-    e("@%p bra MAX_DONE;")
-    e(f"mul.wide.u32 %a2, %i, {PART * 4};")
-    e("add.s64 %a2, %a, %a2;")
-    e(f"ld.global.cg.f32 %mw, [%a2+{HEAD_DIM * GROUP * 4}];")
-    e("max.f32 %M, %M, %mw;")
-    e("add.u32 %i, %i, 1;")
-    e("bra MAX_LOOP;")
-    e("MAX_DONE:")
-    e(f"mul.f32 %mu0, %M, {f32(-CL)};")
+    e("add.s64 %a, %pws, %a;  // page 0's m of head h; l at + 32")
     e(f"mad.lo.u32 %r0, %h, {HEAD_DIM}, %d;")
     e("mul.wide.u32 %a2, %r0, 4;")
     e("add.s64 %ro, %pws, %a2;  // page 0's O of this thread")
+    e("mov.f32 %M, 0fFF800000;")
+    e("mov.u32 %i, 0;")
+    e("MAX_LOOP:")
+    e(f"mul.wide.u32 %a2, %i, {PART * 4};")
+    e("add.s64 %pk, %a, %a2;")
+    for u in range(UNROLL):
+        e(f"add.u32 %r0, %i, {u};")
+        e(f"setp.lt.u32 %pu{u}, %r0, %n;")
+        e(f"mov.f32 %mz{u}, 0fFF800000;")
+        e(f"@%pu{u} ld.global.cg.f32 %mz{u}, [%pk+{u * PART * 4 + HEAD_DIM * GROUP * 4}];")
+    for u in range(UNROLL):
+        e(f"max.f32 %M, %M, %mz{u};")
+    e(f"add.u32 %i, %i, {UNROLL};")
+    e("setp.lt.u32 %p, %i, %n;")
+    e("@%p bra MAX_LOOP;")
+    e(f"mul.f32 %mu0, %M, {f32(-CL)};")
     for i in range(16):
         e(f"mov.f32 %acc{i}, 0f00000000;")
     e("mov.f32 %Lsum, 0f00000000;")
@@ -475,17 +482,22 @@ def generate() -> str:
     e("SUM_LOOP:")
     e(f"mul.wide.u32 %a2, %i, {PART * 4};")
     e("add.s64 %pk, %a, %a2;")
-    e(f"ld.global.cg.f32 %mw, [%pk+{HEAD_DIM * GROUP * 4}];")
-    e(f"ld.global.cg.f32 %lw, [%pk+{HEAD_DIM * GROUP * 4 + 32}];")
-    e("add.s64 %pk, %ro, %a2;")
-    for v in range(4):
-        e(f"ld.global.cg.v4.f32 {{%y{4 * v}, %y{4 * v + 1}, %y{4 * v + 2}, %y{4 * v + 3}}}, [%pk+{16 * v}];")
-    e(f"fma.rn.f32 %fw, %mw, {f32(CL)}, %mu0;")
-    e("ex2.approx.ftz.f32 %fw, %fw;")
-    for i in range(16):
-        e(f"fma.rn.f32 %acc{i}, %fw, %y{i}, %acc{i};")
-    e("fma.rn.f32 %Lsum, %fw, %lw, %Lsum;")
-    e("add.u32 %i, %i, 1;")
+    e("add.s64 %pvv, %ro, %a2;")
+    for u in range(UNROLL):
+        e(f"add.u32 %r0, %i, {u};")
+        e(f"setp.lt.u32 %pu{u}, %r0, %n;")
+        e(f"@%pu{u} ld.global.cg.f32 %mz{u}, [%pk+{u * PART * 4 + HEAD_DIM * GROUP * 4}];")
+        e(f"@%pu{u} ld.global.cg.f32 %lz{u}, [%pk+{u * PART * 4 + HEAD_DIM * GROUP * 4 + 32}];")
+        for v in range(4):
+            z = ", ".join(f"%z{16 * u + 4 * v + i}" for i in range(4))
+            e(f"@%pu{u} ld.global.cg.v4.f32 {{{z}}}, [%pvv+{u * PART * 4 + 16 * v}];")
+    for u in range(UNROLL):  # in page order
+        e(f"@%pu{u} fma.rn.f32 %fw, %mz{u}, {f32(CL)}, %mu0;")
+        e(f"@%pu{u} ex2.approx.ftz.f32 %fw, %fw;")
+        for i in range(16):
+            e(f"@%pu{u} fma.rn.f32 %acc{i}, %fw, %z{16 * u + i}, %acc{i};")
+        e(f"@%pu{u} fma.rn.f32 %Lsum, %fw, %lz{u}, %Lsum;")
+    e(f"add.u32 %i, %i, {UNROLL};")
     e("setp.lt.u32 %p, %i, %n;")
     e("@%p bra SUM_LOOP;")
     e("setp.eq.u32 %p, %th, 0;")
