@@ -158,7 +158,7 @@ def generate() -> str:
     e("setp.lt.u32 %pl, %pid, %P;")
     e("selp.b32 %r1, %pid, 0, %pl;  // an address inside the pool even where no byte is read")
     e(f"// row of token i of warp w: ((pid * {PAGE} + 16 w + i) * {KV_HEADS} + kvh) * {ROWB} + 16 lane")
-    e(f"shl.b32 %r2, %warp, 4;")
+    e("shl.b32 %r2, %warp, 4;")
     e(f"mad.lo.u32 %r3, %r1, {PAGE}, %r2;")
     e(f"mad.lo.u32 %r3, %r3, {KV_HEADS}, %kvh;")
     e(f"mul.wide.u32 %a, %r3, {ROWB};")
@@ -304,9 +304,7 @@ def generate() -> str:
     for i in range(4):
         e(f"mov.f32 %s{i}, 0f00000000;")
     for s in range(SLABS):
-        so = "%so1" if s % 2 else "%so"
-        e(f"ld.shared.v4.b32 {{%k0, %k1, %k2, %k3}}, [{so}+{64 * s}];")
-        e(f"ld.shared.v4.b32 {{%k4, %k5, %k6, %k7}}, [{so}+{64 * s + 8 * ROWB}];")
+        _slab_rows(e, s, 0)
         for j in range(2):
             e(f"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{%s0, %s1, %s2, %s3}}, "
               f"{{%k{2 * j}, %k{4 + 2 * j}, %k{2 * j + 1}, %k{5 + 2 * j}}}, {{%q{4 * s + 2 * j}, %q{4 * s + 2 * j + 1}}}, "
@@ -322,11 +320,7 @@ def generate() -> str:
     e("selp.f32 %s3, %s3, 0fFF800000, %pr1;")
     e("max.f32 %m0, %s0, %s2;")
     e("max.f32 %m1, %s1, %s3;")
-    for x in (4, 8, 16):
-        for j in (0, 1):
-            e(f"shfl.sync.bfly.b32 %r{6 + j}, %m{j}, {x}, 0x1f, 0xffffffff;")
-            e(f"mov.b32 %f{j}, %r{6 + j};")
-            e(f"max.f32 %m{j}, %m{j}, %f{j};")
+    _column_reduce(e, "%m", "max")
     for j in (0, 1):
         e(f"setp.eq.f32 %p, %m{j}, 0fFF800000;")
         e(f"selp.f32 %mu{j}, 0f00000000, %m{j}, %p;")
@@ -350,9 +344,7 @@ def generate() -> str:
     for i in range(SLABS * 8):
         e(f"mov.f32 %o{i}, 0f00000000;")
     for s in range(SLABS):
-        so = "%so1" if s % 2 else "%so"
-        e(f"ld.shared.v4.b32 {{%k0, %k1, %k2, %k3}}, [{so}+{TILE + 64 * s}];")
-        e(f"ld.shared.v4.b32 {{%k4, %k5, %k6, %k7}}, [{so}+{TILE + 64 * s + 8 * ROWB}];")
+        _slab_rows(e, s, TILE)
         for j in range(8):
             e(f"movmatrix.sync.aligned.m8n8.trans.b16 %tv{j}, %k{j};")
         for jj in range(2):
@@ -360,11 +352,7 @@ def generate() -> str:
             e(f"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{{', '.join(o)}}}, "
               f"{{%tv{2 * jj}, %tv{2 * jj + 1}, %tv{4 + 2 * jj}, %tv{5 + 2 * jj}}}, {{%b0, %b1}}, {{{', '.join(o)}}};")
     e("// 8. the warp's l per head (sum over the column's 8 lanes), then (m, l, O) to shared memory: O over its K tile")
-    for x in (4, 8, 16):
-        for j in (0, 1):
-            e(f"shfl.sync.bfly.b32 %r{6 + j}, %l{j}, {x}, 0x1f, 0xffffffff;")
-            e(f"mov.b32 %f{j}, %r{6 + j};")
-            e(f"add.f32 %l{j}, %l{j}, %f{j};")
+    _column_reduce(e, "%l", "add")
     e("bar.warp.sync 0xffffffff;  // every lane's K fragments read before O overwrites them")
     e("// O_w[head][dim] f32: lane (g, t) holds heads 2t, 2t+1 of dims dim_of(s, jj, g, half)")
     e("shl.b32 %r0, %t, 1;")
@@ -526,6 +514,22 @@ def generate() -> str:
     return "\n".join(L) + "\n"
 
 
+def _slab_rows(e, s: int, off: int):
+    """%k0..3 and %k4..7: chunk 4 s + t of the tile rows g and g + 8 (K at off 0, V at TILE), swizzled by the row's parity."""
+    so = "%so1" if s % 2 else "%so"
+    e(f"ld.shared.v4.b32 {{%k0, %k1, %k2, %k3}}, [{so}+{off + 64 * s}];")
+    e(f"ld.shared.v4.b32 {{%k4, %k5, %k6, %k7}}, [{so}+{off + 64 * s + 8 * ROWB}];")
+
+
+def _column_reduce(e, reg: str, op: str):
+    """{reg}0 and {reg}1 (heads 2t, 2t+1) reduced by ``op`` over a column's 8 lanes (lane % 4 alike): shfl.bfly 4, 8, 16."""
+    for x in (4, 8, 16):
+        for j in (0, 1):
+            e(f"shfl.sync.bfly.b32 %r{6 + j}, {reg}{j}, {x}, 0x1f, 0xffffffff;")
+            e(f"mov.b32 %f{j}, %r{6 + j};")
+            e(f"{op}.f32 {reg}{j}, {reg}{j}, %f{j};")
+
+
 def _unpack(e, dst: str, src: str, hi: int):
     """bf16 half ``hi`` of the pair ``src`` as f32 in ``dst``."""
     e(f"{'and.b32 %r14, ' + src + ', 0xFFFF0000' if hi else 'shl.b32 %r14, ' + src + ', 16'};")
@@ -541,7 +545,7 @@ def _rope(e, reg: str, lo: int, hi: int, cos: str, sin: str):
             _unpack(e, f"%x{8 + 2 * j + h}", f"%{reg}{hi + j}", h)
     for i in range(8):
         e(f"mul.f32 %f0, %x{8 + i}, %{sin}{i};")
-        e(f"neg.f32 %f0, %f0;")
+        e("neg.f32 %f0, %f0;")
         e(f"fma.rn.f32 %y{i}, %x{i}, %{cos}{i}, %f0;  // dim 8t+{i}")
         e(f"mul.f32 %f1, %x{i}, %{sin}{8 + i};")
         e(f"fma.rn.f32 %y{8 + i}, %x{8 + i}, %{cos}{8 + i}, %f1;  // dim 32+8t+{i}")
