@@ -592,6 +592,7 @@ def main():
     real_moe, real_experts, real_gate = dops.moe_decode, dops.fp8_linear_experts, dops.fp8_linear_gate
     real_pipe_b, real_pipe_plain_b = dops.GDN_PIPE_PDL_B, dops.GDN_PIPE_B
     real_ba_fused, real_shared_merged, real_router_fused = dops.BA_FUSED, dops.MOE_SHARED_MERGED, dops.MOE_ROUTER_FUSED
+    real_attn_kernel = dops.ATTN_KERNEL
     real_grp_rows, real_grp32_rows, real_dense32_rows = dops.MOE_DOWN_GRP_ROWS, dops.EXPERTS_GROUP32_ROWS, dops.DENSE32_ROWS
     real_res32_rows = dops.RES32_ROWS
     real_rf_rows = dops.MOE_ROUTER_FUSED_ROWS
@@ -633,7 +634,7 @@ def main():
         try:
             loader.load = lambda n, d, s=swaps: SimpleNamespace(handle=s[n]) if n in s else real_load(n, d)
             dops.MOE_SHARED_FIRST = form == "shared_first"
-            dops.ATTN_KERNEL = form != "attn_prev"
+            dops.ATTN_KERNEL = real_attn_kernel and form != "attn_prev"
             dops.BA_FUSED = real_ba_fused and form != "ba_unfused"
             dops.GDN_PIPE_PDL_B = 1 << 30 if form == "pipe_prev" else real_pipe_b
             dops.GDN_PIPE_B = 1 << 30 if form == "pipe_prev" else real_pipe_plain_b
@@ -726,7 +727,7 @@ def main():
             for name, c in real_contracts.items():
                 _dispatch.OPS[name].contract = c
             dops.MOE_SHARED_FIRST = False
-            dops.ATTN_KERNEL = True
+            dops.ATTN_KERNEL = real_attn_kernel
             dops.BA_FUSED = real_ba_fused
             dops.MOE_SHARED_MERGED = real_shared_merged
             dops.MOE_ROUTER_FUSED = real_router_fused

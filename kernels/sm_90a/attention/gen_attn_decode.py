@@ -41,8 +41,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "src"))
-from netra.contracts.attn import (ATTN_NAME, HEAD_DIM, KV_HEADS, PAGE, PART, Q_HEADS,  # noqa: E402  (written once)
-                                  ROTARY, SMEM, WARPS)
+from netra.contracts.attn import (ATTN_DECODE, ATTN_NAME, HEAD_DIM, KV_HEADS, PAGE, PART,  # noqa: E402  (written once)
+                                  Q_HEADS, ROTARY, SMEM, WARPS)
+from netra.contracts.spec import Scalar, Tensor  # noqa: E402
 
 GROUP = Q_HEADS // KV_HEADS  # 8 query heads per kv head: the mma's N
 ROWB = HEAD_DIM * 2  # one token's K (or V) row of one kv head: 512 B
@@ -64,9 +65,10 @@ def dim_of(s: int, jj: int, g: int, half: int) -> int:
     return 32 * s + 8 * (g // 2) + 4 * jj + 2 * half + (g % 2)
 
 
-PARAMS = ("q", "k", "v", "gate", "cos", "sin", "positions", "block_table", "k_pages", "v_pages", "out", "ws", "counters")
-REG = dict(zip(PARAMS, ("pq", "pk", "pvv", "pg", "pc", "ps", "ppos", "pbt", "pkp", "pvp", "pout", "pws", "pcnt")))
-SCALARS = ("v_row", "gate_row", "gate_head", "NP", "P", "T")
+PARAMS = tuple(p.name for p in ATTN_DECODE.params if isinstance(p, Tensor))  # the contract's order, written there
+SCALARS = tuple(p.name for p in ATTN_DECODE.params if isinstance(p, Scalar))
+assert PARAMS + SCALARS == tuple(p.name for p in ATTN_DECODE.params), "tensors first, then scalars"
+REG = dict(zip(PARAMS, ("pq", "pk", "pvv", "pg", "pc", "ps", "ppos", "pbt", "pkp", "pvp", "pout", "pws", "pcnt"), strict=True))
 
 
 def generate() -> str:

@@ -65,7 +65,7 @@ ATTN_DECODE = Contract(
     bytes_read=f"B * NP * {PAGE * KV_HEADS * HEAD_DIM * 4} + B * {2 * Q_HEADS * HEAD_DIM * 2 + 2 * KV_HEADS * HEAD_DIM * 2 + ROTARY * 8 + 8} "
     f"+ B * NP * {4 + KV_HEADS * PART * 4}",
     bytes_written=f"B * ({Q_HEADS * HEAD_DIM * 2 + 2 * KV_HEADS * HEAD_DIM * 2 + KV_HEADS * 4}) + B * NP * {KV_HEADS * PART * 4}",
-    max_registers=168,
+    max_registers=128,  # 120 used: 4 CTAs a SM by registers (3 by shared memory)
     max_static_smem=512,  # ml (256 B) and the ticket; ptxas reports 384
     dynamic_smem=SMEM,
     op="attention_decode_paged",

@@ -959,13 +959,15 @@ def _gdn_testbeds() -> dict:
 # --- attention ------------------------------------------------------------------------------
 def _make_attn(dims, gen, device):
     """q and k at the scale q_norm / k_norm give (unit RMS per head times a trained-range weight), v and the gate at the
-    projection's; q and gate as views of one q | gate row per head, v of one q | k | v row (as the runner's buffers);
+    projection's; q and k their own tensors (qk_rmsnorm's outputs), v and the gate views of one q | gate | k | v row, the
+    gate beside each head's q (the runner's buffers; the row's q and k slots are not read);
     a cache of P pages filled with earlier tokens' rows; each sequence's pages a random draw of the pool (the block
     table); positions near each sequence's end: the first sequences at the last page's last row, its first row (a page
     boundary) and the row before that, the rest spread over the last page, so every case reads nearly every page (the
     bench's bytes)."""
     from ..contracts import attn as A
     from ..decode.ops import rope_tables
+    from ..model.config import TextConfig
 
     B, NP, P, T = dims["B"], dims["NP"], dims["P"], dims["T"]
     nh, nkv, hd = A.Q_HEADS, A.KV_HEADS, A.HEAD_DIM
@@ -979,7 +981,7 @@ def _make_attn(dims, gen, device):
     row[:, 2 * nh * hd + nkv * hd:] = r(B, nkv * hd, sc=0.7)
     row = row.to(device)
     qg = row[:, :2 * nh * hd].view(B, nh, 2 * hd)
-    cos, sin = rope_tables(T, A.ROTARY, 10_000_000.0, device)
+    cos, sin = rope_tables(T, A.ROTARY, TextConfig.rope_theta, device)
     pos = []
     for b in range(B):
         off = (0, A.PAGE - 1, A.PAGE, 1)[b] if b < 4 else (29 * b) % A.PAGE  # last row, first row, the row before
