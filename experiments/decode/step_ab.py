@@ -56,6 +56,14 @@ current, each swap, current again, so drift shows as a difference between the tw
   Prediction: batch 1 PDL step 10-16 us less (40 launches), plain 4-6 us more; batch 32 ~10 us less.
   Not bitwise (the split adds the halves of k as one more fp32 add). If the PDL step gains, the op
   would take the k-split build only under set_pdl (as gdn_decode's PDL build).
+- moedown_ids, moedown_ids_raw (candidates after 7d01a3a): fp8_gemv_n2048_k4608_moedown and its _s6 build with
+  the expert ids read and every first chunk requested before griddepcontrol.wait (generate(ids_early=True)), so
+  under PDL moe_down's 74 KB per CTA stream while the router-fused grid's slowest CTAs finish their walk (moe_down's
+  CTAs land on the SMs the early ones free). `_ids` reads the ids again after the wait and re-requests the chunks
+  if any changed (ids_check: valid although the router-fused launch, the grid just before, wrote them); `_raw`
+  does not (the 0bfb57b candidate, measured then only as a chain of itself, where x queued behind the chunks).
+  Prediction: batch 1 PDL step 40-80 us less (1-2 us of moe_down's ~5.3 per layer), plain within +-10 us
+  (nothing runs before the wait plainly); batch 8 20-40 us less with PDL. Bitwise.
 - pdl_s2 (a candidate after 4064c31, experiments/proj/coresident_variant.py): the >= 8 MB projections the
   runner launches (the norm-fused GDN in_proj_qkv | z and attention q | k | v, the plain ones at more
   than 8 rows, and out_proj / o_proj's residual build on its k split) on builds that fit two CTAs to
@@ -281,7 +289,8 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
          "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem", "gate_in_router",
          "router_fused", "router_unfused", "experts_group", "router_poll", "router_coop", "moedown_grp_off", "experts_group32_off", "dense32_off",
-         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "current_again", "after_profile")
+         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "current_again",
+         "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
 
@@ -352,6 +361,12 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
         g = paths.generator("proj", "gen_fp8_gemv")
         grp = dataclasses.replace(EXPERTS[0], group=True)
         out[EXPERTS[0].name] = (g.generate(grp).replace(grp.name, EXPERTS[0].name), grp.smem)
+    if form in ("moedown_ids", "moedown_ids_raw"):  # both moe_down builds reading the ids before the wait; same contracts
+        from netra.contracts.proj import MOE_DOWNS
+
+        g = paths.generator("proj", "gen_fp8_gemv")
+        for sh in MOE_DOWNS:
+            out[sh.name] = (g.generate(sh, ids_early=True, ids_checked=form == "moedown_ids"), sh.smem)
     if form == "moedown_s6":
         g = paths.generator("proj", "gen_fp8_gemv")
         s6 = dataclasses.replace(MOE_DOWN, stages=6)

@@ -1236,7 +1236,7 @@ def _pol() -> str:
 def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bool = True, packed_amax: bool = True,
              pre_strips: int | None | str = "shape", early_trigger: bool = False, split_m8: bool = True,
              tgroups: bool = False, xpair: bool = False, x_first_m16: bool | None = None, coherent_x: bool = True,
-             ids_early: bool = False, l2_hint: bool = True, l2_prefetch: bool | str = False, m8_only: bool = False,
+             ids_early: bool = False, ids_checked: bool | str = True, l2_hint: bool = True, l2_prefetch: bool | str = False, m8_only: bool = False,
              x_direct: bool | str = False, scale_bf16x2: bool = False, x_ld: str | None = None,
              stage_x_m16: bool | str = False, red_swizzle: bool | None = None, land_split: int | None = None,
              acc_split: bool = False, p2_early: bool = False) -> str:
@@ -1274,10 +1274,12 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     build before, with ld.global.nc; the same arithmetic, so the same outputs. ``ids_early`` (moe and
     moedown; a candidate, experiments/proj/ids_early_variant.py): the expert ids are read (coherent,
     ld.relaxed.gpu) and every stage's chunks requested before griddepcontrol.wait, so under a PDL
-    launch the weights stream during the previous kernel. Valid only where the ids were written by
-    a grid that completed before the previous kernel's own wait returned, and that kernel triggers
-    after its wait (the decode chain router -> shared gate | up -> experts -> moe_down; the router
-    is two or three grids back); launched plainly it is always valid. The same arithmetic.
+    launch the weights stream during the previous kernel. With ``ids_checked`` (the default) the ids
+    are read again after the wait and, if any changed, the early chunks are requested again
+    (``ids_check``), so it is valid whoever wrote the ids, the previous grid included (the router-fused
+    launch before moe_down at batch 1); ``ids_checked=False`` (the 0bfb57b candidate) is valid only
+    where the ids were written by a grid that completed before the previous kernel's own wait
+    returned. Launched plainly it is always valid. The same arithmetic.
     ``l2_hint=False`` (a candidate, experiments/proj/l2_hint_variant.py): the weight copies without the
     evict-first L2 policy (the GDN pipe build was 2.4 us faster at B = 32 without it). ``l2_prefetch`` (a
     candidate, experiments/proj/l2_prefetch_variant.py; not with a k split or experts): before the wait
@@ -1665,7 +1667,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
             e("  atom.relaxed.gpu.global.add.u64 %dyn, [%pa+8], 1;")
             e("DYN_INIT:")
     o = dict(stage_x=stage_x, x_rows=x_rows, skip_nt1=skip_nt1, packed_amax=packed_amax, pre=pre, xpair=False,
-             ids_early=ids_early, x_direct=x_direct, scale_bf16x2=scale_bf16x2, red_swizzle=red_swizzle,
+             ids_early=ids_early, ids_checked=ids_checked, x_direct=x_direct, scale_bf16x2=scale_bf16x2, red_swizzle=red_swizzle,
              acc_split=acc_split, p2_early=p2_early)
     if sh.tokens == 32:  # one body: 4 n-tiles (tokens past M are zero columns)
         _body(e, sh, (0, 1, 2, 3), "_M32", **o)
@@ -1955,6 +1957,54 @@ def ids_store(e: Emit, sh: Shape, barrier: bool = True) -> None:
     e(f"  @%pq st.shared.u32 [%t1+{sh.ids_off}], %t0;")
     if barrier:
         e("  bar.sync 0;  // the ids table, before thread 0 requests any chunk")
+
+
+def ids_check(e: Emit, sh: Shape, sfx: str, force: bool = False) -> None:
+    """ids_early: the ids again after griddepcontrol.wait (ld.global, where the PDL contract makes the previous
+    grid's writes visible) against the table read before it. If any differs (the early read found the buffer
+    before its writer's store), thread 0 waits for the first chunks it requested (each issued stage's mbarrier
+    completing phase 0), gives each a fresh mbarrier and requests them again from the right experts; the
+    table is rewritten first. One bar.red decides for the whole CTA, so the path is uniform. ``force`` (a
+    diagnostic build, generate(ids_checked="force")): every CTA takes that path, so a test can run it."""
+    e("  // the ids again after the wait: a table read before it from a stale buffer is rebuilt and its chunks re-requested")
+    ids_load(e, sh, "ld.global.u64")
+    e("  cvt.u64.u32 %pt64, %ne;")
+    e("  setp.lt.u64 %pe, %rid, %pt64;")
+    if sh.shared:
+        e("  setp.ge.u32 %p, %th, %p8m;")
+        e("  or.pred %pe, %pe, %p;")
+    e("  cvt.u32.u64 %t0, %rid;")
+    e("  selp.b32 %t0, %t0, 0xffffffff, %pe;")
+    e("  shl.b32 %t1, %th, 2;")
+    e("  add.u32 %t1, %t1, %sbase;")
+    e("  mov.u32 %t2, %t0;")
+    e(f"  @%pq ld.shared.u32 %t2, [%t1+{sh.ids_off}];")
+    e("  setp.ne.u32 %pe, %t2, %t0;")
+    if force:
+        e("  setp.eq.u32 %pe, %th, %th;  // diagnostic: every CTA re-requests")
+    e("  bar.red.or.pred %pe, 0, %pe;  // any id of the CTA's table changed")
+    e(f"  @!%pe bra IDS_OK{sfx};")
+    e(f"  @%pq st.shared.u32 [%t1+{sh.ids_off}], %t0;")
+    e("  setp.ne.u32 %p, %th, 0;")
+    e(f"  @%p bra IDS_AGAIN{sfx};")
+    e("  mov.u32 %sn, %s;")
+    for k in range(sh.NS // sh.NC):
+        e("  setp.ge.u32 %p, %sn, %sv;  // strips issued early: the same count (it does not depend on the ids)")
+        e(f"  @%p bra IDS_LANDED{sfx};")
+        for h in range(sh.NC):
+            i = k * sh.NC + h
+            e(f"IDS_W{i}{sfx}:")
+            e(f"  mbarrier.try_wait.parity.shared::cta.b64 %p, [%bars+{8 * i}], 0;")
+            e(f"  @!%p bra IDS_W{i}{sfx};")
+            e(f"  mbarrier.inval.shared::cta.b64 [%bars+{8 * i}];")
+            e(f"  mbarrier.init.shared::cta.b64 [%bars+{8 * i}], 1;")
+        e("  add.u32 %sn, %sn, %nct;")
+    e(f"IDS_LANDED{sfx}:")
+    e("  fence.mbarrier_init.release.cluster;  // the fresh mbarriers, visible to the bulk copies")
+    issue_strips(e, sh, "%s", sh.NS // sh.NC, "0", f"IDS_REISSUED{sfx}")
+    e(f"IDS_AGAIN{sfx}:")
+    e("  bar.sync 0;  // the table and the fresh mbarriers, before anyone waits on a stage")
+    e(f"IDS_OK{sfx}:")
 
 
 def group_layout(sh: Shape) -> tuple[int, int, int, int, int]:
@@ -2630,7 +2680,7 @@ def down_phase(e: Emit, sh: Shape) -> None:
 
 
 def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, x_rows: bool, skip_nt1: bool,
-          packed_amax: bool | str, pre: int, xpair: bool = False, ids_early: bool = False,
+          packed_amax: bool | str, pre: int, xpair: bool = False, ids_early: bool = False, ids_checked: bool | str = True,
           x_direct: bool | str = False, scale_bf16x2: bool = False, red_swizzle: bool = False,
           acc_split: bool = False, p2_early: bool = False) -> None:
     """Everything after griddepcontrol.wait, to ret: the x prologue and the strip loop. ``nts``:
@@ -2732,6 +2782,8 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
                 x_fragments(e, h, nt, W, K)
     if p2_early:
         e(f"XL_DONE{sfx}:")
+    if ids_early and ids_checked:
+        ids_check(e, sh, sfx, force=ids_checked == "force")
     if sh.fuse == "norm":
         norm_load(e, sh)
     if sh.group:
