@@ -15,23 +15,65 @@ from netra.reference import attn as ra
 from netra.runtime import build, toolchain
 
 
-def test_generated_ptx_is_current():
+@pytest.mark.parametrize("qknorm", [False, True])
+def test_generated_ptx_is_current(qknorm):
     g = paths.generator("attention", "gen_attn_decode")
-    assert paths.ptx_path("sm_90a", "attention", A.ATTN_NAME).read_text() == g.generate(), "run gen_attn_decode.py"
+    name = (A.ATTN_DECODE_QKNORM if qknorm else A.ATTN_DECODE).name
+    assert paths.ptx_path("sm_90a", "attention", name).read_text() == g.generate(qknorm), "run gen_attn_decode.py"
 
 
-def test_sass_has_the_intended_instructions(tmp_path):
+@pytest.mark.parametrize("c", [A.ATTN_DECODE, A.ATTN_DECODE_QKNORM], ids=lambda c: c.name)
+def test_sass_has_the_intended_instructions(tmp_path, c):
     """32 HMMA (16 k-steps of S, 16 tiles of O^T), the movmatrix transposes (64 of V, 2 of P), 32 cp.async per thread,
-    one atomic, no local memory, within the contract's registers."""
+    one atomic, no local memory, within the contract's registers; the qknorm build's norms add 2 + 5 butterfly shuffles
+    (q across the quad, k across the warp) and nothing else that touches memory but its 1 + w in shared memory."""
     path = tmp_path / "a.ptx"
-    path.write_text(paths.ptx_path("sm_90a", "attention", A.ATTN_NAME).read_text())
+    path.write_text(paths.ptx_path("sm_90a", "attention", c.name).read_text())
     res = build.resource_usage(toolchain.ptxas(), path)
     assert res["spill_stores"] == res["spill_loads"] == res["stack_frame"] == 0, res
-    assert res["registers"] <= A.ATTN_DECODE.max_registers
-    sass = build.disasm(A.ATTN_NAME)
-    ops = re.findall(r"\b(HMMA|MOVM|LDGSTS|ATOMG|LDL|STL)[.A-Z0-9]*", sass)
+    assert res["registers"] <= c.max_registers
+    sass = build.disasm(c.name)
+    ops = re.findall(r"\b(HMMA|MOVM|LDGSTS|ATOMG|LDL|STL|SHFL)[.A-Z0-9]*", sass)
     assert ops.count("HMMA") == 32 and ops.count("MOVM") == 66 and ops.count("LDGSTS") == 32
     assert ops.count("ATOMG") == 1 and "LDL" not in ops and "STL" not in ops
+    base = re.findall(r"\bSHFL\b", build.disasm(A.ATTN_NAME))
+    assert ops.count("SHFL") == len(base) + (7 if c is A.ATTN_DECODE_QKNORM else 0)
+
+
+def test_qknorm_sums_in_qk_rmsnorm_order():
+    """The argument of gen_attn_decode._norm_q, in fp32: qk_rmsnorm_d256's lane c sums dims 8 c .. 8 c + 7 and
+    butterflies over 16, 8, 4, 2, 1; the attention thread (quad lane t) holds chunks c = 4 s + t and pairs slabs s ^ 4,
+    ^ 2, ^ 1 in-thread, then lanes t ^ 2, ^ 1. Both give every head the same fp32 sum, bit for bit (and a pairing in
+    another order does not)."""
+    g = torch.Generator().manual_seed(0)
+    for _ in range(200):
+        x = (torch.randn(256, generator=g) * torch.exp(3 * torch.randn(256, generator=g))).to(torch.bfloat16).float()
+        chunk = [torch.tensor(0.0)] * 32
+        for c in range(32):
+            acc = x[8 * c] * x[8 * c]
+            for e in range(1, 8):
+                acc = acc + x[8 * c + e] * x[8 * c + e]  # (the kernels' fma: the same in both, so mul + add here)
+            chunk[c] = acc
+        v = list(chunk)
+        for off in (16, 8, 4, 2, 1):
+            v = [v[lane] + v[lane ^ off] for lane in range(32)]
+        quad, wrong = [], []
+        for t in range(4):
+            a, w = [chunk[4 * s + t] for s in range(8)], [chunk[4 * s + t] for s in range(8)]
+            for step in (4, 2, 1):
+                a = [a[s] + a[s + step] for s in range(step)] + a[step:]
+            for step in (1, 2, 4):  # slab pairs in the other order: not the kernel's sum in general
+                w = [w[2 * s] + w[2 * s + 1] for s in range(len(w) // 2)]
+            quad.append(a[0])
+            wrong.append(w[0])
+        for off in (2, 1):
+            quad = [quad[t] + quad[t ^ off] for t in range(4)]
+            wrong = [wrong[t] + wrong[t ^ off] for t in range(4)]
+        assert all(torch.equal(q, v[0]) for q in quad)
+        if not torch.equal(wrong[0], v[0]):
+            break
+    else:
+        raise AssertionError("the other pairing order matched every time: the test cannot tell orders apart")
 
 
 @pytest.mark.parametrize("dims", [dict(B=1, NP=1, P=3, T=64), dict(B=3, NP=2, P=9, T=128), dict(B=5, NP=3, P=17, T=192)])
@@ -91,3 +133,40 @@ def test_contract_shapes():
     assert c.grid_for({"B": 3, "NP": 16, "P": 50, "T": 1024}) == (16, A.KV_HEADS, 3)
     assert A.PART == 8 * 256 + 16 and A.SMEM == 64 * 1024 and c.dynamic_smem == A.SMEM
     assert all(case["T"] == case["NP"] * A.PAGE and case["P"] >= case["B"] * case["NP"] for case in c.cases())
+
+
+def test_qknorm_op_falls_back_to_the_two_framework_paths_without_the_gpu():
+    """attention_decode_paged_qknorm on the CPU: qk_rmsnorm's framework path, then attention_decode_paged's: the same
+    bits as the two called in turn; its float64 reference (qk_rmsnorm, then the step) within the contract's tolerance."""
+    from netra import ops
+    from netra.decode import ops as dops
+    from netra.ops.norm import qk_rmsnorm
+
+    dims = dict(B=3, NP=2, P=9, T=128)
+    tb = testbeds.get(A.ATTN_QKNORM_NAME)
+    i = tb.make(dims, torch.Generator().manual_seed(6), "cpu")
+    kp, vp = i["k_pages"].clone(), i["v_pages"].clone()
+    want_ref = tb.reference({**i, "kernel_ws": i["ws"]})
+    out = torch.empty(3, A.Q_HEADS * A.HEAD_DIM, dtype=torch.bfloat16)
+    ops.reset_stats()
+    dops.attention_decode_paged_qknorm(i["q"], i["k"], i["v"], i["gate"], i["q_norm"], i["k_norm"], i["cos"], i["sin"],
+                                       i["positions"], i["block_table"], i["k_pages"], i["v_pages"], out, i["ws"],
+                                       i["counters"], testbeds.EPS)
+    assert sum(ops.stats()["attention_decode_paged_qknorm"]["misses"].values()) == 1
+    qn, kn = qk_rmsnorm(i["q"], i["k"], i["q_norm"], i["k_norm"], testbeds.EPS)
+    want = torch.empty_like(out)
+    dops.attention_decode_paged(qn, kn, i["v"], i["gate"], i["cos"], i["sin"], i["positions"], i["block_table"], kp, vp,
+                                want, i["ws"].clone(), i["counters"].clone())
+    assert torch.equal(out, want) and torch.equal(i["k_pages"], kp) and torch.equal(i["v_pages"], vp)
+    assert metrics.rel_err(out, want_ref["out"]) <= A.ATTN_TOL
+    assert metrics.rel_err(i["k_pages"], want_ref["k_pages"]) <= 2 ** -7  # two roundings: the norm's, RoPE's
+
+
+def test_qknorm_testbed_reads_the_rows_slots():
+    """The qknorm testbed's q and k are the row's own slots (the runner's views), before any norm (not unit RMS)."""
+    i = testbeds.get(A.ATTN_QKNORM_NAME).make(dict(B=2, NP=1, P=3, T=64), torch.Generator().manual_seed(2), "cpu")
+    row = i["_row"]
+    assert i["q"].data_ptr() == row.data_ptr() and i["k"].data_ptr() == row[:, 2 * 16 * 256:].data_ptr()
+    assert i["q"].stride() == (row.stride(0), 512, 1) and i["k"].stride() == (row.stride(0), 256, 1)
+    rms = i["q"].float().pow(2).mean(-1).sqrt()
+    assert not torch.allclose(rms, torch.ones_like(rms), atol=0.2)

@@ -206,7 +206,7 @@ def test_every_op_has_its_contract():
                                 "gdn_verify_chunk_t16_w8", "fp8_gemv_n2048_k4608_moedown_s6", "moe_act_i512",
                                 "fp8_gemv_n2048_k4608_moedown_grp", "gdn_decode_b32_smem",
                                 "gdn_decode_b32_smem_pdl", "gdn_decode_b32_pipe", "gdn_decode_b32_pipe_pdl", "lm_head_argmax",
-                                "attention_decode_paged"} | proj
+                                "attention_decode_paged", "attention_decode_paged_qknorm"} | proj
     for key, k in netra.ops.OPS.items():
         assert contracts.REGISTRY[k.contract.name].op == k.op and key in (k.op, k.contract.name)
 
@@ -226,6 +226,5 @@ def test_describe_dims_is_short():
     """A stepped range is described by its ends and step, not listed (it was 2 MB once)."""
     assert contracts.get("smoke_copy").describe_dims() == "N in 4..1048576 step 4"
     assert contracts.get("qk_rmsnorm_d256").describe_dims() == (
-        "M in 1..32, q_row_stride a multiple of 8, q_head_stride a multiple of 8, "
-        "k_row_stride a multiple of 8, k_head_stride a multiple of 8")
+        "M in 1..32, q_row_stride, q_head_stride, k_row_stride, k_head_stride multiples of 8")
     assert all(len(c.describe_dims()) < 200 for c in ALL if c.dims and all(len(v) for v in c.dims.values()))

@@ -975,6 +975,60 @@ def test_lm_head_argmax_kernel_ties_nan_graph_pdl_and_workspace():
 
 
 @pytest.mark.parametrize("B,NP", [(1, 1), (1, 16), (3, 5), (32, 16)])
+def test_attention_decode_paged_qknorm_kernel(B, NP):
+    """netra::attention_decode_paged_qknorm (q and k the row's own slots, before their norms) takes
+    attn_decode_d256_qknorm with no miss and gives the bits of qk_rmsnorm_d256 then attn_decode_d256 (out and the cache
+    rows), within float64's tolerance; eager, graph and PDL launches the same bits, counters left zero."""
+    from netra.contracts import attn as A
+    from netra.decode import ops as dops
+    from netra.lifecycle import testbeds
+    from netra.ops.norm import qk_rmsnorm
+
+    tb = testbeds.get(A.ATTN_QKNORM_NAME)
+    i = tb.make({"B": B, "NP": NP, "P": B * NP + 3, "T": NP * A.PAGE}, torch.Generator().manual_seed(B + 2 * NP), "cuda")
+    kp0, vp0 = i["k_pages"].clone(), i["v_pages"].clone()
+    want = tb.reference({**i, "kernel_ws": i["ws"]})
+    out = torch.full((B, A.Q_HEADS * A.HEAD_DIM), float("nan"), dtype=torch.bfloat16, device="cuda")
+    args = lambda: (i["q"], i["k"], i["v"], i["gate"], i["q_norm"], i["k_norm"], i["cos"], i["sin"],  # noqa: E731
+                    i["positions"], i["block_table"], i["k_pages"], i["v_pages"], out, i["ws"], i["counters"], EPS)
+
+    def restore():
+        i["k_pages"].copy_(kp0)
+        i["v_pages"].copy_(vp0)
+        out.fill_(float("nan"))
+
+    ops.reset_stats()
+    qn, kn = qk_rmsnorm(i["q"], i["k"], i["q_norm"], i["k_norm"], EPS)
+    dops.attention_decode_paged(qn, kn, *args()[2:4], *args()[6:15])
+    torch.cuda.synchronize()
+    pair = (out.clone(), i["k_pages"].clone(), i["v_pages"].clone())
+    assert _misses("attention_decode_paged") == 0 and _misses("qk_rmsnorm") == 0
+    restore()
+    dops.attention_decode_paged_qknorm(*args())
+    torch.cuda.synchronize()
+    assert _misses("attention_decode_paged_qknorm") == 0, ops.stats()["attention_decode_paged_qknorm"]
+    assert metrics.first_mismatch(out, pair[0]) is None
+    assert torch.equal(i["k_pages"], pair[1]) and torch.equal(i["v_pages"], pair[2])
+    assert metrics.rel_err(out, want["out"]) <= A.ATTN_TOL
+    assert metrics.rel_err(i["k_pages"], want["k_pages"]) <= 2 ** -7
+    assert not i["counters"].any()
+    restore()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        dops.attention_decode_paged_qknorm(*args())
+    restore()
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, pair[0]) and torch.equal(i["k_pages"], pair[1])
+    for pdl in (True, False):
+        restore()
+        with _pdl(pdl):
+            dops.attention_decode_paged_qknorm(*args())
+        torch.cuda.synchronize()
+        assert torch.equal(out, pair[0]) and not i["counters"].any()
+
+
+@pytest.mark.parametrize("B,NP", [(1, 1), (1, 16), (3, 5), (32, 16)])
 def test_attention_decode_paged_kernel(B, NP):
     """netra::attention_decode_paged in the runner's layout (v and gate views of one q | k | v row) takes
     attn_decode_d256 with no miss, matches float64 (out, and the cache rows it appends), leaves its counters zero,

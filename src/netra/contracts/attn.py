@@ -4,6 +4,8 @@ emit the PTX."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from .spec import Contract, Scalar, Tensor
 
 ATTN_NAME = "attn_decode_d256"
@@ -80,4 +82,37 @@ ATTN_DECODE = Contract(
     sanitize_cases=({"B": 3, "NP": 5, "P": 17, "T": 320}, {"B": 8, "NP": 16, "P": 133, "T": 1024}),
 )
 
-CONTRACTS = (ATTN_DECODE,)
+# The same step with q_norm and k_norm inside (the runner launched qk_rmsnorm_d256 before it): q and k are the q | k | v
+# projection's rows, each head normalized as qk_rmsnorm_d256 does it (the same sums in the same order, so its q and k are
+# those bits) and rounded to BF16 before RoPE.
+ATTN_QKNORM_NAME = "attn_decode_d256_qknorm"
+_QK_PARAMS = {
+    "q": Tensor("q", "bf16", ("B", Q_HEADS, HEAD_DIM), "in", strides=("q_row", "q_head", 1),
+                doc="q before q_norm: a view of q_proj's output, head h beside its gate"),
+    "k": Tensor("k", "bf16", ("B", KV_HEADS, HEAD_DIM), "in", strides=("k_row", HEAD_DIM, 1),
+                doc="k before k_norm: a view of the q | k | v projection's output"),
+}
+ATTN_DECODE_QKNORM = dataclasses.replace(
+    ATTN_DECODE,
+    name=ATTN_QKNORM_NAME,
+    summary="gated attention decode on a paged BF16 KV cache with the heads' q_norm and k_norm (zero-centred RMSNorm "
+    "over 256, as qk_rmsnorm_d256) first: then RoPE at each sequence's position, k and v appended to the cache, GQA "
+    "softmax(q K^T / 16) V over positions 0..pos, out = that * sigmoid(gate); BF16 out",
+    params=tuple(_QK_PARAMS.get(p.name, p) for p in ATTN_DECODE.params if isinstance(p, Tensor))[:4]
+    + (Tensor("q_norm", "bf16", (HEAD_DIM,), "in"), Tensor("k_norm", "bf16", (HEAD_DIM,), "in"))
+    + tuple(p for p in ATTN_DECODE.params if isinstance(p, Tensor))[4:]
+    + tuple(p for p in ATTN_DECODE.params if isinstance(p, Scalar))
+    + (Scalar("q_row", "u32", value="q_row"), Scalar("q_head", "u32", value="q_head"),
+       Scalar("k_row", "u32", value="k_row"), Scalar("eps", "f32")),
+    stride_multiple={**ATTN_DECODE.stride_multiple, "q_row": 8, "q_head": 8, "k_row": 8},
+    bytes_read=ATTN_DECODE.bytes_read + f" + {2 * HEAD_DIM * 2}",
+    max_static_smem=512 + 2 * HEAD_DIM * 4,  # and 1 + w of both norms as f32 (2 KB)
+    op="attention_decode_paged_qknorm",
+    pdl="positions, the block table, cos / sin, the norm weights and the cache pages (cp.async) before "
+    "griddepcontrol.wait; q, k, v and gate after it, then launch_dependents. Safe where the kernel launched just before "
+    "triggers its dependents only after its own wait and nothing in flight writes the cache, positions or tables (the "
+    "decode runner: the q | k | v projection)",
+    reference="netra.reference.norm.qk_rmsnorm then netra.reference.attn.decode_step (float64)",
+)
+
+CONTRACTS = (ATTN_DECODE, ATTN_DECODE_QKNORM)

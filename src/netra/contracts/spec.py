@@ -146,6 +146,9 @@ class Contract:
             v = sorted(v)
             contiguous_run = v == list(range(v[0], v[-1] + 1))
             parts.append(f"{k} in {v[0]}..{v[-1]}" if contiguous_run and len(v) > 2 else f"{k} in {v}")
+        by_multiple: dict[int, list[str]] = {}
         for k, m in self.stride_multiple.items():
-            parts.append(f"{k} a multiple of {m}")
+            by_multiple.setdefault(m, []).append(k)
+        for m, names in by_multiple.items():
+            parts.append(f"{names[0]} a multiple of {m}" if len(names) == 1 else f"{', '.join(names)} multiples of {m}")
         return ", ".join(parts)

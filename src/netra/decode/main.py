@@ -157,7 +157,8 @@ def token_gates(ckpt: ck.Checkpoint, prompts, free_prompt, free_steps: int, devi
 
 
 ABLATE = ("fp8_linear", "fp8_linear_norm", "fp8_linear_add", "fp8_linear_experts", "moe_router", "moe_router_norm",
-          "fp8_linear_experts_router", "moe_down", "bf16_linear2", "gdn_decode", "lm_head_argmax")  # switched off alone at batch 1
+          "fp8_linear_experts_router", "moe_down", "bf16_linear2", "gdn_decode", "lm_head_argmax", "attention_decode_paged",
+          "attention_decode_paged_qknorm")  # switched off alone at batch 1
 # an ablation's ops: FP8 projections off means the fused ones too; the router off means its
 # fused-norm kernel too (the PyTorch router); a fused op alone off is its unfused path
 # (fp8_linear_norm: rmsnorm_h2048, then the plain FP8 kernel; fp8_linear_add: the plain kernel,
@@ -174,7 +175,11 @@ ABLATE_OPS = {"fp8_linear": ("fp8_linear", "fp8_linear_norm", "fp8_linear_add", 
               # the router's norm prologue undone: at batch 1 the router-fused gate | up holds it, so that goes too
               # (its own row, fp8_linear_experts_router alone, measures the router inside the gate | up launch)
               "moe_router_norm": ("moe_router_norm", "fp8_linear_experts_router"),
-              "bf16_linear2": ("bf16_linear2", "fp8_linear_norm_ba")}
+              "bf16_linear2": ("bf16_linear2", "fp8_linear_norm_ba"),
+              # attention off: both its kernels (the qknorm op's fallback is qk_rmsnorm_d256, then the attention op's
+              # framework path: RoPE, the append, the gather and SDPA per layer); the qknorm op alone off measures the
+              # fusion (qk_rmsnorm_d256, then attn_decode_d256)
+              "attention_decode_paged": ("attention_decode_paged", "attention_decode_paged_qknorm")}
 
 
 PROFILED = ("netra-framework-graph", "netra-kernels-graph")  # engines whose op breakdown is recorded

@@ -21,7 +21,7 @@ from torch import Tensor
 from ..contracts.gdn import GDN_PIPE_B, GDN_PIPE_PDL_B, GDN_SMEM_B
 from ..contracts.proj import SMS
 from ..ops import _dispatch, attn, gdn, proj
-from ..ops.norm import rmsnorm
+from ..ops.norm import qk_rmsnorm, rmsnorm
 
 
 _DISPATCHER = [False]  # True inside named_ops(): every call goes through the custom op
@@ -736,6 +736,33 @@ def attention_decode_paged(q: Tensor, k: Tensor, v: Tensor, gate: Tensor, cos: T
 
 @attention_decode_paged.register_fake
 def _(q, k, v, gate, cos, sin, positions, block_table, k_pages, v_pages, out, ws, counters):
+    return None
+
+
+# The runner's q_norm and k_norm inside the attention launch (attention_decode_paged_qknorm) instead of a qk_rmsnorm launch
+# before it (with ATTN_KERNEL; the same bits). False: qk_rmsnorm, then attention_decode_paged
+ATTN_QKNORM = True
+
+
+@decode_op("attention_decode_paged_qknorm", mutates_args=("k_pages", "v_pages", "out", "ws", "counters"))
+def attention_decode_paged_qknorm(q: Tensor, k: Tensor, v: Tensor, gate: Tensor, q_norm: Tensor, k_norm: Tensor,
+                                  cos: Tensor, sin: Tensor, positions: Tensor, block_table: Tensor, k_pages: Tensor,
+                                  v_pages: Tensor, out: Tensor, ws: Tensor, counters: Tensor, eps: float) -> None:
+    """attention_decode_paged on q and k before q_norm / k_norm (views of the q | k | v projection's row, unit channel
+    stride, other strides multiples of 8), the zero-centred RMSNorms over head_dim (weights q_norm, k_norm [hd], eps)
+    applied first, rounded to BF16. Kernel attn_decode_d256_qknorm (bitwise qk_rmsnorm_d256 then attn_decode_d256);
+    else qk_rmsnorm then attention_decode_paged."""
+    args = (q, k, v, gate, q_norm, k_norm, cos, sin, positions, block_table, k_pages, v_pages, out, ws, counters, eps)
+    reason = attn.DECODE_QKNORM.go(*args)
+    if reason is None:
+        return
+    attn.DECODE_QKNORM.missed(reason, args)
+    qn, kn = qk_rmsnorm(q, k, q_norm, k_norm, eps)
+    attention_decode_paged(qn, kn, v, gate, cos, sin, positions, block_table, k_pages, v_pages, out, ws, counters)
+
+
+@attention_decode_paged_qknorm.register_fake
+def _(q, k, v, gate, q_norm, k_norm, cos, sin, positions, block_table, k_pages, v_pages, out, ws, counters, eps):
     return None
 
 

@@ -244,6 +244,12 @@ def _public_call(name: str, b: dict):
         return lambda: dops.attention_decode_paged(b["q"], b["k"], b["v"], b["gate"], b["cos"], b["sin"], b["positions"],
                                                    b["block_table"], b["k_pages"], b["v_pages"], b["out"], b["ws"],
                                                    b["counters"])
+    if name == "attn_decode_d256_qknorm":
+        from ..decode import ops as dops
+
+        return lambda: dops.attention_decode_paged_qknorm(b["q"], b["k"], b["v"], b["gate"], b["q_norm"], b["k_norm"],
+                                                          b["cos"], b["sin"], b["positions"], b["block_table"],
+                                                          b["k_pages"], b["v_pages"], b["out"], b["ws"], b["counters"], e)
     if name.startswith("fp8_gemv_"):  # by the contract's op, not the name's suffix (_gate_ks2, _moedown_s6)
         from ..decode import ops as dops
 

@@ -1038,6 +1038,52 @@ def _attn_sdpa_peer(i, s):
     return {"out": o.flatten(1)}
 
 
+def _make_attn_qknorm(dims, gen, device):
+    """_make_attn's inputs with q and k before q_norm / k_norm: at the projection's scale, in the row's q and k slots
+    (the runner's views: q beside its gate, k after the q | gate half), and the two norm weights (1 + w in a trained
+    range)."""
+    from ..contracts import attn as A
+
+    i = _make_attn(dims, gen, device)
+    B, nh, nkv, hd = dims["B"], A.Q_HEADS, A.KV_HEADS, A.HEAD_DIM
+    row = i["_row"]
+    qg = row[:, :2 * nh * hd].view(B, nh, 2 * hd)
+    qg[..., :hd] = (torch.randn(B, nh, hd, generator=gen) * 1.5).to(torch.bfloat16).to(device)
+    row[:, 2 * nh * hd:2 * nh * hd + nkv * hd] = (torch.randn(B, nkv * hd, generator=gen) * 1.5).to(torch.bfloat16).to(device)
+    i["q"], i["k"] = qg[..., :hd], row[:, 2 * nh * hd:2 * nh * hd + nkv * hd].view(B, nkv, hd)
+    for n in ("q_norm", "k_norm"):
+        i[n] = (torch.exp(0.3 * torch.randn(hd, generator=gen)) - 1.0).to(torch.bfloat16).to(device)
+    return i
+
+
+def _attn_qknorm_ref(i):
+    """qk_rmsnorm then the attention step, both in float64."""
+    q, k = ref.qk_rmsnorm(i["q"], i["k"], i["q_norm"], i["k_norm"], EPS)
+    return _attn_ref({**i, "q": q, "k": k})
+
+
+def _attn_qknorm_framework_peer(i, s):
+    """The two norms and the step on the framework paths (torch ops only)."""
+    from ..ops.norm import _zero_centred
+
+    n = {**i, "q": _zero_centred(i["q"], i["q_norm"], s["eps"]).to(torch.bfloat16),
+         "k": _zero_centred(i["k"], i["k_norm"], s["eps"]).to(torch.bfloat16)}
+    return _attn_framework_peer(n, s)
+
+
+def _attn_qknorm_unfused_peer(i, s):
+    """What the runner launched before: qk_rmsnorm_d256, then attn_decode_d256 (two kernels; the same bits)."""
+    from ..decode import ops as dops
+    from ..ops.norm import qk_rmsnorm
+
+    B, nh, hd = i["q"].shape
+    qn, kn = qk_rmsnorm(i["q"], i["k"], i["q_norm"], i["k_norm"], s["eps"])
+    out = torch.empty(B, nh * hd, dtype=torch.bfloat16, device=i["q"].device)
+    dops.attention_decode_paged(qn, kn, i["v"], i["gate"], i["cos"], i["sin"], i["positions"], i["block_table"],
+                                i["k_pages"].clone(), i["v_pages"].clone(), out, i["ws"].clone(), i["counters"].clone())
+    return {"out": out}
+
+
 TESTBEDS: dict[str, Testbed] = {
     "rmsnorm_h2048": Testbed(
         contracts.get("rmsnorm_h2048"), _make_rmsnorm,
@@ -1078,6 +1124,9 @@ TESTBEDS.update(_gdn_testbeds())
 TESTBEDS["attn_decode_d256"] = Testbed(contracts.get("attn_decode_d256"), _make_attn, _attn_ref, None,
                                        {"framework_op": _attn_framework_peer, "sdpa_dense": _attn_sdpa_peer}, scalars={},
                                        chained=("ws",))
+TESTBEDS["attn_decode_d256_qknorm"] = Testbed(contracts.get("attn_decode_d256_qknorm"), _make_attn_qknorm, _attn_qknorm_ref,
+                                              None, {"framework_op": _attn_qknorm_framework_peer,
+                                                     "unfused": _attn_qknorm_unfused_peer}, chained=("ws",))
 
 
 def get(name: str) -> Testbed | None:

@@ -6,3 +6,5 @@ from __future__ import annotations
 from ._dispatch import KernelOp
 
 DECODE = KernelOp("attention_decode_paged", "attn_decode_d256")
+# The same with q_norm and k_norm inside (netra::attention_decode_paged_qknorm): the runner's qk_rmsnorm launch folded in
+DECODE_QKNORM = KernelOp("attention_decode_paged_qknorm", "attn_decode_d256_qknorm")
