@@ -496,7 +496,7 @@ def test_set_pdl_rebinds_only_pdl_kernels_with_the_pdl_launcher(monkeypatch):
                                                                                      "fp8_gemv_n2048_k4608_moedown_grp",
                                                                                      "bf16_gemv_n248320_k2048_argmax",
                                                                                      "rmsnorm_h2048", "qk_rmsnorm_d256",
-                                                                                     "attn_decode_d256"}
+                                                                                     "attn_decode_d256", "attn_decode_d256_qknorm"}
         coop = {k.contract.name for k in ops.OPS.values() if k.contract.cooperative}
         assert coop == {EXPERTS_ROUTER.name}
         assert all(made[n] == (("EX", True, True) if n in coop else "PDL" if n in pdl_names else None) for n in made)
@@ -862,20 +862,32 @@ def test_coherent_x_differs_only_in_the_activation_loads():
 def test_ids_early_candidates_read_the_ids_and_request_every_chunk_before_the_wait():
     """gen_fp8_gemv.generate(ids_early=True) (experiments/proj/ids_early_variant.py): for the expert
     kernels, the ids are loaded by ld.relaxed.gpu and every stage's chunks requested before
-    griddepcontrol.wait, nothing of the ids is left after it, no spills; other shapes are
-    untouched by the option, and the promoted PTX is the build without it."""
+    griddepcontrol.wait; after it, unchecked (the 0bfb57b build) nothing of the ids is left, checked (the default,
+    ids_check) one coherent load of them, a bar.red.or and the same chunks requested again on the path where an id
+    changed (the forced diagnostic build takes it unconditionally); no spills; other shapes are untouched by the
+    option, and the promoted PTX is the build without it."""
     from netra import paths
     from netra.contracts.proj import EXPERTS, MOE_DOWNS
 
     g = paths.generator("proj", "gen_fp8_gemv")
+    cp = "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
     for sh in EXPERTS + MOE_DOWNS:
-        t = g.generate(sh, ids_early=True)
-        assert paths.ptx_path("sm_90a", "proj", sh.name).read_text() == g.generate(sh) != t
-        head, tail = t.split("  griddepcontrol.wait;", 1)
-        assert head.count("ld.relaxed.gpu.global.u64 %rid") == 1 and "%rid" not in tail
-        issued = head.count("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint")
-        assert issued == (sh.NS // sh.NC) * sh.NC * (3 if sh.fuse == "moedown" else 1), (sh.name, issued)
-        assert head.index("INIT_BARS:") < head.index("cp.async.bulk.shared::cluster")
+        raw, t = g.generate(sh, ids_early=True, ids_checked=False), g.generate(sh, ids_early=True)
+        assert paths.ptx_path("sm_90a", "proj", sh.name).read_text() == g.generate(sh) != t != raw
+        issued = (sh.NS // sh.NC) * sh.NC * (3 if sh.fuse == "moedown" else 1)
+        for build, checked in ((raw, False), (t, True)):
+            head, tail = build.split("  griddepcontrol.wait;", 1)
+            assert head.count("ld.relaxed.gpu.global.u64 %rid") == 1
+            assert head.count(cp) == issued, (sh.name, head.count(cp))
+            assert head.index("INIT_BARS:") < head.index("cp.async.bulk.shared::cluster")
+            n = tail.count("bar.red.or.pred")  # one check per body copy (M <= 8, M > 8)
+            assert tail.count("ld.global.u64 %rid") == n and (n >= 1) == checked
+            if checked:
+                again = tail[tail.index("bar.red.or.pred"):tail.index("IDS_OK")]
+                assert again.count(cp) == issued and again.count("mbarrier.inval") == sh.NS
+            else:
+                assert "%rid" not in tail
+        assert "setp.eq.u32 %pe, %th, %th;" in g.generate(sh, ids_early=True, ids_checked="force")
         _assembles_without_spills(sh.name, t)
     assert g.generate(SHAPES[0], ids_early=True) == g.generate(SHAPES[0])
 
