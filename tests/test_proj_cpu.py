@@ -883,7 +883,7 @@ def test_ids_early_candidates_read_the_ids_and_request_every_chunk_before_the_wa
             n = tail.count("bar.red.or.pred")  # one check per body copy (M <= 8, M > 8)
             assert tail.count("ld.global.u64 %rid") == n and (n >= 1) == checked
             if checked:
-                again = tail[tail.index("bar.red.or.pred"):tail.index("IDS_OK")]
+                again = tail[tail.index("bar.red.or.pred"):tail.index("\nIDS_OK")]
                 assert again.count(cp) == issued and again.count("mbarrier.inval") == sh.NS
             else:
                 assert "%rid" not in tail
