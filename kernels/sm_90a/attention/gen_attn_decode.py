@@ -114,6 +114,7 @@ def generate(qknorm: bool = False) -> str:
         e(f".shared .align 16 .f32 nw[{2 * HEAD_DIM}];  // 1 + w of q_norm, then of k_norm")
         e(".reg .b32 %qrow, %qhead, %krow;")
         e(".reg .b64 %pqw, %pkw;")
+        e(".reg .b32 %nwq, %nwk;")
         e(".reg .f32 %eps, %rn;")
     e(".reg .pred %p, %pv, %pl, %pnew, %pone, %pr0, %pr1, %plo, %pu<4>;")
     e(".reg .b32 %th, %warp, %lane, %g, %t, %page, %kvh, %b, %NP, %P, %T, %pid, %last, %n, %i, %tok, %sz, %cnt;")
@@ -223,11 +224,14 @@ def generate(qknorm: bool = False) -> str:
     e("ld.global.nc.v4.f32 {%sn8, %sn9, %sn10, %sn11}, [%ps+128];")
     e("ld.global.nc.v4.f32 {%sn12, %sn13, %sn14, %sn15}, [%ps+144];")
     if qknorm:
-        _norm_weights(e)
+        e("// this thread's 2 weights of each norm (dims 2 th, 2 th + 1), stored to nw after q is requested")
+        e("mul.wide.u32 %a, %th, 4;")
+        e("add.s64 %a2, %pqw, %a;")
+        e("ld.global.nc.u32 %nwq, [%a2];")
+        e("add.s64 %a2, %pkw, %a;")
+        e("ld.global.nc.u32 %nwk, [%a2];")
     e("griddepcontrol.wait;  // q, k, v are the previous kernels' outputs (PDL; a no-op launched plainly)")
     e("griddepcontrol.launch_dependents;")
-    if qknorm:
-        e("bar.sync 0;  // nw written")
     e("// 3. q of head kvh * 8 + g, slab s: dims 32 s + 8 t .. + 7 (one 16-byte load each), coherent")
     if qknorm:
         e(f"mad.lo.u32 %r0, %kvh, {GROUP}, %g;")
@@ -581,16 +585,13 @@ def _unpack(e, dst: str, src: str, hi: int):
 
 
 def _norm_weights(e):
-    """(Before the wait.) Thread th: 1 + w of q_norm and k_norm at dims 2 th, 2 th + 1 (fp32, as qk_rmsnorm_d256
-    adds the 1) into nw."""
+    """Thread th: 1 + w of q_norm and k_norm at dims 2 th, 2 th + 1 (fp32, as qk_rmsnorm_d256 adds the 1) into nw,
+    from %nwq, %nwk (loaded before the wait). After q's loads are issued, so q does not wait for them."""
     assert 2 * 32 * WARPS == HEAD_DIM
     e("// 1 + w of both norms into shared memory (fp32), thread th: dims 2 th, 2 th + 1")
-    e("mul.wide.u32 %a, %th, 4;")
-    for reg, off in (("%pqw", 0), ("%pkw", 4 * HEAD_DIM)):
-        e(f"add.s64 %a2, {reg}, %a;")
-        e("ld.global.nc.u32 %r8, [%a2];")
-        _unpack(e, "%f0", "%r8", 0)
-        _unpack(e, "%f1", "%r8", 1)
+    for reg, off in (("%nwq", 0), ("%nwk", 4 * HEAD_DIM)):
+        _unpack(e, "%f0", reg, 0)
+        _unpack(e, "%f1", reg, 1)
         e("add.rn.f32 %f0, %f0, 0f3F800000;")
         e("add.rn.f32 %f1, %f1, 0f3F800000;")
         e("mov.u32 %r9, nw;")
@@ -613,6 +614,7 @@ def _norm_q(e):
         e(f"mul.rn.f32 %z{s}, %x0, %x0;")
         for i in range(1, 8):
             e(f"fma.rn.f32 %z{s}, %x{i}, %x{i}, %z{s};")
+    _norm_weights(e)
     for step in (4, 2, 1):  # lane c ^ 16, ^ 8, ^ 4: slab s ^ 4, ^ 2, ^ 1 (one add per pair: a + b == b + a)
         for s in range(step):
             e(f"add.rn.f32 %z{s}, %z{s}, %z{s + step};")
@@ -622,6 +624,7 @@ def _norm_q(e):
         e("add.rn.f32 %z0, %z0, %f0;")
     e(f"fma.rn.f32 %z0, %z0, {f32(1.0 / HEAD_DIM)}, %eps;")
     e("rsqrt.approx.f32 %rn, %z0;")
+    e("bar.sync 0;  // nw written")
     e("mov.u32 %r9, nw;")
     e("shl.b32 %r10, %t, 5;")
     e("add.u32 %r9, %r9, %r10;  // 1 + w at dims 8 t .. (+ 128 B a slab)")

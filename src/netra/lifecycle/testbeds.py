@@ -1080,7 +1080,7 @@ def _attn_qknorm_unfused_peer(i, s):
     qn, kn = qk_rmsnorm(i["q"], i["k"], i["q_norm"], i["k_norm"], s["eps"])
     out = torch.empty(B, nh * hd, dtype=torch.bfloat16, device=i["q"].device)
     dops.attention_decode_paged(qn, kn, i["v"], i["gate"], i["cos"], i["sin"], i["positions"], i["block_table"],
-                                i["k_pages"].clone(), i["v_pages"].clone(), out, i["ws"].clone(), i["counters"].clone())
+                                i["k_pages"], i["v_pages"], out, i["ws"], i["counters"])  # in place, as the kernel
     return {"out": out}
 
 
