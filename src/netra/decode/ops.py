@@ -740,8 +740,13 @@ def _(q, k, v, gate, cos, sin, positions, block_table, k_pages, v_pages, out, ws
 
 
 # The runner's q_norm and k_norm inside the attention launch (attention_decode_paged_qknorm) instead of a qk_rmsnorm launch
-# before it (with ATTN_KERNEL; the same bits). False: qk_rmsnorm, then attention_decode_paged
+# before it (with ATTN_KERNEL; the same bits), where the launch is at most ATTN_QKNORM_MAX_CTAS CTAs (B x pages per
+# sequence x 2 kv heads): one wave of 3 CTAs a SM (shared memory). Every CTA normalizes its 8 heads again, which a
+# single wave hides and more waves pay: the kernel record at 425fd59 has the fused launch 0.7-1.1 us faster than
+# qk_rmsnorm_d256 then attn_decode_d256 up to 256 CTAs and 4.2 us slower at 1024 (B = 32, 16 pages); the step A/B
+# (experiments/decode/step_ab_qknorm_prev*_425fd59.json) 9 us faster at batch 1. False: the two launches always
 ATTN_QKNORM = True
+ATTN_QKNORM_MAX_CTAS = 3 * SMS
 
 
 @decode_op("attention_decode_paged_qknorm", mutates_args=("k_pages", "v_pages", "out", "ws", "counters"))
