@@ -113,6 +113,7 @@ ATTN_DECODE_QKNORM = dataclasses.replace(
     "triggers its dependents only after its own wait and nothing in flight writes the cache, positions or tables (the "
     "decode runner: the q | k | v projection)",
     reference="netra.reference.norm.qk_rmsnorm then netra.reference.attn.decode_step (float64)",
+    peers=("framework_op", "unfused"),  # unfused: qk_rmsnorm_d256, then attn_decode_d256 (the runner's two launches)
 )
 
 CONTRACTS = (ATTN_DECODE, ATTN_DECODE_QKNORM)
