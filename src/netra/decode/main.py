@@ -77,7 +77,13 @@ def kernels_used(runner: DecodeRunner) -> list[str]:
     return sorted(counts)
 
 
-def _time_replays(runner: DecodeRunner, steps: int) -> float:
+def _time_replays(runner: DecodeRunner, steps: int, start: int | None = None) -> float:
+    """Median ms of ``steps`` replays of the captured step, after 3 warm steps. Each step advances the positions, so
+    from a fresh runner the timed steps sit at positions 3 .. steps + 2; ``start``: every sequence's position set to
+    it first (the cache rows before it are whatever the runner holds: zeros where nothing was written; attention's
+    time depends on the position, not on the values)."""
+    if start is not None:
+        runner.positions.fill_(start)
     tokens = torch.randint(0, runner.cfg.vocab_size, (runner.B,), device=runner.device,
                            generator=torch.Generator(device=runner.device).manual_seed(0))
     for _ in range(3):
@@ -258,8 +264,11 @@ def run(checkpoint: str | None = None, layers: int | None = None, batches=(1, 8,
             runner.capture()
             ms = _time_replays(runner, steps)
             runs.append(_run_record(engine, b, cfg, context, ms, kernels,
-                                    f"CUDA-graph replay of one decode step, CUDA events, median of {steps} steps"))
+                                    f"CUDA-graph replay of one decode step, CUDA events, median of {steps} steps "
+                                    f"at positions 3..{steps + 2} (from an empty cache)"))
             log(f"{engine} batch {b}: {ms:.2f} ms per step, {b * 1000 / ms:.1f} tokens/s")
+            if engine == "netra-kernels-graph":  # and at the end of the context
+                runs.append(_late_run(runner, engine, b, cfg, context, steps, kernels, log))
             del runner
             bench.release()
     nops.set_framework("all", False)
@@ -267,9 +276,8 @@ def run(checkpoint: str | None = None, layers: int | None = None, batches=(1, 8,
     if pdl and is_cuda and batches:
         pdl_check = {}
         for b in batches:
-            pdl_run, pdl_check[str(b)] = _pdl_engine(packed, b, context, cfg, steps, device, log)
-            if pdl_run is not None:
-                runs.append(pdl_run)
+            pdl_runs, pdl_check[str(b)] = _pdl_engine(packed, b, context, cfg, steps, device, log)
+            runs.extend(pdl_runs or [])
 
     # 5. op breakdowns, only after every engine is timed: a torch.profiler run leaves CUPTI
     # active in the process, and a step timed after it was 0.11-0.14 ms slower at batch 1
@@ -337,12 +345,12 @@ def run(checkpoint: str | None = None, layers: int | None = None, batches=(1, 8,
     return rec
 
 
-def _pdl_engine(packed, b: int, context: int, cfg, steps: int, device, log) -> tuple[dict | None, dict]:
+def _pdl_engine(packed, b: int, context: int, cfg, steps: int, device, log) -> tuple[list[dict] | None, dict]:
     """All kernels, those whose contract allows it (``Contract.pdl``: they read only weights
     before ``griddepcontrol.wait``) launched with programmatic stream serialization, so each
     may start while the kernel before it finishes. Checked first: 8 teacher-forced graph steps
     give bitwise the logits of the same runner launched plainly (same kernels, same order).
-    Returns (the run record or None, the check); a failure is recorded, not raised."""
+    Returns (its run records, early then late, or None; the check); a failure is recorded, not raised."""
     tokens = torch.randint(0, cfg.vocab_size, (8, b), generator=torch.Generator().manual_seed(3)).to(device)
 
     def logits_of(runner, pdl=False):
@@ -365,9 +373,11 @@ def _pdl_engine(packed, b: int, context: int, cfg, steps: int, device, log) -> t
             return None, check
         ms = _time_replays(runner, steps)
         log(f"netra-kernels-pdl-graph batch {b}: {ms:.2f} ms per step, {b * 1000 / ms:.1f} tokens/s")
-        return _run_record("netra-kernels-pdl-graph", b, cfg, context, ms, kernels,
-                           f"CUDA-graph replay of one decode step, CUDA events, median of {steps} steps; the kernels "
-                           f"with Contract.pdl launched with programmatic stream serialization"), check
+        pdl_note = "; the kernels with Contract.pdl launched with programmatic stream serialization"
+        early = _run_record("netra-kernels-pdl-graph", b, cfg, context, ms, kernels,
+                            f"CUDA-graph replay of one decode step, CUDA events, median of {steps} steps at positions "
+                            f"3..{steps + 2} (from an empty cache){pdl_note}")
+        return [early, _late_run(runner, "netra-kernels-pdl-graph", b, cfg, context, steps, kernels, log, pdl_note)], check
     except Exception as e:  # recorded, not fatal: the main job's other results stand
         check["error"] = f"{type(e).__name__}: {str(e)[:300]}"
         log(f"netra-kernels-pdl-graph failed: {check['error']}")
@@ -377,6 +387,19 @@ def _pdl_engine(packed, b: int, context: int, cfg, steps: int, device, log) -> t
             bench.release()
         except Exception:  # a CUDA error above must not cost the record of everything else
             pass
+
+
+def _late_run(runner, engine: str, b: int, cfg, context: int, steps: int, kernels, log, note: str = "") -> dict:
+    """The same captured runner timed at the end of its context: positions context - steps - 3 .. context - 1, so
+    attention reads every page (the early timing's steps read one or two)."""
+    start = context - steps - 3
+    ms = _time_replays(runner, steps, start=start)
+    log(f"{engine}-late batch {b}: {ms:.2f} ms per step, {b * 1000 / ms:.1f} tokens/s (positions {start + 3}.."
+        f"{context - 1})")
+    return _run_record(f"{engine}-late", b, cfg, context, ms, kernels,
+                       f"CUDA-graph replay of one decode step, CUDA events, median of {steps} steps at positions "
+                       f"{start + 3}..{context - 1} (the same runner after the early timing, every position set to "
+                       f"{start} first){note}")
 
 
 def _run_record(engine, batch, cfg, context, ms, kernels, method) -> dict:
