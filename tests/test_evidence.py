@@ -119,6 +119,10 @@ def test_decode_record_is_complete_current_and_passes():
     assert b1["netra-framework-graph"] < eager, "the framework-path runner must beat transformers eager at batch 1"
     for engine in ("netra-framework-graph", "netra-kernels-graph"):
         assert {8, 32} <= {r["batch"] for r in rec["runs"] if r["engine"] == engine}
+    for engine in ("netra-kernels-graph", "netra-kernels-pdl-graph"):  # from an empty cache, and at its end
+        for suffix, where in (("", "at positions 3.."), ("-late", f"..{rec['runs'][0]['context'] - 1}")):
+            rows = [r for r in rec["runs"] if r["engine"] == engine + suffix]
+            assert {1, 8, 32} <= {r["batch"] for r in rows} and all(where in r["method"] for r in rows), engine + suffix
     g = rec["gates"]
     assert set(decode.GATE_KEYS) <= set(g)
     assert g["layer_shadow_pass"] and len(g["layer_shadow"]["layers"]) == 40
