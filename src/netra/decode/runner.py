@@ -102,25 +102,23 @@ class DecodeRunner:
         if c.is_full(L):
             nh, nkv, hd = c.num_attention_heads, c.num_key_value_heads, c.head_dim
             dops.fp8_linear_norm(self.h, lw["in_norm"], eps, *lw["qkv_attn"], self.qkv_attn, self.x)
-            qg = self.qg.view(B, nh, 2 * hd)
+            qg, kb, vb = self.qg.view(B, nh, 2 * hd), self.kb.view(B, nkv, hd), self.vb.view(B, nkv, hd)
             if (dops.ATTN_KERNEL and dops.ATTN_QKNORM
                     and B * self.pages_per_seq * nkv <= dops.ATTN_QKNORM_MAX_CTAS):  # q_norm and k_norm too: one launch
-                dops.attention_decode_paged_qknorm(qg[:, :, :hd], self.kb.view(B, nkv, hd), self.vb.view(B, nkv, hd),
-                                                   qg[:, :, hd:], lw["q_norm"], lw["k_norm"], self.cos, self.sin,
-                                                   self.positions, self.block_table, self.k_pages[L], self.v_pages[L],
-                                                   self.ao, self.attn_ws, self.attn_counters, eps)
-                dops.fp8_linear_add(self.ao, *lw["o"], self.h, self.mix)  # mix, and h += mix
-                return
-            nops.qk_rmsnorm(qg[:, :, :hd], self.kb.view(B, nkv, hd), lw["q_norm"], lw["k_norm"], eps,
-                            out_q=self.qn, out_k=self.kn)
-            if dops.ATTN_KERNEL:  # RoPE, the append, attention and the gate: one launch (its framework path otherwise)
-                dops.attention_decode_paged(self.qn, self.kn, self.vb.view(B, nkv, hd), qg[:, :, hd:], self.cos,
-                                            self.sin, self.positions, self.block_table, self.k_pages[L],
-                                            self.v_pages[L], self.ao, self.attn_ws, self.attn_counters)
+                dops.attention_decode_paged_qknorm(qg[:, :, :hd], kb, vb, qg[:, :, hd:], lw["q_norm"], lw["k_norm"],
+                                                   self.cos, self.sin, self.positions, self.block_table,
+                                                   self.k_pages[L], self.v_pages[L], self.ao, self.attn_ws,
+                                                   self.attn_counters, eps)
             else:
-                dops.attention_decode_ctx(self.qn, self.kn, self.vb.view(B, nkv, hd), qg[:, :, hd:].reshape(B, nh * hd),
-                                          *self.attn_ctx, self.k_pages[L], self.v_pages[L], self.ao,
-                                          pages_in_order=True)  # block_table is arange(B * pages): the cache as a view
+                nops.qk_rmsnorm(qg[:, :, :hd], kb, lw["q_norm"], lw["k_norm"], eps, out_q=self.qn, out_k=self.kn)
+                if dops.ATTN_KERNEL:  # RoPE, the append, attention and the gate: one launch (else the framework path)
+                    dops.attention_decode_paged(self.qn, self.kn, vb, qg[:, :, hd:], self.cos, self.sin, self.positions,
+                                                self.block_table, self.k_pages[L], self.v_pages[L], self.ao,
+                                                self.attn_ws, self.attn_counters)
+                else:
+                    dops.attention_decode_ctx(self.qn, self.kn, vb, qg[:, :, hd:].reshape(B, nh * hd), *self.attn_ctx,
+                                              self.k_pages[L], self.v_pages[L], self.ao,
+                                              pages_in_order=True)  # block_table is arange(B * pages): the cache as a view
             dops.fp8_linear_add(self.ao, *lw["o"], self.h, self.mix)  # mix, and h += mix
         else:
             if dops.BA_FUSED:  # b | a by more CTAs of the same launch
