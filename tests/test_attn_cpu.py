@@ -4,6 +4,7 @@ float64 reference against the framework path, and the op's framework fallback.""
 from __future__ import annotations
 
 import re
+import subprocess
 
 import pytest
 import torch
@@ -170,3 +171,25 @@ def test_qknorm_testbed_reads_the_rows_slots():
     assert i["q"].stride() == (row.stride(0), 512, 1) and i["k"].stride() == (row.stride(0), 256, 1)
     rms = i["q"].float().pow(2).mean(-1).sqrt()
     assert not torch.allclose(rms, torch.ones_like(rms), atol=0.2)
+
+
+def test_qknorm_once_candidate_assembles(tmp_path):
+    """gen_attn_decode.generate(qknorm=True, once=True) (experiments/attention/qknorm_once_variant.py): no spills, within
+    the contract's registers, the same mma / movmatrix / cp.async / atomic counts, 15 more shuffles than attn_decode_d256
+    (two q heads a warp and the new k, 5 butterfly steps each), one more CTA barrier than it, and no weight table in
+    shared memory; the promoted PTX is the build without the option."""
+    g = paths.generator("attention", "gen_attn_decode")
+    t = g.generate(True, once=True)
+    assert t != g.generate(True) == paths.ptx_path("sm_90a", "attention", A.ATTN_QKNORM_NAME).read_text()
+    assert "nw[" not in t and t.count("bar.sync 0;") == g.generate().count("bar.sync 0;") + 1
+    path = tmp_path / "once.ptx"
+    path.write_text(t)
+    res = build.resource_usage(toolchain.ptxas(), path)
+    assert res["spill_stores"] == res["spill_loads"] == res["stack_frame"] == 0, res
+    assert res["registers"] <= A.ATTN_DECODE_QKNORM.max_registers
+    cubin, _ = build._assemble(toolchain.ptxas(), path, tmp_path)
+    sass = subprocess.run([*toolchain.disassembler(), str(cubin)], capture_output=True, text=True, check=True).stdout
+    ops = re.findall(r"\b(HMMA|MOVM|LDGSTS|ATOMG|LDL|STL|SHFL)[.A-Z0-9]*", sass)
+    assert ops.count("HMMA") == 32 and ops.count("MOVM") == 66 and ops.count("LDGSTS") == 32 and ops.count("ATOMG") == 1
+    assert "LDL" not in ops and "STL" not in ops
+    assert ops.count("SHFL") == len(re.findall(r"\bSHFL\b", build.disasm(A.ATTN_NAME))) + 15

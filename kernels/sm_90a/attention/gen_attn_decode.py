@@ -55,6 +55,7 @@ assert SMEM == WARPS * 2 * TILE
 CL = math.log2(math.e) / math.sqrt(HEAD_DIM)  # scores to base-2 exponents
 UNROLL = 4  # pages per trip of the last CTA's combine loops
 LOG2E = math.log2(math.e)
+QS_STRIDE = ROWB + 64  # (once) one normalized head in qs: the two heads of an 8-lane phase on disjoint banks
 
 
 def f32(x: float) -> str:
@@ -76,8 +77,13 @@ for _c in (ATTN_DECODE, ATTN_DECODE_QKNORM):
     assert {p.name for p in _c.params[:_n]} <= set(REG)
 
 
-def generate(qknorm: bool = False) -> str:
-    """attn_decode_d256; with ``qknorm`` attn_decode_d256_qknorm (q_norm and k_norm first, bitwise qk_rmsnorm_d256's)."""
+def generate(qknorm: bool = False, once: bool = False) -> str:
+    """attn_decode_d256; with ``qknorm`` attn_decode_d256_qknorm (q_norm and k_norm first, bitwise qk_rmsnorm_d256's).
+    ``once`` (a candidate, experiments/attention/qknorm_once_variant.py; with qknorm): each CTA normalizes its 8 query
+    heads once, warp w heads 2 w and 2 w + 1 in qk_rmsnorm_d256's own lane layout, into shared memory, and every warp
+    reads its q fragments from there (the promoted build: every warp normalizes all 8 in its fragment layout); the
+    weights in registers. The same bits."""
+    assert qknorm or not once
     C = ATTN_DECODE_QKNORM if qknorm else ATTN_DECODE
     name = C.name
     params = tuple(p.name for p in C.params if isinstance(p, Tensor))  # the contract's order, written there
@@ -110,8 +116,12 @@ def generate(qknorm: bool = False) -> str:
     e("{")
     e(f".shared .align 16 .b32 ml[{WARPS * 16}];  // per warp: m of its 8 heads, then l")
     e(".shared .align 4 .b32 ticket;")
-    if qknorm:
+    if once:
+        e(f".shared .align 16 .b8 qs[{GROUP * QS_STRIDE}];  // the 8 normalized heads, {QS_STRIDE} B apart (no bank conflict)")
+        e(".reg .b32 %wq<4>, %wk<4>;")
+    elif qknorm:
         e(f".shared .align 16 .f32 nw[{2 * HEAD_DIM}];  // 1 + w of q_norm, then of k_norm")
+    if qknorm:
         e(".reg .b32 %qrow, %qhead, %krow;")
         e(".reg .b64 %pqw, %pkw;")
         e(".reg .b32 %nwq, %nwk;")
@@ -223,7 +233,14 @@ def generate(qknorm: bool = False) -> str:
     e("ld.global.nc.v4.f32 {%sn4, %sn5, %sn6, %sn7}, [%ps+16];")
     e("ld.global.nc.v4.f32 {%sn8, %sn9, %sn10, %sn11}, [%ps+128];")
     e("ld.global.nc.v4.f32 {%sn12, %sn13, %sn14, %sn15}, [%ps+144];")
-    if qknorm:
+    if once:
+        e("// the norms' weights at this lane's dims 8 lane .. 8 lane + 7 (qk_rmsnorm_d256's layout, q's and k's)")
+        e("mul.wide.u32 %a, %lane, 16;")
+        e("add.s64 %a2, %pqw, %a;")
+        e("ld.global.nc.v4.b32 {%wq0, %wq1, %wq2, %wq3}, [%a2];")
+        e("add.s64 %a2, %pkw, %a;")
+        e("ld.global.nc.v4.b32 {%wk0, %wk1, %wk2, %wk3}, [%a2];")
+    elif qknorm:
         e("// this thread's 2 weights of each norm (dims 2 th, 2 th + 1), stored to nw after q is requested")
         e("mul.wide.u32 %a, %th, 4;")
         e("add.s64 %a2, %pqw, %a;")
@@ -233,7 +250,9 @@ def generate(qknorm: bool = False) -> str:
     e("griddepcontrol.wait;  // q, k, v are the previous kernels' outputs (PDL; a no-op launched plainly)")
     e("griddepcontrol.launch_dependents;")
     e("// 3. q of head kvh * 8 + g, slab s: dims 32 s + 8 t .. + 7 (one 16-byte load each), coherent")
-    if qknorm:
+    if once:
+        _norm_q_once(e)
+    elif qknorm:
         e(f"mad.lo.u32 %r0, %kvh, {GROUP}, %g;")
         e("mul.lo.u32 %r0, %r0, %qhead;")
         e("mad.lo.u32 %r0, %b, %qrow, %r0;")
@@ -242,10 +261,11 @@ def generate(qknorm: bool = False) -> str:
         e(f"mad.lo.u32 %r0, %b, {Q_HEADS}, %g;")
         e(f"mad.lo.u32 %r0, %kvh, {GROUP}, %r0;")
         e(f"mad.lo.u32 %r0, %r0, {HEAD_DIM}, %r1;")
-    e("mul.wide.u32 %a, %r0, 2;")
-    e("add.s64 %pq, %pq, %a;")
-    for s in range(SLABS):
-        e(f"ld.global.v4.b32 {{%q{4 * s}, %q{4 * s + 1}, %q{4 * s + 2}, %q{4 * s + 3}}}, [%pq+{64 * s}];")
+    if not once:
+        e("mul.wide.u32 %a, %r0, 2;")
+        e("add.s64 %pq, %pq, %a;")
+        for s in range(SLABS):
+            e(f"ld.global.v4.b32 {{%q{4 * s}, %q{4 * s + 1}, %q{4 * s + 2}, %q{4 * s + 3}}}, [%pq+{64 * s}];")
     e("// this thread's 16 gate values, gate[b, kvh * 8 + h, d .. d + 15], for the CTA that finishes (off its chain)")
     e(f"mad.lo.u32 %r0, %kvh, {GROUP}, %h;")
     e("mul.lo.u32 %r0, %r0, %ghead;")
@@ -255,7 +275,7 @@ def generate(qknorm: bool = False) -> str:
     e("add.s64 %pg, %pg, %a;")
     e("ld.global.v4.b32 {%gt0, %gt1, %gt2, %gt3}, [%pg];")
     e("ld.global.v4.b32 {%gt4, %gt5, %gt6, %gt7}, [%pg+16];")
-    if qknorm:
+    if qknorm and not once:
         _norm_q(e)
     e("// rope on dims 0..63: x' = x cos - x[+32] sin (slab 0), x' = x cos + x[-32] sin (slab 1); bf16 again")
     _rope(e, "q", 0, 4, "c", "sn")
@@ -283,7 +303,10 @@ def generate(qknorm: bool = False) -> str:
     e("mul.wide.u32 %a, %r2, 2;")
     e("add.s64 %a, %pvv, %a;")
     e("ld.global.v4.b32 {%k4, %k5, %k6, %k7}, [%a];")
-    if qknorm:
+    if once:
+        e("// k_norm: qk_rmsnorm_d256's arithmetic on its own layout")
+        _norm_row(e, [f"%k{j}" for j in range(4)], [f"%wk{j}" for j in range(4)])
+    elif qknorm:
         _norm_k(e)
     e("setp.lt.u32 %p, %lane, 8;")
     e("@!%p bra NEW_ROPED;")
@@ -639,6 +662,63 @@ def _norm_q(e):
             e(f"mul.rn.f32 %x{i}, %x{i}, %y{i};")
         for j in range(4):
             e(f"cvt.rn.bf16x2.f32 %q{4 * s + j}, %x{2 * j + 1}, %x{2 * j};")
+
+
+def _norm_row(e, src: list[str], w: list[str]):
+    """qk_rmsnorm_d256's arithmetic on one head held as its lanes do (lane: dims 8 lane .. + 7 in the 4 bf16 pairs
+    ``src``, the weights' pairs in ``w``): 8 squares in order, butterfly 16 .. 1, rsqrt(mean + eps), x r (1 + w), BF16,
+    back into ``src``. The whole warp."""
+    for j in range(4):
+        for h in (0, 1):
+            _unpack(e, f"%x{2 * j + h}", src[j], h)
+    e("mul.rn.f32 %z0, %x0, %x0;")
+    for i in range(1, 8):
+        e(f"fma.rn.f32 %z0, %x{i}, %x{i}, %z0;")
+    for off in (16, 8, 4, 2, 1):
+        e(f"shfl.sync.bfly.b32 %r8, %z0, {off}, 31, -1;")
+        e("mov.b32 %f0, %r8;")
+        e("add.rn.f32 %z0, %z0, %f0;")
+    e(f"fma.rn.f32 %z0, %z0, {f32(1.0 / HEAD_DIM)}, %eps;")
+    e("rsqrt.approx.f32 %rn, %z0;")
+    for j in range(4):
+        for h in (0, 1):
+            _unpack(e, f"%y{2 * j + h}", w[j], h)
+    for i in range(8):
+        e(f"add.rn.f32 %y{i}, %y{i}, 0f3F800000;")
+        e(f"mul.rn.f32 %x{i}, %x{i}, %rn;")
+        e(f"mul.rn.f32 %x{i}, %x{i}, %y{i};")
+    for j in range(4):
+        e(f"cvt.rn.bf16x2.f32 {src[j]}, %x{2 * j + 1}, %x{2 * j};")
+
+
+def _norm_q_once(e):
+    """(once) Warp w: heads 2 w, 2 w + 1 of the kv head's 8 (lane: dims 8 lane ..), normalized, to qs; one barrier;
+    then every thread's fragments (head g, dims 32 s + 8 t .. of slab s) from qs."""
+    e("// q_norm once a CTA: warp w normalizes heads 2 w and 2 w + 1 of the 8 (lane: dims 8 lane ..) into qs")
+    e("shl.b32 %r3, %lane, 3;")
+    for hh in (0, 1):
+        e(f"mad.lo.u32 %r0, %kvh, {GROUP}, {hh};")
+        e("mad.lo.u32 %r0, %warp, 2, %r0;")
+        e("mul.lo.u32 %r0, %r0, %qhead;")
+        e("mad.lo.u32 %r0, %b, %qrow, %r0;")
+        e("add.u32 %r0, %r0, %r3;")
+        e("mul.wide.u32 %a, %r0, 2;")
+        e("add.s64 %a, %pq, %a;")
+        e(f"ld.global.v4.b32 {{%q{4 * hh}, %q{4 * hh + 1}, %q{4 * hh + 2}, %q{4 * hh + 3}}}, [%a];")
+    e("mov.u32 %r9, qs;")
+    e(f"mad.lo.u32 %r9, %warp, {2 * QS_STRIDE}, %r9;")
+    e("shl.b32 %r10, %lane, 4;")
+    e("add.u32 %r9, %r9, %r10;")
+    for hh in (0, 1):
+        _norm_row(e, [f"%q{4 * hh + j}" for j in range(4)], [f"%wq{j}" for j in range(4)])
+        e(f"st.shared.v4.b32 [%r9+{hh * QS_STRIDE}], {{%q{4 * hh}, %q{4 * hh + 1}, %q{4 * hh + 2}, %q{4 * hh + 3}}};")
+    e("bar.sync 0;  // qs written")
+    e("mov.u32 %r9, qs;")
+    e(f"mad.lo.u32 %r9, %g, {QS_STRIDE}, %r9;")
+    e("shl.b32 %r10, %t, 4;")
+    e("add.u32 %r9, %r9, %r10;")
+    for s in range(SLABS):
+        e(f"ld.shared.v4.b32 {{%q{4 * s}, %q{4 * s + 1}, %q{4 * s + 2}, %q{4 * s + 3}}}, [%r9+{64 * s}];")
 
 
 def _norm_k(e):
