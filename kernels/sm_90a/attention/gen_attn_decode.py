@@ -664,10 +664,9 @@ def _norm_q(e):
             e(f"cvt.rn.bf16x2.f32 %q{4 * s + j}, %x{2 * j + 1}, %x{2 * j};")
 
 
-def _norm_row(e, src: list[str], w: list[str]):
-    """qk_rmsnorm_d256's arithmetic on one head held as its lanes do (lane: dims 8 lane .. + 7 in the 4 bf16 pairs
-    ``src``, the weights' pairs in ``w``): 8 squares in order, butterfly 16 .. 1, rsqrt(mean + eps), x r (1 + w), BF16,
-    back into ``src``. The whole warp."""
+def _row_rsqrt(e, src: list[str]):
+    """qk_rmsnorm_d256's sum on one head held as its lanes do (lane: dims 8 lane .. + 7 in the bf16 pairs ``src``): the
+    8 values in %x0..7, their squares in order, butterfly 16 .. 1, %rn = rsqrt(mean + eps). The whole warp."""
     for j in range(4):
         for h in (0, 1):
             _unpack(e, f"%x{2 * j + h}", src[j], h)
@@ -680,6 +679,13 @@ def _norm_row(e, src: list[str], w: list[str]):
         e("add.rn.f32 %z0, %z0, %f0;")
     e(f"fma.rn.f32 %z0, %z0, {f32(1.0 / HEAD_DIM)}, %eps;")
     e("rsqrt.approx.f32 %rn, %z0;")
+
+
+def _norm_row(e, src: list[str], w: list[str]):
+    """qk_rmsnorm_d256's arithmetic on one head held as its lanes do (lane: dims 8 lane .. + 7 in the 4 bf16 pairs
+    ``src``, the weights' pairs in ``w``): 8 squares in order, butterfly 16 .. 1, rsqrt(mean + eps), x r (1 + w), BF16,
+    back into ``src``. The whole warp."""
+    _row_rsqrt(e, src)
     for j in range(4):
         for h in (0, 1):
             _unpack(e, f"%y{2 * j + h}", w[j], h)
@@ -724,18 +730,7 @@ def _norm_q_once(e):
 def _norm_k(e):
     """k_norm on the new token's k (lane: dims 8 lane .. 8 lane + 7 in %k0..3, qk_rmsnorm_d256's layout): its code."""
     e("// k_norm: qk_rmsnorm_d256's arithmetic on the same layout (8 squares in order, butterfly 16 .. 1)")
-    for j in range(4):
-        for h in (0, 1):
-            _unpack(e, f"%x{2 * j + h}", f"%k{j}", h)
-    e("mul.rn.f32 %z0, %x0, %x0;")
-    for i in range(1, 8):
-        e(f"fma.rn.f32 %z0, %x{i}, %x{i}, %z0;")
-    for off in (16, 8, 4, 2, 1):
-        e(f"shfl.sync.bfly.b32 %r8, %z0, {off}, 31, -1;")
-        e("mov.b32 %f0, %r8;")
-        e("add.rn.f32 %z0, %z0, %f0;")
-    e(f"fma.rn.f32 %z0, %z0, {f32(1.0 / HEAD_DIM)}, %eps;")
-    e("rsqrt.approx.f32 %rn, %z0;")
+    _row_rsqrt(e, [f"%k{j}" for j in range(4)])
     e("mov.u32 %r9, nw;")
     e("shl.b32 %r10, %lane, 5;")
     e("add.u32 %r9, %r9, %r10;")

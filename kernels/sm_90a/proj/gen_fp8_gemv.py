@@ -1942,9 +1942,9 @@ def ids_load(e: Emit, sh: Shape, ld: str) -> None:
         e("  setp.lt.u32 %pq, %th, %t0;")
 
 
-def ids_store(e: Emit, sh: Shape, barrier: bool = True) -> None:
-    """moe, moedown: %rid (0xffffffff outside 0..E-1) to the shared ids table; then (``barrier``)
-    a bar.sync before thread 0 requests any chunk."""
+def ids_entry(e: Emit, sh: Shape) -> None:
+    """%t0 = the ids-table entry for %rid (0xffffffff outside 0..E-1; the shared pairs' E kept), %t1 = this thread's
+    slot address less ids_off."""
     e("  cvt.u64.u32 %pt64, %ne;")
     e("  setp.lt.u64 %pe, %rid, %pt64;  // unsigned: a negative id is outside too")
     if sh.shared:
@@ -1954,6 +1954,12 @@ def ids_store(e: Emit, sh: Shape, barrier: bool = True) -> None:
     e("  selp.b32 %t0, %t0, 0xffffffff, %pe;")
     e("  shl.b32 %t1, %th, 2;")
     e("  add.u32 %t1, %t1, %sbase;")
+
+
+def ids_store(e: Emit, sh: Shape, barrier: bool = True) -> None:
+    """moe, moedown: %rid (0xffffffff outside 0..E-1) to the shared ids table; then (``barrier``)
+    a bar.sync before thread 0 requests any chunk."""
+    ids_entry(e, sh)
     e(f"  @%pq st.shared.u32 [%t1+{sh.ids_off}], %t0;")
     if barrier:
         e("  bar.sync 0;  // the ids table, before thread 0 requests any chunk")
@@ -1968,15 +1974,7 @@ def ids_check(e: Emit, sh: Shape, sfx: str, force: bool = False) -> None:
     diagnostic build, generate(ids_checked="force")): every CTA takes that path, so a test can run it."""
     e("  // the ids again after the wait: a table read before it from a stale buffer is rebuilt and its chunks re-requested")
     ids_load(e, sh, "ld.global.u64")
-    e("  cvt.u64.u32 %pt64, %ne;")
-    e("  setp.lt.u64 %pe, %rid, %pt64;")
-    if sh.shared:
-        e("  setp.ge.u32 %p, %th, %p8m;")
-        e("  or.pred %pe, %pe, %p;")
-    e("  cvt.u32.u64 %t0, %rid;")
-    e("  selp.b32 %t0, %t0, 0xffffffff, %pe;")
-    e("  shl.b32 %t1, %th, 2;")
-    e("  add.u32 %t1, %t1, %sbase;")
+    ids_entry(e, sh)
     e("  mov.u32 %t2, %t0;")
     e(f"  @%pq ld.shared.u32 %t2, [%t1+{sh.ids_off}];")
     e("  setp.ne.u32 %pe, %t2, %t0;")
