@@ -193,3 +193,33 @@ def test_qknorm_once_candidate_assembles(tmp_path):
     assert ops.count("HMMA") == 32 and ops.count("MOVM") == 66 and ops.count("LDGSTS") == 32 and ops.count("ATOMG") == 1
     assert "LDL" not in ops and "STL" not in ops
     assert ops.count("SHFL") == len(re.findall(r"\bSHFL\b", build.disasm(A.ATTN_NAME))) + 15
+
+
+@pytest.mark.parametrize("c", sorted(A.ATTN_CLUSTER))
+def test_cluster_builds_are_current_and_assemble_as_intended(c):
+    """attn_decode_d256_qknorm_c4 / _c8: the generator's output; no spills, within the contract's registers; the same
+    32 HMMA and 66 MOVM as the one-page build (one page's S and O^T, in the page loop), 64 cp.async per thread (the
+    first page's K and V, and the loop's next page), no atomic (no counters: the partials meet in shared memory), two
+    cluster barriers, and the same shuffles as attn_decode_d256_qknorm."""
+    g = paths.generator("attention", "gen_attn_decode")
+    name = A.ATTN_CLUSTER[c].name
+    assert paths.ptx_path("sm_90a", "attention", name).read_text() == g.generate(True, cluster=c), "run gen_attn_decode.py"
+    res = build.resource_usage(toolchain.ptxas(), paths.ptx_path("sm_90a", "attention", name))
+    assert res["spill_stores"] == res["spill_loads"] == res["stack_frame"] == 0, res
+    assert res["registers"] <= A.ATTN_CLUSTER[c].max_registers
+    sass = build.disasm(name)
+    ops = re.findall(r"\b(HMMA|MOVM|LDGSTS|ATOMG|LDL|STL|SHFL|UCGABAR_ARV|UCGABAR_WAIT)[.A-Z0-9]*", sass)
+    assert ops.count("HMMA") == 32 and ops.count("MOVM") == 66 and ops.count("LDGSTS") == 64
+    assert "ATOMG" not in ops and "LDL" not in ops and "STL" not in ops
+    assert ops.count("UCGABAR_ARV") == ops.count("UCGABAR_WAIT") == 2
+    assert ops.count("SHFL") == len(re.findall(r"\bSHFL\b", build.disasm(A.ATTN_QKNORM_NAME)))
+
+
+def test_cluster_contracts():
+    """C CTAs per (sequence, kv head) whatever the context; no scratch or counters; the long-context cases too."""
+    for c, k in A.ATTN_CLUSTER.items():
+        assert k.grid_for({"B": 3, "NP": 64, "P": 200, "T": 4096}) == (c, A.KV_HEADS, 3)
+        assert {"ws", "counters"}.isdisjoint(p.name for p in k.params)
+        assert k.op == A.ATTN_DECODE_QKNORM.op and k.dynamic_smem == A.SMEM
+        assert {(d["B"], d["NP"]) for d in k.cases()} >= {(1, 64), (8, 64), (32, 64)}
+        assert all(case["T"] == case["NP"] * A.PAGE and case["P"] >= case["B"] * case["NP"] for case in k.cases())

@@ -206,7 +206,8 @@ def test_every_op_has_its_contract():
                                 "gdn_verify_chunk_t16_w8", "fp8_gemv_n2048_k4608_moedown_s6", "moe_act_i512",
                                 "fp8_gemv_n2048_k4608_moedown_grp", "gdn_decode_b32_smem",
                                 "gdn_decode_b32_smem_pdl", "gdn_decode_b32_pipe", "gdn_decode_b32_pipe_pdl", "lm_head_argmax",
-                                "attention_decode_paged", "attention_decode_paged_qknorm"} | proj
+                                "attention_decode_paged", "attention_decode_paged_qknorm",
+                                "attn_decode_d256_qknorm_c4", "attn_decode_d256_qknorm_c8"} | proj
     for key, k in netra.ops.OPS.items():
         assert contracts.REGISTRY[k.contract.name].op == k.op and key in (k.op, k.contract.name)
 

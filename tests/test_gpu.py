@@ -975,7 +975,7 @@ def test_lm_head_argmax_kernel_ties_nan_graph_pdl_and_workspace():
 
 
 @pytest.mark.parametrize("B,NP", [(1, 1), (1, 16), (3, 5), (32, 16)])
-def test_attention_decode_paged_qknorm_kernel(B, NP):
+def test_attention_decode_paged_qknorm_kernel(B, NP, monkeypatch):
     """netra::attention_decode_paged_qknorm (q and k the row's own slots, before their norms) takes
     attn_decode_d256_qknorm with no miss and gives the bits of qk_rmsnorm_d256 then attn_decode_d256 (out and the cache
     rows), within float64's tolerance; eager, graph and PDL launches the same bits, counters left zero."""
@@ -984,6 +984,8 @@ def test_attention_decode_paged_qknorm_kernel(B, NP):
     from netra.lifecycle import testbeds
     from netra.ops.norm import qk_rmsnorm
 
+    if dops.ATTN_CLUSTER:  # this test is the one-page-a-CTA build's; the cluster builds have their own below
+        monkeypatch.setattr(dops, "ATTN_CLUSTER", False)
     tb = testbeds.get(A.ATTN_QKNORM_NAME)
     i = tb.make({"B": B, "NP": NP, "P": B * NP + 3, "T": NP * A.PAGE}, torch.Generator().manual_seed(B + 2 * NP), "cuda")
     kp0, vp0 = i["k_pages"].clone(), i["v_pages"].clone()
@@ -1026,6 +1028,82 @@ def test_attention_decode_paged_qknorm_kernel(B, NP):
             dops.attention_decode_paged_qknorm(*args())
         torch.cuda.synchronize()
         assert torch.equal(out, pair[0]) and not i["counters"].any()
+
+
+@pytest.mark.parametrize("c", [4, 8])
+@pytest.mark.parametrize("B,NP", [(1, 1), (1, 2), (1, 16), (3, 5), (8, 16), (32, 16), (2, 64)])
+def test_attention_cluster_kernels(B, NP, c, monkeypatch):
+    """attn_decode_d256_qknorm_c4 / _c8 by their guards: out within float64's tolerance, the appended cache rows the
+    bits of attn_decode_d256_qknorm's (the same code), out NaN-poisoned before every launch, repeated, graph and PDL
+    launches the same bits, and the op picks the build attn_cluster_for names; a position past the cache gives NaN for
+    that sequence and writes no row; an invalid page id gives NaN for its sequence alone."""
+    from netra.contracts import attn as A
+    from netra.decode import ops as dops
+    from netra.lifecycle import testbeds
+    from netra.ops import attn
+
+    op = attn.DECODE_QKNORM_CL[c]
+    tb = testbeds.get(A.ATTN_CLUSTER[c].name)
+    i = tb.make({"B": B, "NP": NP, "P": B * NP + 3, "T": NP * A.PAGE}, torch.Generator().manual_seed(7 * B + NP + c), "cuda")
+    kp0, vp0 = i["k_pages"].clone(), i["v_pages"].clone()
+    want = tb.reference(i)
+    out = torch.full((B, A.Q_HEADS * A.HEAD_DIM), float("nan"), dtype=torch.bfloat16, device="cuda")
+    cargs = lambda: (i["q"], i["k"], i["v"], i["gate"], i["q_norm"], i["k_norm"], i["cos"], i["sin"],  # noqa: E731
+                     i["positions"], i["block_table"], i["k_pages"], i["v_pages"], out, EPS)
+
+    def restore():
+        i["k_pages"].copy_(kp0)
+        i["v_pages"].copy_(vp0)
+        out.fill_(float("nan"))
+
+    def run():
+        restore()
+        assert op.go(*cargs()) is None
+        torch.cuda.synchronize()
+        return out.clone(), i["k_pages"].clone(), i["v_pages"].clone()
+
+    monkeypatch.setattr(dops, "ATTN_CLUSTER", False)  # the one-page-a-CTA build's cache rows
+    restore()
+    dops.attention_decode_paged_qknorm(*cargs()[:13], i["ws"], i["counters"], EPS)
+    torch.cuda.synchronize()
+    rows = (i["k_pages"].clone(), i["v_pages"].clone())
+    first = run()
+    assert metrics.rel_err(first[0], want["out"]) <= A.ATTN_TOL, metrics.rel_err(first[0], want["out"])
+    assert torch.equal(first[1], rows[0]) and torch.equal(first[2], rows[1])
+    for _ in range(3):
+        assert metrics.first_mismatch(run()[0], first[0]) is None
+    restore()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        assert op.go(*cargs()) is None
+    restore()
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, first[0]) and torch.equal(i["k_pages"], first[1])
+    for pdl in (True, False):
+        restore()
+        with _pdl(pdl):  # the guard rebound with (or without) the PDL launcher
+            assert op.go(*cargs()) is None
+        assert torch.equal(out, first[0])
+    monkeypatch.setattr(dops, "ATTN_CLUSTER", True)
+    monkeypatch.setattr(dops, "ATTN_C8_MAX_B", B if c == 8 else B - 1)
+    restore()
+    ops.reset_stats()
+    dops.attention_decode_paged_qknorm(*cargs()[:13], i["ws"], i["counters"], EPS)
+    torch.cuda.synchronize()
+    assert _misses(A.ATTN_CLUSTER[c].name) == 0 and torch.equal(out, first[0])
+    # a position past the cache, and (with more than one sequence) an invalid page id in the last sequence's first page
+    restore()
+    i["positions"][0] = NP * A.PAGE
+    if B > 1:
+        i["block_table"][B - 1, 0] = B * NP + 3
+    assert op.go(*cargs()) is None
+    torch.cuda.synchronize()
+    assert out[0].isnan().all()
+    if B > 1:
+        assert out[B - 1].isnan().all() and not out[1:B - 1].isnan().any()
+    pg0 = i["block_table"][0].long()
+    assert torch.equal(i["k_pages"][pg0], kp0[pg0]) and torch.equal(i["v_pages"][pg0], vp0[pg0])
 
 
 @pytest.mark.parametrize("B,NP", [(1, 1), (1, 16), (3, 5), (32, 16)])

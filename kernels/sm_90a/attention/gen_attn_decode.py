@@ -41,8 +41,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "src"))
-from netra.contracts.attn import (ATTN_DECODE, ATTN_DECODE_QKNORM, HEAD_DIM,  # noqa: E402  (written once)
-                                  KV_HEADS, PAGE, PART,
+from netra.contracts.attn import (ATTN_CLUSTER, ATTN_DECODE, ATTN_DECODE_QKNORM, HEAD_DIM,  # noqa: E402
+                                  KV_HEADS, MAX_PAGES, PAGE, PART,  # (written once)
                                   Q_HEADS, ROTARY, SMEM, WARPS)
 from netra.contracts.spec import Scalar, Tensor  # noqa: E402
 
@@ -77,14 +77,17 @@ for _c in (ATTN_DECODE, ATTN_DECODE_QKNORM):
     assert {p.name for p in _c.params[:_n]} <= set(REG)
 
 
-def generate(qknorm: bool = False, once: bool = False) -> str:
+def generate(qknorm: bool = False, once: bool = False, cluster: int = 0) -> str:
     """attn_decode_d256; with ``qknorm`` attn_decode_d256_qknorm (q_norm and k_norm first, bitwise qk_rmsnorm_d256's).
     ``once`` (a candidate, experiments/attention/qknorm_once_variant.py; with qknorm): each CTA normalizes its 8 query
     heads once, warp w heads 2 w and 2 w + 1 in qk_rmsnorm_d256's own lane layout, into shared memory, and every warp
     reads its q fragments from there (the promoted build: every warp normalizes all 8 in its fragment layout); the
-    weights in registers. The same bits."""
+    weights in registers. The same bits.
+    ``cluster`` (with qknorm): attn_decode_d256_qknorm_c{cluster}, the cluster build (_cluster_doc below)."""
     assert qknorm or not once
-    C = ATTN_DECODE_QKNORM if qknorm else ATTN_DECODE
+    assert not cluster or (qknorm and not once and cluster in ATTN_CLUSTER)
+    C = ATTN_CLUSTER[cluster] if cluster else ATTN_DECODE_QKNORM if qknorm else ATTN_DECODE
+    E = 16 // cluster if cluster else 0  # (cluster) outputs a thread combines
     name = C.name
     params = tuple(p.name for p in C.params if isinstance(p, Tensor))  # the contract's order, written there
     scalars = tuple(p for p in C.params if isinstance(p, Scalar))
@@ -111,11 +114,22 @@ def generate(qknorm: bool = False, once: bool = False) -> str:
         e(f"  .param .{sc.ptx} {sc.name}" + ("," if i < len(scalars) - 1 else ""))
     e(")")
     e(f".reqntid {32 * WARPS}")
-    if qknorm:
+    if cluster:
+        e(f".reqnctapercluster {cluster}, 1, 1")
+        e(f".maxnreg {C.max_registers}  // 3 CTAs a SM (shared memory) allow 168")
+    elif qknorm:
         e(".maxnreg 128  // 167 unbounded, with nothing gained: 3 CTAs a SM either way (shared memory); 128 spill nothing")
     e("{")
     e(f".shared .align 16 .b32 ml[{WARPS * 16}];  // per warp: m of its 8 heads, then l")
-    e(".shared .align 4 .b32 ticket;")
+    if cluster:
+        e(f".shared .align 16 .f32 cml[{2 * GROUP}];  // the CTA's partial: M of its 8 heads, then L (O over warp 0's V tile)")
+        e(f".shared .align 4 .b32 pids[{MAX_PAGES // cluster}];  // this CTA's page ids: pages rank, rank + {cluster}, ..")
+        e(".reg .b32 %w16, %cpg, %pn, %it, %pidl, %pidt, %pidc, %ir<8>, %nk<8>, %nka, %gs<4>, %hd, %dm, %nv;")
+        e(f".reg .f32 %mr<2>, %lr<2>, %al<2>, %cm<{cluster}>, %cl<{cluster}>, %co<{cluster * E}>;")
+        e(f".reg .pred %pall, %pempty, %pown, %pmore, %pw, %ptab, %pi, %pj<{cluster}>;")
+        e(".reg .b64 %ai, %lane16, %po2;")
+    else:
+        e(".shared .align 4 .b32 ticket;")
     if once:
         e(f".shared .align 16 .b8 qs[{GROUP * QS_STRIDE}];  // the 8 normalized heads, {QS_STRIDE} B apart (no bank conflict)")
         e(".reg .b32 %wq<4>, %wk<4>;")
@@ -173,7 +187,21 @@ def generate(qknorm: bool = False, once: bool = False) -> str:
     e("mad.lo.u32 %r0, %b, %NP, %page;")
     e("mul.wide.u32 %a, %r0, 4;")
     e("add.s64 %a, %pbt, %a;")
-    e("ld.global.nc.u32 %pid, [%a];")
+    if cluster:
+        e("// (cluster) the CTA's first page is its rank, which may be past NP; thread th < "
+          f"{MAX_PAGES // cluster} loads the id of its page rank + {cluster} th for the table")
+        e("setp.lt.u32 %pi, %page, %NP;")
+        e("mov.u32 %pid, 0;")
+        e("@%pi ld.global.nc.u32 %pid, [%a];")
+        e(f"mad.lo.u32 %r1, %th, {cluster}, %page;")
+        e("setp.lt.u32 %ptab, %r1, %NP;")
+        e(f"setp.lt.and.u32 %ptab, %th, {MAX_PAGES // cluster}, %ptab;")
+        e("mad.lo.u32 %r1, %b, %NP, %r1;")
+        e("mul.wide.u32 %a2, %r1, 4;")
+        e("add.s64 %a2, %pbt, %a2;")
+        e("@%ptab ld.global.nc.u32 %pidt, [%a2];")
+    else:
+        e("ld.global.nc.u32 %pid, [%a];")
     e(f"mul.wide.u32 %lim, %NP, {PAGE};")
     e("cvt.u64.u32 %a, %T;")
     e("min.u64 %lim, %lim, %a;")
@@ -187,37 +215,64 @@ def generate(qknorm: bool = False, once: bool = False) -> str:
     e("POS_OK:")
     e("cvt.u32.u64 %tok, %pos;  // pos < 2^31 here")
     e(f"shr.u32 %last, %tok, {PAGE.bit_length() - 1};")
-    e("setp.gt.u32 %p, %page, %last;")
-    e("@%p exit;  // a page past pos: no tokens")
-    e("add.u32 %n, %last, 1;")
-    e("setp.eq.u32 %pone, %n, 1;")
+    if cluster:
+        e("add.u32 %n, %last, 1;")
+        e("setp.eq.u32 %pone, %n, 1;")
+        e("setp.gt.u32 %pempty, %page, %last;")
+        e("and.pred %p, %pempty, %pone;")
+        e("@%p exit;  // one page: rank 0 alone, no cluster exchange")
+        e("@%pempty bra EMPTY;  // no page of its own: it only combines its slice")
+        e(f"and.b32 %r0, %last, {cluster - 1};")
+        e("setp.eq.u32 %pown, %r0, %page;  // this CTA holds the last page (pos's)")
+        e("mad.lo.u32 %r0, %b, %NP, %last;")
+        e("mul.wide.u32 %a, %r0, 4;")
+        e("add.s64 %a, %pbt, %a;")
+        e("@%pown ld.global.nc.u32 %pidl, [%a];")
+    else:
+        e("setp.gt.u32 %p, %page, %last;")
+        e("@%p exit;  // a page past pos: no tokens")
+        e("add.u32 %n, %last, 1;")
+        e("setp.eq.u32 %pone, %n, 1;")
     e("// 2. the warp's 16 rows by cp.async; rows >= pos zero-filled")
-    e("setp.lt.u32 %pl, %pid, %P;")
-    e("selp.b32 %r1, %pid, 0, %pl;  // an address inside the pool even where no byte is read")
-    e(f"// row of token i of warp w: ((pid * {PAGE} + 16 w + i) * {KV_HEADS} + kvh) * {ROWB} + 16 lane")
-    e("shl.b32 %r2, %warp, 4;")
-    e(f"mad.lo.u32 %r3, %r1, {PAGE}, %r2;")
-    e(f"mad.lo.u32 %r3, %r3, {KV_HEADS}, %kvh;")
-    e(f"mul.wide.u32 %a, %r3, {ROWB};")
-    e("mul.wide.u32 %a2, %lane, 16;")
-    e("add.s64 %a, %a, %a2;")
-    e("add.s64 %ro, %pkp, %a;  // K source, row 0")
-    e("add.s64 %a2, %pvp, %a;  // V source, row 0")
-    e(f"mad.lo.u32 %sk, %warp, {2 * TILE}, %sb;  // the warp's K tile, then its V tile")
-    e(f"mul.lo.u32 %r5, %page, {PAGE};")
-    e("add.u32 %r5, %r5, %r2;  // the position of the warp's row 0")
-    e("// chunk lane of row i at (lane ^ 4 (i & 1)) * 16")
-    e("shl.b32 %sw0, %lane, 4;")
-    e("xor.b32 %sw1, %sw0, 64;")
-    for i in range(16):
-        e(f"add.u32 %r6, %r5, {i};")
-        e("setp.lt.u32 %p, %r6, %tok;")
-        e("and.pred %p, %p, %pl;")
-        e("selp.b32 %sz, 16, 0, %p;")
-        e(f"add.u32 %r7, %sk, {i * ROWB};")
-        e(f"add.u32 %r7, %r7, %sw{i & 1};")
-        e(f"cp.async.cg.shared.global [%r7], [%ro+{i * KV_HEADS * ROWB}], 16, %sz;")
-        e(f"cp.async.cg.shared.global [%r7+{TILE}], [%a2+{i * KV_HEADS * ROWB}], 16, %sz;")
+    if cluster:
+        e("shl.b32 %w16, %warp, 4;")
+        e("mul.wide.u32 %lane16, %lane, 16;")
+        e(f"mad.lo.u32 %sk, %warp, {2 * TILE}, %sb;  // the warp's K tile, then its V tile")
+        e("shl.b32 %sw0, %lane, 4;")
+        e("xor.b32 %sw1, %sw0, 64;")
+        e("// K, then V of the first page (rank), one commit group each")
+        _cl_issue(e, 0, "%pid", "%page")
+        e("mov.pred %pall, %pl;")
+        e("cp.async.commit_group;")
+        _cl_issue(e, 1, "%pid", "%page")
+        e("cp.async.commit_group;")
+    else:
+        e("setp.lt.u32 %pl, %pid, %P;")
+        e("selp.b32 %r1, %pid, 0, %pl;  // an address inside the pool even where no byte is read")
+        e(f"// row of token i of warp w: ((pid * {PAGE} + 16 w + i) * {KV_HEADS} + kvh) * {ROWB} + 16 lane")
+        e("shl.b32 %r2, %warp, 4;")
+        e(f"mad.lo.u32 %r3, %r1, {PAGE}, %r2;")
+        e(f"mad.lo.u32 %r3, %r3, {KV_HEADS}, %kvh;")
+        e(f"mul.wide.u32 %a, %r3, {ROWB};")
+        e("mul.wide.u32 %a2, %lane, 16;")
+        e("add.s64 %a, %a, %a2;")
+        e("add.s64 %ro, %pkp, %a;  // K source, row 0")
+        e("add.s64 %a2, %pvp, %a;  // V source, row 0")
+        e(f"mad.lo.u32 %sk, %warp, {2 * TILE}, %sb;  // the warp's K tile, then its V tile")
+        e(f"mul.lo.u32 %r5, %page, {PAGE};")
+        e("add.u32 %r5, %r5, %r2;  // the position of the warp's row 0")
+        e("// chunk lane of row i at (lane ^ 4 (i & 1)) * 16")
+        e("shl.b32 %sw0, %lane, 4;")
+        e("xor.b32 %sw1, %sw0, 64;")
+        for i in range(16):
+            e(f"add.u32 %r6, %r5, {i};")
+            e("setp.lt.u32 %p, %r6, %tok;")
+            e("and.pred %p, %p, %pl;")
+            e("selp.b32 %sz, 16, 0, %p;")
+            e(f"add.u32 %r7, %sk, {i * ROWB};")
+            e(f"add.u32 %r7, %r7, %sw{i & 1};")
+            e(f"cp.async.cg.shared.global [%r7], [%ro+{i * KV_HEADS * ROWB}], 16, %sz;")
+            e(f"cp.async.cg.shared.global [%r7+{TILE}], [%a2+{i * KV_HEADS * ROWB}], 16, %sz;")
     e("// cos and sin of pos for dims 8 t .. 8 t + 7 and 32 + 8 t .. (the q fragments' rotary dims)")
     e(f"mul.lo.u32 %r0, %tok, {ROTARY};")
     e("shl.b32 %r1, %t, 3;")
@@ -249,6 +304,12 @@ def generate(qknorm: bool = False, once: bool = False) -> str:
         e("ld.global.nc.u32 %nwk, [%a2];")
     e("griddepcontrol.wait;  // q, k, v are the previous kernels' outputs (PDL; a no-op launched plainly)")
     e("griddepcontrol.launch_dependents;")
+    if cluster:
+        e("// the page table to shared memory (read from the second page on; the norm's barrier orders it)")
+        e("mov.u32 %ir0, pids;")
+        e("shl.b32 %ir1, %th, 2;")
+        e("add.u32 %ir0, %ir0, %ir1;")
+        e("@%ptab st.shared.u32 [%ir0], %pidt;")
     e("// 3. q of head kvh * 8 + g, slab s: dims 32 s + 8 t .. + 7 (one 16-byte load each), coherent")
     if once:
         _norm_q_once(e)
@@ -273,14 +334,17 @@ def generate(qknorm: bool = False, once: bool = False) -> str:
     e("add.u32 %r0, %r0, %d;")
     e("mul.wide.u32 %a, %r0, 2;")
     e("add.s64 %pg, %pg, %a;")
-    e("ld.global.v4.b32 {%gt0, %gt1, %gt2, %gt3}, [%pg];")
-    e("ld.global.v4.b32 {%gt4, %gt5, %gt6, %gt7}, [%pg+16];")
+    pone = "@%pone " if cluster else ""  # (cluster) the 16 values for one page; else the thread's slice of the combine
+    e(f"{pone}ld.global.v4.b32 {{%gt0, %gt1, %gt2, %gt3}}, [%pg];")
+    e(f"{pone}ld.global.v4.b32 {{%gt4, %gt5, %gt6, %gt7}}, [%pg+16];")
+    if cluster:
+        _gate_slice(e, cluster)
     if qknorm and not once:
         _norm_q(e)
     e("// rope on dims 0..63: x' = x cos - x[+32] sin (slab 0), x' = x cos + x[-32] sin (slab 1); bf16 again")
     _rope(e, "q", 0, 4, "c", "sn")
     e("// 4. the new token (the warp holding pos in the last page): rope(k) and v, row pos & 15 of the tiles")
-    e("setp.eq.u32 %pnew, %page, %last;")
+    e("mov.pred %pnew, %pown;" if cluster else "setp.eq.u32 %pnew, %page, %last;")
     e("and.b32 %r0, %tok, 63;")
     e("shr.u32 %r1, %r0, 4;")
     e("setp.eq.and.u32 %pnew, %r1, %warp, %pnew;")
@@ -340,7 +404,9 @@ def generate(qknorm: bool = False, once: bool = False) -> str:
         e(f"cvt.rn.bf16x2.f32 %k{j}, %x{2 * j + 1}, %x{2 * j};")
     e("NEW_ROPED:")
     e("// the cache rows (a valid page only)")
-    e(f"mad.lo.u32 %r2, %pid, {PAGE}, %r0;")
+    if cluster:
+        e("setp.lt.u32 %pl, %pidl, %P;")
+    e(f"mad.lo.u32 %r2, {'%pidl' if cluster else '%pid'}, {PAGE}, %r0;")
     e(f"mad.lo.u32 %r2, %r2, {KV_HEADS}, %kvh;")
     e(f"mul.wide.u32 %a, %r2, {ROWB};")
     e("mul.wide.u32 %a2, %lane, 16;")
@@ -350,78 +416,26 @@ def generate(qknorm: bool = False, once: bool = False) -> str:
     e("add.s64 %a2, %pvp, %a;")
     e("@%pl st.global.v4.b32 [%a2], {%k4, %k5, %k6, %k7};")
     e("NEW_DONE:")
-    e("cp.async.wait_all;")
-    e("@!%pnew bra TILES_READY;")
-    e("// the same lane zero-filled this chunk: its own cp.async completed above")
-    e("and.b32 %r1, %r0, 15;")
-    e(f"mad.lo.u32 %r2, %r1, {ROWB}, %sk;")
-    e("and.b32 %r3, %r1, 1;")
-    e("setp.eq.u32 %p, %r3, 1;")
-    e("selp.b32 %r3, %sw1, %sw0, %p;")
-    e("add.u32 %r2, %r2, %r3;")
-    e("st.shared.v4.b32 [%r2], {%k0, %k1, %k2, %k3};")
-    e(f"st.shared.v4.b32 [%r2+{TILE}], {{%k4, %k5, %k6, %k7}};")
-    e("TILES_READY:")
-    e("bar.warp.sync 0xffffffff;")
-    e("// 5. S = K Q^T: rows g and g + 8 of the tile, chunk 4 s + t (swizzled by the row's parity: g and g + 8 alike)")
-    e("// chunk 4 s + t of an odd row sits at chunk 4 (s ^ 1) + t: even slabs + 64, odd slabs - 64 there")
-    e("and.b32 %r0, %g, 1;")
-    e("shl.b32 %r0, %r0, 6;")
-    e("shl.b32 %r1, %t, 4;")
-    e(f"mad.lo.u32 %r3, %g, {ROWB}, %sk;")
-    e("add.u32 %r3, %r3, %r1;")
-    e("add.u32 %so, %r3, %r0;  // row g (and g + 8), slab s even at + 64 s")
-    e("sub.u32 %so1, %r3, %r0;  // slab s odd at + 64 s")
-    for i in range(4):
-        e(f"mov.f32 %s{i}, 0f00000000;")
-    for s in range(SLABS):
-        _slab_rows(e, s, 0)
-        for j in range(2):
-            e(f"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{%s0, %s1, %s2, %s3}}, "
-              f"{{%k{2 * j}, %k{4 + 2 * j}, %k{2 * j + 1}, %k{5 + 2 * j}}}, {{%q{4 * s + 2 * j}, %q{4 * s + 2 * j + 1}}}, "
-              f"{{%s0, %s1, %s2, %s3}};")
-    e("// 6. mask positions past pos; per-head max over the 16 rows; p = 2^((s - m) log2(e) / 16) as bf16")
-    e("add.u32 %r4, %r5, %g;")
-    e("setp.le.u32 %pr0, %r4, %tok;")
-    e("add.u32 %r4, %r4, 8;")
-    e("setp.le.u32 %pr1, %r4, %tok;")
-    e("selp.f32 %s0, %s0, 0fFF800000, %pr0;")
-    e("selp.f32 %s1, %s1, 0fFF800000, %pr0;")
-    e("selp.f32 %s2, %s2, 0fFF800000, %pr1;")
-    e("selp.f32 %s3, %s3, 0fFF800000, %pr1;")
-    e("max.f32 %m0, %s0, %s2;")
-    e("max.f32 %m1, %s1, %s3;")
-    _column_reduce(e, "%m", "max")
-    for j in (0, 1):
-        e(f"setp.eq.f32 %p, %m{j}, 0fFF800000;")
-        e(f"selp.f32 %mu{j}, 0f00000000, %m{j}, %p;")
-        e(f"mul.f32 %mu{j}, %mu{j}, {f32(-CL)};")
-    for i in range(4):
-        e(f"fma.rn.f32 %f{i}, %s{i}, {f32(CL)}, %mu{i % 2};")
-        e(f"ex2.approx.ftz.f32 %f{i}, %f{i};")
-    e("cvt.rn.bf16x2.f32 %pa, %f1, %f0;  // token g: heads 2t, 2t+1")
-    e("cvt.rn.bf16x2.f32 %pb, %f3, %f2;  // token g + 8")
-    e("// l of the rounded p (this lane's two tokens; summed over the column at the end)")
-    _unpack(e, "%l0", "%pa", 0)
-    _unpack(e, "%f4", "%pb", 0)
-    e("add.f32 %l0, %l0, %f4;")
-    _unpack(e, "%l1", "%pa", 1)
-    _unpack(e, "%f4", "%pb", 1)
-    e("add.f32 %l1, %l1, %f4;")
-    e("movmatrix.sync.aligned.m8n8.trans.b16 %b0, %pa;  // P rows (tokens) 0..7 -> B fragment: tokens 2t, 2t+1 of head g")
-    e("movmatrix.sync.aligned.m8n8.trans.b16 %b1, %pb;")
-    e("// 7. O^T = V^T P: each 16-byte V load (row g or g + 8, chunk 4 s + t) is four 8 x 8 blocks; transposed, the A")
-    e("// fragments of tiles (s, 0) and (s, 1)")
-    for i in range(SLABS * 8):
-        e(f"mov.f32 %o{i}, 0f00000000;")
-    for s in range(SLABS):
-        _slab_rows(e, s, TILE)
-        for j in range(8):
-            e(f"movmatrix.sync.aligned.m8n8.trans.b16 %tv{j}, %k{j};")
-        for jj in range(2):
-            o = [f"%o{8 * s + 4 * jj + i}" for i in range(4)]
-            e(f"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{{', '.join(o)}}}, "
-              f"{{%tv{2 * jj}, %tv{2 * jj + 1}, %tv{4 + 2 * jj}, %tv{5 + 2 * jj}}}, {{%b0, %b1}}, {{{', '.join(o)}}};")
+    if cluster:
+        _cl_pages(e, cluster)
+    else:
+        e("cp.async.wait_all;")
+        e("@!%pnew bra TILES_READY;")
+        e("// the same lane zero-filled this chunk: its own cp.async completed above")
+        e("and.b32 %r1, %r0, 15;")
+        e(f"mad.lo.u32 %r2, %r1, {ROWB}, %sk;")
+        e("and.b32 %r3, %r1, 1;")
+        e("setp.eq.u32 %p, %r3, 1;")
+        e("selp.b32 %r3, %sw1, %sw0, %p;")
+        e("add.u32 %r2, %r2, %r3;")
+        e("st.shared.v4.b32 [%r2], {%k0, %k1, %k2, %k3};")
+        e(f"st.shared.v4.b32 [%r2+{TILE}], {{%k4, %k5, %k6, %k7}};")
+        e("TILES_READY:")
+        e("bar.warp.sync 0xffffffff;")
+        _so(e)
+        _scores(e)
+        _softmax(e)
+        _pv(e)
     e("// 8. the warp's l per head (sum over the column's 8 lanes), then (m, l, O) to shared memory: O over its K tile")
     _column_reduce(e, "%l", "add")
     e("bar.warp.sync 0xffffffff;  // every lane's K fragments read before O overwrites them")
@@ -475,93 +489,98 @@ def generate(qknorm: bool = False, once: bool = False) -> str:
                 a = f"%acc{4 * v + i}"
                 e(f"mul.f32 {a}, %fw, %y{i};" if w == 0 else f"fma.rn.f32 {a}, %fw, %y{i}, {a};")
         e("mul.f32 %Lsum, %fw, %lw;" if w == 0 else "fma.rn.f32 %Lsum, %fw, %lw, %Lsum;")
-    e("@%pone bra FINAL;")
-    e("// 10. more than one page: this page's partial to ws, then the last CTA of (b, kvh) combines them in page order")
-    e(f"mad.lo.u32 %r0, %b, {KV_HEADS}, %kvh;")
-    e("mul.wide.u32 %a, %r0, 4;")
-    e("add.s64 %pcnt, %pcnt, %a;")
-    e("mul.lo.u32 %r0, %r0, %NP;")
-    e(f"mul.wide.u32 %a, %r0, {PART * 4};")
-    e("add.s64 %pws, %pws, %a;  // (b, kvh)'s page 0")
-    e(f"mul.wide.u32 %a, %page, {PART * 4};")
-    e("add.s64 %a, %pws, %a;")
-    e(f"mad.lo.u32 %r0, %h, {HEAD_DIM}, %d;")
-    e("mul.wide.u32 %a2, %r0, 4;")
-    e("add.s64 %a2, %a, %a2;")
-    for i in range(16):  # an invalid page: NaN partial
-        e(f"selp.f32 %acc{i}, %acc{i}, 0f7FC00000, %pl;")
-    for v in range(4):
-        e(f"st.global.v4.f32 [%a2+{16 * v}], {{%acc{4 * v}, %acc{4 * v + 1}, %acc{4 * v + 2}, %acc{4 * v + 3}}};")
-    e("setp.eq.u32 %p, %d, 0;")
-    e("shl.b32 %r0, %h, 2;")
-    e("cvt.u64.u32 %a2, %r0;")
-    e("add.s64 %a2, %a, %a2;")
-    e(f"@%p st.global.f32 [%a2+{HEAD_DIM * GROUP * 4}], %M;")
-    e(f"@%p st.global.f32 [%a2+{HEAD_DIM * GROUP * 4 + 32}], %Lsum;")
-    e("fence.acq_rel.gpu;")
-    e("bar.sync 0;")
-    e("setp.eq.u32 %p, %th, 0;")
-    e("@%p atom.acq_rel.gpu.global.add.u32 %cnt, [%pcnt], 1;")
-    e("@%p st.shared.u32 [ticket], %cnt;")
-    e("bar.sync 0;")
-    e("ld.shared.u32 %cnt, [ticket];")
-    e("sub.u32 %r0, %n, 1;")
-    e("setp.ne.u32 %p, %cnt, %r0;")
-    e("@%p exit;")
-    e("fence.acq_rel.gpu;")
-    e(f"// the last CTA: M = max over pages, then O, L in page order (L2 loads: written by other CTAs of this grid); "
-      f"{UNROLL} pages")
-    e(f"// a trip, their loads issued together (one L2 round trip per {UNROLL} pages, not per page); pages >= n predicated off")
-    e("shl.b32 %r0, %h, 2;")
-    e("cvt.u64.u32 %a, %r0;")
-    e("add.s64 %a, %pws, %a;  // page 0's m of head h; l at + 32")
-    e(f"mad.lo.u32 %r0, %h, {HEAD_DIM}, %d;")
-    e("mul.wide.u32 %a2, %r0, 4;")
-    e("add.s64 %ro, %pws, %a2;  // page 0's O of this thread")
-    e("mov.f32 %M, 0fFF800000;")
-    e("mov.u32 %i, 0;")
-    e("MAX_LOOP:")
-    e(f"mul.wide.u32 %a2, %i, {PART * 4};")
-    e("add.s64 %pk, %a, %a2;")
-    for u in range(UNROLL):
-        e(f"add.u32 %r0, %i, {u};")
-        e(f"setp.lt.u32 %pu{u}, %r0, %n;")
-        e(f"mov.f32 %mz{u}, 0fFF800000;")
-        e(f"@%pu{u} ld.global.cg.f32 %mz{u}, [%pk+{u * PART * 4 + HEAD_DIM * GROUP * 4}];")
-    for u in range(UNROLL):
-        e(f"max.f32 %M, %M, %mz{u};")
-    e(f"add.u32 %i, %i, {UNROLL};")
-    e("setp.lt.u32 %p, %i, %n;")
-    e("@%p bra MAX_LOOP;")
-    e(f"mul.f32 %mu0, %M, {f32(-CL)};")
-    for i in range(16):
-        e(f"mov.f32 %acc{i}, 0f00000000;")
-    e("mov.f32 %Lsum, 0f00000000;")
-    e("mov.u32 %i, 0;")
-    e("SUM_LOOP:")
-    e(f"mul.wide.u32 %a2, %i, {PART * 4};")
-    e("add.s64 %pk, %a, %a2;")
-    e("add.s64 %pvv, %ro, %a2;")
-    for u in range(UNROLL):
-        e(f"add.u32 %r0, %i, {u};")
-        e(f"setp.lt.u32 %pu{u}, %r0, %n;")
-        e(f"@%pu{u} ld.global.cg.f32 %mz{u}, [%pk+{u * PART * 4 + HEAD_DIM * GROUP * 4}];")
-        e(f"@%pu{u} ld.global.cg.f32 %lz{u}, [%pk+{u * PART * 4 + HEAD_DIM * GROUP * 4 + 32}];")
+    if cluster:
+        e("mov.pred %pl, %pall;  // every page of this CTA valid")
+        e("@%pone bra FINAL;")
+        _cl_combine(e, cluster)
+    else:
+        e("@%pone bra FINAL;")
+        e("// 10. more than one page: this page's partial to ws, then the last CTA of (b, kvh) combines them in page order")
+        e(f"mad.lo.u32 %r0, %b, {KV_HEADS}, %kvh;")
+        e("mul.wide.u32 %a, %r0, 4;")
+        e("add.s64 %pcnt, %pcnt, %a;")
+        e("mul.lo.u32 %r0, %r0, %NP;")
+        e(f"mul.wide.u32 %a, %r0, {PART * 4};")
+        e("add.s64 %pws, %pws, %a;  // (b, kvh)'s page 0")
+        e(f"mul.wide.u32 %a, %page, {PART * 4};")
+        e("add.s64 %a, %pws, %a;")
+        e(f"mad.lo.u32 %r0, %h, {HEAD_DIM}, %d;")
+        e("mul.wide.u32 %a2, %r0, 4;")
+        e("add.s64 %a2, %a, %a2;")
+        for i in range(16):  # an invalid page: NaN partial
+            e(f"selp.f32 %acc{i}, %acc{i}, 0f7FC00000, %pl;")
         for v in range(4):
-            z = ", ".join(f"%z{16 * u + 4 * v + i}" for i in range(4))
-            e(f"@%pu{u} ld.global.cg.v4.f32 {{{z}}}, [%pvv+{u * PART * 4 + 16 * v}];")
-    for u in range(UNROLL):  # in page order
-        e(f"@%pu{u} fma.rn.f32 %fw, %mz{u}, {f32(CL)}, %mu0;")
-        e(f"@%pu{u} ex2.approx.ftz.f32 %fw, %fw;")
+            e(f"st.global.v4.f32 [%a2+{16 * v}], {{%acc{4 * v}, %acc{4 * v + 1}, %acc{4 * v + 2}, %acc{4 * v + 3}}};")
+        e("setp.eq.u32 %p, %d, 0;")
+        e("shl.b32 %r0, %h, 2;")
+        e("cvt.u64.u32 %a2, %r0;")
+        e("add.s64 %a2, %a, %a2;")
+        e(f"@%p st.global.f32 [%a2+{HEAD_DIM * GROUP * 4}], %M;")
+        e(f"@%p st.global.f32 [%a2+{HEAD_DIM * GROUP * 4 + 32}], %Lsum;")
+        e("fence.acq_rel.gpu;")
+        e("bar.sync 0;")
+        e("setp.eq.u32 %p, %th, 0;")
+        e("@%p atom.acq_rel.gpu.global.add.u32 %cnt, [%pcnt], 1;")
+        e("@%p st.shared.u32 [ticket], %cnt;")
+        e("bar.sync 0;")
+        e("ld.shared.u32 %cnt, [ticket];")
+        e("sub.u32 %r0, %n, 1;")
+        e("setp.ne.u32 %p, %cnt, %r0;")
+        e("@%p exit;")
+        e("fence.acq_rel.gpu;")
+        e(f"// the last CTA: M = max over pages, then O, L in page order (L2 loads: written by other CTAs of this grid); "
+          f"{UNROLL} pages")
+        e(f"// a trip, their loads issued together (one L2 round trip per {UNROLL} pages, not per page); pages >= n predicated off")
+        e("shl.b32 %r0, %h, 2;")
+        e("cvt.u64.u32 %a, %r0;")
+        e("add.s64 %a, %pws, %a;  // page 0's m of head h; l at + 32")
+        e(f"mad.lo.u32 %r0, %h, {HEAD_DIM}, %d;")
+        e("mul.wide.u32 %a2, %r0, 4;")
+        e("add.s64 %ro, %pws, %a2;  // page 0's O of this thread")
+        e("mov.f32 %M, 0fFF800000;")
+        e("mov.u32 %i, 0;")
+        e("MAX_LOOP:")
+        e(f"mul.wide.u32 %a2, %i, {PART * 4};")
+        e("add.s64 %pk, %a, %a2;")
+        for u in range(UNROLL):
+            e(f"add.u32 %r0, %i, {u};")
+            e(f"setp.lt.u32 %pu{u}, %r0, %n;")
+            e(f"mov.f32 %mz{u}, 0fFF800000;")
+            e(f"@%pu{u} ld.global.cg.f32 %mz{u}, [%pk+{u * PART * 4 + HEAD_DIM * GROUP * 4}];")
+        for u in range(UNROLL):
+            e(f"max.f32 %M, %M, %mz{u};")
+        e(f"add.u32 %i, %i, {UNROLL};")
+        e("setp.lt.u32 %p, %i, %n;")
+        e("@%p bra MAX_LOOP;")
+        e(f"mul.f32 %mu0, %M, {f32(-CL)};")
         for i in range(16):
-            e(f"@%pu{u} fma.rn.f32 %acc{i}, %fw, %z{16 * u + i}, %acc{i};")
-        e(f"@%pu{u} fma.rn.f32 %Lsum, %fw, %lz{u}, %Lsum;")
-    e(f"add.u32 %i, %i, {UNROLL};")
-    e("setp.lt.u32 %p, %i, %n;")
-    e("@%p bra SUM_LOOP;")
-    e("setp.eq.u32 %p, %th, 0;")
-    e("@%p st.global.u32 [%pcnt], 0;  // the counter back to zero for the next launch")
-    e("mov.pred %pl, 1;  // an invalid page already made its partial NaN")
+            e(f"mov.f32 %acc{i}, 0f00000000;")
+        e("mov.f32 %Lsum, 0f00000000;")
+        e("mov.u32 %i, 0;")
+        e("SUM_LOOP:")
+        e(f"mul.wide.u32 %a2, %i, {PART * 4};")
+        e("add.s64 %pk, %a, %a2;")
+        e("add.s64 %pvv, %ro, %a2;")
+        for u in range(UNROLL):
+            e(f"add.u32 %r0, %i, {u};")
+            e(f"setp.lt.u32 %pu{u}, %r0, %n;")
+            e(f"@%pu{u} ld.global.cg.f32 %mz{u}, [%pk+{u * PART * 4 + HEAD_DIM * GROUP * 4}];")
+            e(f"@%pu{u} ld.global.cg.f32 %lz{u}, [%pk+{u * PART * 4 + HEAD_DIM * GROUP * 4 + 32}];")
+            for v in range(4):
+                z = ", ".join(f"%z{16 * u + 4 * v + i}" for i in range(4))
+                e(f"@%pu{u} ld.global.cg.v4.f32 {{{z}}}, [%pvv+{u * PART * 4 + 16 * v}];")
+        for u in range(UNROLL):  # in page order
+            e(f"@%pu{u} fma.rn.f32 %fw, %mz{u}, {f32(CL)}, %mu0;")
+            e(f"@%pu{u} ex2.approx.ftz.f32 %fw, %fw;")
+            for i in range(16):
+                e(f"@%pu{u} fma.rn.f32 %acc{i}, %fw, %z{16 * u + i}, %acc{i};")
+            e(f"@%pu{u} fma.rn.f32 %Lsum, %fw, %lz{u}, %Lsum;")
+        e(f"add.u32 %i, %i, {UNROLL};")
+        e("setp.lt.u32 %p, %i, %n;")
+        e("@%p bra SUM_LOOP;")
+        e("setp.eq.u32 %p, %th, 0;")
+        e("@%p st.global.u32 [%pcnt], 0;  // the counter back to zero for the next launch")
+        e("mov.pred %pl, 1;  // an invalid page already made its partial NaN")
     e("FINAL:")
     e("// 11. out = bf16(O / L * sigmoid(gate)): gate[b, kvh * 8 + h, d .. d + 15]")
     e("rcp.rn.f32 %Lsum, %Lsum;")
@@ -583,6 +602,290 @@ def generate(qknorm: bool = False, once: bool = False) -> str:
     e("ret;")
     e("}")
     return "\n".join(L) + "\n"
+
+
+def _cl_issue(e, half: int, pid: str, page: str):
+    """(cluster) cp.async of the warp's 16 rows of page ``page`` (id ``pid``) into its K (``half`` 0) or V tile; rows at
+    or past pos zero-filled, every row of an invalid id too (%pl: the id is valid). The caller commits."""
+    base = "%pvp" if half else "%pkp"
+    e(f"setp.lt.u32 %pl, {pid}, %P;")
+    e(f"selp.b32 %ir1, {pid}, 0, %pl;  // an address inside the pool even where no byte is read")
+    e(f"mad.lo.u32 %ir3, %ir1, {PAGE}, %w16;")
+    e(f"mad.lo.u32 %ir3, %ir3, {KV_HEADS}, %kvh;")
+    e(f"mul.wide.u32 %ai, %ir3, {ROWB};")
+    e("add.s64 %ai, %ai, %lane16;")
+    e(f"add.s64 %ai, {base}, %ai;")
+    e(f"mad.lo.u32 %ir5, {page}, {PAGE}, %w16;  // the position of the warp's row 0")
+    for i in range(16):
+        e(f"add.u32 %ir6, %ir5, {i};")
+        e("setp.lt.u32 %pi, %ir6, %tok;")
+        e("and.pred %pi, %pi, %pl;")
+        e("selp.b32 %sz, 16, 0, %pi;")
+        e(f"add.u32 %ir7, %sk, {i * ROWB + half * TILE};")
+        e(f"add.u32 %ir7, %ir7, %sw{i & 1};")
+        e(f"cp.async.cg.shared.global [%ir7], [%ai+{i * KV_HEADS * ROWB}], 16, %sz;")
+
+
+def _gate_slice(e, cluster: int):
+    """(cluster) This thread's slice of the combine: outputs 2048 / C rank + E th .. (E = 16 / C) of the kv head's 8
+    heads, i.e. head %hd, dims %dm .. %dm + E - 1; their gate values (%gs) and the out address (%po2)."""
+    E = 16 // cluster
+    assert E in (2, 4, 8)
+    e(f"// this thread's slice of the combine: head hd, dims dm .. dm + {E - 1} (outputs {GROUP * HEAD_DIM // cluster} rank "
+      f"+ {E} th); its gate values and out address")
+    e(f"mul.lo.u32 %ir0, %page, {GROUP * HEAD_DIM // cluster};")
+    e(f"mad.lo.u32 %ir0, %th, {E}, %ir0;")
+    e(f"shr.u32 %hd, %ir0, {HEAD_DIM.bit_length() - 1};")
+    e(f"and.b32 %dm, %ir0, {HEAD_DIM - 1};")
+    e(f"mad.lo.u32 %ir1, %kvh, {GROUP}, %hd;")
+    e("mul.lo.u32 %ir2, %ir1, %ghead;")
+    e("mad.lo.u32 %ir2, %b, %grow, %ir2;")
+    e("add.u32 %ir2, %ir2, %dm;")
+    e("mul.wide.u32 %ai, %ir2, 2;")
+    e("ld.param.u64 %po2, [gate];")
+    e("cvta.to.global.u64 %po2, %po2;")
+    e("add.s64 %ai, %po2, %ai;")
+    gs = ", ".join(f"%gs{x}" for x in range(E // 2))
+    e(f"ld.global.b32 {gs}, [%ai];" if E == 2 else f"ld.global.v{E // 2}.b32 {{{gs}}}, [%ai];")
+    e(f"mad.lo.u32 %ir2, %b, {Q_HEADS}, %ir1;")
+    e(f"mad.lo.u32 %ir2, %ir2, {HEAD_DIM}, %dm;")
+    e("mul.wide.u32 %ai, %ir2, 2;")
+    e("ld.param.u64 %po2, [out];")
+    e("cvta.to.global.u64 %po2, %po2;")
+    e("add.s64 %po2, %po2, %ai;")
+
+
+def _cl_pages(e, cluster: int):
+    """(cluster) Steps 5-7 over this CTA's pages rank, rank + C, .. < n, in order. K and V are separate commit groups:
+    the next page's K streams during this page's softmax and PV, its V during the next page's S. The warp's (m, l, O)
+    are merged online (the running max %mr, l %lr, O %o). The new token's rows (%nk, kept from step 4) go over their
+    zero-filled chunks when their page is up: this lane's own cp.async of those chunks has landed then."""
+    e("// 5-7, page by page over this CTA's pages rank, rank + C, .. (K and V double-issued, merged online)")
+    e("and.b32 %r1, %tok, 15;")
+    e(f"mad.lo.u32 %nka, %r1, {ROWB}, %sk;")
+    e("and.b32 %r3, %r1, 1;")
+    e("setp.eq.u32 %p, %r3, 1;")
+    e("selp.b32 %r3, %sw1, %sw0, %p;")
+    e("add.u32 %nka, %nka, %r3;  // row pos & 15 of the tile, this lane's chunk")
+    for j in range(8):
+        e(f"mov.b32 %nk{j}, %k{j};")
+    _so(e)
+    for j in (0, 1):
+        e(f"mov.f32 %mr{j}, 0fFF800000;")
+        e(f"mov.f32 %lr{j}, 0f00000000;")
+    for i in range(SLABS * 8):
+        e(f"mov.f32 %o{i}, 0f00000000;")
+    e("mov.u32 %cpg, %page;")
+    e("mov.u32 %it, 0;")
+    e("PAGE_LOOP:")
+    e(f"mad.lo.u32 %r5, %cpg, {PAGE}, %w16;  // the position of the warp's row 0")
+    e("setp.eq.u32 %pw, %cpg, %last;")
+    e("and.pred %pw, %pw, %pnew;")
+    e("cp.async.wait_group 1;  // this page's K (its V may still be in flight)")
+    e("@%pw st.shared.v4.b32 [%nka], {%nk0, %nk1, %nk2, %nk3};")
+    e("bar.warp.sync 0xffffffff;")
+    _scores(e)
+    e("bar.warp.sync 0xffffffff;  // every lane's K fragments read: the tile takes the next page")
+    e(f"add.u32 %pn, %cpg, {cluster};")
+    e("setp.lt.u32 %pmore, %pn, %n;")
+    e("@!%pmore bra K_ISSUED;")
+    e("add.u32 %it, %it, 1;")
+    e("mov.u32 %ir0, pids;")
+    e("shl.b32 %ir1, %it, 2;")
+    e("add.u32 %ir0, %ir0, %ir1;")
+    e("ld.shared.u32 %pidc, [%ir0];")
+    _cl_issue(e, 0, "%pidc", "%pn")
+    e("and.pred %pall, %pall, %pl;")
+    e("K_ISSUED:")
+    e("cp.async.commit_group;  // (empty after the last page: the group count stays in step)")
+    _softmax(e, online=True)
+    e("cp.async.wait_group 1;  // this page's V")
+    e(f"@%pw st.shared.v4.b32 [%nka+{TILE}], {{%nk4, %nk5, %nk6, %nk7}};")
+    e("bar.warp.sync 0xffffffff;")
+    _pv(e, init=False)
+    e("bar.warp.sync 0xffffffff;  // every lane's V fragments read")
+    e("@!%pmore bra V_ISSUED;")
+    _cl_issue(e, 1, "%pidc", "%pn")
+    e("V_ISSUED:")
+    e("cp.async.commit_group;")
+    e("mov.u32 %cpg, %pn;")
+    e("@%pmore bra PAGE_LOOP;")
+    for j in (0, 1):
+        e(f"mov.f32 %m{j}, %mr{j};")
+        e(f"mov.f32 %l{j}, %lr{j};")
+
+
+def _cl_combine(e, cluster: int):
+    """(cluster) Step 10: the CTA's (M, L, O) to shared memory, a cluster barrier, then each CTA combines its slice of
+    the outputs over the CTAs holding pages, in rank order (M first, then O and L), reading the others' shared memory;
+    out = bf16(O / L * sigmoid(gate)); a second barrier keeps every CTA's partial alive until all have read it. Then
+    the EMPTY entry: a CTA without pages (rank > last page) joins at the first barrier."""
+    E = 16 // cluster
+    e("// 10. (cluster) the CTA's partial for the cluster: O [8][256] f32 over warp 0's V tile (read by nobody now), M and")
+    e("// L of its 8 heads to cml")
+    for i in range(16):  # an invalid page: NaN partial
+        e(f"selp.f32 %acc{i}, %acc{i}, 0f7FC00000, %pl;")
+    e(f"mad.lo.u32 %r0, %h, {HEAD_DIM}, %d;")
+    e("shl.b32 %r0, %r0, 2;")
+    e("add.u32 %r0, %r0, %sb;")
+    for v in range(4):
+        e(f"st.shared.v4.f32 [%r0+{TILE + 16 * v}], {{%acc{4 * v}, %acc{4 * v + 1}, %acc{4 * v + 2}, %acc{4 * v + 3}}};")
+    e("setp.eq.u32 %p, %d, 0;")
+    e("mov.u32 %r1, cml;")
+    e("shl.b32 %r2, %h, 2;")
+    e("add.u32 %r1, %r1, %r2;")
+    e("@%p st.shared.f32 [%r1], %M;")
+    e(f"@%p st.shared.f32 [%r1+{4 * GROUP}], %Lsum;")
+    e("EMPTY_JOIN:")
+    e("barrier.cluster.arrive.release.aligned;")
+    e("barrier.cluster.wait.acquire.aligned;  // every partial of the cluster written")
+    e(f"// this thread's {E} outputs over CTAs 0 .. min(n, {cluster}) - 1 (those with pages), in rank order")
+    e(f"min.u32 %nv, %n, {cluster};")
+    e("mov.u32 %r1, cml;")
+    e("shl.b32 %r2, %hd, 2;")
+    e("add.u32 %r1, %r1, %r2;")
+    e(f"mad.lo.u32 %r3, %hd, {HEAD_DIM}, %dm;")
+    e("shl.b32 %r3, %r3, 2;")
+    e("add.u32 %r3, %r3, %sb;")
+    e(f"add.u32 %r3, %r3, {TILE};")
+    for j in range(cluster):
+        co = [f"%co{E * j + x}" for x in range(E)]
+        e(f"setp.gt.u32 %pj{j}, %nv, {j};")
+        e(f"mov.f32 %cm{j}, 0fFF800000;")
+        e(f"mapa.shared::cluster.u32 %r4, %r1, {j};")
+        e(f"@%pj{j} ld.shared::cluster.f32 %cm{j}, [%r4];")
+        e(f"@%pj{j} ld.shared::cluster.f32 %cl{j}, [%r4+{4 * GROUP}];")
+        e(f"mapa.shared::cluster.u32 %r4, %r3, {j};")
+        for q in range(0, E, 4):
+            part = co[q:q + 4]
+            e(f"@%pj{j} ld.shared::cluster.v{len(part)}.f32 {{{', '.join(part)}}}, [%r4+{4 * q}];")
+    e("mov.f32 %M, %cm0;")
+    for j in range(1, cluster):
+        e(f"max.f32 %M, %M, %cm{j};")
+    e(f"mul.f32 %mu0, %M, {f32(-CL)};")
+    for j in range(cluster):
+        pj = "" if j == 0 else f"@%pj{j} "
+        e(f"{pj}fma.rn.f32 %fw, %cm{j}, {f32(CL)}, %mu0;")
+        e(f"{pj}ex2.approx.ftz.f32 %fw, %fw;")
+        for x in range(E):
+            c = f"%co{E * j + x}"
+            e(f"mul.f32 %acc{x}, %fw, {c};" if j == 0 else f"{pj}fma.rn.f32 %acc{x}, %fw, {c}, %acc{x};")
+        e(f"mul.f32 %Lsum, %fw, %cl{j};" if j == 0 else f"{pj}fma.rn.f32 %Lsum, %fw, %cl{j}, %Lsum;")
+    e("rcp.rn.f32 %Lsum, %Lsum;")
+    for x in range(E):
+        _unpack(e, "%f0", f"%gs{x // 2}", x % 2)
+        e(f"mul.f32 %f0, %f0, {f32(-LOG2E)};")
+        e("ex2.approx.ftz.f32 %f0, %f0;")
+        e("add.f32 %f0, %f0, 0f3F800000;")
+        e("rcp.approx.ftz.f32 %f0, %f0;")
+        e(f"mul.f32 %f1, %acc{x}, %Lsum;")
+        e(f"mul.f32 %acc{x}, %f1, %f0;")
+    for x in range(0, E, 2):
+        e(f"cvt.rn.bf16x2.f32 %k{x // 2}, %acc{x + 1}, %acc{x};")
+    ks = ", ".join(f"%k{x}" for x in range(E // 2))
+    e(f"st.global.b32 [%po2], {ks};" if E == 2 else f"st.global.v{E // 2}.b32 [%po2], {{{ks}}};")
+    e("barrier.cluster.arrive.relaxed.aligned;")
+    e("barrier.cluster.wait.aligned;  // no CTA leaves while another may still read its partial")
+    e("ret;")
+    e("EMPTY:")
+    e("// (cluster) no page of its own: it waits for q's producer as the others do, then combines its slice")
+    e("griddepcontrol.wait;")
+    e("griddepcontrol.launch_dependents;")
+    _gate_slice(e, cluster)
+    e("bra EMPTY_JOIN;")
+
+
+def _so(e):
+    """%so / %so1: this lane's K (and V) fragment addresses in the warp's tiles (%sk)."""
+    e("// 5. S = K Q^T: rows g and g + 8 of the tile, chunk 4 s + t (swizzled by the row's parity: g and g + 8 alike)")
+    e("// chunk 4 s + t of an odd row sits at chunk 4 (s ^ 1) + t: even slabs + 64, odd slabs - 64 there")
+    e("and.b32 %r0, %g, 1;")
+    e("shl.b32 %r0, %r0, 6;")
+    e("shl.b32 %r1, %t, 4;")
+    e(f"mad.lo.u32 %r3, %g, {ROWB}, %sk;")
+    e("add.u32 %r3, %r3, %r1;")
+    e("add.u32 %so, %r3, %r0;  // row g (and g + 8), slab s even at + 64 s")
+    e("sub.u32 %so1, %r3, %r0;  // slab s odd at + 64 s")
+
+
+def _scores(e):
+    """%s0..3 = S = K Q^T over the warp's K tile."""
+    for i in range(4):
+        e(f"mov.f32 %s{i}, 0f00000000;")
+    for s in range(SLABS):
+        _slab_rows(e, s, 0)
+        for j in range(2):
+            e(f"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{%s0, %s1, %s2, %s3}}, "
+              f"{{%k{2 * j}, %k{4 + 2 * j}, %k{2 * j + 1}, %k{5 + 2 * j}}}, {{%q{4 * s + 2 * j}, %q{4 * s + 2 * j + 1}}}, "
+              f"{{%s0, %s1, %s2, %s3}};")
+
+
+def _softmax(e, online: bool = False):
+    """Mask, the heads' max, p as bf16 (%pa, %pb), this lane's l (%l0, %l1), the B fragments %b0, %b1. ``online`` (the
+    cluster build's page loop): against the running max %mr0, %mr1, rescaling the running l (%lr) and O (%o) by
+    2^((m_old - m_new) log2(e) / 16)."""
+    e("// 6. mask positions past pos; per-head max over the 16 rows; p = 2^((s - m) log2(e) / 16) as bf16")
+    e("add.u32 %r4, %r5, %g;")
+    e("setp.le.u32 %pr0, %r4, %tok;")
+    e("add.u32 %r4, %r4, 8;")
+    e("setp.le.u32 %pr1, %r4, %tok;")
+    e("selp.f32 %s0, %s0, 0fFF800000, %pr0;")
+    e("selp.f32 %s1, %s1, 0fFF800000, %pr0;")
+    e("selp.f32 %s2, %s2, 0fFF800000, %pr1;")
+    e("selp.f32 %s3, %s3, 0fFF800000, %pr1;")
+    e("max.f32 %m0, %s0, %s2;")
+    e("max.f32 %m1, %s1, %s3;")
+    _column_reduce(e, "%m", "max")
+    if online:
+        e("max.f32 %m0, %m0, %mr0;  // the running max over this warp's rows of the CTA's pages so far")
+        e("max.f32 %m1, %m1, %mr1;")
+    for j in (0, 1):
+        e(f"setp.eq.f32 %p, %m{j}, 0fFF800000;")
+        e(f"selp.f32 %mu{j}, 0f00000000, %m{j}, %p;")
+        e(f"mul.f32 %mu{j}, %mu{j}, {f32(-CL)};")
+    if online:
+        for j in (0, 1):
+            e(f"fma.rn.f32 %al{j}, %mr{j}, {f32(CL)}, %mu{j};  // alpha = 2^((m_old - m_new) log2(e) / 16); 0 from -inf")
+            e(f"ex2.approx.ftz.f32 %al{j}, %al{j};")
+            e(f"mov.f32 %mr{j}, %m{j};")
+    for i in range(4):
+        e(f"fma.rn.f32 %f{i}, %s{i}, {f32(CL)}, %mu{i % 2};")
+        e(f"ex2.approx.ftz.f32 %f{i}, %f{i};")
+    e("cvt.rn.bf16x2.f32 %pa, %f1, %f0;  // token g: heads 2t, 2t+1")
+    e("cvt.rn.bf16x2.f32 %pb, %f3, %f2;  // token g + 8")
+    e("// l of the rounded p (this lane's two tokens; summed over the column at the end)")
+    _unpack(e, "%l0", "%pa", 0)
+    _unpack(e, "%f4", "%pb", 0)
+    e("add.f32 %l0, %l0, %f4;")
+    _unpack(e, "%l1", "%pa", 1)
+    _unpack(e, "%f4", "%pb", 1)
+    e("add.f32 %l1, %l1, %f4;")
+    if online:
+        e("fma.rn.f32 %lr0, %lr0, %al0, %l0;")
+        e("fma.rn.f32 %lr1, %lr1, %al1, %l1;")
+    e("movmatrix.sync.aligned.m8n8.trans.b16 %b0, %pa;  // P rows (tokens) 0..7 -> B fragment: tokens 2t, 2t+1 of head g")
+    e("movmatrix.sync.aligned.m8n8.trans.b16 %b1, %pb;")
+    if online:
+        e("// O *= alpha of its head (accumulator i: head 2t + (i & 1))")
+        for i in range(SLABS * 8):
+            e(f"mul.f32 %o{i}, %o{i}, %al{i % 2};")
+
+
+def _pv(e, init: bool = True):
+    """O^T += V^T P over the warp's V tile (``init``: O = 0 first)."""
+    e("// 7. O^T = V^T P: each 16-byte V load (row g or g + 8, chunk 4 s + t) is four 8 x 8 blocks; transposed, the A")
+    e("// fragments of tiles (s, 0) and (s, 1)")
+    if init:
+        for i in range(SLABS * 8):
+            e(f"mov.f32 %o{i}, 0f00000000;")
+    for s in range(SLABS):
+        _slab_rows(e, s, TILE)
+        for j in range(8):
+            e(f"movmatrix.sync.aligned.m8n8.trans.b16 %tv{j}, %k{j};")
+        for jj in range(2):
+            o = [f"%o{8 * s + 4 * jj + i}" for i in range(4)]
+            e(f"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{{', '.join(o)}}}, "
+              f"{{%tv{2 * jj}, %tv{2 * jj + 1}, %tv{4 + 2 * jj}, %tv{5 + 2 * jj}}}, {{%b0, %b1}}, {{{', '.join(o)}}};")
 
 
 def _slab_rows(e, s: int, off: int):
@@ -766,6 +1069,9 @@ def main() -> int:
         name = (ATTN_DECODE_QKNORM if qknorm else ATTN_DECODE).name
         (HERE / f"{name}.ptx").write_text(generate(qknorm))
         print(f"wrote {name}.ptx ({32 * WARPS} threads, {SMEM} B dynamic smem)")
+    for c, contract in ATTN_CLUSTER.items():
+        (HERE / f"{contract.name}.ptx").write_text(generate(True, cluster=c))
+        print(f"wrote {contract.name}.ptx (clusters of {c})")
     return 0
 
 

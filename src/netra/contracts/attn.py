@@ -116,4 +116,37 @@ ATTN_DECODE_QKNORM = dataclasses.replace(
     peers=("framework_op", "unfused"),  # unfused: qk_rmsnorm_d256, then attn_decode_d256 (the runner's two launches)
 )
 
-CONTRACTS = (ATTN_DECODE, ATTN_DECODE_QKNORM)
+# The cluster builds (attn_decode_d256_qknorm_c4, _c8): the qknorm step with C CTAs per (sequence, kv head), one
+# cluster each. CTA rank r takes pages r, r + C, .. up to pos's page, streaming the next page's K and V while it
+# computes this one, and merges them online; the CTAs then combine their partials through distributed shared memory,
+# each CTA C-th of the outputs. No scratch, no counters, no second wave: the grid is C x 2 x B whatever the context.
+ATTN_CLUSTER_SIZES = (4, 8)
+ATTN_CLUSTER_REGS = 168  # 3 CTAs a SM by shared memory: 3 x 128 x 168 registers fit the 64 K
+
+
+def _cluster(c: int) -> Contract:
+    q = ATTN_DECODE_QKNORM
+    return dataclasses.replace(
+        q,
+        name=f"{ATTN_QKNORM_NAME}_c{c}",
+        summary=q.summary + f"; {c} CTAs per (sequence, kv head) in one cluster, combined through shared memory",
+        params=tuple(p for p in q.params if p.name not in ("ws", "counters")),
+        grid=(str(c), str(KV_HEADS), "B"),
+        reduction_order=f"per (sequence, kv head), a cluster of {c} CTAs; CTA r: pages r, r + {c}, .. in order, each "
+        "warp's 16 tokens of a page by mma.sync (dims in 16 k-steps of a fixed permutation), merged online per warp "
+        "(running max, l and O rescaled by 2^(m_old - m_new)); the 4 warps' (m, l, O) in warp order; the CTAs' partials "
+        "in rank order (the max first, then O and l)",
+        bytes_read=f"B * NP * {PAGE * KV_HEADS * HEAD_DIM * 4} + B * {2 * Q_HEADS * HEAD_DIM * 2 + 2 * KV_HEADS * HEAD_DIM * 2 + ROTARY * 8 + 8} "
+        f"+ B * NP * 4 + {2 * HEAD_DIM * 2}",
+        bytes_written=f"B * ({Q_HEADS * HEAD_DIM * 2 + 2 * KV_HEADS * HEAD_DIM * 2})",
+        max_registers=ATTN_CLUSTER_REGS,
+        max_static_smem=512 + 2 * HEAD_DIM * 4 + 2 * 8 * 4 + MAX_PAGES // c * 4,  # ml, nw, the CTA's M and L, its page ids
+        peers=("framework_op", "unfused", "qknorm"),  # qknorm: attn_decode_d256_qknorm (one page a CTA, ws and counters)
+        cases_override=q.cases_override + tuple({"B": b, "NP": n, "P": p, "T": t} for b, n, p, t in (
+            (1, 64, 67, 4096), (8, 64, 515, 4096), (32, 64, 2051, 4096))),
+    )
+
+
+ATTN_CLUSTER = {c: _cluster(c) for c in ATTN_CLUSTER_SIZES}
+
+CONTRACTS = (ATTN_DECODE, ATTN_DECODE_QKNORM, *ATTN_CLUSTER.values())

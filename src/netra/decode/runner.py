@@ -103,8 +103,8 @@ class DecodeRunner:
             nh, nkv, hd = c.num_attention_heads, c.num_key_value_heads, c.head_dim
             dops.fp8_linear_norm(self.h, lw["in_norm"], eps, *lw["qkv_attn"], self.qkv_attn, self.x)
             qg, kb, vb = self.qg.view(B, nh, 2 * hd), self.kb.view(B, nkv, hd), self.vb.view(B, nkv, hd)
-            if (dops.ATTN_KERNEL and dops.ATTN_QKNORM
-                    and B * self.pages_per_seq * nkv <= dops.ATTN_QKNORM_MAX_CTAS):  # q_norm and k_norm too: one launch
+            if (dops.ATTN_KERNEL and dops.ATTN_QKNORM  # q_norm and k_norm too: one launch (the cluster builds: one wave)
+                    and (dops.ATTN_CLUSTER or B * self.pages_per_seq * nkv <= dops.ATTN_QKNORM_MAX_CTAS)):
                 dops.attention_decode_paged_qknorm(qg[:, :, :hd], kb, vb, qg[:, :, hd:], lw["q_norm"], lw["k_norm"],
                                                    self.cos, self.sin, self.positions, self.block_table,
                                                    self.k_pages[L], self.v_pages[L], self.ao, self.attn_ws,

@@ -244,7 +244,7 @@ def _public_call(name: str, b: dict):
         return lambda: dops.attention_decode_paged(b["q"], b["k"], b["v"], b["gate"], b["cos"], b["sin"], b["positions"],
                                                    b["block_table"], b["k_pages"], b["v_pages"], b["out"], b["ws"],
                                                    b["counters"])
-    if name == "attn_decode_d256_qknorm":
+    if name.startswith("attn_decode_d256_qknorm"):  # and its cluster builds: the op picks the build by the batch
         from ..decode import ops as dops
 
         return lambda: dops.attention_decode_paged_qknorm(b["q"], b["k"], b["v"], b["gate"], b["q_norm"], b["k_norm"],

@@ -1084,6 +1084,29 @@ def _attn_qknorm_unfused_peer(i, s):
     return {"out": out}
 
 
+def _attn_cl_ref(i):
+    """qk_rmsnorm then the attention step, both in float64 (the cluster builds: no scratch, no counters)."""
+    from ..reference import attn as ra
+
+    q, k = ref.qk_rmsnorm(i["q"], i["k"], i["q_norm"], i["k_norm"], EPS)
+    return ra.decode_step(q, k, i["v"], i["gate"], i["cos"], i["sin"], i["positions"], i["block_table"], i["k_pages"],
+                          i["v_pages"])
+
+
+def _attn_qknorm_kernel_peer(i, s):
+    """attn_decode_d256_qknorm, the build the cluster ones replace (one page a CTA, partials through ws, the last CTA
+    of a (sequence, kv head) combining them): launched by its own guard, whatever the op would pick."""
+    from ..ops import attn
+
+    B, nh, hd = i["q"].shape
+    out = torch.empty(B, nh * hd, dtype=torch.bfloat16, device=i["q"].device)
+    reason = attn.DECODE_QKNORM.go(i["q"], i["k"], i["v"], i["gate"], i["q_norm"], i["k_norm"], i["cos"], i["sin"],
+                                   i["positions"], i["block_table"], i["k_pages"], i["v_pages"], out, i["ws"],
+                                   i["counters"], s["eps"])
+    assert reason is None, reason
+    return {"out": out}
+
+
 TESTBEDS: dict[str, Testbed] = {
     "rmsnorm_h2048": Testbed(
         contracts.get("rmsnorm_h2048"), _make_rmsnorm,
@@ -1131,3 +1154,7 @@ TESTBEDS["attn_decode_d256_qknorm"] = Testbed(contracts.get("attn_decode_d256_qk
 
 def get(name: str) -> Testbed | None:
     return TESTBEDS.get(name)
+for _c in contracts.attn.ATTN_CLUSTER.values():
+    TESTBEDS[_c.name] = Testbed(_c, _make_attn_qknorm, _attn_cl_ref, None,
+                                {"framework_op": _attn_qknorm_framework_peer, "unfused": _attn_qknorm_unfused_peer,
+                                 "qknorm": _attn_qknorm_kernel_peer})
