@@ -64,6 +64,9 @@ current, each swap, current again, so drift shows as a difference between the tw
   does not (the 0bfb57b candidate, measured then only as a chain of itself, where x queued behind the chunks).
   Prediction: batch 1 PDL step 40-80 us less (1-2 us of moe_down's ~5.3 per layer), plain within +-10 us
   (nothing runs before the wait plainly); batch 8 20-40 us less with PDL. Bitwise.
+- cluster_prev (after 056f9ce): attn_decode_d256_qknorm (one page a CTA, its one-wave rule) in place of the cluster
+  builds attn_decode_d256_qknorm_c4 / _c8. Since this form every form's row also has late_plain_ms / late_pdl_ms: the
+  same runner timed at positions context - 61 .. context - 1 (every page read), after the early timing.
 - qknorm_prev (after 5ff6da7): the runner's qk_rmsnorm launch before attn_decode_d256 again, instead of
   attn_decode_d256_qknorm with the two norms inside (dops.ATTN_QKNORM off; the same bits). Prediction from the
   kernel records (qk_rmsnorm_d256 1.2 us as a PDL chain at M = 1, ~1.8 plainly; 10 attention layers): the current
@@ -293,7 +296,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
          "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem", "gate_in_router",
          "router_fused", "router_unfused", "experts_group", "router_poll", "router_coop", "moedown_grp_off", "experts_group32_off", "dense32_off",
-         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "current_again",
+         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster_prev", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
@@ -316,6 +319,8 @@ def time_step(packed, B: int, context: int, tokens, ref, row: dict, steps: int =
         ref = logits if ref is None else ref
         row["bitwise_equal_to_current" + (" (pdl)" if pdl else "")] = all(torch.equal(x, y) for x, y in zip(ref, logits))
         row["pdl_ms" if pdl else "plain_ms"] = dm._time_replays(runner, steps)
+        # the same runner at the end of its context (positions context - steps .. context - 1: every page read)
+        row["late_pdl_ms" if pdl else "late_plain_ms"] = dm._time_replays(runner, steps, start=context - steps - 3)
         del runner
         nops.set_pdl(False)
         bench.release()  # the next runner's timing waits for its scrub (netra.lifecycle.bench.settle, after d3acdef)
@@ -611,7 +616,7 @@ def main():
     real_moe, real_experts, real_gate = dops.moe_decode, dops.fp8_linear_experts, dops.fp8_linear_gate
     real_pipe_b, real_pipe_plain_b = dops.GDN_PIPE_PDL_B, dops.GDN_PIPE_B
     real_ba_fused, real_shared_merged, real_router_fused = dops.BA_FUSED, dops.MOE_SHARED_MERGED, dops.MOE_ROUTER_FUSED
-    real_attn_kernel, real_attn_qknorm = dops.ATTN_KERNEL, dops.ATTN_QKNORM
+    real_attn_kernel, real_attn_qknorm, real_attn_cluster = dops.ATTN_KERNEL, dops.ATTN_QKNORM, dops.ATTN_CLUSTER
     real_grp_rows, real_grp32_rows, real_dense32_rows = dops.MOE_DOWN_GRP_ROWS, dops.EXPERTS_GROUP32_ROWS, dops.DENSE32_ROWS
     real_res32_rows = dops.RES32_ROWS
     real_rf_rows = dops.MOE_ROUTER_FUSED_ROWS
@@ -655,6 +660,7 @@ def main():
             dops.MOE_SHARED_FIRST = form == "shared_first"
             dops.ATTN_KERNEL = real_attn_kernel and form != "attn_prev"
             dops.ATTN_QKNORM = real_attn_qknorm and form != "qknorm_prev"
+            dops.ATTN_CLUSTER = real_attn_cluster and form != "cluster_prev"
             dops.BA_FUSED = real_ba_fused and form != "ba_unfused"
             dops.GDN_PIPE_PDL_B = 1 << 30 if form == "pipe_prev" else real_pipe_b
             dops.GDN_PIPE_B = 1 << 30 if form == "pipe_prev" else real_pipe_plain_b
@@ -749,6 +755,7 @@ def main():
             dops.MOE_SHARED_FIRST = False
             dops.ATTN_KERNEL = real_attn_kernel
             dops.ATTN_QKNORM = real_attn_qknorm
+            dops.ATTN_CLUSTER = real_attn_cluster
             dops.BA_FUSED = real_ba_fused
             dops.MOE_SHARED_MERGED = real_shared_merged
             dops.MOE_ROUTER_FUSED = real_router_fused

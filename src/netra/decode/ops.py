@@ -754,7 +754,7 @@ ATTN_QKNORM_MAX_CTAS = 3 * SMS
 # attn_decode_d256_qknorm: one wave at any context, no scratch. Clusters of 8 up to ATTN_C8_MAX_B sequences, else of 4.
 # False: attn_decode_d256_qknorm (ws and counters), with its one-wave rule in the runner
 ATTN_CLUSTER = True
-ATTN_C8_MAX_B = 16
+ATTN_C8_MAX_B = 4
 
 
 def attn_cluster_for(batch: int) -> int:
