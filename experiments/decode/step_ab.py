@@ -64,6 +64,8 @@ current, each swap, current again, so drift shows as a difference between the tw
   does not (the 0bfb57b candidate, measured then only as a chain of itself, where x queued behind the chunks).
   Prediction: batch 1 PDL step 40-80 us less (1-2 us of moe_down's ~5.3 per layer), plain within +-10 us
   (nothing runs before the wait plainly); batch 8 20-40 us less with PDL. Bitwise.
+- cluster_plain (after bd25dbe): the cluster builds launched plainly in the PDL engine (their contracts' pdl
+  emptied), a diagnosis of the PDL engine's early-context time with them.
 - cluster_prev (after 056f9ce): attn_decode_d256_qknorm (one page a CTA, its one-wave rule) in place of the cluster
   builds attn_decode_d256_qknorm_c4 / _c8. Since this form every form's row also has late_plain_ms / late_pdl_ms: the
   same runner timed at positions context - 61 .. context - 1 (every page read), after the early timing.
@@ -296,7 +298,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
          "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem", "gate_in_router",
          "router_fused", "router_unfused", "experts_group", "router_poll", "router_coop", "moedown_grp_off", "experts_group32_off", "dense32_off",
-         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster_prev", "current_again",
+         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster_prev", "cluster_plain", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
@@ -711,6 +713,11 @@ def main():
                     carveout(fn, MAX_SHARED)
             if form == "carveout":
                 loader.load = lambda n, d: carved(real_load(n, d))
+            if form == "cluster_plain":  # the PDL engine launches the cluster attention builds plainly
+                for cname in ("attn_decode_d256_qknorm_c4", "attn_decode_d256_qknorm_c8"):
+                    cop = _dispatch.OPS[cname]
+                    real_contracts[cname] = cop.contract
+                    cop.contract = dataclasses.replace(cop.contract, pdl="")
             if form == "norm_prev":  # the PDL engine launches the swapped plain norm builds plainly
                 for opname, kname in (("rmsnorm", "rmsnorm_h2048"), ("qk_rmsnorm", "qk_rmsnorm_d256")):
                     nop = _dispatch.OPS[opname]
