@@ -223,3 +223,20 @@ def test_cluster_contracts():
         assert k.op == A.ATTN_DECODE_QKNORM.op and k.dynamic_smem == A.SMEM
         assert {(d["B"], d["NP"]) for d in k.cases()} >= {(1, 64), (8, 64), (32, 64)}
         assert all(case["T"] == case["NP"] * A.PAGE and case["P"] >= case["B"] * case["NP"] for case in k.cases())
+
+
+@pytest.mark.parametrize("c", sorted(A.ATTN_SPLIT))
+def test_split_builds_are_current_and_assemble_as_intended(c):
+    """attn_decode_d256_qknorm_s4 / _s8: the cluster builds' page walk (the same 32 HMMA, 66 MOVM, 64 cp.async) with
+    attn_decode_d256's combine (one atomic, no cluster barrier); no spills, within the contract's registers."""
+    g = paths.generator("attention", "gen_attn_decode")
+    name = A.ATTN_SPLIT[c].name
+    assert paths.ptx_path("sm_90a", "attention", name).read_text() == g.generate(True, split=c), "run gen_attn_decode.py"
+    res = build.resource_usage(toolchain.ptxas(), paths.ptx_path("sm_90a", "attention", name))
+    assert res["spill_stores"] == res["spill_loads"] == res["stack_frame"] == 0, res
+    assert res["registers"] <= A.ATTN_SPLIT[c].max_registers
+    ops = re.findall(r"\b(HMMA|MOVM|LDGSTS|ATOMG|LDL|STL|UCGABAR_ARV)[.A-Z0-9]*", build.disasm(name))
+    assert ops.count("HMMA") == 32 and ops.count("MOVM") == 66 and ops.count("LDGSTS") == 64
+    assert ops.count("ATOMG") == 1 and "UCGABAR_ARV" not in ops and "LDL" not in ops and "STL" not in ops
+    k = A.ATTN_SPLIT[c]
+    assert k.grid_for({"B": 3, "NP": 64, "P": 200, "T": 4096}) == (c, A.KV_HEADS, 3) and k.op == A.ATTN_DECODE_QKNORM.op

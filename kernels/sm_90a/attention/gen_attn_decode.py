@@ -41,7 +41,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "src"))
-from netra.contracts.attn import (ATTN_CLUSTER, ATTN_DECODE, ATTN_DECODE_QKNORM, HEAD_DIM,  # noqa: E402
+from netra.contracts.attn import (ATTN_CLUSTER, ATTN_SPLIT, ATTN_DECODE, ATTN_DECODE_QKNORM, HEAD_DIM,  # noqa: E402
                                   KV_HEADS, MAX_PAGES, PAGE, PART,  # (written once)
                                   Q_HEADS, ROTARY, SMEM, WARPS)
 from netra.contracts.spec import Scalar, Tensor  # noqa: E402
@@ -77,16 +77,22 @@ for _c in (ATTN_DECODE, ATTN_DECODE_QKNORM):
     assert {p.name for p in _c.params[:_n]} <= set(REG)
 
 
-def generate(qknorm: bool = False, once: bool = False, cluster: int = 0) -> str:
+def generate(qknorm: bool = False, once: bool = False, cluster: int = 0, split: int = 0) -> str:
     """attn_decode_d256; with ``qknorm`` attn_decode_d256_qknorm (q_norm and k_norm first, bitwise qk_rmsnorm_d256's).
     ``once`` (a candidate, experiments/attention/qknorm_once_variant.py; with qknorm): each CTA normalizes its 8 query
     heads once, warp w heads 2 w and 2 w + 1 in qk_rmsnorm_d256's own lane layout, into shared memory, and every warp
     reads its q fragments from there (the promoted build: every warp normalizes all 8 in its fragment layout); the
     weights in registers. The same bits.
-    ``cluster`` (with qknorm): attn_decode_d256_qknorm_c{cluster}, the cluster build (_cluster_doc below)."""
+    ``cluster`` (with qknorm): attn_decode_d256_qknorm_c{cluster}, a cluster build: CTA rank r of a (sequence, kv
+    head)'s cluster walks pages r, r + cluster, .. (_cl_pages), the partials combined through distributed shared
+    memory (_cl_combine). ``split`` (with qknorm): attn_decode_d256_qknorm_s{split}, the same walk by ``split`` CTAs
+    without a cluster, their partials combined as attn_decode_d256's pages are (ws, the counter, the last CTA)."""
     assert qknorm or not once
-    assert not cluster or (qknorm and not once and cluster in ATTN_CLUSTER)
-    C = ATTN_CLUSTER[cluster] if cluster else ATTN_DECODE_QKNORM if qknorm else ATTN_DECODE
+    assert not cluster or (qknorm and not once and cluster in ATTN_CLUSTER and not split)
+    assert not split or (qknorm and not once and split in ATTN_SPLIT)
+    C = (ATTN_CLUSTER[cluster] if cluster else ATTN_SPLIT[split] if split else ATTN_DECODE_QKNORM if qknorm
+         else ATTN_DECODE)
+    walk = cluster or split  # CTAs per (sequence, kv head) walking its pages (0: one page a CTA)
     E = 16 // cluster if cluster else 0  # (cluster) outputs a thread combines
     name = C.name
     params = tuple(p.name for p in C.params if isinstance(p, Tensor))  # the contract's order, written there
@@ -116,6 +122,7 @@ def generate(qknorm: bool = False, once: bool = False, cluster: int = 0) -> str:
     e(f".reqntid {32 * WARPS}")
     if cluster:
         e(f".reqnctapercluster {cluster}, 1, 1")
+    if walk:
         e(f".maxnreg {C.max_registers}  // 3 CTAs a SM (shared memory) allow 168")
     elif qknorm:
         e(".maxnreg 128  // 167 unbounded, with nothing gained: 3 CTAs a SM either way (shared memory); 128 spill nothing")
@@ -123,13 +130,15 @@ def generate(qknorm: bool = False, once: bool = False, cluster: int = 0) -> str:
     e(f".shared .align 16 .b32 ml[{WARPS * 16}];  // per warp: m of its 8 heads, then l")
     if cluster:
         e(f".shared .align 16 .f32 cml[{2 * GROUP}];  // the CTA's partial: M of its 8 heads, then L (O over warp 0's V tile)")
-        e(f".shared .align 4 .b32 pids[{MAX_PAGES // cluster}];  // this CTA's page ids: pages rank, rank + {cluster}, ..")
-        e(".reg .b32 %w16, %cpg, %pn, %it, %pidl, %pidt, %pidc, %ir<8>, %nk<8>, %nka, %gs<4>, %hd, %dm, %nv;")
-        e(f".reg .f32 %mr<2>, %lr<2>, %al<2>, %cm<{cluster}>, %cl<{cluster}>, %co<{cluster * E}>;")
-        e(f".reg .pred %pall, %pempty, %pown, %pmore, %pw, %ptab, %pi, %pj<{cluster}>;")
-        e(".reg .b64 %ai, %lane16, %po2;")
     else:
         e(".shared .align 4 .b32 ticket;")
+    if walk:
+        cl_f, cl_p = (f", %cm<{cluster}>, %cl<{cluster}>, %co<{cluster * E}>", f", %pj<{cluster}>") if cluster else ("", "")
+        e(f".shared .align 4 .b32 pids[{MAX_PAGES // walk}];  // this CTA's page ids: pages rank, rank + {walk}, ..")
+        e(".reg .b32 %w16, %cpg, %pn, %it, %pidl, %pidt, %pidc, %ir<8>, %nk<8>, %nka, %gs<4>, %hd, %dm, %nv;")
+        e(f".reg .f32 %mr<2>, %lr<2>, %al<2>{cl_f};")
+        e(f".reg .pred %pall, %pempty, %pown, %pmore, %pw, %ptab, %pi{cl_p};")
+        e(".reg .b64 %ai, %lane16, %po2;")
     if once:
         e(f".shared .align 16 .b8 qs[{GROUP * QS_STRIDE}];  // the 8 normalized heads, {QS_STRIDE} B apart (no bank conflict)")
         e(".reg .b32 %wq<4>, %wk<4>;")
@@ -187,15 +196,15 @@ def generate(qknorm: bool = False, once: bool = False, cluster: int = 0) -> str:
     e("mad.lo.u32 %r0, %b, %NP, %page;")
     e("mul.wide.u32 %a, %r0, 4;")
     e("add.s64 %a, %pbt, %a;")
-    if cluster:
-        e("// (cluster) the CTA's first page is its rank, which may be past NP; thread th < "
-          f"{MAX_PAGES // cluster} loads the id of its page rank + {cluster} th for the table")
+    if walk:
+        e(f"// {'(cluster) ' if cluster else ''}the CTA's first page is its rank, which may be past NP; thread th < "
+          f"{MAX_PAGES // walk} loads the id of its page rank + {walk} th for the table")
         e("setp.lt.u32 %pi, %page, %NP;")
         e("mov.u32 %pid, 0;")
         e("@%pi ld.global.nc.u32 %pid, [%a];")
-        e(f"mad.lo.u32 %r1, %th, {cluster}, %page;")
+        e(f"mad.lo.u32 %r1, %th, {walk}, %page;")
         e("setp.lt.u32 %ptab, %r1, %NP;")
-        e(f"setp.lt.and.u32 %ptab, %th, {MAX_PAGES // cluster}, %ptab;")
+        e(f"setp.lt.and.u32 %ptab, %th, {MAX_PAGES // walk}, %ptab;")
         e("mad.lo.u32 %r1, %b, %NP, %r1;")
         e("mul.wide.u32 %a2, %r1, 4;")
         e("add.s64 %a2, %pbt, %a2;")
@@ -215,14 +224,17 @@ def generate(qknorm: bool = False, once: bool = False, cluster: int = 0) -> str:
     e("POS_OK:")
     e("cvt.u32.u64 %tok, %pos;  // pos < 2^31 here")
     e(f"shr.u32 %last, %tok, {PAGE.bit_length() - 1};")
-    if cluster:
+    if walk:
         e("add.u32 %n, %last, 1;")
         e("setp.eq.u32 %pone, %n, 1;")
         e("setp.gt.u32 %pempty, %page, %last;")
-        e("and.pred %p, %pempty, %pone;")
-        e("@%p exit;  // one page: rank 0 alone, no cluster exchange")
-        e("@%pempty bra EMPTY;  // no page of its own: it only combines its slice")
-        e(f"and.b32 %r0, %last, {cluster - 1};")
+        if cluster:
+            e("and.pred %p, %pempty, %pone;")
+            e("@%p exit;  // one page: rank 0 alone, no cluster exchange")
+            e("@%pempty bra EMPTY;  // no page of its own: it only combines its slice")
+        else:
+            e("@%pempty exit;  // no page of its own")
+        e(f"and.b32 %r0, %last, {walk - 1};")
         e("setp.eq.u32 %pown, %r0, %page;  // this CTA holds the last page (pos's)")
         e("mad.lo.u32 %r0, %b, %NP, %last;")
         e("mul.wide.u32 %a, %r0, 4;")
@@ -234,7 +246,7 @@ def generate(qknorm: bool = False, once: bool = False, cluster: int = 0) -> str:
         e("add.u32 %n, %last, 1;")
         e("setp.eq.u32 %pone, %n, 1;")
     e("// 2. the warp's 16 rows by cp.async; rows >= pos zero-filled")
-    if cluster:
+    if walk:
         e("shl.b32 %w16, %warp, 4;")
         e("mul.wide.u32 %lane16, %lane, 16;")
         e(f"mad.lo.u32 %sk, %warp, {2 * TILE}, %sb;  // the warp's K tile, then its V tile")
@@ -304,7 +316,7 @@ def generate(qknorm: bool = False, once: bool = False, cluster: int = 0) -> str:
         e("ld.global.nc.u32 %nwk, [%a2];")
     e("griddepcontrol.wait;  // q, k, v are the previous kernels' outputs (PDL; a no-op launched plainly)")
     e("griddepcontrol.launch_dependents;")
-    if cluster:
+    if walk:
         e("// the page table to shared memory (read from the second page on; the norm's barrier orders it)")
         e("mov.u32 %ir0, pids;")
         e("shl.b32 %ir1, %th, 2;")
@@ -344,7 +356,7 @@ def generate(qknorm: bool = False, once: bool = False, cluster: int = 0) -> str:
     e("// rope on dims 0..63: x' = x cos - x[+32] sin (slab 0), x' = x cos + x[-32] sin (slab 1); bf16 again")
     _rope(e, "q", 0, 4, "c", "sn")
     e("// 4. the new token (the warp holding pos in the last page): rope(k) and v, row pos & 15 of the tiles")
-    e("mov.pred %pnew, %pown;" if cluster else "setp.eq.u32 %pnew, %page, %last;")
+    e("mov.pred %pnew, %pown;" if walk else "setp.eq.u32 %pnew, %page, %last;")
     e("and.b32 %r0, %tok, 63;")
     e("shr.u32 %r1, %r0, 4;")
     e("setp.eq.and.u32 %pnew, %r1, %warp, %pnew;")
@@ -404,9 +416,9 @@ def generate(qknorm: bool = False, once: bool = False, cluster: int = 0) -> str:
         e(f"cvt.rn.bf16x2.f32 %k{j}, %x{2 * j + 1}, %x{2 * j};")
     e("NEW_ROPED:")
     e("// the cache rows (a valid page only)")
-    if cluster:
+    if walk:
         e("setp.lt.u32 %pl, %pidl, %P;")
-    e(f"mad.lo.u32 %r2, {'%pidl' if cluster else '%pid'}, {PAGE}, %r0;")
+    e(f"mad.lo.u32 %r2, {'%pidl' if walk else '%pid'}, {PAGE}, %r0;")
     e(f"mad.lo.u32 %r2, %r2, {KV_HEADS}, %kvh;")
     e(f"mul.wide.u32 %a, %r2, {ROWB};")
     e("mul.wide.u32 %a2, %lane, 16;")
@@ -416,8 +428,8 @@ def generate(qknorm: bool = False, once: bool = False, cluster: int = 0) -> str:
     e("add.s64 %a2, %pvp, %a;")
     e("@%pl st.global.v4.b32 [%a2], {%k4, %k5, %k6, %k7};")
     e("NEW_DONE:")
-    if cluster:
-        _cl_pages(e, cluster)
+    if walk:
+        _cl_pages(e, walk)
     else:
         e("cp.async.wait_all;")
         e("@!%pnew bra TILES_READY;")
@@ -489,11 +501,14 @@ def generate(qknorm: bool = False, once: bool = False, cluster: int = 0) -> str:
                 a = f"%acc{4 * v + i}"
                 e(f"mul.f32 {a}, %fw, %y{i};" if w == 0 else f"fma.rn.f32 {a}, %fw, %y{i}, {a};")
         e("mul.f32 %Lsum, %fw, %lw;" if w == 0 else "fma.rn.f32 %Lsum, %fw, %lw, %Lsum;")
-    if cluster:
+    if walk:
         e("mov.pred %pl, %pall;  // every page of this CTA valid")
+    if cluster:
         e("@%pone bra FINAL;")
         _cl_combine(e, cluster)
     else:
+        if split:
+            e(f"min.u32 %n, %n, {split};  // the partials: one a CTA with pages, at its rank")
         e("@%pone bra FINAL;")
         e("// 10. more than one page: this page's partial to ws, then the last CTA of (b, kvh) combines them in page order")
         e(f"mad.lo.u32 %r0, %b, {KV_HEADS}, %kvh;")
@@ -1072,6 +1087,9 @@ def main() -> int:
     for c, contract in ATTN_CLUSTER.items():
         (HERE / f"{contract.name}.ptx").write_text(generate(True, cluster=c))
         print(f"wrote {contract.name}.ptx (clusters of {c})")
+    for c, contract in ATTN_SPLIT.items():
+        (HERE / f"{contract.name}.ptx").write_text(generate(True, split=c))
+        print(f"wrote {contract.name}.ptx ({c} CTAs per sequence and kv head, partials through ws)")
     return 0
 
 

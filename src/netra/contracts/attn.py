@@ -149,4 +149,40 @@ def _cluster(c: int) -> Contract:
 
 ATTN_CLUSTER = {c: _cluster(c) for c in ATTN_CLUSTER_SIZES}
 
-CONTRACTS = (ATTN_DECODE, ATTN_DECODE_QKNORM, *ATTN_CLUSTER.values())
+
+# The split builds (attn_decode_d256_qknorm_s4, _s8): the cluster builds' page walk by C CTAs per (sequence, kv head)
+# without a cluster; each CTA with pages writes one partial to ws, the last to arrive combines them (at most C, in rank
+# order) as attn_decode_d256 combines its pages. A CTA without pages exits at once, as there.
+ATTN_SPLIT_SIZES = (4, 8)
+
+
+def _parts(c: int) -> str:
+    """min(NP, c) as a contract expression (no builtins there): the partials of a (sequence, kv head)."""
+    return f"((NP < {c}) * NP + (NP >= {c}) * {c})"
+
+
+def _split(c: int) -> Contract:
+    q = ATTN_DECODE_QKNORM
+    return dataclasses.replace(
+        q,
+        name=f"{ATTN_QKNORM_NAME}_s{c}",
+        summary=q.summary + f"; {c} CTAs per (sequence, kv head), their partials combined by the last to arrive",
+        grid=(str(c), str(KV_HEADS), "B"),
+        reduction_order=f"per (sequence, kv head), {c} CTAs; CTA r: pages r, r + {c}, .. in order, each warp's 16 "
+        "tokens of a page by mma.sync (dims in 16 k-steps of a fixed permutation), merged online per warp (running max, l "
+        "and O rescaled by 2^(m_old - m_new)); the 4 warps' (m, l, O) in warp order; the CTAs' partials in rank order by "
+        "the last CTA to arrive",
+        bytes_read=f"B * NP * {PAGE * KV_HEADS * HEAD_DIM * 4} + B * {2 * Q_HEADS * HEAD_DIM * 2 + 2 * KV_HEADS * HEAD_DIM * 2 + ROTARY * 8 + 8} "
+        f"+ B * NP * 4 + {2 * HEAD_DIM * 2} + B * {_parts(c)} * {KV_HEADS * PART * 4}",
+        bytes_written=f"B * ({Q_HEADS * HEAD_DIM * 2 + 2 * KV_HEADS * HEAD_DIM * 2 + KV_HEADS * 4}) + B * {_parts(c)} * "
+        f"{KV_HEADS * PART * 4}",
+        max_registers=ATTN_CLUSTER_REGS,
+        max_static_smem=512 + 2 * HEAD_DIM * 4 + MAX_PAGES // c * 4,  # ml and the ticket, nw, its page ids
+        peers=("framework_op", "unfused", "qknorm"),
+        cases_override=ATTN_CLUSTER[c].cases_override,
+    )
+
+
+ATTN_SPLIT = {c: _split(c) for c in ATTN_SPLIT_SIZES}
+
+CONTRACTS = (ATTN_DECODE, ATTN_DECODE_QKNORM, *ATTN_CLUSTER.values(), *ATTN_SPLIT.values())
