@@ -152,14 +152,8 @@ def test_bench_contracts_byte_counts(name):
 def t_bytes(c, t, case):
     """A tensor's bytes; of a pool (first dimension P, indexed by slot ids) only the B slots a call addresses; of a
     paged cache (P pages of rows) the B rows a call appends."""
-    from netra.contracts.attn import ATTN_SPLIT
-
     n = 1
     paged = c.family == "attention" and t.shape[0] == "P"
-    split = next((s for s, k in ATTN_SPLIT.items() if k.name == c.name), 0)
-    if split and t.name == "ws":  # scratch: one partial a CTA with pages, at most min(NP, split)
-        n = case["B"] * c.shape_of(t, case)[1] * min(case["NP"], split) * c.shape_of(t, case)[3]
-        return n * contracts.DTYPES[t.dtype][1]
     for i, d in enumerate(c.shape_of(t, case)):
         n *= case["B"] if i == 0 and t.shape[0] == "P" else 1 if i == 1 and paged else d
     return n * contracts.DTYPES[t.dtype][1]
@@ -213,8 +207,7 @@ def test_every_op_has_its_contract():
                                 "fp8_gemv_n2048_k4608_moedown_grp", "gdn_decode_b32_smem",
                                 "gdn_decode_b32_smem_pdl", "gdn_decode_b32_pipe", "gdn_decode_b32_pipe_pdl", "lm_head_argmax",
                                 "attention_decode_paged", "attention_decode_paged_qknorm",
-                                "attn_decode_d256_qknorm_c4", "attn_decode_d256_qknorm_c8",
-                                "attn_decode_d256_qknorm_s4", "attn_decode_d256_qknorm_s8"} | proj
+                                "attn_decode_d256_qknorm_c4", "attn_decode_d256_qknorm_c8"} | proj
     for key, k in netra.ops.OPS.items():
         assert contracts.REGISTRY[k.contract.name].op == k.op and key in (k.op, k.contract.name)
 

@@ -1030,29 +1030,26 @@ def test_attention_decode_paged_qknorm_kernel(B, NP, monkeypatch):
         assert torch.equal(out, pair[0]) and not i["counters"].any()
 
 
-@pytest.mark.parametrize("kind,c", [("cluster", 4), ("cluster", 8), ("split", 4), ("split", 8)])
+@pytest.mark.parametrize("c", [4, 8])
 @pytest.mark.parametrize("B,NP", [(1, 1), (1, 2), (1, 16), (3, 5), (8, 16), (32, 16), (2, 64)])
-def test_attention_cluster_kernels(B, NP, kind, c, monkeypatch):
-    """attn_decode_d256_qknorm_c4 / _c8 (and the split builds _s4 / _s8) by their guards: out within float64's
-    tolerance, the appended cache rows the bits of attn_decode_d256_qknorm's (the same code), out NaN-poisoned before
-    every launch, repeated, graph and PDL launches the same bits (split: counters left zero), and the op picks the
-    build attn_cluster_for (attn_split_for) names; a position past the cache gives NaN for that sequence and writes no
-    row; an invalid page id gives NaN for its sequence alone."""
+def test_attention_cluster_kernels(B, NP, c, monkeypatch):
+    """attn_decode_d256_qknorm_c4 / _c8 by their guards: out within float64's tolerance, the appended cache rows the
+    bits of attn_decode_d256_qknorm's (the same code), out NaN-poisoned before every launch, repeated, graph and PDL
+    launches the same bits, and the op picks the build attn_cluster_for names; a position past the cache gives NaN for
+    that sequence and writes no row; an invalid page id gives NaN for its sequence alone."""
     from netra.contracts import attn as A
     from netra.decode import ops as dops
     from netra.lifecycle import testbeds
     from netra.ops import attn
 
-    split = kind == "split"
-    op = (attn.DECODE_QKNORM_SPLIT if split else attn.DECODE_QKNORM_CL)[c]
-    tb = testbeds.get((A.ATTN_SPLIT if split else A.ATTN_CLUSTER)[c].name)
+    op = attn.DECODE_QKNORM_CL[c]
+    tb = testbeds.get(A.ATTN_CLUSTER[c].name)
     i = tb.make({"B": B, "NP": NP, "P": B * NP + 3, "T": NP * A.PAGE}, torch.Generator().manual_seed(7 * B + NP + c), "cuda")
     kp0, vp0 = i["k_pages"].clone(), i["v_pages"].clone()
-    want = tb.reference({**i, "kernel_ws": i["ws"]} if split else i)
+    want = tb.reference(i)
     out = torch.full((B, A.Q_HEADS * A.HEAD_DIM), float("nan"), dtype=torch.bfloat16, device="cuda")
-    scratch = (i["ws"], i["counters"]) if split else ()
     cargs = lambda: (i["q"], i["k"], i["v"], i["gate"], i["q_norm"], i["k_norm"], i["cos"], i["sin"],  # noqa: E731
-                     i["positions"], i["block_table"], i["k_pages"], i["v_pages"], out, *scratch, EPS)
+                     i["positions"], i["block_table"], i["k_pages"], i["v_pages"], out, EPS)
 
     def restore():
         i["k_pages"].copy_(kp0)
@@ -1066,7 +1063,6 @@ def test_attention_cluster_kernels(B, NP, kind, c, monkeypatch):
         return out.clone(), i["k_pages"].clone(), i["v_pages"].clone()
 
     monkeypatch.setattr(dops, "ATTN_CLUSTER", False)  # the one-page-a-CTA build's cache rows
-    monkeypatch.setattr(dops, "ATTN_SPLIT", False)
     restore()
     dops.attention_decode_paged_qknorm(*cargs()[:13], i["ws"], i["counters"], EPS)
     torch.cuda.synchronize()
@@ -1088,15 +1084,14 @@ def test_attention_cluster_kernels(B, NP, kind, c, monkeypatch):
         restore()
         with _pdl(pdl):  # the guard rebound with (or without) the PDL launcher
             assert op.go(*cargs()) is None
-        assert torch.equal(out, first[0]) and not i["counters"].any()
+        assert torch.equal(out, first[0])
     monkeypatch.setattr(dops, "ATTN_CLUSTER", True)
-    monkeypatch.setattr(dops, "ATTN_SPLIT", split)
-    monkeypatch.setattr(dops, "ATTN_S8_MAX_B" if split else "ATTN_C8_MAX_B", B if c == 8 else B - 1)
+    monkeypatch.setattr(dops, "ATTN_C8_MAX_B", B if c == 8 else B - 1)
     restore()
     ops.reset_stats()
     dops.attention_decode_paged_qknorm(*cargs()[:13], i["ws"], i["counters"], EPS)
     torch.cuda.synchronize()
-    assert _misses(op.contract.name) == 0 and torch.equal(out, first[0]) and not i["counters"].any()
+    assert _misses(op.contract.name) == 0 and torch.equal(out, first[0])
     # a position past the cache, and (with more than one sequence) an invalid page id in the last sequence's first page
     restore()
     i["positions"][0] = NP * A.PAGE

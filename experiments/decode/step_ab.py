@@ -64,8 +64,9 @@ current, each swap, current again, so drift shows as a difference between the tw
   does not (the 0bfb57b candidate, measured then only as a chain of itself, where x queued behind the chunks).
   Prediction: batch 1 PDL step 40-80 us less (1-2 us of moe_down's ~5.3 per layer), plain within +-10 us
   (nothing runs before the wait plainly); batch 8 20-40 us less with PDL. Bitwise.
-- split (after 768020c): the split builds attn_decode_d256_qknorm_s4 / _s8 (the cluster builds' page walk without
-  clusters, partials through ws) in place of the cluster builds.
+- cluster (after 38dbbc6): the cluster builds on (dops.ATTN_CLUSTER, off by default since 38dbbc6; the runs at
+  bd25dbe, 768020c and 606fb91 had them on in "current"). split (606fb91 only; its dispatch is gone with its
+  contracts): the split candidates (experiments/attention/split_variant_606fb91.json) in their place.
 - cluster_plain (after bd25dbe): the cluster builds launched plainly in the PDL engine (their contracts' pdl
   emptied), a diagnosis of the PDL engine's early-context time with them.
 - cluster_prev (after 056f9ce): attn_decode_d256_qknorm (one page a CTA, its one-wave rule) in place of the cluster
@@ -300,7 +301,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
          "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem", "gate_in_router",
          "router_fused", "router_unfused", "experts_group", "router_poll", "router_coop", "moedown_grp_off", "experts_group32_off", "dense32_off",
-         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster_prev", "cluster_plain", "split", "current_again",
+         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_prev", "cluster_plain", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
@@ -621,7 +622,6 @@ def main():
     real_pipe_b, real_pipe_plain_b = dops.GDN_PIPE_PDL_B, dops.GDN_PIPE_B
     real_ba_fused, real_shared_merged, real_router_fused = dops.BA_FUSED, dops.MOE_SHARED_MERGED, dops.MOE_ROUTER_FUSED
     real_attn_kernel, real_attn_qknorm, real_attn_cluster = dops.ATTN_KERNEL, dops.ATTN_QKNORM, dops.ATTN_CLUSTER
-    real_attn_split = dops.ATTN_SPLIT
     real_grp_rows, real_grp32_rows, real_dense32_rows = dops.MOE_DOWN_GRP_ROWS, dops.EXPERTS_GROUP32_ROWS, dops.DENSE32_ROWS
     real_res32_rows = dops.RES32_ROWS
     real_rf_rows = dops.MOE_ROUTER_FUSED_ROWS
@@ -665,8 +665,7 @@ def main():
             dops.MOE_SHARED_FIRST = form == "shared_first"
             dops.ATTN_KERNEL = real_attn_kernel and form != "attn_prev"
             dops.ATTN_QKNORM = real_attn_qknorm and form != "qknorm_prev"
-            dops.ATTN_CLUSTER = real_attn_cluster and form != "cluster_prev"
-            dops.ATTN_SPLIT = real_attn_split or form == "split"
+            dops.ATTN_CLUSTER = (real_attn_cluster or form in ("cluster", "cluster_plain")) and form != "cluster_prev"
             dops.BA_FUSED = real_ba_fused and form != "ba_unfused"
             dops.GDN_PIPE_PDL_B = 1 << 30 if form == "pipe_prev" else real_pipe_b
             dops.GDN_PIPE_B = 1 << 30 if form == "pipe_prev" else real_pipe_plain_b
@@ -767,7 +766,6 @@ def main():
             dops.ATTN_KERNEL = real_attn_kernel
             dops.ATTN_QKNORM = real_attn_qknorm
             dops.ATTN_CLUSTER = real_attn_cluster
-            dops.ATTN_SPLIT = real_attn_split
             dops.BA_FUSED = real_ba_fused
             dops.MOE_SHARED_MERGED = real_shared_merged
             dops.MOE_ROUTER_FUSED = real_router_fused

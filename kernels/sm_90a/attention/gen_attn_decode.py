@@ -85,8 +85,9 @@ def generate(qknorm: bool = False, once: bool = False, cluster: int = 0, split: 
     weights in registers. The same bits.
     ``cluster`` (with qknorm): attn_decode_d256_qknorm_c{cluster}, a cluster build: CTA rank r of a (sequence, kv
     head)'s cluster walks pages r, r + cluster, .. (_cl_pages), the partials combined through distributed shared
-    memory (_cl_combine). ``split`` (with qknorm): attn_decode_d256_qknorm_s{split}, the same walk by ``split`` CTAs
-    without a cluster, their partials combined as attn_decode_d256's pages are (ws, the counter, the last CTA)."""
+    memory (_cl_combine). ``split`` (with qknorm; a candidate, experiments/attention/split_variant_606fb91.json):
+    attn_decode_d256_qknorm_s{split}, the same walk by ``split`` CTAs without a cluster, their partials combined as
+    attn_decode_d256's pages are (ws, the counter, the last CTA)."""
     assert qknorm or not once
     assert not cluster or (qknorm and not once and cluster in ATTN_CLUSTER and not split)
     assert not split or (qknorm and not once and split in ATTN_SPLIT)
@@ -1087,9 +1088,6 @@ def main() -> int:
     for c, contract in ATTN_CLUSTER.items():
         (HERE / f"{contract.name}.ptx").write_text(generate(True, cluster=c))
         print(f"wrote {contract.name}.ptx (clusters of {c})")
-    for c, contract in ATTN_SPLIT.items():
-        (HERE / f"{contract.name}.ptx").write_text(generate(True, split=c))
-        print(f"wrote {contract.name}.ptx ({c} CTAs per sequence and kv head, partials through ws)")
     return 0
 
 

@@ -150,9 +150,10 @@ def _cluster(c: int) -> Contract:
 ATTN_CLUSTER = {c: _cluster(c) for c in ATTN_CLUSTER_SIZES}
 
 
-# The split builds (attn_decode_d256_qknorm_s4, _s8): the cluster builds' page walk by C CTAs per (sequence, kv head)
-# without a cluster; each CTA with pages writes one partial to ws, the last to arrive combines them (at most C, in rank
-# order) as attn_decode_d256 combines its pages. A CTA without pages exits at once, as there.
+# Candidates, not registered (experiments/attention/split_variant_606fb91.json; docs/notes/attention.md): the split
+# builds attn_decode_d256_qknorm_s4, _s8, the cluster builds' page walk by C CTAs per (sequence, kv head) without a
+# cluster; each CTA with pages writes one partial to ws, the last to arrive combines them (at most C, in rank order) as
+# attn_decode_d256 combines its pages. A CTA without pages exits at once, as there. The generator emits them from these.
 ATTN_SPLIT_SIZES = (4, 8)
 
 
@@ -185,4 +186,4 @@ def _split(c: int) -> Contract:
 
 ATTN_SPLIT = {c: _split(c) for c in ATTN_SPLIT_SIZES}
 
-CONTRACTS = (ATTN_DECODE, ATTN_DECODE_QKNORM, *ATTN_CLUSTER.values(), *ATTN_SPLIT.values())
+CONTRACTS = (ATTN_DECODE, ATTN_DECODE_QKNORM, *ATTN_CLUSTER.values())

@@ -164,7 +164,7 @@ def token_gates(ckpt: ck.Checkpoint, prompts, free_prompt, free_steps: int, devi
 
 ABLATE = ("fp8_linear", "fp8_linear_norm", "fp8_linear_add", "fp8_linear_experts", "moe_router", "moe_router_norm",
           "fp8_linear_experts_router", "moe_down", "bf16_linear2", "gdn_decode", "lm_head_argmax", "attention_decode_paged",
-          "attention_decode_paged_qknorm", "attn_cluster")  # switched off alone at batch 1
+          "attention_decode_paged_qknorm")  # switched off alone at batch 1
 # an ablation's ops: FP8 projections off means the fused ones too; the router off means its
 # fused-norm kernel too (the PyTorch router); a fused op alone off is its unfused path
 # (fp8_linear_norm: rmsnorm_h2048, then the plain FP8 kernel; fp8_linear_add: the plain kernel,
@@ -185,10 +185,8 @@ ABLATE_OPS = {"fp8_linear": ("fp8_linear", "fp8_linear_norm", "fp8_linear_add", 
               # attention off: both its kernels (the qknorm op's fallback is qk_rmsnorm_d256, then the attention op's
               # framework path: RoPE, the append, the gather and SDPA per layer); the qknorm op alone off measures the
               # fusion (qk_rmsnorm_d256, then attn_decode_d256)
-              "attention_decode_paged": ("attention_decode_paged", "attention_decode_paged_qknorm"),
-              # the cluster builds off: attn_decode_d256_qknorm (one page a CTA) in their place; also timed late
-              "attn_cluster": ("attn_decode_d256_qknorm_c4", "attn_decode_d256_qknorm_c8")}
-LATE_TOO = ("netra-kernels-graph", "netra-kernels-minus-attn_cluster-graph")  # engines also timed at the context's end
+              "attention_decode_paged": ("attention_decode_paged", "attention_decode_paged_qknorm")}
+LATE_TOO = ("netra-kernels-graph",)  # engines also timed at the context's end
 
 
 PROFILED = ("netra-framework-graph", "netra-kernels-graph")  # engines whose op breakdown is recorded

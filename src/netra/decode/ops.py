@@ -751,9 +751,12 @@ ATTN_QKNORM_MAX_CTAS = 3 * SMS
 
 # The cluster builds (attn_decode_d256_qknorm_c4 / _c8: C CTAs per (sequence, kv head), each walking its pages and
 # streaming the next while it computes, the partials combined through distributed shared memory) in place of
-# attn_decode_d256_qknorm: one wave at any context, no scratch. Clusters of 8 up to ATTN_C8_MAX_B sequences, else of 4.
-# False: attn_decode_d256_qknorm (ws and counters), with its one-wave rule in the runner
-ATTN_CLUSTER = True
+# attn_decode_d256_qknorm: one wave at any context, no scratch. Clusters of 8 up to ATTN_C8_MAX_B sequences, else of 4
+# (the kernel records at d615fa7: c8 ahead at B <= 3, c4 at B = 32, within 1 us at B = 8). Off until the decode gates
+# have run with them (docs/notes/attention.md, after 056f9ce): their step A/Bs at context 1024 are 38-46 / 48-95 /
+# 186-195 us faster per step at positions 960..1023 (batch 1 / 8 / 32, PDL / plain), and 16-29 / 33-47 us slower with
+# PDL at positions 3..66 at batch 1 / 8. True: the op takes them (and the runner drops its one-wave rule)
+ATTN_CLUSTER = False
 ATTN_C8_MAX_B = 4
 
 
@@ -762,36 +765,17 @@ def attn_cluster_for(batch: int) -> int:
     return 8 if batch <= ATTN_C8_MAX_B else 4
 
 
-# The split builds (attn_decode_d256_qknorm_s4 / _s8: the cluster builds' page walk without clusters, the partials
-# through ws and the last CTA's combine) in place of either: 8 CTAs per (sequence, kv head) up to ATTN_S8_MAX_B
-# sequences, else 4. Taken before the cluster builds when True
-ATTN_SPLIT = False
-ATTN_S8_MAX_B = 4
-
-
-def attn_split_for(batch: int) -> int:
-    """The split the op launches for ``batch`` sequences."""
-    return 8 if batch <= ATTN_S8_MAX_B else 4
-
-
 @decode_op("attention_decode_paged_qknorm", mutates_args=("k_pages", "v_pages", "out", "ws", "counters"))
 def attention_decode_paged_qknorm(q: Tensor, k: Tensor, v: Tensor, gate: Tensor, q_norm: Tensor, k_norm: Tensor,
                                   cos: Tensor, sin: Tensor, positions: Tensor, block_table: Tensor, k_pages: Tensor,
                                   v_pages: Tensor, out: Tensor, ws: Tensor, counters: Tensor, eps: float) -> None:
     """attention_decode_paged on q and k before q_norm / k_norm (views of the q | k | v projection's row, unit channel
     stride, other strides multiples of 8), the zero-centred RMSNorms over head_dim (weights q_norm, k_norm [hd], eps)
-    applied first, rounded to BF16. Kernels: with ATTN_SPLIT a split build, with ATTN_CLUSTER a cluster build (ws and
-    counters unused), else
+    applied first, rounded to BF16. Kernels: with ATTN_CLUSTER a cluster build (ws and counters unused), else
     attn_decode_d256_qknorm (bitwise qk_rmsnorm_d256 then attn_decode_d256); else qk_rmsnorm then
     attention_decode_paged."""
     args = (q, k, v, gate, q_norm, k_norm, cos, sin, positions, block_table, k_pages, v_pages, out, ws, counters, eps)
-    if ATTN_SPLIT:
-        op = attn.DECODE_QKNORM_SPLIT[attn_split_for(q.shape[0])]
-        reason = op.go(*args)
-        if reason is None:
-            return
-        op.missed(reason, args)
-    elif ATTN_CLUSTER:
+    if ATTN_CLUSTER:
         op = attn.DECODE_QKNORM_CL[attn_cluster_for(q.shape[0])]
         cargs = (q, k, v, gate, q_norm, k_norm, cos, sin, positions, block_table, k_pages, v_pages, out, eps)
         reason = op.go(*cargs)

@@ -104,7 +104,7 @@ class DecodeRunner:
             dops.fp8_linear_norm(self.h, lw["in_norm"], eps, *lw["qkv_attn"], self.qkv_attn, self.x)
             qg, kb, vb = self.qg.view(B, nh, 2 * hd), self.kb.view(B, nkv, hd), self.vb.view(B, nkv, hd)
             if (dops.ATTN_KERNEL and dops.ATTN_QKNORM  # q_norm and k_norm too: one launch (the cluster builds: one wave)
-                    and (dops.ATTN_CLUSTER or dops.ATTN_SPLIT or B * self.pages_per_seq * nkv <= dops.ATTN_QKNORM_MAX_CTAS)):
+                    and (dops.ATTN_CLUSTER or B * self.pages_per_seq * nkv <= dops.ATTN_QKNORM_MAX_CTAS)):
                 dops.attention_decode_paged_qknorm(qg[:, :, :hd], kb, vb, qg[:, :, hd:], lw["q_norm"], lw["k_norm"],
                                                    self.cos, self.sin, self.positions, self.block_table,
                                                    self.k_pages[L], self.v_pages[L], self.ao, self.attn_ws,

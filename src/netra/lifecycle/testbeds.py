@@ -1154,10 +1154,6 @@ TESTBEDS["attn_decode_d256_qknorm"] = Testbed(contracts.get("attn_decode_d256_qk
 
 def get(name: str) -> Testbed | None:
     return TESTBEDS.get(name)
-for _c in contracts.attn.ATTN_SPLIT.values():
-    TESTBEDS[_c.name] = Testbed(_c, _make_attn_qknorm, _attn_qknorm_ref, None,
-                                {"framework_op": _attn_qknorm_framework_peer, "unfused": _attn_qknorm_unfused_peer,
-                                 "qknorm": _attn_qknorm_kernel_peer}, chained=("ws",))
 for _c in contracts.attn.ATTN_CLUSTER.values():
     TESTBEDS[_c.name] = Testbed(_c, _make_attn_qknorm, _attn_cl_ref, None,
                                 {"framework_op": _attn_qknorm_framework_peer, "unfused": _attn_qknorm_unfused_peer,

@@ -3,7 +3,7 @@ netra.decode.ops) to its kernel: Qwen3.6's attention shapes, B <= 32, pages of 6
 
 from __future__ import annotations
 
-from ..contracts.attn import ATTN_CLUSTER, ATTN_SPLIT
+from ..contracts.attn import ATTN_CLUSTER
 from ._dispatch import KernelOp
 
 DECODE = KernelOp("attention_decode_paged", "attn_decode_d256")
@@ -12,6 +12,3 @@ DECODE_QKNORM = KernelOp("attention_decode_paged_qknorm", "attn_decode_d256_qkno
 # The cluster builds of the same (attn_decode_d256_qknorm_c4 / _c8): no scratch; the op picks one by the batch
 DECODE_QKNORM_CL = {c: KernelOp("attention_decode_paged_qknorm", contract.name, key=contract.name)
                     for c, contract in ATTN_CLUSTER.items()}
-# The split builds (attn_decode_d256_qknorm_s4 / _s8): the same page walk without clusters, partials through ws
-DECODE_QKNORM_SPLIT = {c: KernelOp("attention_decode_paged_qknorm", contract.name, key=contract.name)
-                       for c, contract in ATTN_SPLIT.items()}
