@@ -124,6 +124,19 @@ ATTN_CLUSTER_SIZES = (4, 8)
 ATTN_CLUSTER_REGS = 168  # 3 CTAs a SM by shared memory: 3 x 128 x 168 registers fit the 64 K
 
 
+# what a page walk reads besides partials: K and V of every page, q | k | v, gate, cos / sin, positions, the block table
+# and the two norm weights
+_WALK_READ = (f"B * NP * {PAGE * KV_HEADS * HEAD_DIM * 4} + B * {2 * Q_HEADS * HEAD_DIM * 2 + 2 * KV_HEADS * HEAD_DIM * 2 + ROTARY * 8 + 8} "
+              f"+ B * NP * 4 + {2 * HEAD_DIM * 2}")
+
+
+def _walk_order(c: int, who: str) -> str:
+    """The reduction order of a page walk by ``c`` CTAs (``who``: what they are, and how their partials meet)."""
+    return (f"per (sequence, kv head), {who}; CTA r: pages r, r + {c}, .. in order, each warp's 16 tokens of a page by "
+            "mma.sync (dims in 16 k-steps of a fixed permutation), merged online per warp (running max, l and O rescaled "
+            "by 2^(m_old - m_new)); the 4 warps' (m, l, O) in warp order; the CTAs' partials in rank order")
+
+
 def _cluster(c: int) -> Contract:
     q = ATTN_DECODE_QKNORM
     return dataclasses.replace(
@@ -132,12 +145,8 @@ def _cluster(c: int) -> Contract:
         summary=q.summary + f"; {c} CTAs per (sequence, kv head) in one cluster, combined through shared memory",
         params=tuple(p for p in q.params if p.name not in ("ws", "counters")),
         grid=(str(c), str(KV_HEADS), "B"),
-        reduction_order=f"per (sequence, kv head), a cluster of {c} CTAs; CTA r: pages r, r + {c}, .. in order, each "
-        "warp's 16 tokens of a page by mma.sync (dims in 16 k-steps of a fixed permutation), merged online per warp "
-        "(running max, l and O rescaled by 2^(m_old - m_new)); the 4 warps' (m, l, O) in warp order; the CTAs' partials "
-        "in rank order (the max first, then O and l)",
-        bytes_read=f"B * NP * {PAGE * KV_HEADS * HEAD_DIM * 4} + B * {2 * Q_HEADS * HEAD_DIM * 2 + 2 * KV_HEADS * HEAD_DIM * 2 + ROTARY * 8 + 8} "
-        f"+ B * NP * 4 + {2 * HEAD_DIM * 2}",
+        reduction_order=_walk_order(c, f"a cluster of {c} CTAs") + " (the max first, then O and l)",
+        bytes_read=_WALK_READ,
         bytes_written=f"B * ({Q_HEADS * HEAD_DIM * 2 + 2 * KV_HEADS * HEAD_DIM * 2})",
         max_registers=ATTN_CLUSTER_REGS,
         max_static_smem=512 + 2 * HEAD_DIM * 4 + 2 * 8 * 4 + MAX_PAGES // c * 4,  # ml, nw, the CTA's M and L, its page ids
@@ -169,12 +178,8 @@ def _split(c: int) -> Contract:
         name=f"{ATTN_QKNORM_NAME}_s{c}",
         summary=q.summary + f"; {c} CTAs per (sequence, kv head), their partials combined by the last to arrive",
         grid=(str(c), str(KV_HEADS), "B"),
-        reduction_order=f"per (sequence, kv head), {c} CTAs; CTA r: pages r, r + {c}, .. in order, each warp's 16 "
-        "tokens of a page by mma.sync (dims in 16 k-steps of a fixed permutation), merged online per warp (running max, l "
-        "and O rescaled by 2^(m_old - m_new)); the 4 warps' (m, l, O) in warp order; the CTAs' partials in rank order by "
-        "the last CTA to arrive",
-        bytes_read=f"B * NP * {PAGE * KV_HEADS * HEAD_DIM * 4} + B * {2 * Q_HEADS * HEAD_DIM * 2 + 2 * KV_HEADS * HEAD_DIM * 2 + ROTARY * 8 + 8} "
-        f"+ B * NP * 4 + {2 * HEAD_DIM * 2} + B * {_parts(c)} * {KV_HEADS * PART * 4}",
+        reduction_order=_walk_order(c, f"{c} CTAs") + " by the last CTA to arrive",
+        bytes_read=_WALK_READ + f" + B * {_parts(c)} * {KV_HEADS * PART * 4}",
         bytes_written=f"B * ({Q_HEADS * HEAD_DIM * 2 + 2 * KV_HEADS * HEAD_DIM * 2 + KV_HEADS * 4}) + B * {_parts(c)} * "
         f"{KV_HEADS * PART * 4}",
         max_registers=ATTN_CLUSTER_REGS,
