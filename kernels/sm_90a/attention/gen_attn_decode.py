@@ -41,7 +41,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "src"))
-from netra.contracts.attn import (ATTN_CLUSTER, ATTN_SPLIT, ATTN_DECODE, ATTN_DECODE_QKNORM, HEAD_DIM,  # noqa: E402
+from netra.contracts.attn import (ATTN_CLUSTER, ATTN_CLUSTER_CANDIDATES, ATTN_SPLIT, ATTN_DECODE, ATTN_DECODE_QKNORM, HEAD_DIM,  # noqa: E402
                                   KV_HEADS, MAX_PAGES, PAGE, PART,  # (written once)
                                   Q_HEADS, ROTARY, SMEM, WARPS)
 from netra.contracts.spec import Scalar, Tensor  # noqa: E402
@@ -89,12 +89,13 @@ def generate(qknorm: bool = False, once: bool = False, cluster: int = 0, split: 
     attn_decode_d256_qknorm_s{split}, the same walk by ``split`` CTAs without a cluster, their partials combined as
     attn_decode_d256's pages are (ws, the counter, the last CTA)."""
     assert qknorm or not once
-    assert not cluster or (qknorm and not once and cluster in ATTN_CLUSTER and not split)
+    clusters = {**ATTN_CLUSTER, **ATTN_CLUSTER_CANDIDATES}
+    assert not cluster or (qknorm and not once and cluster in clusters and not split)
     assert not split or (qknorm and not once and split in ATTN_SPLIT)
-    C = (ATTN_CLUSTER[cluster] if cluster else ATTN_SPLIT[split] if split else ATTN_DECODE_QKNORM if qknorm
+    C = (clusters[cluster] if cluster else ATTN_SPLIT[split] if split else ATTN_DECODE_QKNORM if qknorm
          else ATTN_DECODE)
     walk = cluster or split  # CTAs per (sequence, kv head) walking its pages (0: one page a CTA)
-    E = 16 // cluster if cluster else 0  # (cluster) outputs a thread combines
+    E = 16 // _combiners(cluster) if cluster else 0  # (cluster) outputs a thread combines
     name = C.name
     params = tuple(p.name for p in C.params if isinstance(p, Tensor))  # the contract's order, written there
     scalars = tuple(p for p in C.params if isinstance(p, Scalar))
@@ -135,10 +136,12 @@ def generate(qknorm: bool = False, once: bool = False, cluster: int = 0, split: 
         e(".shared .align 4 .b32 ticket;")
     if walk:
         cl_f, cl_p = (f", %cm<{cluster}>, %cl<{cluster}>, %co<{cluster * E}>", f", %pj<{cluster}>") if cluster else ("", "")
-        e(f".shared .align 4 .b32 pids[{MAX_PAGES // walk}];  // this CTA's page ids: pages rank, rank + {walk}, ..")
+        e(f".shared .align 4 .b32 pids[{-(-MAX_PAGES // walk)}];  // this CTA's page ids: pages rank, rank + {walk}, ..")
         e(".reg .b32 %w16, %cpg, %pn, %it, %pidl, %pidt, %pidc, %ir<8>, %nk<8>, %nka, %gs<4>, %hd, %dm, %nv;")
         e(f".reg .f32 %mr<2>, %lr<2>, %al<2>{cl_f};")
         e(f".reg .pred %pall, %pempty, %pown, %pmore, %pw, %ptab, %pi{cl_p};")
+        if cluster and _combiners(cluster) != cluster:
+            e(".reg .pred %pslice;")
         e(".reg .b64 %ai, %lane16, %po2;")
     if once:
         e(f".shared .align 16 .b8 qs[{GROUP * QS_STRIDE}];  // the 8 normalized heads, {QS_STRIDE} B apart (no bank conflict)")
@@ -199,13 +202,13 @@ def generate(qknorm: bool = False, once: bool = False, cluster: int = 0, split: 
     e("add.s64 %a, %pbt, %a;")
     if walk:
         e(f"// {'(cluster) ' if cluster else ''}the CTA's first page is its rank, which may be past NP; thread th < "
-          f"{MAX_PAGES // walk} loads the id of its page rank + {walk} th for the table")
+          f"{-(-MAX_PAGES // walk)} loads the id of its page rank + {walk} th for the table")
         e("setp.lt.u32 %pi, %page, %NP;")
         e("mov.u32 %pid, 0;")
         e("@%pi ld.global.nc.u32 %pid, [%a];")
         e(f"mad.lo.u32 %r1, %th, {walk}, %page;")
         e("setp.lt.u32 %ptab, %r1, %NP;")
-        e(f"setp.lt.and.u32 %ptab, %th, {MAX_PAGES // walk}, %ptab;")
+        e(f"setp.lt.and.u32 %ptab, %th, {-(-MAX_PAGES // walk)}, %ptab;")
         e("mad.lo.u32 %r1, %b, %NP, %r1;")
         e("mul.wide.u32 %a2, %r1, 4;")
         e("add.s64 %a2, %pbt, %a2;")
@@ -235,7 +238,7 @@ def generate(qknorm: bool = False, once: bool = False, cluster: int = 0, split: 
             e("@%pempty bra EMPTY;  // no page of its own: it only combines its slice")
         else:
             e("@%pempty exit;  // no page of its own")
-        e(f"and.b32 %r0, %last, {walk - 1};")
+        e(f"and.b32 %r0, %last, {walk - 1};" if walk & (walk - 1) == 0 else f"rem.u32 %r0, %last, {walk};")
         e("setp.eq.u32 %pown, %r0, %page;  // this CTA holds the last page (pos's)")
         e("mad.lo.u32 %r0, %b, %NP, %last;")
         e("mul.wide.u32 %a, %r0, 4;")
@@ -642,14 +645,23 @@ def _cl_issue(e, half: int, pid: str, page: str):
         e(f"cp.async.cg.shared.global [%ir7], [%ai+{i * KV_HEADS * ROWB}], 16, %sz;")
 
 
+def _combiners(cluster: int) -> int:
+    """The ranks that combine: the largest power of 2 not above the cluster size (each 2048 / that outputs)."""
+    return 1 << (cluster.bit_length() - 1)
+
+
 def _gate_slice(e, cluster: int):
-    """(cluster) This thread's slice of the combine: outputs 2048 / C rank + E th .. (E = 16 / C) of the kv head's 8
-    heads, i.e. head %hd, dims %dm .. %dm + E - 1; their gate values (%gs) and the out address (%po2)."""
-    E = 16 // cluster
+    """(cluster) This thread's slice of the combine: outputs 2048 / K rank + E th .. (K = _combiners, E = 16 / K) of
+    the kv head's 8 heads, i.e. head %hd, dims %dm .. %dm + E - 1; their gate values (%gs) and the out address (%po2).
+    Ranks K and up (a cluster size not a power of 2) combine nothing: %pslice false, no gate load."""
+    K = _combiners(cluster)
+    E = 16 // K
     assert E in (2, 4, 8)
-    e(f"// this thread's slice of the combine: head hd, dims dm .. dm + {E - 1} (outputs {GROUP * HEAD_DIM // cluster} rank "
+    e(f"// this thread's slice of the combine: head hd, dims dm .. dm + {E - 1} (outputs {GROUP * HEAD_DIM // K} rank "
       f"+ {E} th); its gate values and out address")
-    e(f"mul.lo.u32 %ir0, %page, {GROUP * HEAD_DIM // cluster};")
+    if K != cluster:
+        e(f"setp.lt.u32 %pslice, %page, {K};  // ranks {K}.. combine nothing")
+    e(f"mul.lo.u32 %ir0, %page, {GROUP * HEAD_DIM // K};")
     e(f"mad.lo.u32 %ir0, %th, {E}, %ir0;")
     e(f"shr.u32 %hd, %ir0, {HEAD_DIM.bit_length() - 1};")
     e(f"and.b32 %dm, %ir0, {HEAD_DIM - 1};")
@@ -662,7 +674,8 @@ def _gate_slice(e, cluster: int):
     e("cvta.to.global.u64 %po2, %po2;")
     e("add.s64 %ai, %po2, %ai;")
     gs = ", ".join(f"%gs{x}" for x in range(E // 2))
-    e(f"ld.global.b32 {gs}, [%ai];" if E == 2 else f"ld.global.v{E // 2}.b32 {{{gs}}}, [%ai];")
+    ps = "@%pslice " if K != cluster else ""
+    e(f"{ps}ld.global.b32 {gs}, [%ai];" if E == 2 else f"{ps}ld.global.v{E // 2}.b32 {{{gs}}}, [%ai];")
     e(f"mad.lo.u32 %ir2, %b, {Q_HEADS}, %ir1;")
     e(f"mad.lo.u32 %ir2, %ir2, {HEAD_DIM}, %dm;")
     e("mul.wide.u32 %ai, %ir2, 2;")
@@ -736,7 +749,7 @@ def _cl_combine(e, cluster: int):
     the outputs over the CTAs holding pages, in rank order (M first, then O and L), reading the others' shared memory;
     out = bf16(O / L * sigmoid(gate)); a second barrier keeps every CTA's partial alive until all have read it. Then
     the EMPTY entry: a CTA without pages (rank > last page) joins at the first barrier."""
-    E = 16 // cluster
+    E = 16 // _combiners(cluster)
     e("// 10. (cluster) the CTA's partial for the cluster: O [8][256] f32 over warp 0's V tile (read by nobody now), M and")
     e("// L of its 8 heads to cml")
     for i in range(16):  # an invalid page: NaN partial
@@ -755,6 +768,8 @@ def _cl_combine(e, cluster: int):
     e("EMPTY_JOIN:")
     e("barrier.cluster.arrive.release.aligned;")
     e("barrier.cluster.wait.acquire.aligned;  // every partial of the cluster written")
+    if _combiners(cluster) != cluster:
+        e("@!%pslice bra COMBINED;")
     e(f"// this thread's {E} outputs over CTAs 0 .. min(n, {cluster}) - 1 (those with pages), in rank order")
     e(f"min.u32 %nv, %n, {cluster};")
     e("mov.u32 %r1, cml;")
@@ -800,6 +815,8 @@ def _cl_combine(e, cluster: int):
         e(f"cvt.rn.bf16x2.f32 %k{x // 2}, %acc{x + 1}, %acc{x};")
     ks = ", ".join(f"%k{x}" for x in range(E // 2))
     e(f"st.global.b32 [%po2], {ks};" if E == 2 else f"st.global.v{E // 2}.b32 [%po2], {{{ks}}};")
+    if _combiners(cluster) != cluster:
+        e("COMBINED:")
     e("barrier.cluster.arrive.relaxed.aligned;")
     e("barrier.cluster.wait.aligned;  // no CTA leaves while another may still read its partial")
     e("ret;")
