@@ -280,15 +280,7 @@ def generate(qknorm: bool = False, once: bool = False, cluster: int = 0, split: 
         e("// chunk lane of row i at (lane ^ 4 (i & 1)) * 16")
         e("shl.b32 %sw0, %lane, 4;")
         e("xor.b32 %sw1, %sw0, 64;")
-        for i in range(16):
-            e(f"add.u32 %r6, %r5, {i};")
-            e("setp.lt.u32 %p, %r6, %tok;")
-            e("and.pred %p, %p, %pl;")
-            e("selp.b32 %sz, 16, 0, %p;")
-            e(f"add.u32 %r7, %sk, {i * ROWB};")
-            e(f"add.u32 %r7, %r7, %sw{i & 1};")
-            e(f"cp.async.cg.shared.global [%r7], [%ro+{i * KV_HEADS * ROWB}], 16, %sz;")
-            e(f"cp.async.cg.shared.global [%r7+{TILE}], [%a2+{i * KV_HEADS * ROWB}], 16, %sz;")
+        _copy_rows(e, (("%ro", 0), ("%a2", TILE)), "%r5", "%r6", "%r7", "%p")
     e("// cos and sin of pos for dims 8 t .. 8 t + 7 and 32 + 8 t .. (the q fragments' rotary dims)")
     e(f"mul.lo.u32 %r0, %tok, {ROTARY};")
     e("shl.b32 %r1, %t, 3;")
@@ -635,14 +627,22 @@ def _cl_issue(e, half: int, pid: str, page: str):
     e("add.s64 %ai, %ai, %lane16;")
     e(f"add.s64 %ai, {base}, %ai;")
     e(f"mad.lo.u32 %ir5, {page}, {PAGE}, %w16;  // the position of the warp's row 0")
+    _copy_rows(e, (("%ai", 0),), "%ir5", "%ir6", "%ir7", "%pi", base=half * TILE)
+
+
+def _copy_rows(e, srcs, row0: str, pos: str, dst: str, pred: str, base: int = 0):
+    """The warp's 16 rows by cp.async: row i (position ``row0`` + i) from each (source row 0, tile offset) of ``srcs``
+    to the tile at %sk + ``base``, chunk lane swizzled by the row's parity (%sw0 / %sw1); 16 bytes where the position
+    is before pos and the page is valid (%pl), else zero-filled. ``pos``, ``dst``, ``pred``: scratch registers."""
     for i in range(16):
-        e(f"add.u32 %ir6, %ir5, {i};")
-        e("setp.lt.u32 %pi, %ir6, %tok;")
-        e("and.pred %pi, %pi, %pl;")
-        e("selp.b32 %sz, 16, 0, %pi;")
-        e(f"add.u32 %ir7, %sk, {i * ROWB + half * TILE};")
-        e(f"add.u32 %ir7, %ir7, %sw{i & 1};")
-        e(f"cp.async.cg.shared.global [%ir7], [%ai+{i * KV_HEADS * ROWB}], 16, %sz;")
+        e(f"add.u32 {pos}, {row0}, {i};")
+        e(f"setp.lt.u32 {pred}, {pos}, %tok;")
+        e(f"and.pred {pred}, {pred}, %pl;")
+        e(f"selp.b32 %sz, 16, 0, {pred};")
+        e(f"add.u32 {dst}, %sk, {i * ROWB + base};")
+        e(f"add.u32 {dst}, {dst}, %sw{i & 1};")
+        for src, off in srcs:
+            e(f"cp.async.cg.shared.global [{dst}{f'+{off}' if off else ''}], [{src}+{i * KV_HEADS * ROWB}], 16, %sz;")
 
 
 def _combiners(cluster: int) -> int:

@@ -1013,7 +1013,7 @@ def _attn_ref(i):
 
     r = ra.decode_step(i["q"], i["k"], i["v"], i["gate"], i["cos"], i["sin"], i["positions"], i["block_table"],
                        i["k_pages"], i["v_pages"])
-    return {**r, "ws": i["kernel_ws"], "counters": torch.zeros_like(i["counters"])}
+    return {**r, "ws": i["kernel_ws"], "counters": torch.zeros_like(i["counters"])} if "counters" in i else r
 
 
 def _attn_framework_peer(i, s):
@@ -1084,15 +1084,6 @@ def _attn_qknorm_unfused_peer(i, s):
     return {"out": out}
 
 
-def _attn_cl_ref(i):
-    """qk_rmsnorm then the attention step, both in float64 (the cluster builds: no scratch, no counters)."""
-    from ..reference import attn as ra
-
-    q, k = ref.qk_rmsnorm(i["q"], i["k"], i["q_norm"], i["k_norm"], EPS)
-    return ra.decode_step(q, k, i["v"], i["gate"], i["cos"], i["sin"], i["positions"], i["block_table"], i["k_pages"],
-                          i["v_pages"])
-
-
 def _attn_qknorm_kernel_peer(i, s):
     """attn_decode_d256_qknorm, the build the cluster ones replace (one page a CTA, partials through ws, the last CTA
     of a (sequence, kv head) combining them): launched by its own guard, whatever the op would pick."""
@@ -1152,9 +1143,12 @@ TESTBEDS["attn_decode_d256_qknorm"] = Testbed(contracts.get("attn_decode_d256_qk
                                                      "unfused": _attn_qknorm_unfused_peer}, chained=("ws",))
 
 
+for _c in contracts.attn.ATTN_CLUSTER.values():  # no scratch: the float64 step without ws and counters
+    TESTBEDS[_c.name] = Testbed(_c, _make_attn_qknorm,
+                                lambda i: _attn_qknorm_ref({k: v for k, v in i.items() if k not in ("ws", "counters")}),
+                                None, {"framework_op": _attn_qknorm_framework_peer, "unfused": _attn_qknorm_unfused_peer,
+                                       "qknorm": _attn_qknorm_kernel_peer})
+
+
 def get(name: str) -> Testbed | None:
     return TESTBEDS.get(name)
-for _c in contracts.attn.ATTN_CLUSTER.values():
-    TESTBEDS[_c.name] = Testbed(_c, _make_attn_qknorm, _attn_cl_ref, None,
-                                {"framework_op": _attn_qknorm_framework_peer, "unfused": _attn_qknorm_unfused_peer,
-                                 "qknorm": _attn_qknorm_kernel_peer})
