@@ -69,6 +69,11 @@ current, each swap, current again, so drift shows as a difference between the tw
   contracts): the split candidates (experiments/attention/split_variant_606fb91.json) in their place.
 - cluster_plain (after bd25dbe): the cluster builds launched plainly in the PDL engine (their contracts' pdl
   emptied), a diagnosis of the PDL engine's early-context time with them.
+- cluster_c4 (after 43fb274): the cluster builds on with clusters of 4 at every batch (dops.ATTN_C8_MAX_B = 0), against
+  `cluster` (clusters of 8 up to 4 sequences): whether the PDL engine's early-context loss at batch 1 grows with the
+  cluster size.
+- --at=P,P,..: every form also timed at positions P + 3 .. P + 66 (at_P_plain_ms / at_P_pdl_ms), to find where the
+  cluster builds overtake the one-page-a-CTA build between the early and the late windows.
 - cluster_prev (after 056f9ce): attn_decode_d256_qknorm (one page a CTA, its one-wave rule) in place of the cluster
   builds attn_decode_d256_qknorm_c4 / _c8. Since this form every form's row also has late_plain_ms / late_pdl_ms: the
   same runner timed at positions context - 61 .. context - 1 (every page read), after the early timing.
@@ -301,12 +306,12 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
          "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem", "gate_in_router",
          "router_fused", "router_unfused", "experts_group", "router_poll", "router_coop", "moedown_grp_off", "experts_group32_off", "dense32_off",
-         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_prev", "cluster_plain", "current_again",
+         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_prev", "cluster_plain", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
 
-def time_step(packed, B: int, context: int, tokens, ref, row: dict, steps: int = 64, before=None):
+def time_step(packed, B: int, context: int, tokens, ref, row: dict, steps: int = 64, before=None, at=()):
     """One form's timing (this script's method; also l2_ahead.py and the router variants'): a runner captured plainly,
     then with PDL; its logits over ``tokens`` compared bitwise with ``ref`` (the first form's, returned), the median of
     ``steps`` replays into ``row``. ``before``: called before each runner is built."""
@@ -326,6 +331,8 @@ def time_step(packed, B: int, context: int, tokens, ref, row: dict, steps: int =
         row["pdl_ms" if pdl else "plain_ms"] = dm._time_replays(runner, steps)
         # the same runner at the end of its context (positions context - steps .. context - 1: every page read)
         row["late_pdl_ms" if pdl else "late_plain_ms"] = dm._time_replays(runner, steps, start=context - steps - 3)
+        for p in at:  # more windows: positions p + 3 .. p + steps + 2
+            row[f"at_{p}_{'pdl' if pdl else 'plain'}_ms"] = dm._time_replays(runner, steps, start=p)
         del runner
         nops.set_pdl(False)
         bench.release()  # the next runner's timing waits for its scrub (netra.lifecycle.bench.settle, after d3acdef)
@@ -614,6 +621,7 @@ def main():
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
     B = int(next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--batch=")), 1))
     context, steps = 1024, 64
+    at = tuple(int(p) for a in sys.argv if a.startswith("--at=") for p in a.split("=", 1)[1].split(","))
     cfg = QWEN36_35B_A3B
     packed = pack(ck.synthetic_checkpoint(cfg, seed=0, device="cuda"))
     tokens = torch.randint(0, cfg.vocab_size, (4, B), generator=torch.Generator().manual_seed(3)).to("cuda")
@@ -625,6 +633,7 @@ def main():
     real_grp_rows, real_grp32_rows, real_dense32_rows = dops.MOE_DOWN_GRP_ROWS, dops.EXPERTS_GROUP32_ROWS, dops.DENSE32_ROWS
     real_res32_rows = dops.RES32_ROWS
     real_rf_rows = dops.MOE_ROUTER_FUSED_ROWS
+    real_c8_max_b = dops.ATTN_C8_MAX_B
     router_op = _dispatch.OPS["moe_router_norm"]
     real_router_contract = router_op.contract
     down_op = _dispatch.OPS["moe_down"]
@@ -665,7 +674,8 @@ def main():
             dops.MOE_SHARED_FIRST = form == "shared_first"
             dops.ATTN_KERNEL = real_attn_kernel and form != "attn_prev"
             dops.ATTN_QKNORM = real_attn_qknorm and form != "qknorm_prev"
-            dops.ATTN_CLUSTER = (real_attn_cluster or form in ("cluster", "cluster_plain")) and form != "cluster_prev"
+            dops.ATTN_CLUSTER = (real_attn_cluster or form in ("cluster", "cluster_c4", "cluster_plain")) and form != "cluster_prev"
+            dops.ATTN_C8_MAX_B = 0 if form == "cluster_c4" else real_c8_max_b
             dops.BA_FUSED = real_ba_fused and form != "ba_unfused"
             dops.GDN_PIPE_PDL_B = 1 << 30 if form == "pipe_prev" else real_pipe_b
             dops.GDN_PIPE_B = 1 << 30 if form == "pipe_prev" else real_pipe_plain_b
@@ -751,7 +761,7 @@ def main():
                 profiled = rmod.DecodeRunner(packed, B, context, device="cuda")
                 row["profiled_rows"] = len(dm.op_breakdown(profiled))
                 del profiled
-            ref = time_step(packed, B, context, tokens, ref, row, steps, before=rebind_all)
+            ref = time_step(packed, B, context, tokens, ref, row, steps, before=rebind_all, at=at)
         finally:
             if form == "carveout":
                 for k in carved_kernels:
@@ -766,6 +776,7 @@ def main():
             dops.ATTN_KERNEL = real_attn_kernel
             dops.ATTN_QKNORM = real_attn_qknorm
             dops.ATTN_CLUSTER = real_attn_cluster
+            dops.ATTN_C8_MAX_B = real_c8_max_b
             dops.BA_FUSED = real_ba_fused
             dops.MOE_SHARED_MERGED = real_shared_merged
             dops.MOE_ROUTER_FUSED = real_router_fused
