@@ -72,7 +72,8 @@ current, each swap, current again, so drift shows as a difference between the tw
 - cluster_c4 (after 43fb274): the cluster builds on with clusters of 4 at every batch (dops.ATTN_C8_MAX_B = 0), against
   `cluster` (clusters of 8 up to 4 sequences): whether the PDL engine's early-context loss at batch 1 grows with the
   cluster size.
-- --at=P,P,..: every form also timed at positions P + 3 .. P + 66 (at_P_plain_ms / at_P_pdl_ms), to find where the
+- --context=N: the runners' context (default 1024, as `netra decode`); the late window is its last 64 positions.
+- --at=P:P:..: every form also timed at positions P + 3 .. P + 66 (at_P_plain_ms / at_P_pdl_ms), to find where the
   cluster builds overtake the one-page-a-CTA build between the early and the late windows.
 - cluster_prev (after 056f9ce): attn_decode_d256_qknorm (one page a CTA, its one-wave rule) in place of the cluster
   builds attn_decode_d256_qknorm_c4 / _c8. Since this form every form's row also has late_plain_ms / late_pdl_ms: the
@@ -620,8 +621,10 @@ def main():
 
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
     B = int(next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--batch=")), 1))
-    context, steps = 1024, 64
-    at = tuple(int(p) for a in sys.argv if a.startswith("--at=") for p in a.split("=", 1)[1].split(","))
+    context = int(next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--context=")), 1024))
+    steps = 64
+    # positions as P:P:.. (scripts/h200.sh's exp: step turns commas into spaces)
+    at = tuple(int(p) for a in sys.argv if a.startswith("--at=") for p in a.split("=", 1)[1].replace(",", ":").split(":"))
     cfg = QWEN36_35B_A3B
     packed = pack(ck.synthetic_checkpoint(cfg, seed=0, device="cuda"))
     tokens = torch.randint(0, cfg.vocab_size, (4, B), generator=torch.Generator().manual_seed(3)).to("cuda")
@@ -795,7 +798,9 @@ def main():
             rebind_all()
         res["forms"][form] = row
         print(form, row, flush=True)
-        json.dump(res, open(os.path.join(out_dir, ("step_ab" if forms == list(FORMS) else "step_ab_" + "_".join(forms)) + (f"_b{B}" if B != 1 else "") + ".json"), "w"), indent=1)
+        name = (("step_ab" if forms == list(FORMS) else "step_ab_" + "_".join(forms)) + (f"_b{B}" if B != 1 else "")
+                + (f"_ctx{context}" if context != 1024 else ""))
+        json.dump(res, open(os.path.join(out_dir, name + ".json"), "w"), indent=1)
     del keep
 
 

@@ -752,11 +752,12 @@ ATTN_QKNORM_MAX_CTAS = 3 * SMS
 # The cluster builds (attn_decode_d256_qknorm_c4 / _c8: C CTAs per (sequence, kv head), each walking its pages and
 # streaming the next while it computes, the partials combined through distributed shared memory) in place of
 # attn_decode_d256_qknorm: one wave at any context, no scratch. Clusters of 8 up to ATTN_C8_MAX_B sequences, else of 4
-# (the kernel records at d615fa7: c8 ahead at B <= 3, c4 at B = 32, within 1 us at B = 8). Off until the decode gates
-# have run with them (docs/notes/attention.md, after 056f9ce): their step A/Bs at context 1024 are 38-62 / 40-95 /
-# 182-195 us faster per step at positions 960..1023 (batch 1 / 8 / 32, plain and PDL), and 16-29 / 33-47 us slower
-# with PDL at positions 3..66 at batch 1 / 8. True: the op takes them (and the runner drops its one-wave rule)
-ATTN_CLUSTER = False
+# (the kernel records at d615fa7: c8 ahead at B <= 3, c4 at B = 32, within 1 us at B = 8). Their step A/Bs at context
+# 1024 (docs/notes/attention.md, docs/notes/decode.md after 43fb274): 38-62 / 40-95 / 182-195 us faster per step at
+# positions 960..1023 (batch 1 / 8 / 32, plain and PDL); with PDL 15-29 / 32-47 us slower in the first page (positions
+# 3..66, where both builds run one CTA a (sequence, kv head), bitwise alike) and level or ahead from the second
+# (step_ab_current_cluster_cluster_c4*_1aec0c9.json). False: attn_decode_d256_qknorm within its one-wave rule, as before
+ATTN_CLUSTER = True
 ATTN_C8_MAX_B = 4
 
 
