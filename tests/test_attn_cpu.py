@@ -197,7 +197,7 @@ def test_qknorm_once_candidate_assembles(tmp_path):
 
 @pytest.mark.parametrize("c", sorted(A.ATTN_CLUSTER))
 def test_cluster_builds_are_current_and_assemble_as_intended(c):
-    """attn_decode_d256_qknorm_c4 / _c6 / _c8: the generator's output; no spills, within the contract's registers; the same
+    """attn_decode_d256_qknorm_c4 / _c8: the generator's output; no spills, within the contract's registers; the same
     32 HMMA and 66 MOVM as the one-page build (one page's S and O^T, in the page loop), 64 cp.async per thread (the
     first page's K and V, and the loop's next page), no atomic (no counters: the partials meet in shared memory), two
     cluster barriers, and the same shuffles as attn_decode_d256_qknorm."""
@@ -247,9 +247,24 @@ def test_split_candidates_assemble_as_intended(tmp_path, c):
     assert k.grid_for({"B": 3, "NP": 64, "P": 200, "T": 4096}) == (c, A.KV_HEADS, 3) and k.op == A.ATTN_DECODE_QKNORM.op
 
 
-def test_cluster_of_6_owner_by_rem():
-    """attn_decode_d256_qknorm_c6, the cluster size that is not a power of 2: the owner of pos's page by rem, a page
-    table of 11, 4 ranks combining 512 outputs each (ranks 4 and 5 take part in the barriers only)."""
-    t = paths.ptx_path("sm_90a", "attention", A.ATTN_CLUSTER[6].name).read_text()
+def test_cluster_of_6_candidate_assembles(tmp_path):
+    """The rejected candidate attn_decode_d256_qknorm_c6 (A.ATTN_CLUSTER_CANDIDATES; measured at 74282c6): the owner of
+    pos's page by rem (6 is not a power of 2), a page table of 11, 4 ranks combining 512 outputs each and ranks 4, 5
+    combining nothing; the registered builds' instruction counts, no spills, within its registers."""
+    g = paths.generator("attention", "gen_attn_decode")
+    k = A.ATTN_CLUSTER_CANDIDATES[6]
+    assert k.name not in {c.name for c in contracts.all_contracts()}
+    assert not paths.ptx_path("sm_90a", "attention", k.name).exists()
+    t = g.generate(True, cluster=6)
     assert "rem.u32 %r0, %last, 6;" in t and "pids[11]" in t and ".reqnctapercluster 6, 1, 1" in t
     assert t.count("@!%pslice bra COMBINED;") == 1 and "mul.lo.u32 %ir0, %page, 512;" in t
+    path = tmp_path / f"{k.name}.ptx"
+    path.write_text(t)
+    res = build.resource_usage(toolchain.ptxas(), path)
+    assert res["spill_stores"] == res["spill_loads"] == res["stack_frame"] == 0, res
+    assert res["registers"] <= k.max_registers and res["static_smem"] <= k.max_static_smem, res
+    cubin, _ = build._assemble(toolchain.ptxas(), path, tmp_path)
+    sass = subprocess.run([*toolchain.disassembler(), str(cubin)], capture_output=True, text=True, check=True).stdout
+    ops = re.findall(r"\b(HMMA|MOVM|LDGSTS|ATOMG|LDL|STL|UCGABAR_ARV)[.A-Z0-9]*", sass)
+    assert ops.count("HMMA") == 32 and ops.count("MOVM") == 66 and ops.count("LDGSTS") == 64
+    assert ops.count("UCGABAR_ARV") == 2 and "ATOMG" not in ops and "LDL" not in ops and "STL" not in ops

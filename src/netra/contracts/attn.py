@@ -116,11 +116,11 @@ ATTN_DECODE_QKNORM = dataclasses.replace(
     peers=("framework_op", "unfused"),  # unfused: qk_rmsnorm_d256, then attn_decode_d256 (the runner's two launches)
 )
 
-# The cluster builds (attn_decode_d256_qknorm_c4, _c6, _c8): the qknorm step with C CTAs per (sequence, kv head), one
+# The cluster builds (attn_decode_d256_qknorm_c4, _c8): the qknorm step with C CTAs per (sequence, kv head), one
 # cluster each. CTA rank r takes pages r, r + C, .. up to pos's page, streaming the next page's K and V while it
 # computes this one, and merges them online; the CTAs then combine their partials through distributed shared memory,
 # each CTA C-th of the outputs. No scratch, no counters, no second wave: the grid is C x 2 x B whatever the context.
-ATTN_CLUSTER_SIZES = (4, 6, 8)  # 6: at B = 32 its 384 CTAs fill 3 a SM (396) where 4 leaves ~2; not a power of 2
+ATTN_CLUSTER_SIZES = (4, 8)
 ATTN_CLUSTER_REGS = 168  # 3 CTAs a SM by shared memory: 3 x 128 x 168 registers fit the 64 K
 
 
@@ -157,9 +157,11 @@ def _cluster(c: int) -> Contract:
 
 
 ATTN_CLUSTER = {c: _cluster(c) for c in ATTN_CLUSTER_SIZES}
-# Cluster sizes the generator emits from these contracts without registering them (none now: c6, prepared as one after
-# 056f9ce, is registered since 6cbaf99)
-ATTN_CLUSTER_CANDIDATES: dict[int, Contract] = {}
+# A rejected candidate, not registered: clusters of 6, so that at B = 32 the grid fills 3 CTAs a SM (384 of 396) where c4
+# leaves ~2. Registered and gated at 74282c6 (experiments/attention/cluster6_record_74282c6.json: check, sanitizers, GPU
+# test), then slower than c4 where it was meant to help: 29.40 against 26.54 us at B = 32, 16 pages, and 20-120 us per
+# batch-32 step (docs/notes/attention.md). The generator emits it from this contract.
+ATTN_CLUSTER_CANDIDATES = {6: _cluster(6)}
 
 
 # Candidates, not registered (experiments/attention/split_variant_606fb91.json; docs/notes/attention.md): the split
