@@ -197,7 +197,7 @@ def test_qknorm_once_candidate_assembles(tmp_path):
 
 @pytest.mark.parametrize("c", sorted(A.ATTN_CLUSTER))
 def test_cluster_builds_are_current_and_assemble_as_intended(c):
-    """attn_decode_d256_qknorm_c4 / _c8: the generator's output; no spills, within the contract's registers; the same
+    """attn_decode_d256_qknorm_c4 / _c8 / _c16: the generator's output; no spills, within the contract's registers; the same
     32 HMMA and 66 MOVM as the one-page build (one page's S and O^T, in the page loop), 64 cp.async per thread (the
     first page's K and V, and the loop's next page), no atomic (no counters: the partials meet in shared memory), two
     cluster barriers, and the same shuffles as attn_decode_d256_qknorm."""

@@ -646,8 +646,9 @@ def _copy_rows(e, srcs, row0: str, pos: str, dst: str, pred: str, base: int = 0)
 
 
 def _combiners(cluster: int) -> int:
-    """The ranks that combine: the largest power of 2 not above the cluster size (each 2048 / that outputs)."""
-    return 1 << (cluster.bit_length() - 1)
+    """The ranks that combine: the largest power of 2 not above the cluster size, at most 8 (each 2048 / that outputs,
+    at least 2 a thread: one 4-byte gate load)."""
+    return min(1 << (cluster.bit_length() - 1), 8)
 
 
 def _gate_slice(e, cluster: int):

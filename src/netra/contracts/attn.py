@@ -116,11 +116,11 @@ ATTN_DECODE_QKNORM = dataclasses.replace(
     peers=("framework_op", "unfused"),  # unfused: qk_rmsnorm_d256, then attn_decode_d256 (the runner's two launches)
 )
 
-# The cluster builds (attn_decode_d256_qknorm_c4, _c8): the qknorm step with C CTAs per (sequence, kv head), one
+# The cluster builds (attn_decode_d256_qknorm_c4, _c8, _c16): the qknorm step with C CTAs per (sequence, kv head), one
 # cluster each. CTA rank r takes pages r, r + C, .. up to pos's page, streaming the next page's K and V while it
 # computes this one, and merges them online; the CTAs then combine their partials through distributed shared memory,
 # each CTA C-th of the outputs. No scratch, no counters, no second wave: the grid is C x 2 x B whatever the context.
-ATTN_CLUSTER_SIZES = (4, 8)
+ATTN_CLUSTER_SIZES = (4, 8, 16)  # 16: non-portable (the loader allows it), ranks 8..15 walk pages but combine nothing
 ATTN_CLUSTER_REGS = 168  # 3 CTAs a SM by shared memory: 3 x 128 x 168 registers fit the 64 K
 
 
