@@ -197,7 +197,7 @@ def test_qknorm_once_candidate_assembles(tmp_path):
 
 @pytest.mark.parametrize("c", sorted(A.ATTN_CLUSTER))
 def test_cluster_builds_are_current_and_assemble_as_intended(c):
-    """attn_decode_d256_qknorm_c4 / _c8 / _c16: the generator's output; no spills, within the contract's registers; the same
+    """attn_decode_d256_qknorm_c4 / _c8: the generator's output; no spills, within the contract's registers; the same
     32 HMMA and 66 MOVM as the one-page build (one page's S and O^T, in the page loop), 64 cp.async per thread (the
     first page's K and V, and the loop's next page), no atomic (no counters: the partials meet in shared memory), two
     cluster barriers, and the same shuffles as attn_decode_d256_qknorm."""
@@ -258,6 +258,29 @@ def test_cluster_of_6_candidate_assembles(tmp_path):
     t = g.generate(True, cluster=6)
     assert "rem.u32 %r0, %last, 6;" in t and "pids[11]" in t and ".reqnctapercluster 6, 1, 1" in t
     assert t.count("@!%pslice bra COMBINED;") == 1 and "mul.lo.u32 %ir0, %page, 512;" in t
+    path = tmp_path / f"{k.name}.ptx"
+    path.write_text(t)
+    res = build.resource_usage(toolchain.ptxas(), path)
+    assert res["spill_stores"] == res["spill_loads"] == res["stack_frame"] == 0, res
+    assert res["registers"] <= k.max_registers and res["static_smem"] <= k.max_static_smem, res
+    cubin, _ = build._assemble(toolchain.ptxas(), path, tmp_path)
+    sass = subprocess.run([*toolchain.disassembler(), str(cubin)], capture_output=True, text=True, check=True).stdout
+    ops = re.findall(r"\b(HMMA|MOVM|LDGSTS|ATOMG|LDL|STL|UCGABAR_ARV)[.A-Z0-9]*", sass)
+    assert ops.count("HMMA") == 32 and ops.count("MOVM") == 66 and ops.count("LDGSTS") == 64
+    assert ops.count("UCGABAR_ARV") == 2 and "ATOMG" not in ops and "LDL" not in ops and "STL" not in ops
+
+
+def test_cluster_of_16_candidate_assembles(tmp_path):
+    """The rejected candidate attn_decode_d256_qknorm_c16 (A.ATTN_CLUSTER_CANDIDATES; measured at 97ea05b): a
+    non-portable cluster of 16, a page table of 4, 8 ranks combining 256 outputs each and ranks 8..15 walking pages but
+    combining nothing; the registered builds' instruction counts, no spills, within its registers."""
+    g = paths.generator("attention", "gen_attn_decode")
+    k = A.ATTN_CLUSTER_CANDIDATES[16]
+    assert k.name not in {c.name for c in contracts.all_contracts()}
+    assert not paths.ptx_path("sm_90a", "attention", k.name).exists()
+    t = g.generate(True, cluster=16)
+    assert ".reqnctapercluster 16, 1, 1" in t and "pids[4]" in t and "and.b32 %r0, %last, 15;" in t
+    assert "setp.lt.u32 %pslice, %page, 8;" in t and "mul.lo.u32 %ir0, %page, 256;" in t
     path = tmp_path / f"{k.name}.ptx"
     path.write_text(t)
     res = build.resource_usage(toolchain.ptxas(), path)

@@ -76,10 +76,14 @@ current, each swap, current again, so drift shows as a difference between the tw
   6 above dops.ATTN_C8_MAX_B sequences in place of clusters of 4. Predicted from the occupancy (c4 at B = 32: 256 CTAs,
   ~2 a SM; c6: 384, 3 a SM) batch 32 at 16 pages 30-80 us less per step; measured 20-120 us more with PDL at context
   1024 (step_ab_current_cluster_c6_b32_74282c6.json), level at 4096 and at batch 8 (docs/notes/attention.md).
-- cluster_c16 (after 5955ec3): clusters of 16 (non-portable) at every batch (dops.ATTN_C16_MAX_B = 32) in place of 8 /
-  4. Prediction from the Nsight Compute run of c8 at 1 x 64 pages (16 CTAs, each 8 pages one after another, 12% of
-  DRAM): batch 1 at 4K positions 40-60 us less per step, at 1K 5-15 us less, the first page within +-10 us; batch 8
-  at 4K level or worse (16 x 16 = 256 CTAs, 4 pages each).
+- cluster_c16 (ran at 97ea05b with attn_decode_d256_qknorm_c16 registered; removed since, with the build): clusters
+  of 16 (non-portable) at every batch. Predicted from the Nsight Compute run of c8 at 1 x 64 pages (16 CTAs, each 8
+  pages one after another, 12% of DRAM): batch 1 at 4K positions 40-60 us less per step, at 1K 5-15 us less, the first
+  page within +-10 us. Measured (step_ab_current_cluster_c16*_97ea05b.json, PDL): 20 us less at 4032..4095, 6-12 us
+  more at 1K-2K positions, level in the first page; batch 8 at 4K 65 us less with PDL, 16 us more plainly.
+- cluster_c8 (after 97ea05b): clusters of 8 at every batch (dops.ATTN_C8_MAX_B = 32) in place of 4 above 4 sequences.
+  The kernel records have c8 1.1 us ahead of c4 at 8 x 64 pages and 1 us behind at 8 x 16; prediction: batch 8 within
+  +-15 us at context 1024, 0-20 us less at 4K positions; batch 32 worse (its records: c4 ahead by 2.6-8.6 us a layer).
 - --context=N: the runners' context (default 1024, as `netra decode`); the late window is its last 64 positions.
 - --at=P:P:..: every form also timed at positions P + 3 .. P + 66 (at_P_plain_ms / at_P_pdl_ms), to find where the
   cluster builds overtake the one-page-a-CTA build between the early and the late windows.
@@ -315,7 +319,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
          "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem", "gate_in_router",
          "router_fused", "router_unfused", "experts_group", "router_poll", "router_coop", "moedown_grp_off", "experts_group32_off", "dense32_off",
-         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c16", "cluster_prev", "cluster_plain", "current_again",
+         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_plain", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
@@ -644,7 +648,7 @@ def main():
     real_grp_rows, real_grp32_rows, real_dense32_rows = dops.MOE_DOWN_GRP_ROWS, dops.EXPERTS_GROUP32_ROWS, dops.DENSE32_ROWS
     real_res32_rows = dops.RES32_ROWS
     real_rf_rows = dops.MOE_ROUTER_FUSED_ROWS
-    real_c8_max_b, real_c16_max_b = dops.ATTN_C8_MAX_B, dops.ATTN_C16_MAX_B
+    real_c8_max_b = dops.ATTN_C8_MAX_B
     router_op = _dispatch.OPS["moe_router_norm"]
     real_router_contract = router_op.contract
     down_op = _dispatch.OPS["moe_down"]
@@ -686,8 +690,7 @@ def main():
             dops.ATTN_KERNEL = real_attn_kernel and form != "attn_prev"
             dops.ATTN_QKNORM = real_attn_qknorm and form != "qknorm_prev"
             dops.ATTN_CLUSTER = (real_attn_cluster or form in ("cluster", "cluster_c4", "cluster_plain")) and form != "cluster_prev"
-            dops.ATTN_C8_MAX_B = 0 if form == "cluster_c4" else real_c8_max_b
-            dops.ATTN_C16_MAX_B = 32 if form == "cluster_c16" else real_c16_max_b
+            dops.ATTN_C8_MAX_B = 0 if form == "cluster_c4" else 32 if form == "cluster_c8" else real_c8_max_b
             dops.BA_FUSED = real_ba_fused and form != "ba_unfused"
             dops.GDN_PIPE_PDL_B = 1 << 30 if form == "pipe_prev" else real_pipe_b
             dops.GDN_PIPE_B = 1 << 30 if form == "pipe_prev" else real_pipe_plain_b
@@ -789,7 +792,6 @@ def main():
             dops.ATTN_QKNORM = real_attn_qknorm
             dops.ATTN_CLUSTER = real_attn_cluster
             dops.ATTN_C8_MAX_B = real_c8_max_b
-            dops.ATTN_C16_MAX_B = real_c16_max_b
             dops.BA_FUSED = real_ba_fused
             dops.MOE_SHARED_MERGED = real_shared_merged
             dops.MOE_ROUTER_FUSED = real_router_fused

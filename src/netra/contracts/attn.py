@@ -116,11 +116,11 @@ ATTN_DECODE_QKNORM = dataclasses.replace(
     peers=("framework_op", "unfused"),  # unfused: qk_rmsnorm_d256, then attn_decode_d256 (the runner's two launches)
 )
 
-# The cluster builds (attn_decode_d256_qknorm_c4, _c8, _c16): the qknorm step with C CTAs per (sequence, kv head), one
+# The cluster builds (attn_decode_d256_qknorm_c4, _c8): the qknorm step with C CTAs per (sequence, kv head), one
 # cluster each. CTA rank r takes pages r, r + C, .. up to pos's page, streaming the next page's K and V while it
 # computes this one, and merges them online; the CTAs then combine their partials through distributed shared memory,
 # each CTA C-th of the outputs. No scratch, no counters, no second wave: the grid is C x 2 x B whatever the context.
-ATTN_CLUSTER_SIZES = (4, 8, 16)  # 16: non-portable (the loader allows it), ranks 8..15 walk pages but combine nothing
+ATTN_CLUSTER_SIZES = (4, 8)
 ATTN_CLUSTER_REGS = 168  # 3 CTAs a SM by shared memory: 3 x 128 x 168 registers fit the 64 K
 
 
@@ -161,7 +161,10 @@ ATTN_CLUSTER = {c: _cluster(c) for c in ATTN_CLUSTER_SIZES}
 # leaves ~2. Registered and gated at 74282c6 (experiments/attention/cluster6_record_74282c6.json: check, sanitizers, GPU
 # test), then slower than c4 where it was meant to help: 29.40 against 26.54 us at B = 32, 16 pages, and 20-120 us per
 # batch-32 step (docs/notes/attention.md). The generator emits it from this contract.
-ATTN_CLUSTER_CANDIDATES = {6: _cluster(6)}
+# Clusters of 16 (non-portable; ranks 8..15 walk pages but combine nothing), rejected too: registered at 97ea05b
+# (experiments/attention/cluster16_record_97ea05b.json), its check failed (9.82e-3 against 9e-3 at B = 1, 2 pages, seed
+# 0: the c8 build's arithmetic there, on its own input draw) and the step gained 20 us at batch 1 at 4K positions only.
+ATTN_CLUSTER_CANDIDATES = {6: _cluster(6), 16: _cluster(16)}
 
 
 # Candidates, not registered (experiments/attention/split_variant_606fb91.json; docs/notes/attention.md): the split

@@ -759,13 +759,11 @@ ATTN_QKNORM_MAX_CTAS = 3 * SMS
 # (step_ab_current_cluster_cluster_c4*_1aec0c9.json). False: attn_decode_d256_qknorm within its one-wave rule, as before
 ATTN_CLUSTER = True
 ATTN_C8_MAX_B = 4
-# Clusters of 16 up to this many sequences (0: never; a candidate until its step A/B, docs/notes/attention.md)
-ATTN_C16_MAX_B = 0
 
 
 def attn_cluster_for(batch: int) -> int:
     """The cluster size the op launches for ``batch`` sequences."""
-    return 16 if batch <= ATTN_C16_MAX_B else 8 if batch <= ATTN_C8_MAX_B else 4
+    return 8 if batch <= ATTN_C8_MAX_B else 4
 
 
 @decode_op("attention_decode_paged_qknorm", mutates_args=("k_pages", "v_pages", "out", "ws", "counters"))

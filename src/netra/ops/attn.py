@@ -9,6 +9,6 @@ from ._dispatch import KernelOp
 DECODE = KernelOp("attention_decode_paged", "attn_decode_d256")
 # The same with q_norm and k_norm inside (netra::attention_decode_paged_qknorm): the runner's qk_rmsnorm launch folded in
 DECODE_QKNORM = KernelOp("attention_decode_paged_qknorm", "attn_decode_d256_qknorm")
-# The cluster builds of the same (attn_decode_d256_qknorm_c4 / _c8 / _c16): no scratch; the op picks one by the batch
+# The cluster builds of the same (attn_decode_d256_qknorm_c4 / _c8): no scratch; the op picks one by the batch
 DECODE_QKNORM_CL = {c: KernelOp("attention_decode_paged_qknorm", contract.name, key=contract.name)
                     for c, contract in ATTN_CLUSTER.items()}
