@@ -84,6 +84,9 @@ current, each swap, current again, so drift shows as a difference between the tw
 - cluster_c8 (after 97ea05b): clusters of 8 at every batch (dops.ATTN_C8_MAX_B = 32) in place of 4 above 4 sequences.
   The kernel records have c8 1.1 us ahead of c4 at 8 x 64 pages and 1 us behind at 8 x 16; prediction: batch 8 within
   +-15 us at context 1024, 0-20 us less at 4K positions; batch 32 worse (its records: c4 ahead by 2.6-8.6 us a layer).
+  Measured at 279567d (step_ab_current_cluster_c8_b{8,32}_ctx4096_279567d.json, ms plain / PDL): batch 8 16-20 us
+  more in the first page, level at 1024..1087, at 4032..4095 level plainly and 56 us less with PDL; batch 32 17-127 us
+  more plainly, 17-49 with PDL. ATTN_C8_MAX_B stays 4.
 - --context=N: the runners' context (default 1024, as `netra decode`); the late window is its last 64 positions.
 - --at=P:P:..: every form also timed at positions P + 3 .. P + 66 (at_P_plain_ms / at_P_pdl_ms), to find where the
   cluster builds overtake the one-page-a-CTA build between the early and the late windows.
