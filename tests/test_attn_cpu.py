@@ -225,69 +225,54 @@ def test_cluster_contracts():
         assert all(case["T"] == case["NP"] * A.PAGE and case["P"] >= case["B"] * case["NP"] for case in k.cases())
 
 
+def _candidate_ops(tmp_path, k, text: str) -> list[str]:
+    """An unregistered candidate's PTX (no committed file): assembled without spills within its contract's registers and
+    shared memory; its SASS's HMMA, MOVM, LDGSTS, ATOMG, LDL, STL and UCGABAR_ARV, with the page walk's counts checked."""
+    assert k.name not in {c.name for c in contracts.all_contracts()}
+    assert not paths.ptx_path("sm_90a", "attention", k.name).exists()
+    path = tmp_path / f"{k.name}.ptx"
+    path.write_text(text)
+    res = build.resource_usage(toolchain.ptxas(), path)
+    assert res["spill_stores"] == res["spill_loads"] == res["stack_frame"] == 0, res
+    assert res["registers"] <= k.max_registers and res["static_smem"] <= k.max_static_smem, res
+    cubin, _ = build._assemble(toolchain.ptxas(), path, tmp_path)
+    sass = subprocess.run([*toolchain.disassembler(), str(cubin)], capture_output=True, text=True, check=True).stdout
+    ops = re.findall(r"\b(HMMA|MOVM|LDGSTS|ATOMG|LDL|STL|UCGABAR_ARV)[.A-Z0-9]*", sass)
+    assert ops.count("HMMA") == 32 and ops.count("MOVM") == 66 and ops.count("LDGSTS") == 64
+    assert "LDL" not in ops and "STL" not in ops
+    return ops
+
+
 @pytest.mark.parametrize("c", sorted(A.ATTN_SPLIT))
 def test_split_candidates_assemble_as_intended(tmp_path, c):
     """The split candidates attn_decode_d256_qknorm_s4 / _s8 (experiments/attention/split_variant_606fb91.json; not
     registered): the cluster builds' page walk (the same 32 HMMA, 66 MOVM, 64 cp.async) with attn_decode_d256's combine
     (one atomic, no cluster barrier); no spills, within their registers; no committed PTX for them."""
     g = paths.generator("attention", "gen_attn_decode")
-    name = A.ATTN_SPLIT[c].name
-    assert not paths.ptx_path("sm_90a", "attention", name).exists() and name not in {k.name for k in contracts.all_contracts()}
-    path = tmp_path / f"{name}.ptx"
-    path.write_text(g.generate(True, split=c))
-    res = build.resource_usage(toolchain.ptxas(), path)
-    assert res["spill_stores"] == res["spill_loads"] == res["stack_frame"] == 0, res
-    assert res["registers"] <= A.ATTN_SPLIT[c].max_registers
-    cubin, _ = build._assemble(toolchain.ptxas(), path, tmp_path)
-    sass = subprocess.run([*toolchain.disassembler(), str(cubin)], capture_output=True, text=True, check=True).stdout
-    ops = re.findall(r"\b(HMMA|MOVM|LDGSTS|ATOMG|LDL|STL|UCGABAR_ARV)[.A-Z0-9]*", sass)
-    assert ops.count("HMMA") == 32 and ops.count("MOVM") == 66 and ops.count("LDGSTS") == 64
-    assert ops.count("ATOMG") == 1 and "UCGABAR_ARV" not in ops and "LDL" not in ops and "STL" not in ops
     k = A.ATTN_SPLIT[c]
+    ops = _candidate_ops(tmp_path, k, g.generate(True, split=c))
+    assert ops.count("ATOMG") == 1 and "UCGABAR_ARV" not in ops
     assert k.grid_for({"B": 3, "NP": 64, "P": 200, "T": 4096}) == (c, A.KV_HEADS, 3) and k.op == A.ATTN_DECODE_QKNORM.op
 
 
-def test_cluster_of_6_candidate_assembles(tmp_path):
-    """The rejected candidate attn_decode_d256_qknorm_c6 (A.ATTN_CLUSTER_CANDIDATES; measured at 74282c6): the owner of
-    pos's page by rem (6 is not a power of 2), a page table of 11, 4 ranks combining 512 outputs each and ranks 4, 5
-    combining nothing; the registered builds' instruction counts, no spills, within its registers."""
-    g = paths.generator("attention", "gen_attn_decode")
-    k = A.ATTN_CLUSTER_CANDIDATES[6]
-    assert k.name not in {c.name for c in contracts.all_contracts()}
-    assert not paths.ptx_path("sm_90a", "attention", k.name).exists()
-    t = g.generate(True, cluster=6)
-    assert "rem.u32 %r0, %last, 6;" in t and "pids[11]" in t and ".reqnctapercluster 6, 1, 1" in t
-    assert t.count("@!%pslice bra COMBINED;") == 1 and "mul.lo.u32 %ir0, %page, 512;" in t
-    path = tmp_path / f"{k.name}.ptx"
-    path.write_text(t)
-    res = build.resource_usage(toolchain.ptxas(), path)
-    assert res["spill_stores"] == res["spill_loads"] == res["stack_frame"] == 0, res
-    assert res["registers"] <= k.max_registers and res["static_smem"] <= k.max_static_smem, res
-    cubin, _ = build._assemble(toolchain.ptxas(), path, tmp_path)
-    sass = subprocess.run([*toolchain.disassembler(), str(cubin)], capture_output=True, text=True, check=True).stdout
-    ops = re.findall(r"\b(HMMA|MOVM|LDGSTS|ATOMG|LDL|STL|UCGABAR_ARV)[.A-Z0-9]*", sass)
-    assert ops.count("HMMA") == 32 and ops.count("MOVM") == 66 and ops.count("LDGSTS") == 64
-    assert ops.count("UCGABAR_ARV") == 2 and "ATOMG" not in ops and "LDL" not in ops and "STL" not in ops
+# what each rejected cluster candidate's PTX must hold (docs/notes/attention.md, after 43fb274)
+_CLUSTER_CANDIDATE_TEXT = {
+    # the owner of pos's page by rem (6 is not a power of 2), a page table of 11, 4 ranks combining 512 outputs each
+    6: ("rem.u32 %r0, %last, 6;", "pids[11]", ".reqnctapercluster 6, 1, 1", "setp.lt.u32 %pslice, %page, 4;",
+        "mul.lo.u32 %ir0, %page, 512;"),
+    # non-portable, a page table of 4, 8 ranks combining 256 outputs each, ranks 8..15 walking pages only
+    16: ("and.b32 %r0, %last, 15;", "pids[4]", ".reqnctapercluster 16, 1, 1", "setp.lt.u32 %pslice, %page, 8;",
+         "mul.lo.u32 %ir0, %page, 256;"),
+}
 
 
-def test_cluster_of_16_candidate_assembles(tmp_path):
-    """The rejected candidate attn_decode_d256_qknorm_c16 (A.ATTN_CLUSTER_CANDIDATES; measured at 97ea05b): a
-    non-portable cluster of 16, a page table of 4, 8 ranks combining 256 outputs each and ranks 8..15 walking pages but
-    combining nothing; the registered builds' instruction counts, no spills, within its registers."""
+@pytest.mark.parametrize("c", sorted(A.ATTN_CLUSTER_CANDIDATES))
+def test_cluster_candidates_assemble(tmp_path, c):
+    """The rejected candidates attn_decode_d256_qknorm_c6 (measured at 74282c6) and _c16 (97ea05b), in
+    A.ATTN_CLUSTER_CANDIDATES: ranks past the combining ones skip the combine once; the registered builds' instruction
+    counts, two cluster barriers, no atomic, no spills, within their registers."""
     g = paths.generator("attention", "gen_attn_decode")
-    k = A.ATTN_CLUSTER_CANDIDATES[16]
-    assert k.name not in {c.name for c in contracts.all_contracts()}
-    assert not paths.ptx_path("sm_90a", "attention", k.name).exists()
-    t = g.generate(True, cluster=16)
-    assert ".reqnctapercluster 16, 1, 1" in t and "pids[4]" in t and "and.b32 %r0, %last, 15;" in t
-    assert "setp.lt.u32 %pslice, %page, 8;" in t and "mul.lo.u32 %ir0, %page, 256;" in t
-    path = tmp_path / f"{k.name}.ptx"
-    path.write_text(t)
-    res = build.resource_usage(toolchain.ptxas(), path)
-    assert res["spill_stores"] == res["spill_loads"] == res["stack_frame"] == 0, res
-    assert res["registers"] <= k.max_registers and res["static_smem"] <= k.max_static_smem, res
-    cubin, _ = build._assemble(toolchain.ptxas(), path, tmp_path)
-    sass = subprocess.run([*toolchain.disassembler(), str(cubin)], capture_output=True, text=True, check=True).stdout
-    ops = re.findall(r"\b(HMMA|MOVM|LDGSTS|ATOMG|LDL|STL|UCGABAR_ARV)[.A-Z0-9]*", sass)
-    assert ops.count("HMMA") == 32 and ops.count("MOVM") == 66 and ops.count("LDGSTS") == 64
-    assert ops.count("UCGABAR_ARV") == 2 and "ATOMG" not in ops and "LDL" not in ops and "STL" not in ops
+    t = g.generate(True, cluster=c)
+    assert all(x in t for x in _CLUSTER_CANDIDATE_TEXT[c]) and t.count("@!%pslice bra COMBINED;") == 1
+    ops = _candidate_ops(tmp_path, A.ATTN_CLUSTER_CANDIDATES[c], t)
+    assert ops.count("UCGABAR_ARV") == 2 and "ATOMG" not in ops
