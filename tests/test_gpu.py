@@ -35,6 +35,36 @@ def _pdl(pdl: bool, reset: bool = True):
         ops.set_pdl(False)
 
 
+def _cache_restorer(i: dict, out: torch.Tensor):
+    """The attention tests' state before each launch: the cache pages as made, out NaN-poisoned."""
+    kp0, vp0 = i["k_pages"].clone(), i["v_pages"].clone()
+
+    def restore():
+        i["k_pages"].copy_(kp0)
+        i["v_pages"].copy_(vp0)
+        out.fill_(float("nan"))
+
+    return restore, kp0, vp0
+
+
+def _graph_and_pdl_same_bits(launch, restore, out: torch.Tensor, k_pages: torch.Tensor, want, counters=None):
+    """launch() replayed from a CUDA graph, then launched with PDL and without, each from restore()'s state: out and
+    k_pages bitwise ``want`` (out, k_pages), the arrival counters (if given) left zero."""
+    restore()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        launch()
+    restore()
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, want[0]) and torch.equal(k_pages, want[1])
+    for pdl in (True, False):
+        restore()
+        with _pdl(pdl):  # the guard rebound with (or without) the PDL launcher
+            launch()
+        assert torch.equal(out, want[0]) and (counters is None or not counters.any())
+
+
 def test_smoke_copy_whole_path_eager_and_graph():
     ops.prepare()
     src = torch.randn(4096, device="cuda")
@@ -988,17 +1018,11 @@ def test_attention_decode_paged_qknorm_kernel(B, NP, monkeypatch):
         monkeypatch.setattr(dops, "ATTN_CLUSTER", False)
     tb = testbeds.get(A.ATTN_QKNORM_NAME)
     i = tb.make({"B": B, "NP": NP, "P": B * NP + 3, "T": NP * A.PAGE}, torch.Generator().manual_seed(B + 2 * NP), "cuda")
-    kp0, vp0 = i["k_pages"].clone(), i["v_pages"].clone()
     want = tb.reference({**i, "kernel_ws": i["ws"]})
     out = torch.full((B, A.Q_HEADS * A.HEAD_DIM), float("nan"), dtype=torch.bfloat16, device="cuda")
     args = lambda: (i["q"], i["k"], i["v"], i["gate"], i["q_norm"], i["k_norm"], i["cos"], i["sin"],  # noqa: E731
                     i["positions"], i["block_table"], i["k_pages"], i["v_pages"], out, i["ws"], i["counters"], EPS)
-
-    def restore():
-        i["k_pages"].copy_(kp0)
-        i["v_pages"].copy_(vp0)
-        out.fill_(float("nan"))
-
+    restore, _, _ = _cache_restorer(i, out)
     ops.reset_stats()
     qn, kn = qk_rmsnorm(i["q"], i["k"], i["q_norm"], i["k_norm"], EPS)
     dops.attention_decode_paged(qn, kn, *args()[2:4], *args()[6:15])
@@ -1014,20 +1038,8 @@ def test_attention_decode_paged_qknorm_kernel(B, NP, monkeypatch):
     assert metrics.rel_err(out, want["out"]) <= A.ATTN_TOL
     assert metrics.rel_err(i["k_pages"], want["k_pages"]) <= 2 ** -7
     assert not i["counters"].any()
-    restore()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        dops.attention_decode_paged_qknorm(*args())
-    restore()
-    g.replay()
-    torch.cuda.synchronize()
-    assert torch.equal(out, pair[0]) and torch.equal(i["k_pages"], pair[1])
-    for pdl in (True, False):
-        restore()
-        with _pdl(pdl):
-            dops.attention_decode_paged_qknorm(*args())
-        torch.cuda.synchronize()
-        assert torch.equal(out, pair[0]) and not i["counters"].any()
+    _graph_and_pdl_same_bits(lambda: dops.attention_decode_paged_qknorm(*args()), restore, out, i["k_pages"], pair,
+                             i["counters"])
 
 
 @pytest.mark.parametrize("c", [4, 8])
@@ -1045,16 +1057,11 @@ def test_attention_cluster_kernels(B, NP, c, monkeypatch):
     op = attn.DECODE_QKNORM_CL[c]
     tb = testbeds.get(A.ATTN_CLUSTER[c].name)
     i = tb.make({"B": B, "NP": NP, "P": B * NP + 3, "T": NP * A.PAGE}, torch.Generator().manual_seed(7 * B + NP + c), "cuda")
-    kp0, vp0 = i["k_pages"].clone(), i["v_pages"].clone()
     want = tb.reference(i)
     out = torch.full((B, A.Q_HEADS * A.HEAD_DIM), float("nan"), dtype=torch.bfloat16, device="cuda")
     cargs = lambda: (i["q"], i["k"], i["v"], i["gate"], i["q_norm"], i["k_norm"], i["cos"], i["sin"],  # noqa: E731
                      i["positions"], i["block_table"], i["k_pages"], i["v_pages"], out, EPS)
-
-    def restore():
-        i["k_pages"].copy_(kp0)
-        i["v_pages"].copy_(vp0)
-        out.fill_(float("nan"))
+    restore, kp0, vp0 = _cache_restorer(i, out)
 
     def run():
         restore()
@@ -1072,19 +1079,11 @@ def test_attention_cluster_kernels(B, NP, c, monkeypatch):
     assert torch.equal(first[1], rows[0]) and torch.equal(first[2], rows[1])
     for _ in range(3):
         assert metrics.first_mismatch(run()[0], first[0]) is None
-    restore()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
+
+    def launch():
         assert op.go(*cargs()) is None
-    restore()
-    g.replay()
-    torch.cuda.synchronize()
-    assert torch.equal(out, first[0]) and torch.equal(i["k_pages"], first[1])
-    for pdl in (True, False):
-        restore()
-        with _pdl(pdl):  # the guard rebound with (or without) the PDL launcher
-            assert op.go(*cargs()) is None
-        assert torch.equal(out, first[0])
+
+    _graph_and_pdl_same_bits(launch, restore, out, i["k_pages"], first)
     monkeypatch.setattr(dops, "ATTN_CLUSTER", True)
     monkeypatch.setattr(dops, "ATTN_C8_MAX_B", B if c == 8 else B - 1)
     restore()
@@ -1119,10 +1118,10 @@ def test_attention_decode_paged_kernel(B, NP):
 
     i = testbeds.get(A.ATTN_NAME).make({"B": B, "NP": NP, "P": B * NP + 3, "T": NP * A.PAGE},
                                        torch.Generator().manual_seed(B + NP), "cuda")
-    kp0, vp0 = i["k_pages"].clone(), i["v_pages"].clone()
+    out = torch.full((B, A.Q_HEADS * A.HEAD_DIM), float("nan"), dtype=torch.bfloat16, device="cuda")
+    restore, kp0, vp0 = _cache_restorer(i, out)
     want = ra.decode_step(i["q"], i["k"], i["v"], i["gate"], i["cos"], i["sin"], i["positions"], i["block_table"],
                           kp0, vp0)
-    out = torch.full((B, A.Q_HEADS * A.HEAD_DIM), float("nan"), dtype=torch.bfloat16, device="cuda")
     args = lambda: (i["q"], i["k"], i["v"], i["gate"], i["cos"], i["sin"], i["positions"], i["block_table"],  # noqa: E731
                     i["k_pages"], i["v_pages"], out, i["ws"], i["counters"])
     ops.reset_stats()
@@ -1134,25 +1133,8 @@ def test_attention_decode_paged_kernel(B, NP):
     assert torch.equal(i["v_pages"].double(), want["v_pages"])
     assert not i["counters"].any()
     eager = (out.clone(), i["k_pages"].clone())
-
-    def restore():
-        i["k_pages"].copy_(kp0)
-        i["v_pages"].copy_(vp0)
-        out.fill_(float("nan"))
-
-    restore()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        dops.attention_decode_paged(*args())
-    restore()
-    g.replay()
-    torch.cuda.synchronize()
-    assert torch.equal(out, eager[0]) and torch.equal(i["k_pages"], eager[1])
-    for pdl in (True, False):
-        restore()
-        with _pdl(pdl):
-            dops.attention_decode_paged(*args())
-        assert torch.equal(out, eager[0]) and not i["counters"].any()
+    _graph_and_pdl_same_bits(lambda: dops.attention_decode_paged(*args()), restore, out, i["k_pages"], eager,
+                             i["counters"])
     # a position past the cache: that sequence's output NaN, no row written for it
     restore()
     i["positions"][0] = NP * A.PAGE
