@@ -30,25 +30,18 @@ TOL = 9e-3
 def emulate(i: dict, eps: float) -> torch.Tensor:
     from netra.contracts import attn as A
     from netra.ops.norm import _zero_centred
+    from netra.reference import attn as ra
 
     bf, f = torch.bfloat16, torch.float32
     q = _zero_centred(i["q"], i["q_norm"], eps).to(bf).float()
     k = _zero_centred(i["k"], i["k_norm"], eps).to(bf).float()
     B, nh, hd = q.shape
-    nkv, page, rd = A.KV_HEADS, A.PAGE, A.ROTARY
+    nkv, page = A.KV_HEADS, A.PAGE
     out = torch.empty(B, nh * hd, dtype=bf)
     for b in range(B):
         pos = int(i["positions"][b])
         c, s = i["cos"][pos].float(), i["sin"][pos].float()
-
-        def rope(x):
-            y = x.clone()
-            x1, x2 = x[..., :rd // 2], x[..., rd // 2:rd]
-            y[..., :rd // 2] = x1 * c[:rd // 2] - x2 * s[:rd // 2]
-            y[..., rd // 2:rd] = x2 * c[rd // 2:] + x1 * s[rd // 2:]
-            return y.to(bf).float()
-
-        qr, kr = rope(q[b]), rope(k[b])
+        qr, kr = (ra.rope(x, c, s).to(bf).float() for x in (q[b], k[b]))  # the reference's RoPE, in float32 here
         pages = i["block_table"][b, : pos // page + 1].long()
         K = i["k_pages"][pages].flatten(0, 1)[: pos + 1].float().clone()
         V = i["v_pages"][pages].flatten(0, 1)[: pos + 1].float().clone()
