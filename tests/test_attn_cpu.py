@@ -215,6 +215,64 @@ def test_cluster_builds_are_current_and_assemble_as_intended(c):
     assert ops.count("SHFL") == len(re.findall(r"\bSHFL\b", build.disasm(A.ATTN_QKNORM_NAME)))
 
 
+@pytest.mark.parametrize("c", sorted(A.ATTN_LONG))
+def test_long_builds_are_current_and_assemble_as_intended(c):
+    """attn_decode_d256_qknorm_c4_long / _c8_long: the generator's output; no spills, within the contract's registers
+    and shared memory; the cluster build's page walk (32 HMMA, 66 MOVM, 64 cp.async, its shuffles, two cluster
+    barriers) and one atomic (the clusters' arrival); the walk's stride a register (C S_eff), the page table filled
+    after pos, and nothing else of the cluster build changed but the rank register in the slice."""
+    g = paths.generator("attention", "gen_attn_decode")
+    k = A.ATTN_LONG[c]
+    text = g.generate(True, cluster=c, long=True)
+    assert paths.ptx_path("sm_90a", "attention", k.name).read_text() == text, "run gen_attn_decode.py"
+    res = build.resource_usage(toolchain.ptxas(), paths.ptx_path("sm_90a", "attention", k.name))
+    assert res["spill_stores"] == res["spill_loads"] == res["stack_frame"] == 0, res
+    assert res["registers"] <= k.max_registers and res["static_smem"] <= k.max_static_smem, res
+    sass = build.disasm(k.name)
+    ops = re.findall(r"\b(HMMA|MOVM|LDGSTS|ATOMG|LDL|STL|SHFL|UCGABAR_ARV|UCGABAR_WAIT)[.A-Z0-9]*", sass)
+    assert ops.count("HMMA") == 32 and ops.count("MOVM") == 66 and ops.count("LDGSTS") == 64 and ops.count("ATOMG") == 1
+    assert "LDL" not in ops and "STL" not in ops
+    assert ops.count("UCGABAR_ARV") == ops.count("UCGABAR_WAIT") == 2
+    assert ops.count("SHFL") == len(re.findall(r"\bSHFL\b", build.disasm(A.ATTN_QKNORM_NAME)))
+    assert "add.u32 %pn, %cpg, %W;" in text and "rem.u32 %r0, %last, %W;" in text
+    assert f"pids[{A.LONG_MAX_PAGES // c}]" in text and f".reqnctapercluster {c}, 1, 1" in text
+    assert text.count("@%psplit bra SPLIT_PART;") == 1 and text.count("bra CL_OUT;") == 1
+
+
+def test_long_contracts_and_the_ops_choice():
+    """The long builds: grid C x S x 2 x B, ws [B, 2, S, PART] and counters [B, 2, C] (S bound from ws), up to
+    LONG_MAX_PAGES pages (the model's 262144 positions); the op takes one where the caller passes cl_counters and a
+    sequence can outgrow one cluster (S > 1 and more than C x LONG_PAGES pages) or the cache is past the cluster builds'
+    64 pages, with S from attn_splits and views of the caller's ws and cl_counters."""
+    from netra.decode import ops as dops
+
+    assert A.LONG_MAX_PAGES * A.PAGE == 262144
+    for c, k in A.ATTN_LONG.items():
+        assert k.grid_for({"B": 3, "NP": 500, "S": 5, "P": 2000, "T": 32000}) == (5 * c, A.KV_HEADS, 3)
+        shapes = {t.name: t.shape for t in k.tensors}
+        assert shapes["ws"] == ("B", A.KV_HEADS, "S", A.PART) and shapes["counters"] == ("B", A.KV_HEADS, c)
+        assert max(k.dims["NP"]) == A.LONG_MAX_PAGES and max(k.dims["S"]) == A.LONG_SPLITS[c]
+        assert k.op == A.ATTN_DECODE_QKNORM.op and k.dynamic_smem == A.SMEM
+        assert all(case["P"] >= case["B"] * case["NP"] and case["S"] <= A.LONG_SPLITS[c] for case in k.cases())
+        assert max(case["NP"] for case in k.cases()) >= 512  # 32K positions
+    assert [dops.attn_splits(b, dops.attn_cluster_for(b)) for b in (1, 2, 3, 4, 5, 8, 16, 17, 32)] == \
+        [16, 8, 5, 4, 6, 4, 2, 1, 1]
+
+    def choice(B, NP, cl=True):
+        q = torch.zeros(B, A.Q_HEADS, A.HEAD_DIM)
+        ws = torch.zeros(B, A.KV_HEADS, NP, A.PART)
+        la = dops._long_args(q, torch.zeros(B, NP, dtype=torch.int32), ws,
+                             torch.zeros(B, A.KV_HEADS, dops.CL_COUNTERS, dtype=torch.int32) if cl else None)
+        if la is not None:
+            assert la[1].is_contiguous() and la[1].data_ptr() == ws.data_ptr() and la[2].shape == (B, A.KV_HEADS, la[0])
+            return la[0], la[1].shape[2]
+        return None
+
+    assert choice(1, 16) is None and choice(1, 32) is None and choice(1, 33) == (8, 16) and choice(1, 64, False) is None
+    assert choice(4, 64) == (8, 4) and choice(8, 16) is None and choice(8, 17) == (4, 4) and choice(32, 64) is None
+    assert choice(32, 65) == (4, 1) and choice(17, 4096) == (4, 1) and choice(2, 512) == (8, 8)
+
+
 def test_cluster_contracts():
     """C CTAs per (sequence, kv head) whatever the context; no scratch or counters; the long-context cases too."""
     for c, k in A.ATTN_CLUSTER.items():

@@ -207,7 +207,8 @@ def test_every_op_has_its_contract():
                                 "fp8_gemv_n2048_k4608_moedown_grp", "gdn_decode_b32_smem",
                                 "gdn_decode_b32_smem_pdl", "gdn_decode_b32_pipe", "gdn_decode_b32_pipe_pdl", "lm_head_argmax",
                                 "attention_decode_paged", "attention_decode_paged_qknorm",
-                                "attn_decode_d256_qknorm_c4", "attn_decode_d256_qknorm_c8"} | proj
+                                "attn_decode_d256_qknorm_c4", "attn_decode_d256_qknorm_c8",
+                                "attn_decode_d256_qknorm_c4_long", "attn_decode_d256_qknorm_c8_long"} | proj
     for key, k in netra.ops.OPS.items():
         assert contracts.REGISTRY[k.contract.name].op == k.op and key in (k.op, k.contract.name)
 

@@ -1105,6 +1105,77 @@ def test_attention_cluster_kernels(B, NP, c, monkeypatch):
     assert torch.equal(i["k_pages"][pg0], kp0[pg0]) and torch.equal(i["v_pages"][pg0], vp0[pg0])
 
 
+@pytest.mark.parametrize("c,B,NP,S", [(8, 1, 16, 16), (8, 1, 64, 16), (8, 1, 200, 16), (8, 1, 1000, 16), (8, 2, 150, 8),
+                                      (8, 4, 33, 4), (4, 5, 40, 8), (4, 8, 64, 4), (4, 3, 300, 8), (4, 17, 100, 1)])
+def test_attention_long_kernels(c, B, NP, S, monkeypatch):
+    """attn_decode_d256_qknorm_c4_long / _c8_long by their guards: out and the cache within float64's tolerance, out
+    NaN-poisoned before every launch, repeated, graph and PDL launches the same bits, the counters left zero; where no
+    sequence has more than C x LONG_PAGES pages (one cluster each) the bits of the cluster build; the op takes the
+    build (given cl_counters) with the same bits; a position past the cache gives NaN for that sequence, an invalid
+    page id NaN for its sequence alone."""
+    from netra.contracts import attn as A
+    from netra.decode import ops as dops
+    from netra.lifecycle import testbeds
+    from netra.ops import _dispatch, attn
+
+    op = attn.DECODE_QKNORM_LONG[c]
+    tb = testbeds.get(A.ATTN_LONG[c].name)
+    i = tb.make({"B": B, "NP": NP, "S": S, "P": B * NP + 3, "T": NP * A.PAGE}, torch.Generator().manual_seed(B + NP + S),
+                "cuda")
+    want = tb.reference_for(i, {"ws": i["ws"]})
+    out = torch.full((B, A.Q_HEADS * A.HEAD_DIM), float("nan"), dtype=torch.bfloat16, device="cuda")
+    cargs = lambda: (i["q"], i["k"], i["v"], i["gate"], i["q_norm"], i["k_norm"], i["cos"], i["sin"],  # noqa: E731
+                     i["positions"], i["block_table"], i["k_pages"], i["v_pages"], out)
+    restore, kp0, vp0 = _cache_restorer(i, out)
+
+    def run():
+        restore()
+        assert op.go(*cargs(), i["ws"], i["counters"], EPS) is None
+        torch.cuda.synchronize()
+        assert not i["counters"].any()
+        return out.clone(), i["k_pages"].clone(), i["v_pages"].clone()
+
+    first = run()
+    for n in ("out", "k_pages", "v_pages"):
+        got = dict(zip(("out", "k_pages", "v_pages"), first))[n]
+        assert metrics.rel_err(got, want[n]) <= A.ATTN_TOL, (n, metrics.rel_err(got, want[n]))
+    for _ in range(3):
+        assert metrics.first_mismatch(run()[0], first[0]) is None
+    _graph_and_pdl_same_bits(lambda: op.go(*cargs(), i["ws"], i["counters"], EPS), restore, out, i["k_pages"], first,
+                             i["counters"])
+    if NP <= A.MAX_PAGES and int(i["positions"].max()) < c * A.LONG_PAGES * A.PAGE:  # one cluster a sequence
+        restore()
+        assert attn.DECODE_QKNORM_CL[c].go(*cargs(), EPS) is None
+        torch.cuda.synchronize()
+        assert torch.equal(out, first[0]) and torch.equal(i["k_pages"], first[1])
+    # the op, given cl_counters, takes this build with S = attn_splits (the batch's cluster size forced to c)
+    monkeypatch.setattr(dops, "ATTN_C8_MAX_B", B if c == 8 else B - 1)
+    monkeypatch.setattr(dops, "ATTN_LONG_CTAS", S * B * A.KV_HEADS * c)
+    ws = torch.empty(B, A.KV_HEADS, NP, A.PART, device="cuda")
+    cl = torch.zeros(B, A.KV_HEADS, dops.CL_COUNTERS, dtype=torch.int32, device="cuda")
+    restore()
+    ops.reset_stats()
+    with _dispatch.count_launches() as counts:
+        dops.attention_decode_paged_qknorm(*cargs(), ws, torch.zeros(B, A.KV_HEADS, dtype=torch.int32, device="cuda"),
+                                           EPS, cl)
+    torch.cuda.synchronize()
+    taken = dops.attn_splits(B, c) == S and (NP > A.MAX_PAGES or (S > 1 and NP > c * A.LONG_PAGES))
+    assert counts[op.contract.name] == taken and sum(counts.values()) == 1, counts  # else the cluster build (the same bits)
+    assert _misses(op.contract.name) == 0 and torch.equal(out, first[0]) and not cl.any()
+    # a position past the cache; (with more than one sequence) an invalid page id in the last sequence's pos page
+    restore()
+    i["positions"][0] = NP * A.PAGE
+    if B > 1:
+        i["block_table"][B - 1, int(i["positions"][B - 1]) // A.PAGE] = B * NP + 3
+    assert op.go(*cargs(), i["ws"], i["counters"], EPS) is None
+    torch.cuda.synchronize()
+    assert out[0].isnan().all() and not i["counters"].any()
+    if B > 1:
+        assert out[B - 1].isnan().all() and not out[1:B - 1].isnan().any()
+    pg0 = i["block_table"][0].long()
+    assert torch.equal(i["k_pages"][pg0], kp0[pg0]) and torch.equal(i["v_pages"][pg0], vp0[pg0])
+
+
 @pytest.mark.parametrize("B,NP", [(1, 1), (1, 16), (3, 5), (32, 16)])
 def test_attention_decode_paged_kernel(B, NP):
     """netra::attention_decode_paged in the runner's layout (v and gate views of one q | k | v row) takes

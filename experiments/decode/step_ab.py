@@ -87,6 +87,11 @@ current, each swap, current again, so drift shows as a difference between the tw
   Measured at 279567d (step_ab_current_cluster_c8_b{8,32}_ctx4096_279567d.json, ms plain / PDL): batch 8 16-20 us
   more in the first page, level at 1024..1087, at 4032..4095 level plainly and 56 us less with PDL; batch 32 17-127 us
   more plainly, 17-49 with PDL. ATTN_C8_MAX_B stays 4.
+- long_off (after 7b4cfc9): the long-context attention builds (attn_decode_d256_qknorm_c4_long / _c8_long: up to S
+  clusters per (sequence, kv head)) off, so the cluster builds alone up to 64 pages and the framework path (SDPA)
+  past them. Prediction from the kernel's design (c8 at 1 x 64 pages: 14.7 us, 16 CTAs walking 8 pages each): batch 1
+  at 4K positions 20-40 us less per step with them; at 32K positions (512 pages), where the current form without them
+  runs the framework path, several hundred us less at every batch.
 - --context=N: the runners' context (default 1024, as `netra decode`); the late window is its last 64 positions.
 - --at=P:P:..: every form also timed at positions P + 3 .. P + 66 (at_P_plain_ms / at_P_pdl_ms), to find where the
   cluster builds overtake the one-page-a-CTA build between the early and the late windows.
@@ -322,7 +327,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
          "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem", "gate_in_router",
          "router_fused", "router_unfused", "experts_group", "router_poll", "router_coop", "moedown_grp_off", "experts_group32_off", "dense32_off",
-         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_plain", "current_again",
+         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_plain", "long_off", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
@@ -648,6 +653,7 @@ def main():
     real_pipe_b, real_pipe_plain_b = dops.GDN_PIPE_PDL_B, dops.GDN_PIPE_B
     real_ba_fused, real_shared_merged, real_router_fused = dops.BA_FUSED, dops.MOE_SHARED_MERGED, dops.MOE_ROUTER_FUSED
     real_attn_kernel, real_attn_qknorm, real_attn_cluster = dops.ATTN_KERNEL, dops.ATTN_QKNORM, dops.ATTN_CLUSTER
+    real_attn_long = dops.ATTN_LONG
     real_grp_rows, real_grp32_rows, real_dense32_rows = dops.MOE_DOWN_GRP_ROWS, dops.EXPERTS_GROUP32_ROWS, dops.DENSE32_ROWS
     real_res32_rows = dops.RES32_ROWS
     real_rf_rows = dops.MOE_ROUTER_FUSED_ROWS
@@ -694,6 +700,7 @@ def main():
             dops.ATTN_QKNORM = real_attn_qknorm and form != "qknorm_prev"
             dops.ATTN_CLUSTER = (real_attn_cluster or form in ("cluster", "cluster_c4", "cluster_plain")) and form != "cluster_prev"
             dops.ATTN_C8_MAX_B = 0 if form == "cluster_c4" else 32 if form == "cluster_c8" else real_c8_max_b
+            dops.ATTN_LONG = real_attn_long and form != "long_off"
             dops.BA_FUSED = real_ba_fused and form != "ba_unfused"
             dops.GDN_PIPE_PDL_B = 1 << 30 if form == "pipe_prev" else real_pipe_b
             dops.GDN_PIPE_B = 1 << 30 if form == "pipe_prev" else real_pipe_plain_b
@@ -803,6 +810,7 @@ def main():
             dops.DENSE32_ROWS = real_dense32_rows
             dops.RES32_ROWS = real_res32_rows
             dops.MOE_ROUTER_FUSED_ROWS = real_rf_rows
+            dops.ATTN_LONG = real_attn_long
             dops.GDN_PIPE_PDL_B = real_pipe_b
             dops.GDN_PIPE_B = real_pipe_plain_b
             dops.moe_decode, dops.fp8_linear_experts = real_moe, real_experts

@@ -41,8 +41,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "src"))
-from netra.contracts.attn import (ATTN_CLUSTER, ATTN_CLUSTER_CANDIDATES, ATTN_SPLIT, ATTN_DECODE, ATTN_DECODE_QKNORM, HEAD_DIM,  # noqa: E402
-                                  KV_HEADS, MAX_PAGES, PAGE, PART,  # (written once)
+from netra.contracts.attn import (ATTN_CLUSTER, ATTN_CLUSTER_CANDIDATES, ATTN_LONG, ATTN_SPLIT, ATTN_DECODE,  # noqa: E402
+                                  ATTN_DECODE_QKNORM, HEAD_DIM, KV_HEADS, LONG_MAX_PAGES, LONG_PAGES, LONG_SPLITS,
+                                  MAX_PAGES, PAGE, PART,  # (written once)
                                   Q_HEADS, ROTARY, SMEM, WARPS)
 from netra.contracts.spec import Scalar, Tensor  # noqa: E402
 
@@ -77,7 +78,7 @@ for _c in (ATTN_DECODE, ATTN_DECODE_QKNORM):
     assert {p.name for p in _c.params[:_n]} <= set(REG)
 
 
-def generate(qknorm: bool = False, once: bool = False, cluster: int = 0, split: int = 0) -> str:
+def generate(qknorm: bool = False, once: bool = False, cluster: int = 0, split: int = 0, long: bool = False) -> str:
     """attn_decode_d256; with ``qknorm`` attn_decode_d256_qknorm (q_norm and k_norm first, bitwise qk_rmsnorm_d256's).
     ``once`` (a candidate, experiments/attention/qknorm_once_variant.py; with qknorm): each CTA normalizes its 8 query
     heads once, warp w heads 2 w and 2 w + 1 in qk_rmsnorm_d256's own lane layout, into shared memory, and every warp
@@ -87,14 +88,18 @@ def generate(qknorm: bool = False, once: bool = False, cluster: int = 0, split: 
     head)'s cluster walks pages r, r + cluster, .. (_cl_pages), the partials combined through distributed shared
     memory (_cl_combine). ``split`` (with qknorm; a candidate, experiments/attention/split_variant_606fb91.json):
     attn_decode_d256_qknorm_s{split}, the same walk by ``split`` CTAs without a cluster, their partials combined as
-    attn_decode_d256's pages are (ws, the counter, the last CTA)."""
+    attn_decode_d256's pages are (ws, the counter, the last CTA). ``long`` (with cluster 4 or 8):
+    attn_decode_d256_qknorm_c{cluster}_long, up to S clusters per (sequence, kv head) (S = %nctaid.x / cluster), S_eff
+    of them walking (_cl_long_start), their partials combined by the last to arrive (_cl_split)."""
     assert qknorm or not once
     clusters = {**ATTN_CLUSTER, **ATTN_CLUSTER_CANDIDATES}
     assert not cluster or (qknorm and not once and cluster in clusters and not split)
     assert not split or (qknorm and not once and split in ATTN_SPLIT)
-    C = (clusters[cluster] if cluster else ATTN_SPLIT[split] if split else ATTN_DECODE_QKNORM if qknorm
+    assert not long or (cluster in ATTN_LONG and _combiners(cluster) == cluster)
+    C = (ATTN_LONG[cluster] if long else clusters[cluster] if cluster else ATTN_SPLIT[split] if split else ATTN_DECODE_QKNORM if qknorm
          else ATTN_DECODE)
     walk = cluster or split  # CTAs per (sequence, kv head) walking its pages (0: one page a CTA)
+    table = -(-(LONG_MAX_PAGES if long else MAX_PAGES) // walk) if walk else 0  # the CTA's page ids
     E = 16 // _combiners(cluster) if cluster else 0  # (cluster) outputs a thread combines
     name = C.name
     params = tuple(p.name for p in C.params if isinstance(p, Tensor))  # the contract's order, written there
@@ -132,17 +137,22 @@ def generate(qknorm: bool = False, once: bool = False, cluster: int = 0, split: 
     e(f".shared .align 16 .b32 ml[{WARPS * 16}];  // per warp: m of its 8 heads, then l")
     if cluster:
         e(f".shared .align 16 .f32 cml[{2 * GROUP}];  // the CTA's partial: M of its 8 heads, then L (O over warp 0's V tile)")
-    else:
+    if not cluster or long:
         e(".shared .align 4 .b32 ticket;")
     if walk:
         cl_f, cl_p = (f", %cm<{cluster}>, %cl<{cluster}>, %co<{cluster * E}>", f", %pj<{cluster}>") if cluster else ("", "")
-        e(f".shared .align 4 .b32 pids[{-(-MAX_PAGES // walk)}];  // this CTA's page ids: pages rank, rank + {walk}, ..")
+        e(f".shared .align 4 .b32 pids[{table}];  // this CTA's page ids: pages rank, rank + "
+          f"{'C S_eff' if long else walk}, ..")
         e(".reg .b32 %w16, %cpg, %pn, %it, %pidl, %pidt, %pidc, %ir<8>, %nk<8>, %nka, %gs<4>, %hd, %dm, %nv;")
         e(f".reg .f32 %mr<2>, %lr<2>, %al<2>{cl_f};")
         e(f".reg .pred %pall, %pempty, %pown, %pmore, %pw, %ptab, %pi{cl_p};")
         if cluster and _combiners(cluster) != cluster:
             e(".reg .pred %pslice;")
         e(".reg .b64 %ai, %lane16, %po2;")
+        if long:
+            R = -(-table // (32 * WARPS))
+            e(f".reg .b32 %rk, %cj, %S, %seff, %W, %pidu<{R}>;")
+            e(f".reg .pred %psplit, %ptb<{R}>, %pq<{LONG_SPLITS[cluster]}>;")
     if once:
         e(f".shared .align 16 .b8 qs[{GROUP * QS_STRIDE}];  // the 8 normalized heads, {QS_STRIDE} B apart (no bank conflict)")
         e(".reg .b32 %wq<4>, %wk<4>;")
@@ -183,15 +193,7 @@ def generate(qknorm: bool = False, once: bool = False, cluster: int = 0, split: 
     e("mov.u32 %kvh, %ctaid.y;")
     e("mov.u32 %b, %ctaid.z;")
     e("mov.u32 %sb, dsm;")
-    e("// out + ((b * 16 + kvh * 8 + h) * 256 + d) * 2 for this thread's 16 outputs (head h = th / 16, d = 16 (th % 16))")
-    e("shr.u32 %h, %th, 4;")
-    e("and.b32 %d, %th, 15;")
-    e("shl.b32 %d, %d, 4;")
-    e(f"mad.lo.u32 %r0, %b, {Q_HEADS}, %h;")
-    e(f"mad.lo.u32 %r0, %kvh, {GROUP}, %r0;")
-    e(f"mad.lo.u32 %r0, %r0, {HEAD_DIM}, %d;")
-    e("mul.wide.u32 %a, %r0, 2;")
-    e("add.s64 %pout, %pout, %a;")
+    _out_addr(e)
     e("// 1. the position: valid in [0, min(NP * 64, T)), else NaN out (by page 0's CTA) and nothing else; this")
     e("// page's id (valid in [0, P)) loaded beside it")
     e("mul.wide.u32 %a, %b, 8;")
@@ -202,13 +204,16 @@ def generate(qknorm: bool = False, once: bool = False, cluster: int = 0, split: 
     e("add.s64 %a, %pbt, %a;")
     if walk:
         e(f"// {'(cluster) ' if cluster else ''}the CTA's first page is its rank, which may be past NP; thread th < "
-          f"{-(-MAX_PAGES // walk)} loads the id of its page rank + {walk} th for the table")
+          f"{table} loads the id of its page rank + {walk} th for the table" if not long else
+          "// (long) the CTA's first page is its walker index j C + r, which may be past NP (the table after pos: its "
+          "stride C S_eff depends on it)")
         e("setp.lt.u32 %pi, %page, %NP;")
         e("mov.u32 %pid, 0;")
         e("@%pi ld.global.nc.u32 %pid, [%a];")
+    if walk and not long:
         e(f"mad.lo.u32 %r1, %th, {walk}, %page;")
         e("setp.lt.u32 %ptab, %r1, %NP;")
-        e(f"setp.lt.and.u32 %ptab, %th, {-(-MAX_PAGES // walk)}, %ptab;")
+        e(f"setp.lt.and.u32 %ptab, %th, {table}, %ptab;")
         e("mad.lo.u32 %r1, %b, %NP, %r1;")
         e("mul.wide.u32 %a2, %r1, 4;")
         e("add.s64 %a2, %pbt, %a2;")
@@ -228,6 +233,8 @@ def generate(qknorm: bool = False, once: bool = False, cluster: int = 0, split: 
     e("POS_OK:")
     e("cvt.u32.u64 %tok, %pos;  // pos < 2^31 here")
     e(f"shr.u32 %last, %tok, {PAGE.bit_length() - 1};")
+    if long:
+        _cl_long_start(e, cluster)
     if walk:
         e("add.u32 %n, %last, 1;")
         e("setp.eq.u32 %pone, %n, 1;")
@@ -238,12 +245,15 @@ def generate(qknorm: bool = False, once: bool = False, cluster: int = 0, split: 
             e("@%pempty bra EMPTY;  // no page of its own: it only combines its slice")
         else:
             e("@%pempty exit;  // no page of its own")
-        e(f"and.b32 %r0, %last, {walk - 1};" if walk & (walk - 1) == 0 else f"rem.u32 %r0, %last, {walk};")
+        e("rem.u32 %r0, %last, %W;" if long else f"and.b32 %r0, %last, {walk - 1};" if walk & (walk - 1) == 0
+          else f"rem.u32 %r0, %last, {walk};")
         e("setp.eq.u32 %pown, %r0, %page;  // this CTA holds the last page (pos's)")
         e("mad.lo.u32 %r0, %b, %NP, %last;")
         e("mul.wide.u32 %a, %r0, 4;")
         e("add.s64 %a, %pbt, %a;")
         e("@%pown ld.global.nc.u32 %pidl, [%a];")
+        if long:
+            _cl_long_table(e, table)
     else:
         e("setp.gt.u32 %p, %page, %last;")
         e("@%p exit;  // a page past pos: no tokens")
@@ -317,7 +327,11 @@ def generate(qknorm: bool = False, once: bool = False, cluster: int = 0, split: 
         e("mov.u32 %ir0, pids;")
         e("shl.b32 %ir1, %th, 2;")
         e("add.u32 %ir0, %ir0, %ir1;")
-        e("@%ptab st.shared.u32 [%ir0], %pidt;")
+        if long:
+            for u in range(-(-table // (32 * WARPS))):
+                e(f"@%ptb{u} st.shared.u32 [%ir0+{4 * 32 * WARPS * u}], %pidu{u};")
+        else:
+            e("@%ptab st.shared.u32 [%ir0], %pidt;")
     e("// 3. q of head kvh * 8 + g, slab s: dims 32 s + 8 t .. + 7 (one 16-byte load each), coherent")
     if once:
         _norm_q_once(e)
@@ -346,7 +360,7 @@ def generate(qknorm: bool = False, once: bool = False, cluster: int = 0, split: 
     e(f"{pone}ld.global.v4.b32 {{%gt0, %gt1, %gt2, %gt3}}, [%pg];")
     e(f"{pone}ld.global.v4.b32 {{%gt4, %gt5, %gt6, %gt7}}, [%pg+16];")
     if cluster:
-        _gate_slice(e, cluster)
+        _gate_slice(e, cluster, "%rk" if long else "%page")
     if qknorm and not once:
         _norm_q(e)
     e("// rope on dims 0..63: x' = x cos - x[+32] sin (slab 0), x' = x cos + x[-32] sin (slab 1); bf16 again")
@@ -425,7 +439,7 @@ def generate(qknorm: bool = False, once: bool = False, cluster: int = 0, split: 
     e("@%pl st.global.v4.b32 [%a2], {%k4, %k5, %k6, %k7};")
     e("NEW_DONE:")
     if walk:
-        _cl_pages(e, walk)
+        _cl_pages(e, "%W" if long else walk)
     else:
         e("cp.async.wait_all;")
         e("@!%pnew bra TILES_READY;")
@@ -501,7 +515,7 @@ def generate(qknorm: bool = False, once: bool = False, cluster: int = 0, split: 
         e("mov.pred %pl, %pall;  // every page of this CTA valid")
     if cluster:
         e("@%pone bra FINAL;")
-        _cl_combine(e, cluster)
+        _cl_combine(e, cluster, long)
     else:
         if split:
             e(f"min.u32 %n, %n, {split};  // the partials: one a CTA with pages, at its rank")
@@ -593,6 +607,11 @@ def generate(qknorm: bool = False, once: bool = False, cluster: int = 0, split: 
         e("@%p st.global.u32 [%pcnt], 0;  // the counter back to zero for the next launch")
         e("mov.pred %pl, 1;  // an invalid page already made its partial NaN")
     e("FINAL:")
+    if long:
+        e("// (long) the out address again: not kept live through the walk (registers)")
+        e("ld.param.u64 %pout, [out];")
+        e("cvta.to.global.u64 %pout, %pout;")
+        _out_addr(e)
     e("// 11. out = bf16(O / L * sigmoid(gate)): gate[b, kvh * 8 + h, d .. d + 15]")
     e("rcp.rn.f32 %Lsum, %Lsum;")
     for j in range(8):
@@ -613,6 +632,19 @@ def generate(qknorm: bool = False, once: bool = False, cluster: int = 0, split: 
     e("ret;")
     e("}")
     return "\n".join(L) + "\n"
+
+
+def _out_addr(e):
+    """%pout += this thread's 16 outputs' offset; %h, %d: their head and first dim."""
+    e("// out + ((b * 16 + kvh * 8 + h) * 256 + d) * 2 for this thread's 16 outputs (head h = th / 16, d = 16 (th % 16))")
+    e("shr.u32 %h, %th, 4;")
+    e("and.b32 %d, %th, 15;")
+    e("shl.b32 %d, %d, 4;")
+    e(f"mad.lo.u32 %r0, %b, {Q_HEADS}, %h;")
+    e(f"mad.lo.u32 %r0, %kvh, {GROUP}, %r0;")
+    e(f"mad.lo.u32 %r0, %r0, {HEAD_DIM}, %d;")
+    e("mul.wide.u32 %a, %r0, 2;")
+    e("add.s64 %pout, %pout, %a;")
 
 
 def _cl_issue(e, half: int, pid: str, page: str):
@@ -651,18 +683,19 @@ def _combiners(cluster: int) -> int:
     return min(1 << (cluster.bit_length() - 1), 8)
 
 
-def _gate_slice(e, cluster: int):
+def _gate_slice(e, cluster: int, rank: str = "%page"):
     """(cluster) This thread's slice of the combine: outputs 2048 / K rank + E th .. (K = _combiners, E = 16 / K) of
     the kv head's 8 heads, i.e. head %hd, dims %dm .. %dm + E - 1; their gate values (%gs) and the out address (%po2).
-    Ranks K and up (a cluster size not a power of 2) combine nothing: %pslice false, no gate load."""
+    Ranks K and up (a cluster size not a power of 2) combine nothing: %pslice false, no gate load. ``rank``: the
+    register holding the CTA's rank in its cluster."""
     K = _combiners(cluster)
     E = 16 // K
     assert E in (2, 4, 8)
     e(f"// this thread's slice of the combine: head hd, dims dm .. dm + {E - 1} (outputs {GROUP * HEAD_DIM // K} rank "
       f"+ {E} th); its gate values and out address")
     if K != cluster:
-        e(f"setp.lt.u32 %pslice, %page, {K};  // ranks {K}.. combine nothing")
-    e(f"mul.lo.u32 %ir0, %page, {GROUP * HEAD_DIM // K};")
+        e(f"setp.lt.u32 %pslice, {rank}, {K};  // ranks {K}.. combine nothing")
+    e(f"mul.lo.u32 %ir0, {rank}, {GROUP * HEAD_DIM // K};")
     e(f"mad.lo.u32 %ir0, %th, {E}, %ir0;")
     e(f"shr.u32 %hd, %ir0, {HEAD_DIM.bit_length() - 1};")
     e(f"and.b32 %dm, %ir0, {HEAD_DIM - 1};")
@@ -685,11 +718,12 @@ def _gate_slice(e, cluster: int):
     e("add.s64 %po2, %po2, %ai;")
 
 
-def _cl_pages(e, cluster: int):
+def _cl_pages(e, cluster: int | str):
     """(cluster) Steps 5-7 over this CTA's pages rank, rank + C, .. < n, in order. K and V are separate commit groups:
     the next page's K streams during this page's softmax and PV, its V during the next page's S. The warp's (m, l, O)
     are merged online (the running max %mr, l %lr, O %o). The new token's rows (%nk, kept from step 4) go over their
-    zero-filled chunks when their page is up: this lane's own cp.async of those chunks has landed then."""
+    zero-filled chunks when their page is up: this lane's own cp.async of those chunks has landed then. ``cluster``:
+    the walk's stride (the long build's: the register %W = C S_eff)."""
     e("// 5-7, page by page over this CTA's pages rank, rank + C, .. (K and V double-issued, merged online)")
     e("and.b32 %r1, %tok, 15;")
     e(f"mad.lo.u32 %nka, %r1, {ROWB}, %sk;")
@@ -745,11 +779,12 @@ def _cl_pages(e, cluster: int):
         e(f"mov.f32 %l{j}, %lr{j};")
 
 
-def _cl_combine(e, cluster: int):
+def _cl_combine(e, cluster: int, long: bool = False):
     """(cluster) Step 10: the CTA's (M, L, O) to shared memory, a cluster barrier, then each CTA combines its slice of
     the outputs over the CTAs holding pages, in rank order (M first, then O and L), reading the others' shared memory;
     out = bf16(O / L * sigmoid(gate)); a second barrier keeps every CTA's partial alive until all have read it. Then
-    the EMPTY entry: a CTA without pages (rank > last page) joins at the first barrier."""
+    the EMPTY entry: a CTA without pages (rank > last page) joins at the first barrier. ``long``: with S_eff > 1 the
+    slice goes to ws instead (_cl_split), and the last cluster to arrive comes back to CL_OUT with the combined slice."""
     E = 16 // _combiners(cluster)
     e("// 10. (cluster) the CTA's partial for the cluster: O [8][256] f32 over warp 0's V tile (read by nobody now), M and")
     e("// L of its 8 heads to cml")
@@ -803,6 +838,10 @@ def _cl_combine(e, cluster: int):
             c = f"%co{E * j + x}"
             e(f"mul.f32 %acc{x}, %fw, {c};" if j == 0 else f"{pj}fma.rn.f32 %acc{x}, %fw, {c}, %acc{x};")
         e(f"mul.f32 %Lsum, %fw, %cl{j};" if j == 0 else f"{pj}fma.rn.f32 %Lsum, %fw, %cl{j}, %Lsum;")
+    if long:
+        e(f"setp.gt.u32 %psplit, %W, {cluster};  // S_eff > 1: the slice goes through ws")
+        e("@%psplit bra SPLIT_PART;")
+        e("CL_OUT:")
     e("rcp.rn.f32 %Lsum, %Lsum;")
     for x in range(E):
         _unpack(e, "%f0", f"%gs{x // 2}", x % 2)
@@ -816,17 +855,137 @@ def _cl_combine(e, cluster: int):
         e(f"cvt.rn.bf16x2.f32 %k{x // 2}, %acc{x + 1}, %acc{x};")
     ks = ", ".join(f"%k{x}" for x in range(E // 2))
     e(f"st.global.b32 [%po2], {ks};" if E == 2 else f"st.global.v{E // 2}.b32 [%po2], {{{ks}}};")
-    if _combiners(cluster) != cluster:
+    if _combiners(cluster) != cluster or long:
         e("COMBINED:")
     e("barrier.cluster.arrive.relaxed.aligned;")
     e("barrier.cluster.wait.aligned;  // no CTA leaves while another may still read its partial")
     e("ret;")
+    if long:
+        _cl_split(e, cluster)
     e("EMPTY:")
     e("// (cluster) no page of its own: it waits for q's producer as the others do, then combines its slice")
     e("griddepcontrol.wait;")
     e("griddepcontrol.launch_dependents;")
-    _gate_slice(e, cluster)
+    _gate_slice(e, cluster, "%rk" if long else "%page")
     e("bra EMPTY_JOIN;")
+
+
+def _cl_long_start(e, cluster: int):
+    """(long) The grid's S (%S = %nctaid.x / C), this sequence's S_eff = min(S, ceil(n / (C LONG_PAGES))) for its n
+    pages, the walkers' stride %W = C S_eff, the CTA's rank %rk and cluster %cj; a cluster past S_eff exits (all its
+    CTAs alike: no cluster barrier is pending)."""
+    lc, lcp = cluster.bit_length() - 1, (cluster * LONG_PAGES).bit_length() - 1
+    assert 1 << lc == cluster and 1 << lcp == cluster * LONG_PAGES
+    e(f"// (long) S_eff = min(S, ceil(n / {cluster * LONG_PAGES})) clusters walk this sequence: at most {LONG_PAGES} "
+      "pages a CTA before another joins; the rest exit")
+    e(f"and.b32 %rk, %page, {cluster - 1};")
+    e(f"shr.u32 %cj, %page, {lc};")
+    e("mov.u32 %S, %nctaid.x;")
+    e(f"shr.u32 %S, %S, {lc};")
+    e(f"add.u32 %seff, %last, {cluster * LONG_PAGES};  // n - 1 + C LONG_PAGES")
+    e(f"shr.u32 %seff, %seff, {lcp};")
+    e("min.u32 %seff, %seff, %S;")
+    e("setp.ge.u32 %p, %cj, %seff;")
+    e("@%p exit;")
+    e(f"shl.b32 %W, %seff, {lc};  // only %W stays live through the walk (registers: the rest is recomputed)")
+
+
+def _cl_long_table(e, table: int):
+    """(long) The CTA's page ids after pos (the stride C S_eff depends on it): thread th loads entries th + 128 u (page
+    j C + r + C S_eff (th + 128 u)) where that page is live; stored to pids after griddepcontrol.wait."""
+    th = 32 * WARPS
+    e(f"// (long) the page table: entry th + {th} u is page (j C + r) + C S_eff (th + {th} u), loaded where it is < n")
+    for u in range(-(-table // th)):
+        e(f"add.u32 %r1, %th, {th * u};")
+        e("mad.lo.u32 %r1, %r1, %W, %page;")
+        e(f"setp.lt.u32 %ptb{u}, %r1, %n;")
+        e("mad.lo.u32 %r1, %b, %NP, %r1;")
+        e("mul.wide.u32 %a2, %r1, 4;")
+        e("add.s64 %a2, %pbt, %a2;")
+        e(f"@%ptb{u} ld.global.nc.u32 %pidu{u}, [%a2];")
+
+
+def _cl_split(e, cluster: int):
+    """(long) SPLIT_PART, S_eff > 1: this thread's E outputs of the cluster's combined partial (O not yet divided by L)
+    to ws[b, kvh, j] at head %hd, dims %dm.., and M, L of head %hd (the thread with %dm = 0); one arrival a CTA on
+    counter (b, kvh, rank); the last of the S_eff clusters to arrive on it combines the slice over clusters 0 ..
+    S_eff - 1 in order (every load first: one L2 round trip), zeroes the counter and takes the cluster path's CL_OUT
+    (O / L, the gate, BF16). The others go to the cluster's second barrier."""
+    E = 16 // cluster
+    S = LONG_SPLITS[cluster]
+    assert (E + 2) * S <= 64  # the loads' registers: %z
+    v = f"v{E}." if E > 1 else ""
+    lc = cluster.bit_length() - 1
+    e("SPLIT_PART:")
+    e("mov.u32 %ir0, %ctaid.x;")
+    e(f"and.b32 %rk, %ir0, {cluster - 1};")
+    e(f"shr.u32 %cj, %ir0, {lc};")
+    e("mov.u32 %S, %nctaid.x;")
+    e(f"shr.u32 %S, %S, {lc};")
+    e(f"shr.u32 %seff, %W, {lc};")
+    e("// (long) the cluster's partial of this slice to ws[b, kvh, j]: O [8][256] (not divided by L), then M [8], L [8]")
+    e(f"mad.lo.u32 %ir0, %b, {KV_HEADS}, %kvh;")
+    e("mad.lo.u32 %ir1, %ir0, %S, %cj;")
+    e(f"mul.wide.u32 %ai, %ir1, {PART * 4};")
+    e("add.s64 %ai, %pws, %ai;")
+    e(f"mad.lo.u32 %ir2, %hd, {HEAD_DIM}, %dm;")
+    e("mul.wide.u32 %a2, %ir2, 4;")
+    e("add.s64 %a2, %ai, %a2;")
+    acc = ", ".join(f"%acc{x}" for x in range(E))
+    e(f"st.global.{v}f32 [%a2], {{{acc}}};")
+    e("setp.eq.u32 %p, %dm, 0;")
+    e("shl.b32 %ir2, %hd, 2;")
+    e("cvt.u64.u32 %a2, %ir2;")
+    e("add.s64 %a2, %ai, %a2;")
+    e(f"@%p st.global.f32 [%a2+{HEAD_DIM * GROUP * 4}], %M;")
+    e(f"@%p st.global.f32 [%a2+{HEAD_DIM * GROUP * 4 + 32}], %Lsum;")
+    e("fence.acq_rel.gpu;")
+    e("bar.sync 0;")
+    e(f"mad.lo.u32 %ir2, %ir0, {cluster}, %rk;")
+    e("mul.wide.u32 %a, %ir2, 4;")
+    e("add.s64 %pcnt, %pcnt, %a;")
+    e("setp.eq.u32 %p, %th, 0;")
+    e("@%p atom.acq_rel.gpu.global.add.u32 %cnt, [%pcnt], 1;")
+    e("@%p st.shared.u32 [ticket], %cnt;")
+    e("bar.sync 0;")
+    e("ld.shared.u32 %cnt, [ticket];")
+    e("sub.u32 %ir2, %seff, 1;")
+    e("setp.ne.u32 %p, %cnt, %ir2;")
+    e("@%p bra COMBINED;  // not the last cluster of this slice")
+    e("fence.acq_rel.gpu;")
+    e(f"// the last: the slice over clusters 0 .. S_eff - 1 (at most {S}), every load first, then in cluster order")
+    e("mul.lo.u32 %ir1, %ir0, %S;")
+    e(f"mul.wide.u32 %ai, %ir1, {PART * 4};")
+    e("add.s64 %ai, %pws, %ai;  // cluster 0's partial")
+    e(f"mad.lo.u32 %ir2, %hd, {HEAD_DIM}, %dm;")
+    e("mul.wide.u32 %a2, %ir2, 4;")
+    e("add.s64 %a2, %ai, %a2;  // its O at this thread's outputs")
+    e("shl.b32 %ir2, %hd, 2;")
+    e("cvt.u64.u32 %ro, %ir2;")
+    e("add.s64 %ro, %ai, %ro;  // its M of head hd; L at + 32")
+    for j in range(S):
+        z = [f"%z{(E + 2) * j + x}" for x in range(E + 2)]
+        off = j * PART * 4
+        e(f"setp.lt.u32 %pq{j}, {j}, %seff;")
+        e(f"@%pq{j} ld.global.cg.f32 {z[E]}, [%ro+{off + HEAD_DIM * GROUP * 4}];")
+        e(f"@%pq{j} ld.global.cg.f32 {z[E + 1]}, [%ro+{off + HEAD_DIM * GROUP * 4 + 32}];")
+        zs = ", ".join(z[:E])
+        e(f"@%pq{j} ld.global.cg.{v}f32 {{{zs}}}, [%a2+{off}];")
+    e(f"mov.f32 %M, %z{E};")
+    for j in range(1, S):
+        e(f"@%pq{j} max.f32 %M, %M, %z{(E + 2) * j + E};")
+    e(f"mul.f32 %mu0, %M, {f32(-CL)};")
+    for j in range(S):
+        pj = "" if j == 0 else f"@%pq{j} "
+        b = (E + 2) * j
+        e(f"{pj}fma.rn.f32 %fw, %z{b + E}, {f32(CL)}, %mu0;")
+        e(f"{pj}ex2.approx.ftz.f32 %fw, %fw;")
+        for x in range(E):
+            e(f"mul.f32 %acc{x}, %fw, %z{b + x};" if j == 0 else f"{pj}fma.rn.f32 %acc{x}, %fw, %z{b + x}, %acc{x};")
+        e(f"mul.f32 %Lsum, %fw, %z{b + E + 1};" if j == 0 else f"{pj}fma.rn.f32 %Lsum, %fw, %z{b + E + 1}, %Lsum;")
+    e("setp.eq.u32 %p, %th, 0;")
+    e("@%p st.global.u32 [%pcnt], 0;  // the counter back to zero for the next launch")
+    e("bra CL_OUT;")
 
 
 def _so(e):
@@ -1106,6 +1265,9 @@ def main() -> int:
     for c, contract in ATTN_CLUSTER.items():
         (HERE / f"{contract.name}.ptx").write_text(generate(True, cluster=c))
         print(f"wrote {contract.name}.ptx (clusters of {c})")
+    for c, contract in ATTN_LONG.items():
+        (HERE / f"{contract.name}.ptx").write_text(generate(True, cluster=c, long=True))
+        print(f"wrote {contract.name}.ptx (up to {LONG_SPLITS[c]} clusters of {c})")
     return 0
 
 

@@ -199,4 +199,58 @@ def _split(c: int) -> Contract:
 
 ATTN_SPLIT = {c: _split(c) for c in ATTN_SPLIT_SIZES}
 
-CONTRACTS = (ATTN_DECODE, ATTN_DECODE_QKNORM, *ATTN_CLUSTER.values())
+
+# The long-context builds (attn_decode_d256_qknorm_c4_long / _c8_long): the cluster builds' walk by up to S clusters per
+# (sequence, kv head) instead of one, so that a long context is walked by up to C x S CTAs, not C (at B = 1 and 4K
+# positions c8's 16 CTAs walk 8 pages each, one after another: latency-bound, 12% of the HBM's bandwidth). The caller
+# picks S (ws's third dimension: the grid is C x S x 2 x B); each launch takes, per sequence, S_eff = min(S, ceil(n / (C
+# x LONG_PAGES))) clusters for its n pages (so at most LONG_PAGES pages a CTA before another cluster joins) and the
+# other clusters exit at once. With S_eff = 1 the cluster's arithmetic is the cluster build's (the same bits); with
+# S_eff > 1 cluster j's CTA rank r writes its slice of the cluster's partial (O unnormalized, M and L) to ws[b, kvh, j],
+# and the last of the S_eff clusters to arrive on counter (b, kvh, r) combines the slice over clusters 0 .. S_eff - 1
+# in order: deterministic whichever arrives last. Up to LONG_MAX_PAGES pages a sequence: the model's 262144 positions.
+LONG_MAX_PAGES = 4096
+LONG_PAGES = 4  # pages a CTA (C x LONG_PAGES a cluster) before one more cluster of the sequence joins
+LONG_SPLITS = {8: 16, 4: 8}  # the most clusters per (sequence, kv head): ws holds one partial each
+
+
+def _long(c: int) -> Contract:
+    q = ATTN_DECODE_QKNORM
+    s_max = LONG_SPLITS[c]
+    part = f"B * S * {KV_HEADS * PART * 4} + B * {KV_HEADS * c * 4}"  # an upper bound: S_eff <= S partials; counters
+    return dataclasses.replace(
+        q,
+        name=f"{ATTN_QKNORM_NAME}_c{c}_long",
+        summary=q.summary + f"; up to S clusters of {c} CTAs per (sequence, kv head), each combining its CTAs' partials "
+        "through shared memory, the clusters' partials combined by the last to arrive (long contexts)",
+        params=tuple(p for p in q.params if p.name not in ("ws", "counters") and isinstance(p, Tensor))
+        + (Tensor("ws", "f32", ("B", KV_HEADS, "S", PART), "inout",
+                  doc="scratch, the caller's, for this kernel alone: each cluster's partial (O, m, l); not a result"),
+           Tensor("counters", "i32", ("B", KV_HEADS, c), "inout", align=4,
+                  doc="arrival counters, one a (sequence, kv head, rank): zero at allocation, every launch leaves them zero"))
+        + tuple(p for p in q.params if isinstance(p, Scalar)),
+        dims={"B": BATCH, "NP": range(1, LONG_MAX_PAGES + 1), "S": range(1, s_max + 1), "P": range(1, 1 << 24),
+              "T": range(1, 1 << 24)},
+        grid=(f"{c} * S", str(KV_HEADS), "B"),
+        reduction_order=_walk_order(c, f"S_eff clusters of {c} CTAs, walker j {c} + r taking pages j {c} + r, "
+                                       f"+ {c} S_eff, ..") + " (the max first, then O and l) within a cluster; the "
+        "clusters' partials in cluster order by the last to arrive",
+        bytes_read=_WALK_READ + f" + {part}",
+        bytes_written=f"B * ({Q_HEADS * HEAD_DIM * 2 + 2 * KV_HEADS * HEAD_DIM * 2}) + {part}",
+        max_registers=ATTN_CLUSTER_REGS,
+        # ml, nw, the CTA's M and L, the ticket, its page ids (pages r, r + C S_eff, .. : at most LONG_MAX_PAGES / C)
+        max_static_smem=512 + 2 * HEAD_DIM * 4 + 2 * 8 * 4 + 4 + LONG_MAX_PAGES // c * 4,
+        peers=("framework_op", "one_cluster", "cluster"),  # one_cluster: this kernel at S = 1; cluster: _c{c} (NP <= 64)
+        cases_override=tuple({"B": b, "NP": n, "S": s, "P": p, "T": n * PAGE} for b, n, s, p in (
+            ((1, 1, s_max, 3), (1, 16, s_max, 21), (1, 64, s_max, 67), (1, 512, s_max, 515), (1, 2048, s_max, 2051),
+             (3, 200, s_max // 2, 607), (4, 512, s_max // 2, 2051)) if c == 8 else
+            ((5, 1, s_max, 7), (8, 16, 4, 133), (8, 64, 4, 515), (8, 512, 4, 4099), (16, 512, 2, 8195),
+             (32, 128, 1, 4099), (7, 333, s_max, 2333)))),
+        sanitize_cases=({"B": 1, "NP": 200, "S": s_max, "P": 203, "T": 200 * PAGE},
+                        {"B": 3, "NP": 100, "S": 2, "P": 307, "T": 100 * PAGE}),
+    )
+
+
+ATTN_LONG = {c: _long(c) for c in ATTN_CLUSTER_SIZES}
+
+CONTRACTS = (ATTN_DECODE, ATTN_DECODE_QKNORM, *ATTN_CLUSTER.values(), *ATTN_LONG.values())

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..contracts import attn as A
 from ..contracts.gdn import GDN_PIPE_B, GDN_PIPE_PDL_B, GDN_SMEM_B
 from ..contracts.proj import SMS
 from ..ops import _dispatch, attn, gdn, proj
@@ -766,16 +767,55 @@ def attn_cluster_for(batch: int) -> int:
     return 8 if batch <= ATTN_C8_MAX_B else 4
 
 
-@decode_op("attention_decode_paged_qknorm", mutates_args=("k_pages", "v_pages", "out", "ws", "counters"))
+# The long-context builds (attn_decode_d256_qknorm_c4_long / _c8_long: up to S clusters per (sequence, kv head), each
+# launch taking S_eff = min(S, ceil(pages / (C x LONG_PAGES))) of them) where the caller passes cl_counters and either
+# the cache has more than MAX_PAGES pages a sequence (the cluster builds' limit) or S > 1 and a sequence can outgrow one
+# cluster (more than C x LONG_PAGES pages). Up to C x LONG_PAGES pages they run the cluster build's arithmetic (the same
+# bits). S aims the grid at ATTN_LONG_CTAS CTAs. False: the cluster builds alone (past 64 pages the framework path)
+ATTN_LONG = True
+ATTN_LONG_CTAS = 2 * SMS
+CL_COUNTERS = 8  # cl_counters [B, kv heads, CL_COUNTERS] int32: one a (sequence, kv head, rank), the largest cluster's
+
+
+def attn_splits(batch: int, cluster: int) -> int:
+    """S, the clusters per (sequence, kv head) the long-context build is launched with for ``batch`` sequences."""
+    return max(1, min(A.LONG_SPLITS[cluster], ATTN_LONG_CTAS // (batch * A.KV_HEADS * cluster)))
+
+
+def _long_args(q: Tensor, block_table: Tensor, ws: Tensor, cl_counters: Tensor | None):
+    """(cluster, ws view [B, kv heads, S, PART], counters view [B, kv heads, C]) where the op takes a long-context build,
+    else None. The views are the caller's scratch, contiguous (the first elements of ws and cl_counters)."""
+    B, NP = q.shape[0], block_table.shape[-1]
+    c = attn_cluster_for(B)
+    S = attn_splits(B, c)
+    if cl_counters is None or not (NP > A.MAX_PAGES or (S > 1 and NP > c * A.LONG_PAGES)):
+        return None
+    n, m = B * A.KV_HEADS * S * A.PART, B * A.KV_HEADS * c
+    if (not ws.is_contiguous() or ws.numel() < n or ws.dtype != torch.float32 or not cl_counters.is_contiguous()
+            or cl_counters.numel() < m or cl_counters.dtype != torch.int32):
+        return None  # the guard of a cluster build, or the framework path, says what was wrong
+    return c, ws.view(-1)[:n].view(B, A.KV_HEADS, S, A.PART), cl_counters.view(-1)[:m].view(B, A.KV_HEADS, c)
+
+
+@decode_op("attention_decode_paged_qknorm", mutates_args=("k_pages", "v_pages", "out", "ws", "counters", "cl_counters"))
 def attention_decode_paged_qknorm(q: Tensor, k: Tensor, v: Tensor, gate: Tensor, q_norm: Tensor, k_norm: Tensor,
                                   cos: Tensor, sin: Tensor, positions: Tensor, block_table: Tensor, k_pages: Tensor,
-                                  v_pages: Tensor, out: Tensor, ws: Tensor, counters: Tensor, eps: float) -> None:
+                                  v_pages: Tensor, out: Tensor, ws: Tensor, counters: Tensor, eps: float,
+                                  cl_counters: Tensor | None = None) -> None:
     """attention_decode_paged on q and k before q_norm / k_norm (views of the q | k | v projection's row, unit channel
     stride, other strides multiples of 8), the zero-centred RMSNorms over head_dim (weights q_norm, k_norm [hd], eps)
-    applied first, rounded to BF16. Kernels: with ATTN_CLUSTER a cluster build (ws and counters unused), else
-    attn_decode_d256_qknorm (bitwise qk_rmsnorm_d256 then attn_decode_d256); else qk_rmsnorm then
-    attention_decode_paged."""
+    applied first, rounded to BF16. Kernels: with ATTN_CLUSTER and ATTN_LONG a long-context build where _long_args
+    says so (ws's first B x kv heads x S partials and cl_counters [B, kv heads, >= 8] int32, zero at allocation, left
+    zero); else with ATTN_CLUSTER a cluster build (ws and counters unused); else attn_decode_d256_qknorm (bitwise
+    qk_rmsnorm_d256 then attn_decode_d256); else qk_rmsnorm then attention_decode_paged."""
     args = (q, k, v, gate, q_norm, k_norm, cos, sin, positions, block_table, k_pages, v_pages, out, ws, counters, eps)
+    if ATTN_CLUSTER and ATTN_LONG and (la := _long_args(q, block_table, ws, cl_counters)) is not None:
+        op = attn.DECODE_QKNORM_LONG[la[0]]
+        largs = (q, k, v, gate, q_norm, k_norm, cos, sin, positions, block_table, k_pages, v_pages, out, la[1], la[2], eps)
+        reason = op.go(*largs)
+        if reason is None:
+            return
+        op.missed(reason, largs)
     if ATTN_CLUSTER:
         op = attn.DECODE_QKNORM_CL[attn_cluster_for(q.shape[0])]
         cargs = (q, k, v, gate, q_norm, k_norm, cos, sin, positions, block_table, k_pages, v_pages, out, eps)
@@ -792,7 +832,8 @@ def attention_decode_paged_qknorm(q: Tensor, k: Tensor, v: Tensor, gate: Tensor,
 
 
 @attention_decode_paged_qknorm.register_fake
-def _(q, k, v, gate, q_norm, k_norm, cos, sin, positions, block_table, k_pages, v_pages, out, ws, counters, eps):
+def _(q, k, v, gate, q_norm, k_norm, cos, sin, positions, block_table, k_pages, v_pages, out, ws, counters, eps,
+      cl_counters=None):
     return None
 
 

@@ -80,6 +80,8 @@ class DecodeRunner:
         # the attention kernel's scratch (dops.attention_decode_paged): page partials, and arrival counters left zero
         self.attn_ws = torch.empty(B, nkv, self.pages_per_seq, ATTN_PART, dtype=torch.float32, device=dev)
         self.attn_counters = torch.zeros(B, nkv, dtype=torch.int32, device=dev)
+        # the long-context builds' counters (dops.attention_decode_paged_qknorm's cl_counters; ws is shared)
+        self.attn_cl_counters = torch.zeros(B, nkv, dops.CL_COUNTERS, dtype=torch.int32, device=dev)
         self.conv_pool, self.state_pool, self.k_pages, self.v_pages = {}, {}, {}, {}
         for L in range(c.num_hidden_layers):
             if c.is_full(L):
@@ -108,7 +110,7 @@ class DecodeRunner:
                 dops.attention_decode_paged_qknorm(qg[:, :, :hd], kb, vb, qg[:, :, hd:], lw["q_norm"], lw["k_norm"],
                                                    self.cos, self.sin, self.positions, self.block_table,
                                                    self.k_pages[L], self.v_pages[L], self.ao, self.attn_ws,
-                                                   self.attn_counters, eps)
+                                                   self.attn_counters, eps, self.attn_cl_counters)
             else:
                 nops.qk_rmsnorm(qg[:, :, :hd], kb, lw["q_norm"], lw["k_norm"], eps, out_q=self.qn, out_k=self.kn)
                 if dops.ATTN_KERNEL:  # RoPE, the append, attention and the gate: one launch (else the framework path)

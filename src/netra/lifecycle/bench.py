@@ -244,6 +244,13 @@ def _public_call(name: str, b: dict):
         return lambda: dops.attention_decode_paged(b["q"], b["k"], b["v"], b["gate"], b["cos"], b["sin"], b["positions"],
                                                    b["block_table"], b["k_pages"], b["v_pages"], b["out"], b["ws"],
                                                    b["counters"])
+    if name.endswith("_long") and name.startswith("attn_decode_d256_qknorm"):  # the build itself: S is ws's
+        from ..ops import attn
+
+        k = next(op for op in attn.DECODE_QKNORM_LONG.values() if op.contract.name == name)
+        return lambda: k.go(b["q"], b["k"], b["v"], b["gate"], b["q_norm"], b["k_norm"], b["cos"], b["sin"],
+                            b["positions"], b["block_table"], b["k_pages"], b["v_pages"], b["out"], b["ws"],
+                            b["counters"], e)
     if name.startswith("attn_decode_d256_qknorm"):  # and its cluster builds: the op picks the build by the batch
         from ..decode import ops as dops
 

@@ -1150,5 +1150,47 @@ for _c in contracts.attn.ATTN_CLUSTER.values():  # no scratch: the float64 step 
                                        "qknorm": _attn_qknorm_kernel_peer})
 
 
+def _make_attn_long(c: int):
+    """_make_attn_qknorm's inputs with the long-context build's scratch: ws [B, kv heads, S, PART] and counters [B, kv
+    heads, C] (zero)."""
+    from ..contracts import attn as A
+
+    def make(dims, gen, device):
+        i = _make_attn_qknorm(dims, gen, device)
+        i["ws"] = torch.zeros(dims["B"], A.KV_HEADS, dims["S"], A.PART, dtype=torch.float32, device=device)
+        i["counters"] = torch.zeros(dims["B"], A.KV_HEADS, c, dtype=torch.int32, device=device)
+        return i
+
+    return make
+
+
+def _attn_long_peer(c: int, one: bool):
+    """``one``: the long-context build itself at S = 1 (one cluster per (sequence, kv head) whatever the context: what
+    the cluster build would do past its 64 pages), on the first partial of ws; else the cluster build _c{c} (up to 64
+    pages: its guard refuses more, and the bench records the peer as failed)."""
+    from ..ops import attn
+
+    def peer(i, s):
+        B, nh, hd = i["q"].shape
+        out = torch.empty(B, nh * hd, dtype=torch.bfloat16, device=i["q"].device)
+        a = (i["q"], i["k"], i["v"], i["gate"], i["q_norm"], i["k_norm"], i["cos"], i["sin"], i["positions"],
+             i["block_table"], i["k_pages"], i["v_pages"], out)
+        if one:
+            ws = i["ws"].view(-1)[:i["ws"][:, :, :1].numel()].view(B, i["ws"].shape[1], 1, i["ws"].shape[3])
+            reason = attn.DECODE_QKNORM_LONG[c].go(*a, ws, i["counters"], s["eps"])
+        else:
+            reason = attn.DECODE_QKNORM_CL[c].go(*a, s["eps"])
+        assert reason is None, reason
+        return {"out": out}
+
+    return peer
+
+
+for _c, _k in contracts.attn.ATTN_LONG.items():
+    TESTBEDS[_k.name] = Testbed(_k, _make_attn_long(_c), _attn_qknorm_ref, None,
+                                {"framework_op": _attn_qknorm_framework_peer, "one_cluster": _attn_long_peer(_c, True),
+                                 "cluster": _attn_long_peer(_c, False)}, chained=("ws",))
+
+
 def get(name: str) -> Testbed | None:
     return TESTBEDS.get(name)
