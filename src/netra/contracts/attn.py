@@ -241,10 +241,11 @@ def _long(c: int) -> Contract:
         # ml, nw, the CTA's M and L, the ticket, its page ids (pages r, r + C S_eff, .. : at most LONG_MAX_PAGES / C)
         max_static_smem=512 + 2 * HEAD_DIM * 4 + 2 * 8 * 4 + 4 + LONG_MAX_PAGES // c * 4,
         peers=("framework_op", "one_cluster", "cluster"),  # one_cluster: this kernel at S = 1; cluster: _c{c} (NP <= 64)
+        # S as the op picks it (netra.decode.ops.attn_splits: about one CTA a SM), and the largest S once
         cases_override=tuple({"B": b, "NP": n, "S": s, "P": p, "T": n * PAGE} for b, n, s, p in (
-            ((1, 1, s_max, 3), (1, 16, s_max, 21), (1, 64, s_max, 67), (1, 512, s_max, 515), (1, 2048, s_max, 2051),
-             (3, 200, s_max // 2, 607), (4, 512, s_max // 2, 2051)) if c == 8 else
-            ((5, 1, s_max, 7), (8, 16, 4, 133), (8, 64, 4, 515), (8, 512, 4, 4099), (16, 512, 2, 8195),
+            ((1, 1, 8, 3), (1, 16, 8, 21), (1, 64, 8, 67), (1, 512, 8, 515), (1, 512, s_max, 515), (1, 2048, 8, 2051),
+             (3, 200, 2, 607), (4, 512, 2, 2051)) if c == 8 else
+            ((5, 1, 3, 7), (8, 16, 2, 133), (8, 64, 2, 515), (8, 512, 2, 4099), (16, 512, 1, 8195),
              (32, 128, 1, 4099), (7, 333, s_max, 2333)))),
         sanitize_cases=({"B": 1, "NP": 200, "S": s_max, "P": 203, "T": 200 * PAGE},
                         {"B": 3, "NP": 100, "S": 2, "P": 307, "T": 100 * PAGE}),

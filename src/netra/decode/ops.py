@@ -768,12 +768,16 @@ def attn_cluster_for(batch: int) -> int:
 
 
 # The long-context builds (attn_decode_d256_qknorm_c4_long / _c8_long: up to S clusters per (sequence, kv head), each
-# launch taking S_eff = min(S, ceil(pages / (C x LONG_PAGES))) of them) where the caller passes cl_counters and either
-# the cache has more than MAX_PAGES pages a sequence (the cluster builds' limit) or S > 1 and a sequence can outgrow one
-# cluster (more than C x LONG_PAGES pages). Up to C x LONG_PAGES pages they run the cluster build's arithmetic (the same
-# bits). S aims the grid at ATTN_LONG_CTAS CTAs. False: the cluster builds alone (past 64 pages the framework path)
+# launch taking S_eff = min(S, ceil(pages / (C x LONG_PAGES))) of them) where the caller passes cl_counters and the
+# cache has more than MAX_PAGES pages a sequence (past the cluster builds' 64: contexts over 4096). Up to C x LONG_PAGES
+# pages they run the cluster build's arithmetic (the same bits). S aims the grid at ATTN_LONG_CTAS CTAs: one a SM was
+# the fastest S at every batch measured (experiments/attention/long_sweep_0e2dc50.json: B = 1 / 2 / 4 x 512 pages at
+# S = 8 / 4 / 2, B = 8 / 16 at 2 / 1); a larger grid pays ~0.1 us for each cluster that only exits. Within 64 pages
+# they were 1.3 us faster than c8 at B = 1 late in a 4K cache (S = 8: 13.05 against 14.36 us) but slower in its first
+# 2K positions (more CTAs, the page table after pos), so the cluster builds keep contexts up to 4096. False: the
+# cluster builds alone (past 64 pages the framework path)
 ATTN_LONG = True
-ATTN_LONG_CTAS = 2 * SMS
+ATTN_LONG_CTAS = SMS
 CL_COUNTERS = 8  # cl_counters [B, kv heads, CL_COUNTERS] int32: one a (sequence, kv head, rank), the largest cluster's
 
 
@@ -788,7 +792,7 @@ def _long_args(q: Tensor, block_table: Tensor, ws: Tensor, cl_counters: Tensor |
     B, NP = q.shape[0], block_table.shape[-1]
     c = attn_cluster_for(B)
     S = attn_splits(B, c)
-    if cl_counters is None or not (NP > A.MAX_PAGES or (S > 1 and NP > c * A.LONG_PAGES)):
+    if cl_counters is None or NP <= A.MAX_PAGES:
         return None
     n, m = B * A.KV_HEADS * S * A.PART, B * A.KV_HEADS * c
     if (not ws.is_contiguous() or ws.numel() < n or ws.dtype != torch.float32 or not cl_counters.is_contiguous()
@@ -804,9 +808,9 @@ def attention_decode_paged_qknorm(q: Tensor, k: Tensor, v: Tensor, gate: Tensor,
                                   cl_counters: Tensor | None = None) -> None:
     """attention_decode_paged on q and k before q_norm / k_norm (views of the q | k | v projection's row, unit channel
     stride, other strides multiples of 8), the zero-centred RMSNorms over head_dim (weights q_norm, k_norm [hd], eps)
-    applied first, rounded to BF16. Kernels: with ATTN_CLUSTER and ATTN_LONG a long-context build where _long_args
-    says so (ws's first B x kv heads x S partials and cl_counters [B, kv heads, >= 8] int32, zero at allocation, left
-    zero); else with ATTN_CLUSTER a cluster build (ws and counters unused); else attn_decode_d256_qknorm (bitwise
+    applied first, rounded to BF16. Kernels: with ATTN_CLUSTER and ATTN_LONG a long-context build past 64 pages a
+    sequence (_long_args: ws's first B x kv heads x S partials and cl_counters [B, kv heads, >= 8] int32, zero at
+    allocation, left zero); else with ATTN_CLUSTER a cluster build (ws and counters unused); else attn_decode_d256_qknorm (bitwise
     qk_rmsnorm_d256 then attn_decode_d256); else qk_rmsnorm then attention_decode_paged."""
     args = (q, k, v, gate, q_norm, k_norm, cos, sin, positions, block_table, k_pages, v_pages, out, ws, counters, eps)
     if ATTN_CLUSTER and ATTN_LONG and (la := _long_args(q, block_table, ws, cl_counters)) is not None:
