@@ -92,6 +92,11 @@ current, each swap, current again, so drift shows as a difference between the tw
   past them. Prediction from the kernel's design (c8 at 1 x 64 pages: 14.7 us, 16 CTAs walking 8 pages each): batch 1
   at 4K positions 20-40 us less per step with them; at 32K positions (512 pages), where the current form without them
   runs the framework path, several hundred us less at every batch.
+- long_trigger_end (after a734925): the long builds without griddepcontrol.launch_dependents (their dependents launch
+  when the grid ends), because with them the PDL step was slower than the plain one at long contexts (batch 1 at
+  131072: 2.41 against 2.32 ms at the end of the cache; batch 32 at 32768: 14.31 against 14.04). Prediction: the late
+  PDL step at or under the plain one there (the next projection's CTAs no longer take SMs while the walk runs), the
+  early PDL step 10-20 us slower (no weight prefetch of o_proj during attention).
 - --context=N: the runners' context (default 1024, as `netra decode`); the late window is its last 64 positions.
 - --at=P:P:..: every form also timed at positions P + 3 .. P + 66 (at_P_plain_ms / at_P_pdl_ms), to find where the
   cluster builds overtake the one-page-a-CTA build between the early and the late windows.
@@ -327,7 +332,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
          "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem", "gate_in_router",
          "router_fused", "router_unfused", "experts_group", "router_poll", "router_coop", "moedown_grp_off", "experts_group32_off", "dense32_off",
-         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_plain", "long_off", "current_again",
+         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_plain", "long_off", "long_trigger_end", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
@@ -382,6 +387,13 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
     from netra.contracts.proj import EXPERTS, FUSED, MOE_DOWN, SHAPES
 
     out = {}
+    if form == "long_trigger_end":  # the long attention builds triggering their dependents only at their end
+        from netra.contracts.attn import ATTN_LONG
+
+        for k in ATTN_LONG.values():
+            text = paths.ptx_path("sm_90a", "attention", k.name).read_text()
+            assert text.count("griddepcontrol.launch_dependents;") == 2  # after the wait, and on the EMPTY path
+            out[k.name] = (text.replace("griddepcontrol.launch_dependents;", "// (trigger at the end)"), k.dynamic_smem)
     if form in ("router_prev", "all_prev"):
         g = paths.generator("proj", "gen_moe_router")
         out[g.NORM_NAME] = (g.generate(norm=True), 0)
