@@ -97,6 +97,12 @@ current, each swap, current again, so drift shows as a difference between the tw
   131072: 2.41 against 2.32 ms at the end of the cache; batch 32 at 32768: 14.31 against 14.04). Prediction: the late
   PDL step at or under the plain one there (the next projection's CTAs no longer take SMs while the walk runs), the
   early PDL step 10-20 us slower (no weight prefetch of o_proj during attention).
+- long_plain (after 79432d6): the long builds launched plainly in the PDL engine (their contracts' pdl emptied, as
+  cluster_plain). Why: late in long caches the PDL step was slower than the plain one and long_trigger_end changed
+  nothing; a cluster grid launched while the previous kernel still holds the SMs may be placed unevenly (clusters go
+  where a GPC has room), and each CTA's walk is bound by its SM's share of the bandwidth. Prediction: the late PDL step
+  at or under the plain one (batch 1 at 131072: 2.41 -> ~2.30 ms; batch 32 at 32768: 14.31 -> ~14.0), the early one
+  5-15 us slower (no overlap of the attention launch with the q | k | v projection's tail).
 - --context=N: the runners' context (default 1024, as `netra decode`); the late window is its last 64 positions.
 - --at=P:P:..: every form also timed at positions P + 3 .. P + 66 (at_P_plain_ms / at_P_pdl_ms), to find where the
   cluster builds overtake the one-page-a-CTA build between the early and the late windows.
@@ -332,7 +338,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
          "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem", "gate_in_router",
          "router_fused", "router_unfused", "experts_group", "router_poll", "router_coop", "moedown_grp_off", "experts_group32_off", "dense32_off",
-         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_plain", "long_off", "long_trigger_end", "current_again",
+         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_plain", "long_off", "long_trigger_end", "long_plain", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
@@ -763,8 +769,9 @@ def main():
                     carveout(fn, MAX_SHARED)
             if form == "carveout":
                 loader.load = lambda n, d: carved(real_load(n, d))
-            if form == "cluster_plain":  # the PDL engine launches the cluster attention builds plainly
-                for cname in ("attn_decode_d256_qknorm_c4", "attn_decode_d256_qknorm_c8"):
+            if form in ("cluster_plain", "long_plain"):  # the PDL engine launches those attention builds plainly
+                for cname in (("attn_decode_d256_qknorm_c4", "attn_decode_d256_qknorm_c8") if form == "cluster_plain"
+                              else ("attn_decode_d256_qknorm_c4_long", "attn_decode_d256_qknorm_c8_long")):
                     cop = _dispatch.OPS[cname]
                     real_contracts[cname] = cop.contract
                     cop.contract = dataclasses.replace(cop.contract, pdl="")
