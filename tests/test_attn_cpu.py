@@ -220,7 +220,7 @@ def test_long_builds_are_current_and_assemble_as_intended(c):
     """attn_decode_d256_qknorm_c4_long / _c8_long: the generator's output; no spills, within the contract's registers
     and shared memory; the cluster build's page walk (32 HMMA, 66 MOVM, 64 cp.async, its shuffles, two cluster
     barriers) and one atomic (the clusters' arrival); the walk's stride a register (C S_eff), the page table filled
-    after pos, and nothing else of the cluster build changed but the rank register in the slice."""
+    after pos; no griddepcontrol (launched plainly)."""
     g = paths.generator("attention", "gen_attn_decode")
     k = A.ATTN_LONG[c]
     text = g.generate(True, cluster=c, long=True)
@@ -237,6 +237,7 @@ def test_long_builds_are_current_and_assemble_as_intended(c):
     assert "add.u32 %pn, %cpg, %W;" in text and "rem.u32 %r0, %last, %W;" in text
     assert f"pids[{A.LONG_MAX_PAGES // c}]" in text and f".reqnctapercluster {c}, 1, 1" in text
     assert text.count("@%psplit bra SPLIT_PART;") == 1 and text.count("bra CL_OUT;") == 1
+    assert "griddepcontrol" not in text and not k.pdl  # launched plainly, PDL engine included
 
 
 def test_long_contracts_and_the_ops_choice():

@@ -498,9 +498,7 @@ def test_set_pdl_rebinds_only_pdl_kernels_with_the_pdl_launcher(monkeypatch):
                                                                                      "rmsnorm_h2048", "qk_rmsnorm_d256",
                                                                                      "attn_decode_d256", "attn_decode_d256_qknorm",
                                                                                      "attn_decode_d256_qknorm_c4",
-                                                                                     "attn_decode_d256_qknorm_c8",
-                                                                                     "attn_decode_d256_qknorm_c4_long",
-                                                                                     "attn_decode_d256_qknorm_c8_long"}
+                                                                                     "attn_decode_d256_qknorm_c8"}
         coop = {k.contract.name for k in ops.OPS.values() if k.contract.cooperative}
         assert coop == {EXPERTS_ROUTER.name}
         assert all(made[n] == (("EX", True, True) if n in coop else "PDL" if n in pdl_names else None) for n in made)

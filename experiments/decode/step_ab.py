@@ -92,13 +92,14 @@ current, each swap, current again, so drift shows as a difference between the tw
   past them. Prediction from the kernel's design (c8 at 1 x 64 pages: 14.7 us, 16 CTAs walking 8 pages each): batch 1
   at 4K positions 20-40 us less per step with them; at 32K positions (512 pages), where the current form without them
   runs the framework path, several hundred us less at every batch.
-- long_trigger_end (after a734925): the long builds without griddepcontrol.launch_dependents (their dependents launch
+- long_trigger_end (after a734925; ran at 79432d6, neutral, removed with the builds' griddepcontrol after d47926b):
+  the long builds without griddepcontrol.launch_dependents (their dependents launch
   when the grid ends), because with them the PDL step was slower than the plain one at long contexts (batch 1 at
   131072: 2.41 against 2.32 ms at the end of the cache; batch 32 at 32768: 14.31 against 14.04). Prediction: the late
   PDL step at or under the plain one there (the next projection's CTAs no longer take SMs while the walk runs), the
   early PDL step 10-20 us slower (no weight prefetch of o_proj during attention).
-- long_plain (after 79432d6): the long builds launched plainly in the PDL engine (their contracts' pdl emptied, as
-  cluster_plain). Why: late in long caches the PDL step was slower than the plain one and long_trigger_end changed
+- long_plain (after 79432d6; ran at d47926b and promoted: the builds have no griddepcontrol since, so the form was
+  removed): the long builds launched plainly in the PDL engine (their contracts' pdl emptied, as cluster_plain). Why: late in long caches the PDL step was slower than the plain one and long_trigger_end changed
   nothing; a cluster grid launched while the previous kernel still holds the SMs may be placed unevenly (clusters go
   where a GPC has room), and each CTA's walk is bound by its SM's share of the bandwidth. Prediction: the late PDL step
   at or under the plain one (batch 1 at 131072: 2.41 -> ~2.30 ms; batch 32 at 32768: 14.31 -> ~14.0), the early one
@@ -338,7 +339,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
          "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem", "gate_in_router",
          "router_fused", "router_unfused", "experts_group", "router_poll", "router_coop", "moedown_grp_off", "experts_group32_off", "dense32_off",
-         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_plain", "long_off", "long_trigger_end", "long_plain", "current_again",
+         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_plain", "long_off", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
@@ -393,13 +394,6 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
     from netra.contracts.proj import EXPERTS, FUSED, MOE_DOWN, SHAPES
 
     out = {}
-    if form == "long_trigger_end":  # the long attention builds triggering their dependents only at their end
-        from netra.contracts.attn import ATTN_LONG
-
-        for k in ATTN_LONG.values():
-            text = paths.ptx_path("sm_90a", "attention", k.name).read_text()
-            assert text.count("griddepcontrol.launch_dependents;") == 2  # after the wait, and on the EMPTY path
-            out[k.name] = (text.replace("griddepcontrol.launch_dependents;", "// (trigger at the end)"), k.dynamic_smem)
     if form in ("router_prev", "all_prev"):
         g = paths.generator("proj", "gen_moe_router")
         out[g.NORM_NAME] = (g.generate(norm=True), 0)
@@ -769,9 +763,8 @@ def main():
                     carveout(fn, MAX_SHARED)
             if form == "carveout":
                 loader.load = lambda n, d: carved(real_load(n, d))
-            if form in ("cluster_plain", "long_plain"):  # the PDL engine launches those attention builds plainly
-                for cname in (("attn_decode_d256_qknorm_c4", "attn_decode_d256_qknorm_c8") if form == "cluster_plain"
-                              else ("attn_decode_d256_qknorm_c4_long", "attn_decode_d256_qknorm_c8_long")):
+            if form == "cluster_plain":  # the PDL engine launches the cluster attention builds plainly
+                for cname in ("attn_decode_d256_qknorm_c4", "attn_decode_d256_qknorm_c8"):
                     cop = _dispatch.OPS[cname]
                     real_contracts[cname] = cop.contract
                     cop.contract = dataclasses.replace(cop.contract, pdl="")

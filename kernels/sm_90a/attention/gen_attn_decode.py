@@ -320,8 +320,11 @@ def generate(qknorm: bool = False, once: bool = False, cluster: int = 0, split: 
         e("ld.global.nc.u32 %nwq, [%a2];")
         e("add.s64 %a2, %pkw, %a;")
         e("ld.global.nc.u32 %nwk, [%a2];")
-    e("griddepcontrol.wait;  // q, k, v are the previous kernels' outputs (PDL; a no-op launched plainly)")
-    e("griddepcontrol.launch_dependents;")
+    if long:  # launched plainly: the grid is placed on free SMs (docs/notes/attention.md, after 7b4cfc9)
+        e("// (long) launched plainly (no PDL wait or trigger): the previous kernel has ended")
+    else:
+        e("griddepcontrol.wait;  // q, k, v are the previous kernels' outputs (PDL; a no-op launched plainly)")
+        e("griddepcontrol.launch_dependents;")
     if walk:
         e("// the page table to shared memory (read from the second page on; the norm's barrier orders it)")
         e("mov.u32 %ir0, pids;")
@@ -863,9 +866,11 @@ def _cl_combine(e, cluster: int, long: bool = False):
     if long:
         _cl_split(e, cluster)
     e("EMPTY:")
-    e("// (cluster) no page of its own: it waits for q's producer as the others do, then combines its slice")
-    e("griddepcontrol.wait;")
-    e("griddepcontrol.launch_dependents;")
+    e("// (cluster) no page of its own: it waits for q's producer as the others do, then combines its slice"
+      if not long else "// (cluster) no page of its own: it combines its slice")
+    if not long:
+        e("griddepcontrol.wait;")
+        e("griddepcontrol.launch_dependents;")
     _gate_slice(e, cluster, "%rk" if long else "%page")
     e("bra EMPTY_JOIN;")
 
@@ -892,7 +897,7 @@ def _cl_long_start(e, cluster: int):
 
 def _cl_long_table(e, table: int):
     """(long) The CTA's page ids after pos (the stride C S_eff depends on it): thread th loads entries th + 128 u (page
-    j C + r + C S_eff (th + 128 u)) where that page is live; stored to pids after griddepcontrol.wait."""
+    j C + r + C S_eff (th + 128 u)) where that page is live; stored to pids after q's loads are issued."""
     th = 32 * WARPS
     e(f"// (long) the page table: entry th + {th} u is page (j C + r) + C S_eff (th + {th} u), loaded where it is < n")
     for u in range(-(-table // th)):

@@ -241,6 +241,11 @@ def _long(c: int) -> Contract:
         # ml, nw, the CTA's M and L, the ticket, its page ids (pages r, r + C S_eff, .. : at most LONG_MAX_PAGES / C)
         max_static_smem=512 + 2 * HEAD_DIM * 4 + 2 * 8 * 4 + 4 + LONG_MAX_PAGES // c * 4,
         peers=("framework_op", "one_cluster", "cluster"),  # one_cluster: this kernel at S = 1; cluster: _c{c} (NP <= 64)
+        # launched plainly, PDL engine included (no griddepcontrol in the PTX): a PDL launch lets the grid start while the
+        # q | k | v projection still holds the SMs, and its clusters were then placed so that late in long caches the
+        # step lost 0.22 ms at batch 1 (128K) and 0.62 at batch 32 (32K) against plain launches, for 13-18 us gained
+        # early (experiments/decode/step_ab_current_long_plain*_d47926b.json; docs/notes/attention.md, after 7b4cfc9)
+        pdl="",
         # S as the op picks it (netra.decode.ops.attn_splits: about one CTA a SM), and the largest S once
         cases_override=tuple({"B": b, "NP": n, "S": s, "P": p, "T": n * PAGE} for b, n, s, p in (
             ((1, 1, 8, 3), (1, 16, 8, 21), (1, 64, 8, 67), (1, 512, 8, 515), (1, 512, s_max, 515), (1, 2048, 8, 2051),
