@@ -790,10 +790,10 @@ def _long_args(q: Tensor, block_table: Tensor, ws: Tensor, cl_counters: Tensor |
     """(cluster, ws view [B, kv heads, S, PART], counters view [B, kv heads, C]) where the op takes a long-context build,
     else None. The views are the caller's scratch, contiguous (the first elements of ws and cl_counters)."""
     B, NP = q.shape[0], block_table.shape[-1]
-    c = attn_cluster_for(B)
-    S = attn_splits(B, c)
     if cl_counters is None or NP <= A.MAX_PAGES:
         return None
+    c = attn_cluster_for(B)
+    S = attn_splits(B, c)
     n, m = B * A.KV_HEADS * S * A.PART, B * A.KV_HEADS * c
     if (not ws.is_contiguous() or ws.numel() < n or ws.dtype != torch.float32 or not cl_counters.is_contiguous()
             or cl_counters.numel() < m or cl_counters.dtype != torch.int32):
@@ -810,8 +810,9 @@ def attention_decode_paged_qknorm(q: Tensor, k: Tensor, v: Tensor, gate: Tensor,
     stride, other strides multiples of 8), the zero-centred RMSNorms over head_dim (weights q_norm, k_norm [hd], eps)
     applied first, rounded to BF16. Kernels: with ATTN_CLUSTER and ATTN_LONG a long-context build past 64 pages a
     sequence (_long_args: ws's first B x kv heads x S partials and cl_counters [B, kv heads, >= 8] int32, zero at
-    allocation, left zero); else with ATTN_CLUSTER a cluster build (ws and counters unused); else attn_decode_d256_qknorm (bitwise
-    qk_rmsnorm_d256 then attn_decode_d256); else qk_rmsnorm then attention_decode_paged."""
+    allocation, left zero); else with ATTN_CLUSTER a cluster build (ws and counters unused); else
+    attn_decode_d256_qknorm (bitwise qk_rmsnorm_d256 then attn_decode_d256); else qk_rmsnorm then
+    attention_decode_paged."""
     args = (q, k, v, gate, q_norm, k_norm, cos, sin, positions, block_table, k_pages, v_pages, out, ws, counters, eps)
     if ATTN_CLUSTER and ATTN_LONG and (la := _long_args(q, block_table, ws, cl_counters)) is not None:
         op = attn.DECODE_QKNORM_LONG[la[0]]
