@@ -829,18 +829,8 @@ def _cl_combine(e, cluster: int, long: bool = False):
         for q in range(0, E, 4):
             part = co[q:q + 4]
             e(f"@%pj{j} ld.shared::cluster.v{len(part)}.f32 {{{', '.join(part)}}}, [%r4+{4 * q}];")
-    e("mov.f32 %M, %cm0;")
-    for j in range(1, cluster):
-        e(f"max.f32 %M, %M, %cm{j};")
-    e(f"mul.f32 %mu0, %M, {f32(-CL)};")
-    for j in range(cluster):
-        pj = "" if j == 0 else f"@%pj{j} "
-        e(f"{pj}fma.rn.f32 %fw, %cm{j}, {f32(CL)}, %mu0;")
-        e(f"{pj}ex2.approx.ftz.f32 %fw, %fw;")
-        for x in range(E):
-            c = f"%co{E * j + x}"
-            e(f"mul.f32 %acc{x}, %fw, {c};" if j == 0 else f"{pj}fma.rn.f32 %acc{x}, %fw, {c}, %acc{x};")
-        e(f"mul.f32 %Lsum, %fw, %cl{j};" if j == 0 else f"{pj}fma.rn.f32 %Lsum, %fw, %cl{j}, %Lsum;")
+    _merge(e, cluster, E, lambda j: f"%cm{j}", lambda j: f"%cl{j}", lambda j, x: f"%co{E * j + x}",
+           lambda j: f"%pj{j}", max_pred=False)  # an absent partial's M is -inf: no predicate on the max
     if long:
         e(f"setp.gt.u32 %psplit, %W, {cluster};  // S_eff > 1: the slice goes through ws")
         e("@%psplit bra SPLIT_PART;")
@@ -976,21 +966,28 @@ def _cl_split(e, cluster: int):
         e(f"@%pq{j} ld.global.cg.f32 {z[E + 1]}, [%ro+{off + HEAD_DIM * GROUP * 4 + 32}];")
         zs = ", ".join(z[:E])
         e(f"@%pq{j} ld.global.cg.{v}f32 {{{zs}}}, [%a2+{off}];")
-    e(f"mov.f32 %M, %z{E};")
-    for j in range(1, S):
-        e(f"@%pq{j} max.f32 %M, %M, %z{(E + 2) * j + E};")
-    e(f"mul.f32 %mu0, %M, {f32(-CL)};")
-    for j in range(S):
-        pj = "" if j == 0 else f"@%pq{j} "
-        b = (E + 2) * j
-        e(f"{pj}fma.rn.f32 %fw, %z{b + E}, {f32(CL)}, %mu0;")
-        e(f"{pj}ex2.approx.ftz.f32 %fw, %fw;")
-        for x in range(E):
-            e(f"mul.f32 %acc{x}, %fw, %z{b + x};" if j == 0 else f"{pj}fma.rn.f32 %acc{x}, %fw, %z{b + x}, %acc{x};")
-        e(f"mul.f32 %Lsum, %fw, %z{b + E + 1};" if j == 0 else f"{pj}fma.rn.f32 %Lsum, %fw, %z{b + E + 1}, %Lsum;")
+    _merge(e, S, E, lambda j: f"%z{(E + 2) * j + E}", lambda j: f"%z{(E + 2) * j + E + 1}",
+           lambda j, x: f"%z{(E + 2) * j + x}", lambda j: f"%pq{j}", max_pred=True)
     e("setp.eq.u32 %p, %th, 0;")
     e("@%p st.global.u32 [%pcnt], 0;  // the counter back to zero for the next launch")
     e("bra CL_OUT;")
+
+
+def _merge(e, n: int, E: int, m, l, o, pred, max_pred: bool):
+    """%M, %Lsum and %acc0..E-1 from n partials in order (the cluster's CTAs, or the long build's clusters): partial j's
+    max m(j), sum l(j) and outputs o(j, x) (registers), j > 0 under predicate pred(j) (its max too with ``max_pred``):
+    M the max, then each partial weighted by 2^((m_j - M) log2(e) / 16). O is not divided by L here."""
+    e(f"mov.f32 %M, {m(0)};")
+    for j in range(1, n):
+        e(f"{'@' + pred(j) + ' ' if max_pred else ''}max.f32 %M, %M, {m(j)};")
+    e(f"mul.f32 %mu0, %M, {f32(-CL)};")
+    for j in range(n):
+        pj = "" if j == 0 else f"@{pred(j)} "
+        e(f"{pj}fma.rn.f32 %fw, {m(j)}, {f32(CL)}, %mu0;")
+        e(f"{pj}ex2.approx.ftz.f32 %fw, %fw;")
+        for x in range(E):
+            e(f"mul.f32 %acc{x}, %fw, {o(j, x)};" if j == 0 else f"{pj}fma.rn.f32 %acc{x}, %fw, {o(j, x)}, %acc{x};")
+        e(f"mul.f32 %Lsum, %fw, {l(j)};" if j == 0 else f"{pj}fma.rn.f32 %Lsum, %fw, {l(j)}, %Lsum;")
 
 
 def _so(e):

@@ -245,9 +245,9 @@ def _public_call(name: str, b: dict):
                                                    b["block_table"], b["k_pages"], b["v_pages"], b["out"], b["ws"],
                                                    b["counters"])
     if name.endswith("_long") and name.startswith("attn_decode_d256_qknorm"):  # the build itself: S is ws's
-        from ..ops import attn
+        from ..ops import _dispatch
 
-        k = next(op for op in attn.DECODE_QKNORM_LONG.values() if op.contract.name == name)
+        k = _dispatch.OPS[name]  # each long build is registered under its own name
         return lambda: k.go(b["q"], b["k"], b["v"], b["gate"], b["q_norm"], b["k_norm"], b["cos"], b["sin"],
                             b["positions"], b["block_table"], b["k_pages"], b["v_pages"], b["out"], b["ws"],
                             b["counters"], e)
