@@ -16,6 +16,7 @@ at entry and every exit: the stores added, nothing else) launched eagerly 5 time
 CTAs per SM, the spread of the CTAs' starts and their durations.
 
   PYTHONPATH=src python3 experiments/attention/long_place.py --out "$OUT"
+  PYTHONPATH=src python3 experiments/attention/long_place.py --phases --out "$OUT"   (the traces with phase marks only)
 """
 
 from __future__ import annotations
@@ -36,19 +37,41 @@ SMEMS = (64 * KB, 72 * KB, 112 * KB)
 CASES = (("c8_long", 1, 512, 8), ("c8_long", 1, 2048, 8), ("c8_long", 1, 128, 8), ("c8_long", 1, 512, 16),
          ("c4_long", 8, 512, 2), ("c4_long", 32, 128, 1),
          ("c8", 1, 64, None), ("c4", 8, 64, None), ("c4", 32, 16, None), ("c4", 32, 64, None))
+PHASE_CASES = (("c8_long", 1, 512, 8), ("c8_long", 1, 2048, 8), ("c8_long", 1, 128, 8), ("c8", 1, 64, None),
+               ("c8", 1, 16, None), ("c4_long", 8, 512, 2), ("c4", 32, 64, None))
 
 
-def trace_ptx(ptx: str, addr: int) -> str:
+# (--phases) ns since the CTA's start, kept at the first pass over each marker: the prologue done (before the page loop),
+# the walk done, the cluster's first barrier passed, the long builds' arrival on the counter
+MARKS = ("\nPAGE_LOOP:", "  @%pmore bra PAGE_LOOP;\n", "  barrier.cluster.wait.acquire.aligned;  // every partial of the cluster written\n",
+         "  @%p atom.acq_rel.gpu.global.add.u32 %cnt, [%pcnt], 1;\n")
+
+
+def trace_ptx(ptx: str, addr: int, phases: bool = False) -> str:
     """The kernel with thread 0 storing (smid, start ns) at entry and every thread atom.max-ing its (end - start) at every
-    exit, to 16 bytes per CTA at ``addr`` (linear CTA index)."""
+    exit, to 16 bytes per CTA at ``addr`` (linear CTA index); with ``phases`` 32 bytes, thread 0 also storing the
+    MARKS times (0: not reached)."""
     head, body = ptx.split("\n  {\n", 1)
     assert body.rstrip().endswith("}"), "one entry, closed by the file's last brace"
     body = body.rstrip()[:-1]
     body = re.sub(r"(@%\w+ )?(exit|ret);", lambda m: f"{m.group(1) or ''}bra TR_END;", body)
+    stride = 32 if phases else 16
+    if phases:
+        for i, mk in enumerate(MARKS):
+            if mk not in body:
+                continue
+            assert body.count(mk) == 1, mk
+            now = (f"  mov.u64 %trd3, %globaltimer;\n  sub.u64 %trd3, %trd3, %trd2;\n  cvt.u32.u64 %tm{i}, %trd3;\n")
+            body = body.replace(mk, (now + mk) if mk.startswith("\n") else (mk + now))
     pro = f"""  .reg .b32 %tr<4>;
   .reg .b64 %trd<4>;
   .reg .pred %trp;
+  .reg .b32 %tm<4>;
   mov.u64 %trd2, %globaltimer;
+  mov.u32 %tm0, 0;
+  mov.u32 %tm1, 0;
+  mov.u32 %tm2, 0;
+  mov.u32 %tm3, 0;
   mov.u32 %tr0, %ctaid.x;
   mov.u32 %tr1, %ctaid.y;
   mov.u32 %tr2, %ctaid.z;
@@ -56,7 +79,7 @@ def trace_ptx(ptx: str, addr: int) -> str:
   mad.lo.u32 %tr2, %tr2, %tr3, %tr1;
   mov.u32 %tr3, %nctaid.x;
   mad.lo.u32 %tr0, %tr2, %tr3, %tr0;
-  mul.wide.u32 %trd0, %tr0, 16;
+  mul.wide.u32 %trd0, %tr0, {stride};
   mov.u64 %trd1, {addr};
   add.u64 %trd1, %trd1, %trd0;
   mov.u32 %tr1, %tid.x;
@@ -65,19 +88,14 @@ def trace_ptx(ptx: str, addr: int) -> str:
   @%trp st.global.u32 [%trd1], %tr2;
   @%trp st.global.u64 [%trd1+8], %trd2;
 """
-    epi = """TR_END:
-  mov.u64 %trd3, %globaltimer;
-  sub.u64 %trd3, %trd3, %trd2;
-  cvt.u32.u64 %tr3, %trd3;
-  atom.global.max.u32 %tr3, [%trd1+4], %tr3;
-  ret;
-}
-"""
+    epi = ("TR_END:\n  mov.u64 %trd3, %globaltimer;\n  sub.u64 %trd3, %trd3, %trd2;\n  cvt.u32.u64 %tr3, %trd3;\n"
+           "  atom.global.max.u32 %tr3, [%trd1+4], %tr3;\n"
+           + ("  @%trp st.global.v4.u32 [%trd1+16], {%tm0, %tm1, %tm2, %tm3};\n" if phases else "") + "  ret;\n}\n")
     return head + "\n  {\n" + pro + body + epi
 
 
-def summarize(buf: torch.Tensor, n: int) -> dict:
-    t = buf[:n].cpu()
+def summarize(buf: torch.Tensor, n: int, phases: bool = False) -> dict:
+    t = buf.view(-1, 8 if phases else 4)[:n].cpu()
     sm = t[:, 0].view(torch.int32).tolist()
     dur = t[:, 1].view(torch.int32).tolist()
     start = t[:, 2:4].contiguous().view(torch.int64).flatten().tolist()
@@ -87,7 +105,20 @@ def summarize(buf: torch.Tensor, n: int) -> dict:
             "sms_with_ctas": dict(sorted(collections.Counter(per_sm.values()).items())),
             "start_spread_us": (max(start) - t0) / 1e3, "dur_us_min_med_max": [min(dur) / 1e3, statistics.median(dur) / 1e3,
                                                                              max(dur) / 1e3],
-            "end_us": max(s - t0 + d for s, d in zip(start, dur)) / 1e3}
+            "end_us": max(s - t0 + d for s, d in zip(start, dur)) / 1e3} | (_phases(t, dur) if phases else {})
+
+
+def _phases(t: torch.Tensor, dur: list) -> dict:
+    """Per marker: the median and max over the CTAs that reached it (us since each CTA's start), and the slowest CTA's."""
+    names = ("prologue", "walk", "cluster_barrier", "counter")
+    out = {}
+    slow = max(range(len(dur)), key=dur.__getitem__)
+    for i, nm in enumerate(names):
+        v = [x for x in t[:, 4 + i].tolist() if x]
+        if v:
+            out[nm] = [round(statistics.median(v) / 1e3, 3), round(max(v) / 1e3, 3), round(t[slow, 4 + i].item() / 1e3, 3)]
+    out["slowest_dur"] = dur[slow] / 1e3
+    return out
 
 
 def main():
@@ -98,6 +129,9 @@ def main():
     from netra.runtime import loader
 
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else os.path.dirname(__file__)
+    phases = "--phases" in sys.argv
+    smems = SMEMS[:1] if phases else SMEMS
+    cases = PHASE_CASES if phases else CASES
     contracts = {"c8_long": A.ATTN_LONG[8], "c4_long": A.ATTN_LONG[4], "c8": A.ATTN_CLUSTER[8], "c4": A.ATTN_CLUSTER[4]}
     res = {"method": "plain launches, CUDA-graph replay of one launch per rotated copy (>= 16, past 4x L2), CUDA events, "
                      "median of 7 replays (netra.lifecycle.bench.graph_time); the trace: eager launches of the traced "
@@ -107,14 +141,14 @@ def main():
     gos, tgos = {}, {}
     for key, k in contracts.items():
         ptx = paths.ptx_path("sm_90a", "attention", k.name).read_text()
-        for sm in SMEMS:
+        for sm in smems:
             kc = dataclasses.replace(k, dynamic_smem=sm)
             mod, fn = loader.load_text(k.name, ptx, dynamic_smem=sm)
-            tmod, tfn = loader.load_text(k.name, trace_ptx(ptx, trace_buf.data_ptr()), dynamic_smem=sm)
+            tmod, tfn = loader.load_text(k.name, trace_ptx(ptx, trace_buf.data_ptr(), phases), dynamic_smem=sm)
             keep += [mod, tmod]
             gos[key, sm] = rt_launch.make_guard_and_launch(kc, function_handle=int(fn), device=0)
             tgos[key, sm] = rt_launch.make_guard_and_launch(kc, function_handle=int(tfn), device=0)
-    for key, B, NP, S in CASES:
+    for key, B, NP, S in cases:
         k = contracts[key]
         tb = testbeds.get(k.name)
         C = int(k.grid[0].split()[0])
@@ -134,17 +168,18 @@ def main():
         row = {"copies": copies, "kv_bytes": B * NP * A.PAGE * A.KV_HEADS * A.HEAD_DIM * 4}
         ref = None
         ctas = C * (S or 1) * A.KV_HEADS * B
-        for sm in SMEMS:
+        for sm in smems:
             go = gos[key, sm]
             args = [tb.args({**a, **o, **extra}) for a, o in zip(ins, outs)]
 
             def launch(i, args=args, go=go):
                 assert go(*args[i]) is None
 
-            bench.settle()
-            us, _ = bench.graph_time(launch, copies)
-            row[f"smem{sm // KB}_us"] = us
-            row[f"smem{sm // KB}_TBps"] = row["kv_bytes"] / us / 1e6
+            if not phases:
+                bench.settle()
+                us, _ = bench.graph_time(launch, copies)
+                row[f"smem{sm // KB}_us"] = us
+                row[f"smem{sm // KB}_TBps"] = row["kv_bytes"] / us / 1e6
             base.reset()
             bufs = {**base.bufs, **extra}
             assert go(*tb.args(bufs)) is None
@@ -158,19 +193,20 @@ def main():
                 trace_buf.zero_()
                 assert tgos[key, sm](*tb.args(bufs)) is None
                 torch.cuda.synchronize()
-                tr.append(summarize(trace_buf, ctas))
+                tr.append(summarize(trace_buf, ctas, phases))
             row[f"smem{sm // KB}_trace"] = tr
             if S:
                 assert not extra["counters"].any()
         res["cases"][f"{key} B={B} NP={NP} S={S}"] = row
         print(key, B, NP, S, {kk: (round(v, 2) if isinstance(v, float) else v) for kk, v in row.items()
                               if not kk.endswith("trace")}, flush=True)
-        for sm in SMEMS:
+        for sm in smems:
             t = row[f"smem{sm // KB}_trace"][-1]
             print("   ", sm // KB, "KB trace:", t, flush=True)
         del ins, outs, base
         bench.release()
-        json.dump(res, open(os.path.join(out_dir, "long_place.json"), "w"), indent=1)
+        json.dump(res, open(os.path.join(out_dir, "long_place_phases.json" if phases else "long_place.json"), "w"),
+                  indent=1)
     del keep
 
 
