@@ -41,37 +41,42 @@ PHASE_CASES = (("c8_long", 1, 512, 8), ("c8_long", 1, 2048, 8), ("c8_long", 1, 1
                ("c8", 1, 16, None), ("c4_long", 8, 512, 2), ("c4", 32, 64, None))
 
 
-# (--phases) ns since the CTA's start, kept at the first pass over each marker: the prologue done (before the page loop),
-# the walk done, the cluster's first barrier passed, the long builds' arrival on the counter
-MARKS = ("\nPAGE_LOOP:", "  @%pmore bra PAGE_LOOP;\n", "  barrier.cluster.wait.acquire.aligned;  // every partial of the cluster written\n",
-         "  @%p atom.acq_rel.gpu.global.add.u32 %cnt, [%pcnt], 1;\n")
+# (--phases) ns since the CTA's start, kept at the first pass over each marker (0: not reached), each (text, before):
+# the prologue done (the page loop next), the walk done, step 8 (the warps' m, l, O to shared memory and the barrier),
+# steps 9-10 (the CTA's partial for the cluster written), the cluster's first barrier passed, the slice combined over the
+# cluster (the cluster builds: before their second barrier; the long builds: entering SPLIT_PART), the long builds'
+# arrival on the counter, and the out slice combined (before COMBINED)
+MARKS = (("\nPAGE_LOOP:", True), ("  @%pmore bra PAGE_LOOP;\n", False), ("ML_DONE:\n  bar.sync 0;\n", False),
+         ("\nEMPTY_JOIN:", True), ("  barrier.cluster.wait.acquire.aligned;  // every partial of the cluster written\n", False),
+         ("  barrier.cluster.arrive.relaxed.aligned;\n", True), ("SPLIT_PART:\n", False),
+         ("  @%p atom.acq_rel.gpu.global.add.u32 %cnt, [%pcnt], 1;\n", False), ("\nCOMBINED:", True))
+PHASE_NAMES = ("prologue", "walk", "step8", "step9_10", "cluster_barrier", "slice_combined", "split_part", "counter",
+               "out_combined")
 
 
 def trace_ptx(ptx: str, addr: int, phases: bool = False) -> str:
     """The kernel with thread 0 storing (smid, start ns) at entry and every thread atom.max-ing its (end - start) at every
-    exit, to 16 bytes per CTA at ``addr`` (linear CTA index); with ``phases`` 32 bytes, thread 0 also storing the
+    exit, to 16 bytes per CTA at ``addr`` (linear CTA index); with ``phases`` 64 bytes, thread 0 also storing the
     MARKS times (0: not reached)."""
     head, body = ptx.split("\n  {\n", 1)
     assert body.rstrip().endswith("}"), "one entry, closed by the file's last brace"
     body = body.rstrip()[:-1]
     body = re.sub(r"(@%\w+ )?(exit|ret);", lambda m: f"{m.group(1) or ''}bra TR_END;", body)
-    stride = 32 if phases else 16
+    stride = 64 if phases else 16
     if phases:
-        for i, mk in enumerate(MARKS):
+        for i, (mk, before) in enumerate(MARKS):
             if mk not in body:
                 continue
             assert body.count(mk) == 1, mk
             now = (f"  mov.u64 %trd3, %globaltimer;\n  sub.u64 %trd3, %trd3, %trd2;\n  cvt.u32.u64 %tm{i}, %trd3;\n")
-            body = body.replace(mk, (now + mk) if mk.startswith("\n") else (mk + now))
+            body = body.replace(mk, (mk.replace("\n", "\n" + now, 1) if mk.startswith("\n") else now + mk) if before
+                                else mk + now)
     pro = f"""  .reg .b32 %tr<4>;
   .reg .b64 %trd<4>;
   .reg .pred %trp;
-  .reg .b32 %tm<4>;
+  .reg .b32 %tm<12>;
   mov.u64 %trd2, %globaltimer;
-  mov.u32 %tm0, 0;
-  mov.u32 %tm1, 0;
-  mov.u32 %tm2, 0;
-  mov.u32 %tm3, 0;
+""" + "".join(f"  mov.u32 %tm{i}, 0;\n" for i in range(12)) + f"""
   mov.u32 %tr0, %ctaid.x;
   mov.u32 %tr1, %ctaid.y;
   mov.u32 %tr2, %ctaid.z;
@@ -90,12 +95,13 @@ def trace_ptx(ptx: str, addr: int, phases: bool = False) -> str:
 """
     epi = ("TR_END:\n  mov.u64 %trd3, %globaltimer;\n  sub.u64 %trd3, %trd3, %trd2;\n  cvt.u32.u64 %tr3, %trd3;\n"
            "  atom.global.max.u32 %tr3, [%trd1+4], %tr3;\n"
-           + ("  @%trp st.global.v4.u32 [%trd1+16], {%tm0, %tm1, %tm2, %tm3};\n" if phases else "") + "  ret;\n}\n")
+           + ("".join(f"  @%trp st.global.v4.u32 [%trd1+{16 + 16 * j}], {{%tm{4 * j}, %tm{4 * j + 1}, %tm{4 * j + 2}, "
+                     f"%tm{4 * j + 3}}};\n" for j in range(3)) if phases else "") + "  ret;\n}\n")
     return head + "\n  {\n" + pro + body + epi
 
 
 def summarize(buf: torch.Tensor, n: int, phases: bool = False) -> dict:
-    t = buf.view(-1, 8 if phases else 4)[:n].cpu()
+    t = buf.view(-1, 16 if phases else 4)[:n].cpu()
     sm = t[:, 0].view(torch.int32).tolist()
     dur = t[:, 1].view(torch.int32).tolist()
     start = t[:, 2:4].contiguous().view(torch.int64).flatten().tolist()
@@ -110,7 +116,7 @@ def summarize(buf: torch.Tensor, n: int, phases: bool = False) -> dict:
 
 def _phases(t: torch.Tensor, dur: list) -> dict:
     """Per marker: the median and max over the CTAs that reached it (us since each CTA's start), and the slowest CTA's."""
-    names = ("prologue", "walk", "cluster_barrier", "counter")
+    names = PHASE_NAMES
     out = {}
     slow = max(range(len(dur)), key=dur.__getitem__)
     for i, nm in enumerate(names):
