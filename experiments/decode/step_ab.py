@@ -67,8 +67,9 @@ current, each swap, current again, so drift shows as a difference between the tw
 - cluster (after 38dbbc6): the cluster builds on (dops.ATTN_CLUSTER, off by default since 38dbbc6; the runs at
   bd25dbe, 768020c and 606fb91 had them on in "current"). split (606fb91 only; its dispatch is gone with its
   contracts): the split candidates (experiments/attention/split_variant_606fb91.json) in their place.
-- cluster_plain (after bd25dbe): the cluster builds launched plainly in the PDL engine (their contracts' pdl
-  emptied), a diagnosis of the PDL engine's early-context time with them.
+- cluster_plain (after bd25dbe; ran at 768020c and, at a 4K cache, at 113d9d7; promoted after f3e6613: the cluster
+  builds have no griddepcontrol since, so the form was removed): the cluster builds launched plainly in the PDL engine
+  (their contracts' pdl emptied), a diagnosis of the PDL engine's early-context time with them.
 - cluster_c4 (after 43fb274): the cluster builds on with clusters of 4 at every batch (dops.ATTN_C8_MAX_B = 0), against
   `cluster` (clusters of 8 up to 4 sequences): whether the PDL engine's early-context loss at batch 1 grows with the
   cluster size.
@@ -339,7 +340,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
          "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem", "gate_in_router",
          "router_fused", "router_unfused", "experts_group", "router_poll", "router_coop", "moedown_grp_off", "experts_group32_off", "dense32_off",
-         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_plain", "long_off", "current_again",
+         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "long_off", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
@@ -710,7 +711,7 @@ def main():
             dops.MOE_SHARED_FIRST = form == "shared_first"
             dops.ATTN_KERNEL = real_attn_kernel and form != "attn_prev"
             dops.ATTN_QKNORM = real_attn_qknorm and form != "qknorm_prev"
-            dops.ATTN_CLUSTER = (real_attn_cluster or form in ("cluster", "cluster_c4", "cluster_plain")) and form != "cluster_prev"
+            dops.ATTN_CLUSTER = (real_attn_cluster or form in ("cluster", "cluster_c4")) and form != "cluster_prev"
             dops.ATTN_C8_MAX_B = 0 if form == "cluster_c4" else 32 if form == "cluster_c8" else real_c8_max_b
             dops.ATTN_LONG = real_attn_long and form != "long_off"
             dops.BA_FUSED = real_ba_fused and form != "ba_unfused"
@@ -763,11 +764,6 @@ def main():
                     carveout(fn, MAX_SHARED)
             if form == "carveout":
                 loader.load = lambda n, d: carved(real_load(n, d))
-            if form == "cluster_plain":  # the PDL engine launches the cluster attention builds plainly
-                for cname in ("attn_decode_d256_qknorm_c4", "attn_decode_d256_qknorm_c8"):
-                    cop = _dispatch.OPS[cname]
-                    real_contracts[cname] = cop.contract
-                    cop.contract = dataclasses.replace(cop.contract, pdl="")
             if form == "norm_prev":  # the PDL engine launches the swapped plain norm builds plainly
                 for opname, kname in (("rmsnorm", "rmsnorm_h2048"), ("qk_rmsnorm", "qk_rmsnorm_d256")):
                     nop = _dispatch.OPS[opname]

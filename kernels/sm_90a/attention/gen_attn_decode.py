@@ -320,8 +320,8 @@ def generate(qknorm: bool = False, once: bool = False, cluster: int = 0, split: 
         e("ld.global.nc.u32 %nwq, [%a2];")
         e("add.s64 %a2, %pkw, %a;")
         e("ld.global.nc.u32 %nwk, [%a2];")
-    if long:  # launched plainly: the grid is placed on free SMs (docs/notes/attention.md, after 7b4cfc9)
-        e("// (long) launched plainly (no PDL wait or trigger): the previous kernel has ended")
+    if cluster:  # launched plainly: the grid is placed on free SMs (docs/notes/attention.md, after 7b4cfc9 and f3e6613)
+        e(f"// ({'long' if long else 'cluster'}) launched plainly (no PDL wait or trigger): the previous kernel has ended")
     else:
         e("griddepcontrol.wait;  // q, k, v are the previous kernels' outputs (PDL; a no-op launched plainly)")
         e("griddepcontrol.launch_dependents;")
@@ -856,11 +856,7 @@ def _cl_combine(e, cluster: int, long: bool = False):
     if long:
         _cl_split(e, cluster)
     e("EMPTY:")
-    e("// (cluster) no page of its own: it waits for q's producer as the others do, then combines its slice"
-      if not long else "// (cluster) no page of its own: it combines its slice")
-    if not long:
-        e("griddepcontrol.wait;")
-        e("griddepcontrol.launch_dependents;")
+    e("// (cluster) no page of its own: it combines its slice")
     _gate_slice(e, cluster, "%rk" if long else "%page")
     e("bra EMPTY_JOIN;")
 
