@@ -197,10 +197,13 @@ def test_qknorm_once_candidate_assembles(tmp_path):
 
 @pytest.mark.parametrize("c", sorted(A.ATTN_CLUSTER))
 def test_cluster_builds_are_current_and_assemble_as_intended(c):
-    """attn_decode_d256_qknorm_c4 / _c8: the generator's output; no spills, within the contract's registers; the same
-    32 HMMA and 66 MOVM as the one-page build (one page's S and O^T, in the page loop), 64 cp.async per thread (the
-    first page's K and V, and the loop's next page), no atomic (no counters: the partials meet in shared memory), two
-    cluster barriers, and the same shuffles as attn_decode_d256_qknorm; no griddepcontrol (launched plainly)."""
+    """attn_decode_d256_qknorm_c4 / _c8: the generator's output; no spills, within the contract's registers and shared
+    memory; the same 32 HMMA and 66 MOVM as the one-page build (one page's S and O^T, in the page loop), 64 cp.async
+    per thread (the first page's K and V, and the loop's next page), no atomic (no counters: the partials meet in shared
+    memory), one cluster barrier (the mbarrier's initialization), the partial pushed by four 16-byte and one 8-byte
+    st.async and nothing read from another CTA, and the same shuffles as attn_decode_d256_qknorm; no griddepcontrol
+    (launched plainly). generate(push=False) is the build before the push (the candidate's peer), two cluster barriers
+    and remote loads."""
     g = paths.generator("attention", "gen_attn_decode")
     name = A.ATTN_CLUSTER[c].name
     text = g.generate(True, cluster=c)
@@ -208,13 +211,17 @@ def test_cluster_builds_are_current_and_assemble_as_intended(c):
     assert "griddepcontrol" not in text and not A.ATTN_CLUSTER[c].pdl  # launched plainly, PDL engine included
     res = build.resource_usage(toolchain.ptxas(), paths.ptx_path("sm_90a", "attention", name))
     assert res["spill_stores"] == res["spill_loads"] == res["stack_frame"] == 0, res
-    assert res["registers"] <= A.ATTN_CLUSTER[c].max_registers
+    assert res["registers"] <= A.ATTN_CLUSTER[c].max_registers and res["static_smem"] <= A.ATTN_CLUSTER[c].max_static_smem
     sass = build.disasm(name)
-    ops = re.findall(r"\b(HMMA|MOVM|LDGSTS|ATOMG|LDL|STL|SHFL|UCGABAR_ARV|UCGABAR_WAIT)[.A-Z0-9]*", sass)
+    ops = re.findall(r"\b(HMMA|MOVM|LDGSTS|ATOMG|LDL|STL|SHFL|UCGABAR_ARV|UCGABAR_WAIT|STAS|LD)\b([.A-Z0-9]*)", sass)
+    ops, wide = [o for o, _ in ops], [o + w for o, w in ops]
     assert ops.count("HMMA") == 32 and ops.count("MOVM") == 66 and ops.count("LDGSTS") == 64
-    assert "ATOMG" not in ops and "LDL" not in ops and "STL" not in ops
-    assert ops.count("UCGABAR_ARV") == ops.count("UCGABAR_WAIT") == 2
+    assert "ATOMG" not in ops and "LDL" not in ops and "STL" not in ops and "LD" not in ops  # no generic (remote) load
+    assert ops.count("UCGABAR_ARV") == ops.count("UCGABAR_WAIT") == 1
+    assert wide.count("STAS.128") == 4 and wide.count("STAS.64") == 1 and ops.count("STAS") == 5
     assert ops.count("SHFL") == len(re.findall(r"\bSHFL\b", build.disasm(A.ATTN_QKNORM_NAME)))
+    pull = g.generate(True, cluster=c, push=False)
+    assert "st.async" not in pull and pull.count("ld.shared::cluster") == 3 * c and pull.count("barrier.cluster.wait") == 2
 
 
 @pytest.mark.parametrize("c", sorted(A.ATTN_LONG))
