@@ -79,7 +79,7 @@ for _c in (ATTN_DECODE, ATTN_DECODE_QKNORM):
 
 
 def generate(qknorm: bool = False, once: bool = False, cluster: int = 0, split: int = 0, long: bool = False,
-             push: bool = True) -> str:
+             push: bool = False) -> str:
     """attn_decode_d256; with ``qknorm`` attn_decode_d256_qknorm (q_norm and k_norm first, bitwise qk_rmsnorm_d256's).
     ``once`` (a candidate, experiments/attention/qknorm_once_variant.py; with qknorm): each CTA normalizes its 8 query
     heads once, warp w heads 2 w and 2 w + 1 in qk_rmsnorm_d256's own lane layout, into shared memory, and every warp
@@ -92,9 +92,9 @@ def generate(qknorm: bool = False, once: bool = False, cluster: int = 0, split: 
     attn_decode_d256's pages are (ws, the counter, the last CTA). ``long`` (with cluster 4 or 8):
     attn_decode_d256_qknorm_c{cluster}_long, up to S clusters per (sequence, kv head) (S = %nctaid.x / cluster), S_eff
     of them walking (_cl_long_start), their partials combined by the last to arrive (_cl_split).
-    ``push`` (the cluster builds c4, c8; False rebuilds them as before e744800, the candidate's peer): each CTA's partial
-    goes to the combining ranks by st.async, completing their mbarriers, in place of a cluster barrier and remote loads
-    (_cl_combine)."""
+    ``push`` (a candidate for the cluster builds c4, c8; measured at 2c03b57 and not promoted: experiments/attention/
+    cluster_push_2c03b57.json, docs/notes/attention.md): each CTA's partial goes to the combining ranks by st.async,
+    completing their mbarriers, in place of a cluster barrier and remote loads (_cl_combine). The same bits."""
     assert qknorm or not once
     clusters = {**ATTN_CLUSTER, **ATTN_CLUSTER_CANDIDATES}
     assert not cluster or (qknorm and not once and cluster in clusters and not split)

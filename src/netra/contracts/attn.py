@@ -149,9 +149,7 @@ def _cluster(c: int) -> Contract:
         bytes_read=_WALK_READ,
         bytes_written=f"B * ({Q_HEADS * HEAD_DIM * 2 + 2 * KV_HEADS * HEAD_DIM * 2})",
         max_registers=ATTN_CLUSTER_REGS,
-        # ml, nw, its page ids, and what the ranks push to it (gen_attn_decode._cl_push): every rank's O, M and L of the
-        # CTA's slice (8 heads x 256 dims in all) and the mbarrier they complete
-        max_static_smem=512 + 2 * HEAD_DIM * 4 + -(-MAX_PAGES // c) * 4 + Q_HEADS // KV_HEADS * (HEAD_DIM * 4 + 8) + 8,
+        max_static_smem=512 + 2 * HEAD_DIM * 4 + 2 * 8 * 4 + -(-MAX_PAGES // c) * 4,  # ml, nw, the CTA's M and L, its page ids
         peers=("framework_op", "unfused", "qknorm"),  # qknorm: attn_decode_d256_qknorm (one page a CTA, ws and counters)
         # launched plainly, PDL engine included (no griddepcontrol in the PTX), as the long builds since dc4f533: launched
         # with PDL the clusters start while the q | k | v projection holds the SMs and the walk late in a 4K cache was 27 /
