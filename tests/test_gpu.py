@@ -905,7 +905,6 @@ def test_gdn_verify_chunk_then_commit_is_the_sequential_kernel(B, T):
 def test_bf16_linear2_runs_the_kernel(M):
     """One launch up to 32 rows (NaN-poisoned outputs, within tolerance of float64); above 16 rows the bits of the
     launches on rows 0..15 and 16.. (each n-tile's mma is the chunk's)."""
-    from netra.decode import ops as dops
     from netra.lifecycle import testbeds
 
     tb = testbeds.get("bf16_gemv_n64_k2048")

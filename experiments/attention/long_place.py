@@ -71,7 +71,7 @@ def trace_ptx(ptx: str, addr: int, phases: bool = False) -> str:
             now = (f"  mov.u64 %trd3, %globaltimer;\n  sub.u64 %trd3, %trd3, %trd2;\n  cvt.u32.u64 %tm{i}, %trd3;\n")
             body = body.replace(mk, (mk.replace("\n", "\n" + now, 1) if mk.startswith("\n") else now + mk) if before
                                 else mk + now)
-    pro = f"""  .reg .b32 %tr<4>;
+    pro = """  .reg .b32 %tr<4>;
   .reg .b64 %trd<4>;
   .reg .pred %trp;
   .reg .b32 %tm<12>;
