@@ -861,14 +861,21 @@ def _cl_receive(e, cluster: int):
     if hs > 1:
         e(f"shr.u32 %r2, %th, {(HEAD_DIM // E).bit_length() - 1};  // the head within the slice")
         e("mad.lo.u32 %r1, %r2, 8, %r1;")
+    _partials_in(e, cluster, E, lambda j: e(f"@%pj{j} ld.shared.v2.f32 {{%cm{j}, %cl{j}}}, [%r1+{8 * hs * j}];"),
+                 lambda j, q, regs: e(f"@%pj{j} ld.shared.v{len(regs)}.f32 {{{', '.join(regs)}}}, [%r3+{4 * (sl * j + q)}];"))
+
+
+def _partials_in(e, cluster: int, E: int, ml, o):
+    """The merge's inputs from the cluster's nv partials: for each rank j, %pj{j} = j < nv, %cm{j} = -inf (an absent
+    partial), then under %pj{j} ml(j) emits the loads of its M and L (%cm{j}, %cl{j}) and o(j, q, regs) those of its
+    outputs q .. q + 3 of this thread's E (%co)."""
     for j in range(cluster):
         co = [f"%co{E * j + x}" for x in range(E)]
         e(f"setp.gt.u32 %pj{j}, %nv, {j};")
         e(f"mov.f32 %cm{j}, 0fFF800000;")
-        e(f"@%pj{j} ld.shared.v2.f32 {{%cm{j}, %cl{j}}}, [%r1+{8 * hs * j}];")
+        ml(j)
         for q in range(0, E, 4):
-            part = co[q:q + 4]
-            e(f"@%pj{j} ld.shared.v{len(part)}.f32 {{{', '.join(part)}}}, [%r3+{4 * (sl * j + q)}];")
+            o(j, q, co[q:q + 4])
 
 
 def _cl_combine(e, cluster: int, long: bool = False, push: bool = False):
@@ -949,17 +956,14 @@ def _cl_pull(e, cluster: int, E: int):
     e("shl.b32 %r3, %r3, 2;")
     e("add.u32 %r3, %r3, %sb;")
     e(f"add.u32 %r3, %r3, {TILE};")
-    for j in range(cluster):
-        co = [f"%co{E * j + x}" for x in range(E)]
-        e(f"setp.gt.u32 %pj{j}, %nv, {j};")
-        e(f"mov.f32 %cm{j}, 0fFF800000;")
+    def ml(j):  # rank j's M and L, then its outputs' address
         e(f"mapa.shared::cluster.u32 %r4, %r1, {j};")
         e(f"@%pj{j} ld.shared::cluster.f32 %cm{j}, [%r4];")
         e(f"@%pj{j} ld.shared::cluster.f32 %cl{j}, [%r4+{4 * GROUP}];")
         e(f"mapa.shared::cluster.u32 %r4, %r3, {j};")
-        for q in range(0, E, 4):
-            part = co[q:q + 4]
-            e(f"@%pj{j} ld.shared::cluster.v{len(part)}.f32 {{{', '.join(part)}}}, [%r4+{4 * q}];")
+
+    _partials_in(e, cluster, E, ml, lambda j, q, regs: e(
+        f"@%pj{j} ld.shared::cluster.v{len(regs)}.f32 {{{', '.join(regs)}}}, [%r4+{4 * q}];"))
 
 
 def _cl_long_start(e, cluster: int):
