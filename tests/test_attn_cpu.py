@@ -246,6 +246,23 @@ def test_cluster_push_candidate_assembles(tmp_path, c):
 
 
 @pytest.mark.parametrize("c", sorted(A.ATTN_LONG))
+def test_long_q_first_candidate_assembles(tmp_path, c):
+    """The q_first candidate (experiments/attention/q_first_variant.py): the committed long build's lines, the first
+    page's two cp.async groups moved after q's loads and the gate's; without spills in the contract's registers."""
+    g = paths.generator("attention", "gen_attn_decode")
+    text = g.generate(True, cluster=c, long=True, q_first=True)
+    committed = paths.ptx_path("sm_90a", "attention", A.ATTN_LONG[c].name).read_text()
+    assert text != committed and sorted(text.splitlines()) == sorted(committed.splitlines())
+    first_copy = text.index("cp.async.cg.shared.global")
+    assert text.index("ld.global.v4.b32 {%q0, %q1, %q2, %q3}") < first_copy and text.index("[%pg+16]") < first_copy
+    path = tmp_path / f"{A.ATTN_LONG[c].name}.ptx"
+    path.write_text(text)
+    res = build.resource_usage(toolchain.ptxas(), path)
+    assert res["spill_stores"] == res["spill_loads"] == res["stack_frame"] == 0, res
+    assert res["registers"] <= A.ATTN_LONG[c].max_registers
+
+
+@pytest.mark.parametrize("c", sorted(A.ATTN_LONG))
 def test_long_builds_are_current_and_assemble_as_intended(c):
     """attn_decode_d256_qknorm_c4_long / _c8_long: the generator's output; no spills, within the contract's registers
     and shared memory; the cluster build's page walk (32 HMMA, 66 MOVM, 64 cp.async, its shuffles, two cluster

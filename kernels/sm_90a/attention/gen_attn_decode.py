@@ -79,7 +79,7 @@ for _c in (ATTN_DECODE, ATTN_DECODE_QKNORM):
 
 
 def generate(qknorm: bool = False, once: bool = False, cluster: int = 0, split: int = 0, long: bool = False,
-             push: bool = False) -> str:
+             push: bool = False, q_first: bool = False) -> str:
     """attn_decode_d256; with ``qknorm`` attn_decode_d256_qknorm (q_norm and k_norm first, bitwise qk_rmsnorm_d256's).
     ``once`` (a candidate, experiments/attention/qknorm_once_variant.py; with qknorm): each CTA normalizes its 8 query
     heads once, warp w heads 2 w and 2 w + 1 in qk_rmsnorm_d256's own lane layout, into shared memory, and every warp
@@ -94,7 +94,11 @@ def generate(qknorm: bool = False, once: bool = False, cluster: int = 0, split: 
     of them walking (_cl_long_start), their partials combined by the last to arrive (_cl_split).
     ``push`` (a candidate for the cluster builds c4, c8; measured at 2c03b57 and not promoted: experiments/attention/
     cluster_push_2c03b57.json, docs/notes/attention.md): each CTA's partial goes to the combining ranks by st.async,
-    completing their mbarriers, in place of a cluster barrier and remote loads (_cl_combine). The same bits."""
+    completing their mbarriers, in place of a cluster barrier and remote loads (_cl_combine). The same bits.
+    ``q_first`` (a candidate for the long builds, not measured yet: experiments/attention/q_first_variant.py): the first
+    page's K and V requested after q, cos / sin, the norm weights and the gate, not before them. Launched plainly, nothing
+    needs the pages first, and late in long caches those small loads queued behind every CTA's first page (the prologue
+    3.5 us against 1.5: experiments/attention/long_place_phases_e744800.json). The same bits."""
     assert qknorm or not once
     clusters = {**ATTN_CLUSTER, **ATTN_CLUSTER_CANDIDATES}
     assert not cluster or (qknorm and not once and cluster in clusters and not split)
@@ -105,6 +109,7 @@ def generate(qknorm: bool = False, once: bool = False, cluster: int = 0, split: 
     walk = cluster or split  # CTAs per (sequence, kv head) walking its pages (0: one page a CTA)
     table = -(-(LONG_MAX_PAGES if long else MAX_PAGES) // walk) if walk else 0  # the CTA's page ids
     push = push and bool(cluster) and not long and _combiners(cluster) == cluster
+    assert not q_first or long
     E = 16 // _combiners(cluster) if cluster else 0  # (cluster) outputs a thread combines
     name = C.name
     params = tuple(p.name for p in C.params if isinstance(p, Tensor))  # the contract's order, written there
@@ -283,12 +288,8 @@ def generate(qknorm: bool = False, once: bool = False, cluster: int = 0, split: 
         e(f"mad.lo.u32 %sk, %warp, {2 * TILE}, %sb;  // the warp's K tile, then its V tile")
         e("shl.b32 %sw0, %lane, 4;")
         e("xor.b32 %sw1, %sw0, 64;")
-        e("// K, then V of the first page (rank), one commit group each")
-        _cl_issue(e, 0, "%pid", "%page")
-        e("mov.pred %pall, %pl;")
-        e("cp.async.commit_group;")
-        _cl_issue(e, 1, "%pid", "%page")
-        e("cp.async.commit_group;")
+        if not q_first:
+            _first_page(e)
     else:
         e("setp.lt.u32 %pl, %pid, %P;")
         e("selp.b32 %r1, %pid, 0, %pl;  // an address inside the pool even where no byte is read")
@@ -381,6 +382,8 @@ def generate(qknorm: bool = False, once: bool = False, cluster: int = 0, split: 
     e(f"{pone}ld.global.v4.b32 {{%gt4, %gt5, %gt6, %gt7}}, [%pg+16];")
     if cluster:
         _gate_slice(e, cluster, "%rk" if long else "%page")
+    if q_first:
+        _first_page(e)
     if qknorm and not once:
         _norm_q(e)
     e("// rope on dims 0..63: x' = x cos - x[+32] sin (slab 0), x' = x cos + x[-32] sin (slab 1); bf16 again")
@@ -652,6 +655,16 @@ def generate(qknorm: bool = False, once: bool = False, cluster: int = 0, split: 
     e("ret;")
     e("}")
     return "\n".join(L) + "\n"
+
+
+def _first_page(e):
+    """(walk) The CTA's first page (its rank, or walker index): K, then V, one commit group each; %pall from its id."""
+    e("// K, then V of the first page (rank), one commit group each")
+    _cl_issue(e, 0, "%pid", "%page")
+    e("mov.pred %pall, %pl;")
+    e("cp.async.commit_group;")
+    _cl_issue(e, 1, "%pid", "%page")
+    e("cp.async.commit_group;")
 
 
 def _out_addr(e):
