@@ -247,7 +247,7 @@ def test_cluster_push_candidate_assembles(tmp_path, c):
 
 @pytest.mark.parametrize("c", sorted(A.ATTN_LONG))
 def test_long_q_first_candidate_assembles(tmp_path, c):
-    """The q_first candidate (experiments/attention/q_first_variant.py): the committed long build's lines, the first
+    """The q_first candidate (rejected: experiments/attention/q_first_variant.py): the committed long build's lines, the first
     page's two cp.async groups moved after q's loads and the gate's; without spills in the contract's registers."""
     g = paths.generator("attention", "gen_attn_decode")
     text = g.generate(True, cluster=c, long=True, q_first=True)

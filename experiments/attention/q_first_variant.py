@@ -13,6 +13,12 @@ candidate and the committed build again, plainly, CUDA-graph replay, median of 7
 of each on the same made inputs compared bitwise, and the candidate's out against the float64 reference.
 
   PYTHONPATH=src python3 experiments/attention/q_first_variant.py --out "$OUT"
+
+Measured at 0a773a1 (q_first_variant_0a773a1.json), us committed / q_first / committed again: c8_long 1 x 128 pages 13.51 /
+13.59 / 13.54, 1 x 512 26.49 / 26.32 / 26.58, 1 x 2048 71.87 / 72.16 / 72.12; c4_long 8 x 512 131.59 / 131.52 / 131.64,
+32 x 128 135.98 / 136.03 / 135.29. The same bits (out and cache rows) at every case; rel err 3-5e-3. Within the two
+committed runs' spread everywhere: the walk begins when the first page has landed, and that page does not land sooner.
+Rejected; the generator option stays.
 """
 
 from __future__ import annotations

@@ -95,10 +95,11 @@ def generate(qknorm: bool = False, once: bool = False, cluster: int = 0, split: 
     ``push`` (a candidate for the cluster builds c4, c8; measured at 2c03b57 and not promoted: experiments/attention/
     cluster_push_2c03b57.json, docs/notes/attention.md): each CTA's partial goes to the combining ranks by st.async,
     completing their mbarriers, in place of a cluster barrier and remote loads (_cl_combine). The same bits.
-    ``q_first`` (a candidate for the long builds, not measured yet: experiments/attention/q_first_variant.py): the first
-    page's K and V requested after q, cos / sin, the norm weights and the gate, not before them. Launched plainly, nothing
-    needs the pages first, and late in long caches those small loads queued behind every CTA's first page (the prologue
-    3.5 us against 1.5: experiments/attention/long_place_phases_e744800.json). The same bits."""
+    ``q_first`` (a candidate for the long builds, rejected: experiments/attention/q_first_variant_0a773a1.json): the
+    first page's K and V requested after q, cos / sin, the norm weights and the gate, not before them. Launched plainly,
+    nothing needs the pages first, and late in long caches those small loads queued behind every CTA's first page (the
+    prologue 3.5 us against 1.5: experiments/attention/long_place_phases_e744800.json). The same bits, and the same time
+    within 0.3 us: the walk waits for the first page either way."""
     assert qknorm or not once
     clusters = {**ATTN_CLUSTER, **ATTN_CLUSTER_CANDIDATES}
     assert not cluster or (qknorm and not once and cluster in clusters and not split)
