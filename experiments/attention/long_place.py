@@ -130,11 +130,12 @@ def _phases(t: torch.Tensor, dur: list) -> dict:
 def main():
     from netra import paths
     from netra.contracts import attn as A
-    from netra.lifecycle import bench, check, testbeds
+    from netra.lifecycle import bench, testbeds
     from netra.runtime import launch as rt_launch
     from netra.runtime import loader
 
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else os.path.dirname(__file__)
+    sweep = paths.load_module(paths.ROOT / "experiments" / "attention" / "long_sweep.py")
     phases = "--phases" in sys.argv
     smems = SMEMS[:1] if phases else SMEMS
     cases = PHASE_CASES if phases else CASES
@@ -161,29 +162,18 @@ def main():
         dims = {"B": B, "NP": NP, "P": B * NP + 3, "T": NP * A.PAGE}
         if S:
             dims["S"] = S
-        base = check.Bench(tb, dims, 5)
-        base.reset()
-        nread, nwrite = k.nbytes(dims)
-        copies = bench.copies_for(nread + nwrite)
-        ins = [bench.replicate(base.inputs) for _ in range(copies)]
-        outs = [tb.alloc_outputs(dims, "cuda") for _ in range(copies)]
+        base, ins, outs = sweep.rotated_case(tb, k, dims)
         extra = {}
         if S:
             extra = {"ws": torch.zeros(B, A.KV_HEADS, S, A.PART, device="cuda"),
                      "counters": torch.zeros(B, A.KV_HEADS, C, dtype=torch.int32, device="cuda")}
-        row = {"copies": copies, "kv_bytes": B * NP * A.PAGE * A.KV_HEADS * A.HEAD_DIM * 4}
+        row = {"copies": len(ins), "kv_bytes": B * NP * A.PAGE * A.KV_HEADS * A.HEAD_DIM * 4}
         ref = None
         ctas = C * (S or 1) * A.KV_HEADS * B
         for sm in smems:
             go = gos[key, sm]
-            args = [tb.args({**a, **o, **extra}) for a, o in zip(ins, outs)]
-
-            def launch(i, args=args, go=go):
-                assert go(*args[i]) is None
-
             if not phases:
-                bench.settle()
-                us, _ = bench.graph_time(launch, copies)
+                us = sweep.graph_us(go, tb, ins, outs, extra)
                 row[f"smem{sm // KB}_us"] = us
                 row[f"smem{sm // KB}_TBps"] = row["kv_bytes"] / us / 1e6
             base.reset()

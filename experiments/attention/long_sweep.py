@@ -27,10 +27,38 @@ CASES = {8: ((1, 64), (1, 128), (1, 512), (1, 2048), (2, 512), (4, 512)), 4: ((8
 SPLITS = (1, 2, 4, 8, 16)
 
 
+def rotated_case(tb, k, dims: dict):
+    """One case as `netra bench` times it: the testbed's made inputs (check.Bench, seed 5, reset) and enough rotated
+    copies of them and of the outputs to pass 4x the L2 (at least 16). Returns (base, ins, outs). Shared by this
+    directory's long-build experiments (long_place.py, q_first_variant.py)."""
+    from netra.lifecycle import bench, check
+
+    base = check.Bench(tb, dims, 5)
+    base.reset()
+    nread, nwrite = k.nbytes(dims)
+    copies = bench.copies_for(nread + nwrite)
+    ins = [bench.replicate(base.inputs) for _ in range(copies)]
+    return base, ins, [tb.alloc_outputs(dims, "cuda") for _ in range(copies)]
+
+
+def graph_us(go, tb, ins: list, outs: list, scratch: dict) -> float:
+    """``go`` over the rotated copies (each launch with ``scratch``, e.g. ws and counters), plainly: one CUDA graph of
+    a launch per copy, replayed after the freed memory is scrubbed (bench.settle); median of 7 replays per launch."""
+    from netra.lifecycle import bench
+
+    args = [tb.args({**a, **o, **scratch}) for a, o in zip(ins, outs)]
+
+    def launch(i):
+        assert go(*args[i]) is None
+
+    bench.settle()
+    return bench.graph_time(launch, len(ins))[0]
+
+
 def main():
     from netra.contracts import attn as A
     from netra import paths
-    from netra.lifecycle import bench, check, metrics, testbeds
+    from netra.lifecycle import bench, metrics, testbeds
     from netra.runtime import launch as rt_launch
     from netra.runtime import loader
 
@@ -52,26 +80,14 @@ def main():
         for B, NP in cases:
             smax = A.LONG_SPLITS[c]
             dims = {"B": B, "NP": NP, "S": smax, "P": B * NP + 3, "T": NP * A.PAGE}
-            base = check.Bench(tb, dims, 5)
-            base.reset()
+            base, ins, outs = rotated_case(tb, k, dims)
             want = tb.reference_for(base.inputs, {"ws": base.inputs["ws"]})["out"]
-            nread, nwrite = k.nbytes(dims)
-            copies = bench.copies_for(nread + nwrite)
-            ins = [bench.replicate(base.inputs) for _ in range(copies)]
-            outs = [tb.alloc_outputs(dims, "cuda") for _ in range(copies)]
-            row = {"copies": copies, "kv_bytes": B * NP * A.PAGE * A.KV_HEADS * A.HEAD_DIM * 4}
+            row = {"copies": len(ins), "kv_bytes": B * NP * A.PAGE * A.KV_HEADS * A.HEAD_DIM * 4}
             for lp, go in gos.items():
                 for S in (s for s in SPLITS if s <= smax):
                     ws = torch.zeros(B, A.KV_HEADS, S, A.PART, device="cuda")
                     cnt = torch.zeros(B, A.KV_HEADS, c, dtype=torch.int32, device="cuda")
-                    args = [tb.args({**a, **o, "ws": ws, "counters": cnt}) for a, o in zip(ins, outs)]
-
-                    def launch(i, args=args, go=go):
-                        assert go(*args[i]) is None
-
-                    bench.settle()
-                    us, _ = bench.graph_time(launch, copies)
-                    row[f"lp{lp}_s{S}_us"] = us
+                    row[f"lp{lp}_s{S}_us"] = graph_us(go, tb, ins, outs, {"ws": ws, "counters": cnt})
                     if S == max(s for s in SPLITS if s <= smax):
                         base.reset()  # the made inputs again, out NaN-poisoned
                         bufs = {**base.bufs, "ws": ws, "counters": cnt.zero_()}

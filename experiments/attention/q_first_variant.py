@@ -35,12 +35,13 @@ CASES = {8: ((1, 128, 8), (1, 512, 8), (1, 2048, 8)), 4: ((8, 512, 2), (32, 128,
 def main():
     from netra import paths
     from netra.contracts import attn as A
-    from netra.lifecycle import bench, check, metrics, testbeds
+    from netra.lifecycle import bench, metrics, testbeds
     from netra.runtime import launch as rt_launch
     from netra.runtime import loader
 
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else os.path.dirname(__file__)
     g = paths.generator("attention", "gen_attn_decode")
+    sweep = paths.load_module(paths.ROOT / "experiments" / "attention" / "long_sweep.py")
     res = {"method": "plain launches, CUDA-graph replay of one launch per rotated copy (>= 16, past 4x L2), CUDA events, "
                      "median of 7 replays (netra.lifecycle.bench.graph_time); committed, candidate, committed again",
            "cases": {}}
@@ -55,26 +56,15 @@ def main():
                "q_first": rt_launch.make_guard_and_launch(k, function_handle=int(fn), device=0)}
         for B, NP, S in cases:
             dims = {"B": B, "NP": NP, "S": S, "P": B * NP + 3, "T": NP * A.PAGE}
-            base = check.Bench(tb, dims, 5)
-            base.reset()
+            base, ins, outs = sweep.rotated_case(tb, k, dims)
             want = tb.reference_for(base.inputs, {"ws": base.inputs["ws"]})["out"]
-            nread, nwrite = k.nbytes(dims)
-            copies = bench.copies_for(nread + nwrite)
-            ins = [bench.replicate(base.inputs) for _ in range(copies)]
-            outs = [tb.alloc_outputs(dims, "cuda") for _ in range(copies)]
-            row = {"copies": copies, "kv_bytes": B * NP * A.PAGE * A.KV_HEADS * A.HEAD_DIM * 4}
+            row = {"copies": len(ins), "kv_bytes": B * NP * A.PAGE * A.KV_HEADS * A.HEAD_DIM * 4}
             got = {}
             for form in ("committed", "q_first", "committed_again"):
                 go = gos[form.replace("_again", "")]
                 ws = torch.zeros(B, A.KV_HEADS, S, A.PART, device="cuda")
                 cnt = torch.zeros(B, A.KV_HEADS, c, dtype=torch.int32, device="cuda")
-                args = [tb.args({**a, **o, "ws": ws, "counters": cnt}) for a, o in zip(ins, outs)]
-
-                def launch(i, args=args, go=go):
-                    assert go(*args[i]) is None
-
-                bench.settle()
-                row[f"{form}_us"], _ = bench.graph_time(launch, copies)
+                row[f"{form}_us"] = sweep.graph_us(go, tb, ins, outs, {"ws": ws, "counters": cnt})
                 base.reset()  # the made inputs again, out NaN-poisoned
                 bufs = {**base.bufs, "ws": ws, "counters": cnt.zero_()}
                 assert go(*tb.args(bufs)) is None

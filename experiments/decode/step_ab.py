@@ -105,9 +105,9 @@ current, each swap, current again, so drift shows as a difference between the tw
   where a GPC has room), and each CTA's walk is bound by its SM's share of the bandwidth. Prediction: the late PDL step
   at or under the plain one (batch 1 at 131072: 2.41 -> ~2.30 ms; batch 32 at 32768: 14.31 -> ~14.0), the early one
   5-15 us slower (no overlap of the attention launch with the q | k | v projection's tail).
-- cluster_push / cluster_pull (after e744800): the cluster builds (attn_decode_d256_qknorm_c4 / _c8) pushing each
-  rank's partial by st.async to the combining ranks, completing their mbarriers (generate(push=True)), / the committed
-  builds (a cluster barrier, then remote loads) loaded the same way. Why: traced at e744800
+- cluster_push (after e744800): the cluster builds (attn_decode_d256_qknorm_c4 / _c8) pushing each rank's partial by
+  st.async to the combining ranks, completing their mbarriers (generate(push=True)), in place of the committed builds
+  (a cluster barrier, then remote loads). Why: traced at e744800
   (experiments/attention/long_place_phases_e744800.json), c8 at 1 x 16 pages spends 3.1 of its 6.6 us after the walk,
   0.9 of them from the partial written to the cluster barrier passed and 0.8 in the remote loads and the out.
   Prediction: 0.8-1.3 us less a launch, 8-13 us a batch-1 step with PDL at a 1K cache; the same bits. Ran at 2c03b57
@@ -349,7 +349,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
          "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem", "gate_in_router",
          "router_fused", "router_unfused", "experts_group", "router_poll", "router_coop", "moedown_grp_off", "experts_group32_off", "dense32_off",
-         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_push", "cluster_pull", "long_off", "current_again",
+         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_push", "long_off", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
@@ -456,12 +456,12 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
             if g.prefetch_changes(sh):
                 out[sh.name] = (g.generate(sh, l2_prefetch=True if form == "l2_prefetch" else "lines"),
                                 contracts.get(sh.name).dynamic_smem)
-    if form in ("cluster_push", "cluster_pull"):  # the cluster attention builds pushing their partials by st.async
+    if form == "cluster_push":  # the cluster attention builds pushing their partials by st.async
         from netra.contracts.attn import ATTN_CLUSTER, SMEM
 
         g = paths.generator("attention", "gen_attn_decode")
         for c, k in ATTN_CLUSTER.items():
-            out[k.name] = (g.generate(True, cluster=c, push=form == "cluster_push"), SMEM)
+            out[k.name] = (g.generate(True, cluster=c, push=True), SMEM)
     if form == "norm_prev":  # the two norm kernels without griddepcontrol (their ops' contracts lose pdl in main)
         norm_pdl = paths.load_module(HERE.parent / "norm" / "norm_pdl.py", "norm_pdl")
         for name in norm_pdl.LOADS:
