@@ -1153,6 +1153,7 @@ def test_attention_long_kernels(c, B, NP, S, monkeypatch):
     # the op, given cl_counters, takes this build with S = attn_splits (the batch's cluster size forced to c)
     monkeypatch.setattr(dops, "ATTN_C8_MAX_B", B if c == 8 else B - 1)
     monkeypatch.setattr(dops, "ATTN_LONG_CTAS", S * B * A.KV_HEADS * c)
+    monkeypatch.setitem(dops.ATTN_LONG_RESIDENT, c, S * B * A.KV_HEADS * c)
     ws = torch.empty(B, A.KV_HEADS, NP, A.PART, device="cuda")
     cl = torch.zeros(B, A.KV_HEADS, dops.CL_COUNTERS, dtype=torch.int32, device="cuda")
     restore()

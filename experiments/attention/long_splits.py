@@ -13,6 +13,13 @@ For each case (inputs made once, >= 16 rotated copies as the bench, every launch
 the op's S first and again last (the spread), plainly, CUDA-graph replay, median of 7 (long_sweep.graph_us); out at
 every S against the float64 reference (rel err, tolerance ATTN_TOL; not bitwise across S: the splits change the sums).
 
+Measured at a5048c1 (long_splits_a5048c1.json, log docs/notes/h200-long-splits-a5048c1.log), us, the op's S first and
+last: B = 1 x 512 pages S = 8 26.29 / 26.63, 7 25.13, 6 25.04, 5 26.34; x 2048 S = 8 72.91 / 72.92, 7 70.67, 6 73.16;
+x 256 S = 8 18.46 / 18.45, 7 16.93; B = 2 x 512 S = 4 41.82 / 41.67, 3 41.63; B = 4 x 512 c8 S = 2 72.68 / 72.39, 1
+83.88, c4 S = 3 72.29 / 72.23, 4 73.04, 2 85.00. Every out within tolerance (2.7-4.4e-3). So S = 7 at B = 1 (1.2-2.2 us
+less), level at B = 2, and no gain at B = 4 from clusters of 4: the op's rule since (netra.decode.ops.attn_splits) drops
+one split where the grid passes what its clusters place one a SM and S > 2.
+
   PYTHONPATH=src python3 experiments/attention/long_splits.py --out "$OUT"
 """
 

@@ -114,10 +114,15 @@ current, each swap, current again, so drift shows as a difference between the tw
   with the push committed (the form was cluster_pull then; step_ab_current_cluster_pull_current_again*_2c03b57.json):
   bitwise, the step within 3 us at batch 1 and 32 (1K cache), the kernels 0.3-0.7 us faster for c8, level for c4 but
   at 32 x 64 pages (69.6 against 73.1 us). Not promoted; the push stays a generator option.
-- long_cta120 (after ab0e65b): the long builds' S aimed at 120 CTAs (dops.ATTN_LONG_CTAS) instead of one a SM (132),
-  so at most 15 clusters of 8: batch 1 S = 7, batch 2 S = 3 (the 16th cluster of 8 shares SMs and ends 4-7 us late:
-  experiments/attention/long_place_dd43954.json). Prediction from long_splits.py's kernel times (run first): batch 1
-  late in a 32K cache ~20-30 us less a step (10 layers); the same bits as current where no sequence passes 64 pages.
+- long_cta120 (ran at a5048c1, then replaced by long_splits_prev): the long builds' S aimed at 120 CTAs
+  (dops.ATTN_LONG_CTAS) instead of one a SM (132), so at most 15 clusters of 8: batch 1 S = 7, batch 2 S = 3 (the 16th
+  cluster of 8 shares SMs and ends 4-7 us late: experiments/attention/long_place_dd43954.json). Predicted: batch 1 late
+  in a 32K cache 20-30 us less a step. Measured (step_ab_current_long_cta120_current_again{,_b2}_ctx32768_a5048c1.json): batch
+  1 late 1.849 / 1.745 ms against 1.861-1.862 / 1.757 (12 us), batch 2 late 2.315 / 2.183 against 2.318-2.319 /
+  2.189-2.191 (4-6 us); early level. The kernel times (long_splits_a5048c1.json) had B = 1 x 512 pages 25.1 against
+  26.3-26.6 us (the prediction's 23-25 was high: the walk's extra pages cost more than guessed), and 120 CTAs at B = 4
+  would take S = 1, 11 us slower: so the op's rule drops one split only where S > 2 (dops.ATTN_LONG_RESIDENT).
+- long_splits_prev (after a5048c1): that rule undone (S = about one CTA a SM at every batch: B = 1 S = 8, B = 2 S = 4).
 - --context=N: the runners' context (default 1024, as `netra decode`); the late window is its last 64 positions.
 - --at=P:P:..: every form also timed at positions P + 3 .. P + 66 (at_P_plain_ms / at_P_pdl_ms), to find where the
   cluster builds overtake the one-page-a-CTA build between the early and the late windows.
@@ -353,7 +358,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
          "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem", "gate_in_router",
          "router_fused", "router_unfused", "experts_group", "router_poll", "router_coop", "moedown_grp_off", "experts_group32_off", "dense32_off",
-         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_push", "long_off", "long_cta120", "current_again",
+         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_push", "long_off", "long_splits_prev", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
@@ -686,7 +691,7 @@ def main():
     real_ba_fused, real_shared_merged, real_router_fused = dops.BA_FUSED, dops.MOE_SHARED_MERGED, dops.MOE_ROUTER_FUSED
     real_attn_kernel, real_attn_qknorm, real_attn_cluster = dops.ATTN_KERNEL, dops.ATTN_QKNORM, dops.ATTN_CLUSTER
     real_attn_long = dops.ATTN_LONG
-    real_long_ctas = dops.ATTN_LONG_CTAS
+    real_long_resident = dict(dops.ATTN_LONG_RESIDENT)
     real_grp_rows, real_grp32_rows, real_dense32_rows = dops.MOE_DOWN_GRP_ROWS, dops.EXPERTS_GROUP32_ROWS, dops.DENSE32_ROWS
     real_res32_rows = dops.RES32_ROWS
     real_rf_rows = dops.MOE_ROUTER_FUSED_ROWS
@@ -734,7 +739,8 @@ def main():
             dops.ATTN_CLUSTER = (real_attn_cluster or form in ("cluster", "cluster_c4")) and form != "cluster_prev"
             dops.ATTN_C8_MAX_B = 0 if form == "cluster_c4" else 32 if form == "cluster_c8" else real_c8_max_b
             dops.ATTN_LONG = real_attn_long and form != "long_off"
-            dops.ATTN_LONG_CTAS = 120 if form == "long_cta120" else real_long_ctas
+            dops.ATTN_LONG_RESIDENT = ({c: 1 << 30 for c in real_long_resident} if form == "long_splits_prev"
+                                       else dict(real_long_resident))
             dops.BA_FUSED = real_ba_fused and form != "ba_unfused"
             dops.GDN_PIPE_PDL_B = 1 << 30 if form == "pipe_prev" else real_pipe_b
             dops.GDN_PIPE_B = 1 << 30 if form == "pipe_prev" else real_pipe_plain_b
@@ -840,7 +846,7 @@ def main():
             dops.RES32_ROWS = real_res32_rows
             dops.MOE_ROUTER_FUSED_ROWS = real_rf_rows
             dops.ATTN_LONG = real_attn_long
-            dops.ATTN_LONG_CTAS = real_long_ctas
+            dops.ATTN_LONG_RESIDENT = dict(real_long_resident)
             dops.GDN_PIPE_PDL_B = real_pipe_b
             dops.GDN_PIPE_B = real_pipe_plain_b
             dops.moe_decode, dops.fp8_linear_experts = real_moe, real_experts

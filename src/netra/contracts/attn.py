@@ -250,9 +250,10 @@ def _long(c: int) -> Contract:
         # step lost 0.22 ms at batch 1 (128K) and 0.62 at batch 32 (32K) against plain launches, for 13-18 us gained
         # early (experiments/decode/step_ab_current_long_plain*_d47926b.json; docs/notes/attention.md, after 7b4cfc9)
         pdl="",
-        # S as the op picks it (netra.decode.ops.attn_splits: about one CTA a SM), and the largest S once
+        # S as the op picks it (netra.decode.ops.attn_splits: about one CTA a SM, at most the CTAs its clusters place
+        # one a SM where S > 2), and the largest S once
         cases_override=tuple({"B": b, "NP": n, "S": s, "P": p, "T": n * PAGE} for b, n, s, p in (
-            ((1, 1, 8, 3), (1, 16, 8, 21), (1, 64, 8, 67), (1, 512, 8, 515), (1, 512, s_max, 515), (1, 2048, 8, 2051),
+            ((1, 1, 7, 3), (1, 16, 7, 21), (1, 64, 7, 67), (1, 512, 7, 515), (1, 512, s_max, 515), (1, 2048, 7, 2051),
              (3, 200, 2, 607), (4, 512, 2, 2051)) if c == 8 else
             ((5, 1, 3, 7), (8, 16, 2, 133), (8, 64, 2, 515), (8, 512, 2, 4099), (16, 512, 1, 8195),
              (32, 128, 1, 4099), (7, 333, s_max, 2333)))),

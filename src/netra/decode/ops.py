@@ -778,12 +778,21 @@ def attn_cluster_for(batch: int) -> int:
 # cluster builds alone (past 64 pages the framework path)
 ATTN_LONG = True
 ATTN_LONG_CTAS = SMS
+# At most 120 CTAs in clusters of 8 (124 in clusters of 4) are placed one a SM (experiments/attention/long_place_dd43954
+# .json): at B = 1 the 16th cluster of 8 shares 8 SMs and ends 4-7 us after the others. So where the grid passes that
+# and S > 2, one split fewer: B = 1 S = 7 took 1 x 256 / 512 / 2048 pages from 18.5 / 26.3 / 72.9 to 16.9 / 25.1 / 70.7
+# us and the batch-1 step late in a 32K cache 12 us less (1.745 against 1.757 ms with PDL), B = 2 S = 3 level to 6 us
+# less; at B = 4, S = 1 instead of 2 was 11 us slower (long_splits_a5048c1.json, step_ab_current_long_cta120_*).
+ATTN_LONG_RESIDENT = {8: 120, 4: 124}
 CL_COUNTERS = 8  # cl_counters [B, kv heads, CL_COUNTERS] int32: one a (sequence, kv head, rank), the largest cluster's
 
 
 def attn_splits(batch: int, cluster: int) -> int:
-    """S, the clusters per (sequence, kv head) the long-context build is launched with for ``batch`` sequences."""
-    return max(1, min(A.LONG_SPLITS[cluster], ATTN_LONG_CTAS // (batch * A.KV_HEADS * cluster)))
+    """S, the clusters per (sequence, kv head) the long-context build is launched with for ``batch`` sequences: about
+    one CTA a SM, one split fewer where the grid would pass what its clusters place one a SM and S stays above 1."""
+    n = batch * A.KV_HEADS * cluster
+    S = max(1, min(A.LONG_SPLITS[cluster], ATTN_LONG_CTAS // n))
+    return S - 1 if S > 2 and n * S > ATTN_LONG_RESIDENT[cluster] else S
 
 
 def _long_args(q: Tensor, block_table: Tensor, ws: Tensor, cl_counters: Tensor | None):
