@@ -1,0 +1,76 @@
+"""What the batch-1 step's kernels would take with their weights already in L2: the bound on any scheme that
+prefetches a kernel's weights into L2 during an earlier kernel's idle DRAM time.
+
+Why: at batch 1 the MoE block is the step's largest gap to its bytes (router-fused gate | up ~10 us and moe_down ~5 us a
+layer as PDL chains for 19 + 9.5 MB: 6.6 us at 4.33 TB/s; docs/notes/decode.md). moe_down cannot request its weights
+before its wait (the ids are the router's output), and the router-fused grid's slowest CTA ends 2.6-3.4 us after the
+median one (experiments/proj/README.md, "moe_down as a third phase"), so DRAM idles through that tail while the chosen
+experts' down weights (known since the router phase) wait for the next launch. The earlier prefetch attempts (a
+launch between the router and the experts, a side stream) were slower and were not traced: whether the later kernel
+ever sped up is not known. Here, no prefetch at all: each kernel timed as the bench does (every input rotated over C
+copies past 4x the L2, so every launch's weights are cold) and with every launch on copy 0's buffers (weights, x and
+outputs hot in L2 after the first launch), plainly and as a PDL chain, M = 1.
+Prediction: moe_down 5.2 -> ~2.5-3 us as a chain if its time is bytes from DRAM; if it stays above 4, the kernel's own
+chain (ids, addresses, x, the sums) is its time and prefetching its weights cannot pay.
+
+  PYTHONPATH=src python3 experiments/proj/hot_weights.py --out "$OUT"
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import torch
+
+KERNELS = ("fp8_gemv_n2048_k4608_moedown", "fp8_gemv_n1024_k2048_moe_shared_router", "fp8_gemv_n2048_k4096_res",
+           "fp8_gemv_n12288_k2048_norm_ba", "fp8_gemv_n9216_k2048_norm")
+
+
+def main():
+    from netra import contracts
+    from netra.lifecycle import bench, check, testbeds
+    from netra.runtime import launch as rt_launch
+    from netra.runtime import loader
+
+    out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else os.path.dirname(__file__)
+    res = {"method": bench.METHOD.format(R=bench.REPLAYS) + "; hot: every launch on copy 0's buffers (inputs and "
+                                                             "outputs), so after the first launch its bytes are in L2",
+           "kernels": {}}
+    for name in KERNELS:
+        c, tb = contracts.get(name), testbeds.get(name)
+        h = loader.load(name, 0).handle
+        go = rt_launch.make_guard_and_launch(c, function_handle=h, device=0)
+        go_pdl = (rt_launch.make_guard_and_launch(c, function_handle=h, device=0, launch=rt_launch.pdl_launcher())
+                  if c.pdl else None)
+        dims = {"M": 1}
+        nread, nwrite = c.nbytes(dims)
+        copies = bench.copies_for(nread + nwrite)
+        base = check.Bench(tb, dims, 5)
+        base.reset()
+        bufs = [{**bench.replicate(base.inputs), **tb.alloc_outputs(dims, "cuda")} for _ in range(copies)]
+        row = {"copies": copies, "bytes_read": nread, "pdl": bool(c.pdl)}
+        for form, bb in (("cold", bufs), ("hot", [bufs[0]] * copies)):
+            args = [tb.args(b) for b in bb]
+
+            def run(i, g=go):
+                assert g(*args[i]) is None
+
+            bench.settle()
+            row[form] = {"us": bench.graph_time(run, copies)[0]}
+            if go_pdl is not None:
+                row[form]["pdl_chain_us"] = bench.graph_time(lambda i: run(i, go_pdl), copies)[0]
+            torch.cuda.synchronize()
+        for k in ("us", "pdl_chain_us"):
+            if k in row["hot"]:
+                row[f"hot_over_cold_{k}"] = row["hot"][k] / row["cold"][k]
+        res["kernels"][name] = row
+        print(name, row, flush=True)
+        del bufs, base
+        bench.release()
+        json.dump(res, open(os.path.join(out_dir, "hot_weights.json"), "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
