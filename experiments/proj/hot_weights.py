@@ -13,6 +13,15 @@ outputs hot in L2 after the first launch), plainly and as a PDL chain, M = 1.
 Prediction: moe_down 5.2 -> ~2.5-3 us as a chain if its time is bytes from DRAM; if it stays above 4, the kernel's own
 chain (ids, addresses, x, the sums) is its time and prefetching its weights cannot pay.
 
+Measured at 307cc69 (hot_weights_307cc69.json, log docs/notes/h200-hot-weights-307cc69.log), us cold -> hot, plain |
+PDL chain: moe_down 5.79 -> 5.58 | 5.36 -> 5.25; the router-fused gate | up 10.68 -> 10.02 | 9.76 -> 9.16; out_proj /
+o_proj (residual) 4.99 -> 4.06 | 4.10 -> 3.69; GDN in_proj (norm, b | a) 8.41 -> 8.51 | 7.27 -> 7.27; attention q | k | v
+(norm) 7.34 -> 7.35 | 6.12 -> 6.04. So the prediction missed: moe_down with all 9.5 MB in L2 is 0.1 us faster as a
+chain. Its time is its own chain (ids, x and silu_mul, the 72 KB a CTA, the sums), not DRAM; no L2 prefetch of its
+weights can pay more than that, which also bounds what the rejected moe_prefetch launch could have given. Only the
+8.4 MB out_proj / o_proj gains (0.4 us as a chain); the 19-25 MB input projections gain nothing (either L2 does not keep
+them across launches, evict-first as they are loaded, or their time is not the DRAM's).
+
   PYTHONPATH=src python3 experiments/proj/hot_weights.py --out "$OUT"
 """
 
