@@ -720,6 +720,25 @@ def test_p2_early_candidate_assembles():
     assert ptx.index("XE_DONE:") > ptx.index("BODY_M16:") and paths.ptx_path("sm_90a", "proj", sh.name).read_text() == g.generate(sh)
 
 
+@pytest.mark.parametrize("sh", [s for s in FUSED + MOE_DOWNS if s.fuse in ("res", "moedown") and s.passes == 1
+                                and s.ksplit == 1], ids=lambda s: s.name)
+def test_h_early_candidate_assembles(sh):
+    """The residual builds loading h at each strip's start (experiments/proj/h_early_variant.py): no spills within the
+    contract's registers; one predicated h load at the top of each strip loop copy and none after the sums (the add
+    takes the register); the promoted build untouched."""
+    g = _generator()
+    ptx = g.generate(sh, h_early=True)
+    res = _assembles_without_spills(sh.name, ptx)
+    assert res["registers"] <= contracts.get(sh.name).max_registers
+    assert "ld.global.b16 %q1, [%pb]" not in ptx and ptx.count("mov.b16 %q1, %qh;") == ptx.count("add.rn.f32 %f0, %f1, %f0;")
+    loops = re.findall(r"\nSTRIP(_M\d+)?:\n(.*?)WAIT0", ptx, re.S)
+    assert loops and all(body.count("@%phe ld.global.b16 %qh, [%hep];") == 1 for _, body in loops)
+    assert ptx.count("@%phe ld.global.b16 %qh") == len(loops)
+    assert paths.ptx_path("sm_90a", "proj", sh.name).read_text() == g.generate(sh)
+    with pytest.raises(AssertionError, match="h_early"):
+        g.generate(SHAPES[0], h_early=True)
+
+
 def test_experts_group32_build():
     """fp8_gemv_n1024_k2048_moe_grp_t32: the grouped gate | up for up to 32 tokens in one launch: one body of 4
     n-tiles (4 mma per k16 step, each skipped where no token of its n-tile chose the strip's expert), 32-byte token masks zeroed by one 16-byte store per thread, 2 KB of

@@ -1093,11 +1093,34 @@ def store_out(e: Emit, res: bool, base: str = "%po") -> None:
 
 def residual_add(e: Emit) -> None:
     """%q0 = bf16(h + %q0) with h the BF16 at [%pb] (fp32 add: the model's two BF16 ops); the caller stores it back."""
-    e("  ld.global.b16 %q1, [%pb];  // h: read and written by this thread only")
+    if _HE["on"]:
+        e("  mov.b16 %q1, %qh;  // h, loaded at the strip's start")
+    else:
+        e("  ld.global.b16 %q1, [%pb];  // h: read and written by this thread only")
     e("  cvt.f32.bf16 %f1, %q1;")
     e("  cvt.f32.bf16 %f0, %q0;")
     e("  add.rn.f32 %f0, %f1, %f0;")
     e("  cvt.rn.bf16.f32 %q0, %f0;")
+
+
+def h_early_load(e: Emit, sh: Shape) -> None:
+    """h_early: thread o < 16 M loads h at the address sum_warps_store adds to for this strip (row o % 16, token o / 16;
+    for moedown the strip's rows 16 (s % S) .. of every token: only the strip's own token's is used) into %qh."""
+    e("  // h for this strip's rows now (thread o < 16 M), added after the sums: its L2 round trip off the tail")
+    e("  shl.b32 %he0, %m, 4;")
+    e("  setp.lt.u32 %phe, %th, %he0;")
+    e("  shr.u32 %he0, %th, 4;")
+    e(f"  mul.lo.u32 %he0, %he0, {sh.N};")
+    e("  and.b32 %he1, %th, 15;")
+    e("  add.u32 %he0, %he0, %he1;")
+    if sh.fuse == "moedown":
+        e(f"  and.b32 %he1, %s, {sh.S - 1};")
+        e("  mad.lo.u32 %he0, %he1, 16, %he0;")
+    else:
+        e("  mad.lo.u32 %he0, %s, 16, %he0;")
+    e("  mul.wide.u32 %hep, %he0, 2;")
+    e("  add.u64 %hep, %po, %hep;")
+    e("  @%phe ld.global.b16 %qh, [%hep];")
 
 
 def bfly_sum(e: Emit, reg: str, tmp: str) -> None:
@@ -1210,6 +1233,7 @@ V3 = dict(x_rows=False, skip_nt1=False, packed_amax=False, pre_strips=None, earl
 
 _L2 = {"hint": True}  # the weight copies' L2 policy in the build being generated (generate's l2_hint)
 _LAND = {"q": 1}  # mbarriers (pieces) per chunk in the build being generated (generate's land_split)
+_HE = {"on": False}  # h loaded at each strip's start, not after its sums (generate's h_early)
 # diagnostic builds of the router phase (experiments/proj/router/router_phase_diag.py; wrong results by design):
 # "nosync" leaves out the grid barrier's atomic and spin (its bar.syncs stay), so each CTA reads whatever logits are there
 _DIAG = {"router": ""}
@@ -1239,7 +1263,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
              ids_early: bool = False, ids_checked: bool | str = True, l2_hint: bool = True, l2_prefetch: bool | str = False, m8_only: bool = False,
              x_direct: bool | str = False, scale_bf16x2: bool = False, x_ld: str | None = None,
              stage_x_m16: bool | str = False, red_swizzle: bool | None = None, land_split: int | None = None,
-             acc_split: bool = False, p2_early: bool = False) -> str:
+             acc_split: bool = False, p2_early: bool = False, h_early: bool = False) -> str:
     """The PTX. The defaults are the promoted build (v3g); ``generate(sh, **V3)`` is v3 as promoted
     at cb9faad (bitwise the same outputs). ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x, on v3): x comes into
     shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
@@ -1321,8 +1345,13 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     ``Fp8Gemv.passes = 2``, experiments/proj/p2_early_variant.py): the second pass's x rows are loaded into the fragment
     registers right after the first pass's last mma (x_rows_load with bound M - 16), so their latency overlaps the first
     pass's sums and stores, and its h lines are asked of L2 then; the second pass skips its x loads. The same
-    arithmetic."""
+    arithmetic. ``h_early`` (a candidate for the residual builds, experiments/proj/h_early_variant.py): thread o < 16 M
+    loads its h (the residual it adds to) at each strip's start instead of after the warps' sums, so that L2 round trip
+    is off the kernel's tail; the same arithmetic."""
     red_swizzle = sh.red_swizzle if red_swizzle is None else red_swizzle
+    assert not h_early or (sh.fuse in ("res", "moedown") and sh.ksplit == 1 and sh.passes == 1 and sh.tokens != 32
+                           and sh.red_bytes // 4 <= sh.threads), f"h_early: one pass of residual rows ({sh.name})"
+    _HE["on"] = h_early
     if land_split is None:  # the candidates measured on one-copy chunks keep them
         land_split = 1 if stage_x or stage_x_m16 or xpair or tgroups or l2_prefetch == "lines" else sh.pieces
     assert land_split in (1, 2, 4), land_split
@@ -1431,6 +1460,11 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
             e(f"  .reg .b32 %xr{nt}_{h}_<16>, %inv{nt}_{h};")
     e(f"  .reg .f32 %ws<{NC}>;")
     e("  .reg .b16 %q<8>;")
+    if h_early:
+        e("  .reg .b16 %qh;  // h_early: this thread's h")
+        e("  .reg .b32 %he0, %he1;")
+        e("  .reg .b64 %hep;")
+        e("  .reg .pred %phe;")
     e(f"  .reg .f32 %c<{max(8, 4 * sh.NT)}>, %acc<{max(8, 4 * sh.NT)}>, %f<8>, %xs<{max(4, 2 * sh.NT)}>, %amax, %sc;")
     if sh.tokens == 32 and sh.group:
         e(f"  .reg .pred %pn<{sh.NT}>;  // n-tiles with a token that chose the strip's expert")
@@ -2855,6 +2889,8 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
     e("  mov.u32 %buf, 0;")
     e(f"STRIP{sfx}:")
     e("  mov.u32 %st0, %stage;  // this strip's first stage")
+    if _HE["on"]:
+        h_early_load(e, sh)
     for h in range(NC):
         e(f"  // chunk {h}: wait for its bytes, take this warp's tile and scale")
         q = _LAND["q"]
