@@ -126,7 +126,13 @@ current, each swap, current again, so drift shows as a difference between the tw
 - h_early (after 2a6d52d): the residual builds (out_proj / o_proj's fp8_gemv_n2048_k4096_res, moe_down's
   fp8_gemv_n2048_k4608_moedown and _s6) loading h at each strip's start instead of after the warps' sums
   (gen_fp8_gemv.generate(h_early=True); experiments/proj/h_early_variant.py). Prediction: batch 1 25-45 us less a step
-  (an L2 round trip off the tail of 80 launches), the same bits.
+  (an L2 round trip off the tail of 80 launches), the same bits. Measured at fdd15d3
+  (step_ab_current_h_early_current_again{,_b8}_fdd15d3.json), ms plain / PDL, bitwise: batch 1 1.671 / 1.557 against
+  1.668-1.672 / 1.569-1.579 (late 1.691 / 1.577 against 1.689-1.690 / 1.584-1.592); batch 8 3.768 / 3.551 against
+  3.783-3.796 / 3.545-3.563. The kernels (h_early_variant_fdd15d3.json): the residual build 0.1-0.3 us faster as a chain,
+  the 6-stage moedown 0.2-0.9, the 3-stage moedown (M <= 3) 0.02-0.15 slower. Promoted for the first two
+  (Fp8Gemv.h_early); the form now swaps all three to h_early (the 3-stage moedown's is the only change).
+- h_early_prev (after fdd15d3): the residual build and the 6-stage moedown without h_early, as before.
 - --context=N: the runners' context (default 1024, as `netra decode`); the late window is its last 64 positions.
 - --at=P:P:..: every form also timed at positions P + 3 .. P + 66 (at_P_plain_ms / at_P_pdl_ms), to find where the
   cluster builds overtake the one-page-a-CTA build between the early and the late windows.
@@ -362,7 +368,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
          "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem", "gate_in_router",
          "router_fused", "router_unfused", "experts_group", "router_poll", "router_coop", "moedown_grp_off", "experts_group32_off", "dense32_off",
-         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_push", "long_off", "long_splits_prev", "h_early", "current_again",
+         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_push", "long_off", "long_splits_prev", "h_early", "h_early_prev", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
@@ -444,13 +450,13 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
         g = paths.generator("proj", "gen_fp8_gemv")
         for sh in MOE_DOWNS:
             out[sh.name] = (g.generate(sh, ids_early=True, ids_checked=form == "moedown_ids"), sh.smem)
-    if form == "h_early":  # the residual builds loading h at each strip's start; same contracts, same bits
+    if form in ("h_early", "h_early_prev"):  # the residual builds with / without h loaded at each strip's start
         from netra.contracts.proj import MOE_DOWNS
 
         g = paths.generator("proj", "gen_fp8_gemv")
         for sh in FUSED + MOE_DOWNS:
             if sh.name in ("fp8_gemv_n2048_k4096_res", "fp8_gemv_n2048_k4608_moedown", "fp8_gemv_n2048_k4608_moedown_s6"):
-                out[sh.name] = (g.generate(sh, h_early=True), contracts.get(sh.name).dynamic_smem)
+                out[sh.name] = (g.generate(sh, h_early=form == "h_early"), contracts.get(sh.name).dynamic_smem)
     if form == "moedown_s6":
         g = paths.generator("proj", "gen_fp8_gemv")
         s6 = dataclasses.replace(MOE_DOWN, stages=6)

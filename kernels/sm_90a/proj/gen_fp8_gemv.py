@@ -1263,7 +1263,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
              ids_early: bool = False, ids_checked: bool | str = True, l2_hint: bool = True, l2_prefetch: bool | str = False, m8_only: bool = False,
              x_direct: bool | str = False, scale_bf16x2: bool = False, x_ld: str | None = None,
              stage_x_m16: bool | str = False, red_swizzle: bool | None = None, land_split: int | None = None,
-             acc_split: bool = False, p2_early: bool = False, h_early: bool = False) -> str:
+             acc_split: bool = False, p2_early: bool = False, h_early: bool | None = None) -> str:
     """The PTX. The defaults are the promoted build (v3g); ``generate(sh, **V3)`` is v3 as promoted
     at cb9faad (bitwise the same outputs). ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x, on v3): x comes into
     shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
@@ -1345,10 +1345,12 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     ``Fp8Gemv.passes = 2``, experiments/proj/p2_early_variant.py): the second pass's x rows are loaded into the fragment
     registers right after the first pass's last mma (x_rows_load with bound M - 16), so their latency overlaps the first
     pass's sums and stores, and its h lines are asked of L2 then; the second pass skips its x loads. The same
-    arithmetic. ``h_early`` (a candidate for the residual builds, experiments/proj/h_early_variant.py): thread o < 16 M
+    arithmetic. ``h_early`` (None: the shape's ``Fp8Gemv.h_early``, promoted after
+    experiments/proj/h_early_variant_fdd15d3.json for the residual build and moe_down's 6-stage one): thread o < 16 M
     loads its h (the residual it adds to) at each strip's start instead of after the warps' sums, so that L2 round trip
     is off the kernel's tail; the same arithmetic."""
     red_swizzle = sh.red_swizzle if red_swizzle is None else red_swizzle
+    h_early = sh.h_early if h_early is None else h_early
     assert not h_early or (sh.fuse in ("res", "moedown") and sh.ksplit == 1 and sh.passes == 1 and sh.tokens != 32
                            and sh.red_bytes // 4 <= sh.threads), f"h_early: one pass of residual rows ({sh.name})"
     _HE["on"] = h_early

@@ -157,6 +157,17 @@ class Fp8Gemv:
         return 0 if self.x_first and self.S <= self.walkers and self.NC > 1 else 1
 
     @property
+    def h_early(self) -> bool:
+        """Thread o < 16 M loads the residual h it adds to at each strip's start, not after the warps' sums
+        (gen_fp8_gemv.h_early_load; the same outputs): on for the one-pass residual build and moe_down's 6-stage build.
+        Measured (experiments/proj/h_early_variant_fdd15d3.json, us plain / PDL chain, against the builds before):
+        2048 x 4096 res M = 1 4.60 / 3.94 against 4.57 / 4.13, M = 16 5.88 / 5.24 against 6.03 / 5.52; moedown_s6
+        M = 4 12.37 / 11.91 against 13.29 / 12.68, M = 8 20.74 / 20.27 against 20.91 / 20.48; the 3-stage moedown
+        (M <= 3) 0.02-0.15 slower, so off there."""
+        return (self.fuse == "res" and self.passes == 1 and self.ksplit == 1) or (self.fuse == "moedown"
+                                                                                  and self.stages == 6)
+
+    @property
     def pieces(self) -> int:
         """Bulk copies (each on its own mbarrier) per weight chunk: warp w waits only for piece
         w // (W / pieces) (gen_fp8_gemv.issue_pieces), so a strip's work overlaps the rest of its chunk
