@@ -1,0 +1,151 @@
+"""Where moe_down's 5.3 us at M = 1 go: a timeline from inside `fp8_gemv_n2048_k4608_moedown` (the batch-1 build).
+
+Why: hot_weights_307cc69.json has this kernel 5.36 us as a PDL chain with its weights cold and 5.25 with every input in
+L2, so its time is its own dependent chain after griddepcontrol.wait, not DRAM; h_early_variant_fdd15d3.json took its
+last L2 round trip (the h load) off the tail and it did not get faster. Which links of the chain are long is not known:
+the ids from L2 and the barrier before the chunks are requested, the chunks' latency and landing, the x prologue
+(silu(gate) * up of 9 experts' rows), the mma, the warps' sums, the stores.
+
+The committed PTX with thread 0 of every CTA storing %globaltimer (ns) at: entry (absolute), after the wait, after the
+ids barrier, after the chunk requests (REST_ISSUED), after the x prologue's barrier, when chunks 0 / 1 / 2 have landed,
+after the sums' barrier, and at the end (absolute), into 16 u64 a CTA at a buffer address written into the PTX (no new
+parameter: the launch is the contract's). Nothing else changes, so out and h must stay bitwise the committed kernel's
+(checked). Launched the bench's way: one CUDA graph of C launches over C rotated copies (cold) or C launches of copy 0
+(hot), plainly and as a PDL chain; the stamps of the last replay, launches C/4 .. C-1: per launch the gap from the
+previous launch's last CTA end to this launch's first CTA start and to its median wait release, and per mark the median
+(10th, 90th percentile) over CTAs of the ns since the wait.
+
+  PYTHONPATH=src python3 experiments/proj/moedown_trace.py --out "$OUT"
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+
+import torch
+
+NAME = "fp8_gemv_n2048_k4608_moedown"
+SLOTS = 16
+# (mark, the PTX line it follows, stripped of comments; occurrences expected)
+MARKS = (("wait", "griddepcontrol.wait;", 1), ("ids_bar", "bar.sync 0;", None), ("issued", "REST_ISSUED_M8:", 1),
+         ("x_done", "bar.sync 0;", None), ("chunk0", "@!%p bra WAIT0_M8;", 1), ("chunk1", "@!%p bra WAIT1_M8;", 1),
+         ("chunk2", "@!%p bra WAIT2_M8;", 1), ("sums_bar", "bar.sync 0;", None))
+NAMES = ("entry",) + tuple(m for m, _, _ in MARKS) + ("end",)
+
+
+def trace_ptx(ptx: str, addr: int) -> str:
+    """The kernel with thread 0 stamping %globaltimer at NAMES into 16 u64 per CTA at ``addr`` + 128 ctaid."""
+    lines = ptx.splitlines()
+    key = [ln.split("//")[0].strip() for ln in lines]
+    comment = [ln.split("//", 1)[1].strip() if "//" in ln else "" for ln in lines]
+    # the three bar.sync marks by their comments (the ids table; every warp done with its x region; the strip's sums)
+    where = {}
+    for name, text, count in MARKS:
+        if name == "ids_bar":
+            hits = [i for i, (k, c) in enumerate(zip(key, comment)) if k == text and c.startswith("the ids table")]
+        elif name == "x_done":
+            hits = [i for i, (k, c) in enumerate(zip(key, comment)) if k == text and c.startswith("every warp is done with its x")]
+        elif name == "sums_bar":
+            hits = [i for i, k in enumerate(key) if k == text and i + 1 < len(lines)
+                    and comment[i + 1].startswith("every warp is done with this strip's stages")]
+        else:
+            hits = [i for i, k in enumerate(key) if k == text]
+        assert len(hits) == (count or 1), (name, len(hits))
+        where[hits[0]] = NAMES.index(name)
+    decl = next(i for i, k in enumerate(key) if k.startswith(".reg .pred %p,"))
+    entry = next(i for i, k in enumerate(key) if k.startswith("mov.u32 %th, %tid.x;"))
+    ret = [i for i, k in enumerate(key) if k == "ret;"]
+    assert len(ret) == 1, len(ret)
+
+    def stamp(slot: int) -> list[str]:
+        return ["    mov.u64 %trc, %globaltimer;", f"    @%ptr st.global.u64 [%trp+{8 * slot}], %trc;"]
+
+    out = []
+    for i, ln in enumerate(lines):
+        if i == ret[0]:
+            out += stamp(NAMES.index("end"))
+        out.append(ln)
+        if i == decl:
+            out += ["    .reg .b64 %trp, %trc;", "    .reg .b32 %trt;", "    .reg .pred %ptr;"]
+        if i == entry:
+            out += ["    mov.u32 %trt, %ctaid.x;", f"    mul.wide.u32 %trp, %trt, {8 * SLOTS};",
+                    f"    add.u64 %trp, %trp, {addr};", "    setp.eq.u32 %ptr, %th, 0;"] + stamp(0)
+        if i in where:
+            out += stamp(where[i])
+    return "\n".join(out) + "\n"
+
+
+def analyse(tr: torch.Tensor, lo: int) -> dict:
+    """tr: int64 [C, CTAs, SLOTS] of one replay."""
+    t = tr[lo:].double()
+    C = t.shape[0]
+    rel = {n: t[..., i] - t[..., 1] for i, n in enumerate(NAMES) if n not in ("entry", "wait")}
+    q = lambda v: [round(float(torch.quantile(v.flatten(), p)), 1) for p in (0.1, 0.5, 0.9)]  # noqa: E731
+    full = tr.double()
+    gaps = [float(full[lo + i, :, 0].min() - full[lo + i - 1, :, NAMES.index("end")].max()) for i in range(C)]
+    wait_rel = [float(full[lo + i, :, 1].median() - full[lo + i - 1, :, NAMES.index("end")].max()) for i in range(C)]
+    spans = [float(full[lo + i, :, NAMES.index("end")].max() - full[lo + i, :, 0].min()) for i in range(C)]
+    return {"launches": C, "ns_since_wait_p10_p50_p90": {n: q(v) for n, v in rel.items()},
+            "entry_to_wait_p10_p50_p90": q(t[..., 1] - t[..., 0]),
+            "prev_end_to_first_entry_ns_median": statistics.median(gaps),
+            "prev_end_to_median_wait_ns_median": statistics.median(wait_rel),
+            "span_ns_median": statistics.median(spans),
+            "slowest_cta_end_minus_median_ns": statistics.median(
+                [float(full[lo + i, :, -1].max() - full[lo + i, :, -1].median()) for i in range(C)])}
+
+
+def main():
+    from netra import contracts, paths
+    from netra.lifecycle import bench, check, testbeds
+    from netra.runtime import launch as rt_launch
+    from netra.runtime import loader
+
+    out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else os.path.dirname(__file__)
+    c, tb = contracts.get(NAME), testbeds.get(NAME)
+    dims = next(d for d in c.cases() if d["M"] == 1)
+    ctas = c.grid_for(dims)[0]
+    nread, nwrite = c.nbytes(dims)
+    copies = bench.copies_for(nread + nwrite)
+    trace = torch.zeros(copies, ctas, SLOTS, dtype=torch.int64, device="cuda")
+    ptxs = [trace_ptx(paths.ptx_path("sm_90a", "proj", NAME).read_text(), trace[k].data_ptr()) for k in range(copies)]
+    mods = [loader.load_text(NAME, p, dynamic_smem=c.dynamic_smem) for p in ptxs]  # one build per copy's rows
+    h = loader.load(NAME, 0).handle
+    go = rt_launch.make_guard_and_launch(c, function_handle=h, device=0)
+    gos = [[rt_launch.make_guard_and_launch(c, function_handle=int(fn), device=0, **k) for _, fn in mods]
+           for k in ({}, {"launch": rt_launch.pdl_launcher()})]
+    base = check.Bench(tb, dims, 5)
+    base.reset()
+    bufs = [{**bench.replicate(base.inputs), **tb.alloc_outputs(dims, "cuda")} for _ in range(copies)]
+    res = {"method": "the committed PTX with %globaltimer stamps by thread 0 of every CTA (no other change); one CUDA "
+                     "graph of C launches (launch k on trace rows k), replayed as bench.graph_time does (median of 7); "
+                     "the last replay's stamps, launches C/4 .. C-1",
+           "kernel": NAME, "dims": dims, "copies": copies, "marks": NAMES, "forms": {}}
+    # the traced build computes exactly what the committed one does
+    outs = []
+    for g in (go, gos[0][0]):
+        base.reset()
+        assert g(*tb.args(base.bufs)) is None
+        torch.cuda.synchronize()
+        outs.append(base.results())
+    res["bitwise_equal_to_committed"] = all(torch.equal(outs[0][n].view(torch.uint8), outs[1][n].view(torch.uint8))
+                                            for n in outs[0])
+    for form, bb in (("cold", bufs), ("hot", [bufs[0]] * copies)):
+        args = [tb.args(b) for b in bb]
+        res["forms"][form + "_committed_us"] = {
+            "plain": bench.graph_time(lambda i: go(*args[i]), copies)[0]}
+        for mode, gg in (("plain", gos[0]), ("pdl_chain", gos[1])):
+            trace.zero_()
+            t_us = bench.graph_time(lambda i: gg[i](*args[i]), copies)[0]
+            torch.cuda.synchronize()
+            row = {"us": t_us, **analyse(trace.cpu(), max(1, copies // 4))}
+            res["forms"][f"{form}_{mode}"] = row
+            print(form, mode, json.dumps(row), flush=True)
+    json.dump(res, open(os.path.join(out_dir, "moedown_trace.json"), "w"), indent=1)
+    del mods
+
+
+if __name__ == "__main__":
+    main()
