@@ -739,6 +739,25 @@ def test_h_early_candidate_assembles(sh):
         g.generate(SHAPES[0], h_early=True)
 
 
+@pytest.mark.parametrize("sh", MOE_DOWNS, ids=lambda s: s.name)
+def test_top_early_candidate_assembles(sh):
+    """moe_down's builds loading every chunk's expert weight with x (experiments/proj/top_early_variant.py): no spills
+    within the contract's registers; the top / glogit loads all before the ids barrier, none after it (moedown_mult
+    takes the registers); the promoted build untouched; other shapes refuse the option."""
+    g = _generator()
+    ptx = g.generate(sh, top_early=True)
+    res = _assembles_without_spills(sh.name, ptx)
+    assert res["registers"] <= contracts.get(sh.name).max_registers
+    pre, post = ptx.split("bar.sync 0;  // the ids table", 1)
+    assert pre.count("ld.global.b16 %tw") == sh.NC and pre.count("ld.global.b16 %gw") == 1
+    assert "ld.global.b16" not in post.split("ret;")[0].replace("ld.global.b16 %qh", "").replace(
+        "ld.global.b16 %q1, [%pb]", "")
+    assert post.count("mov.b16 %q0, %tw") == sh.NC and post.count("mov.b16 %q1, %gw") == 1
+    assert paths.ptx_path("sm_90a", "proj", sh.name).read_text() == g.generate(sh)
+    with pytest.raises(AssertionError, match="top_early"):
+        g.generate(FUSED[0], top_early=True)
+
+
 def test_experts_group32_build():
     """fp8_gemv_n1024_k2048_moe_grp_t32: the grouped gate | up for up to 32 tokens in one launch: one body of 4
     n-tiles (4 mma per k16 step, each skipped where no token of its n-tile chose the strip's expert), 32-byte token masks zeroed by one 16-byte store per thread, 2 KB of

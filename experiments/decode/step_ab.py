@@ -133,6 +133,9 @@ current, each swap, current again, so drift shows as a difference between the tw
   the 6-stage moedown 0.2-0.9, the 3-stage moedown (M <= 3) 0.02-0.15 slower. Promoted for the first two
   (Fp8Gemv.h_early); the form now swaps all three to h_early (the 3-stage moedown's is the only change).
 - h_early_prev (after fdd15d3): the residual build and the 6-stage moedown without h_early, as before.
+- top_early (after 304eaa6): moe_down's builds (fp8_gemv_n2048_k4608_moedown, _s6) loading every chunk's expert weight
+  (top, glogit) with x instead of after each chunk's conversion (gen_fp8_gemv.generate(top_early=True);
+  experiments/proj/top_early_variant.py). Prediction: batch 1 15-25 us less a step, the same bits.
 - --context=N: the runners' context (default 1024, as `netra decode`); the late window is its last 64 positions.
 - --at=P:P:..: every form also timed at positions P + 3 .. P + 66 (at_P_plain_ms / at_P_pdl_ms), to find where the
   cluster builds overtake the one-page-a-CTA build between the early and the late windows.
@@ -368,7 +371,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
          "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem", "gate_in_router",
          "router_fused", "router_unfused", "experts_group", "router_poll", "router_coop", "moedown_grp_off", "experts_group32_off", "dense32_off",
-         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_push", "long_off", "long_splits_prev", "h_early", "h_early_prev", "current_again",
+         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_push", "long_off", "long_splits_prev", "h_early", "h_early_prev", "top_early", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
@@ -457,6 +460,12 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
         for sh in FUSED + MOE_DOWNS:
             if sh.name in ("fp8_gemv_n2048_k4096_res", "fp8_gemv_n2048_k4608_moedown", "fp8_gemv_n2048_k4608_moedown_s6"):
                 out[sh.name] = (g.generate(sh, h_early=form == "h_early"), contracts.get(sh.name).dynamic_smem)
+    if form == "top_early":  # moe_down's builds loading every chunk's expert weight with x; same contracts, same bits
+        from netra.contracts.proj import MOE_DOWNS
+
+        g = paths.generator("proj", "gen_fp8_gemv")
+        for sh in MOE_DOWNS:
+            out[sh.name] = (g.generate(sh, top_early=True), contracts.get(sh.name).dynamic_smem)
     if form == "moedown_s6":
         g = paths.generator("proj", "gen_fp8_gemv")
         s6 = dataclasses.replace(MOE_DOWN, stages=6)

@@ -15,6 +15,15 @@ parameter: the launch is the contract's). Nothing else changes, so out and h mus
 previous launch's last CTA end to this launch's first CTA start and to its median wait release, and per mark the median
 (10th, 90th percentile) over CTAs of the ns since the wait.
 
+Measured at 304eaa6 (moedown_trace_304eaa6.json, log docs/notes/h200-moedown-trace-304eaa6.log; bitwise the committed
+kernel; %globaltimer ticks every 256 ns here, so each mark is +-256 ns), median over CTAs, ns after the wait, cold plain
+(hot plain): ids barrier 512 (512), chunks requested 768 (768), x prologue done 3328 (3072), chunk 0 / 1 / 2 landed
+3328 / 3584 / 3840 (3072 / 3328 / 3584), sums' barrier 4096 (3840), end 4608 (4352); the wait released ~1 us after the
+previous launch's end. As PDL chains every mark after the chunk requests is 0.8-1.5 us later (x prologue done 4864
+cold, 4096 hot). So the x prologue, ~2.3-2.5 us after the chunks are requested, is the critical path: the chunks have
+landed when it ends, and hot weights change it by one tick. In it, the SASS has the expert weights' loads (top,
+glogit) after the last chunk's conversion: experiments/proj/top_early_variant.py moves them.
+
   PYTHONPATH=src python3 experiments/proj/moedown_trace.py --out "$OUT"
 """
 

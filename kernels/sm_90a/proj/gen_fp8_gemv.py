@@ -491,22 +491,57 @@ def moedown_mult(e: Emit, sh: Shape, h: int, nt: int) -> None:
         e("  and.pred %pr, %pv, !%pq;")
     else:
         e("  mov.pred %pr, %pv;")
-    e("  mad.lo.u32 %t1, %tok, 8, %t0;")
-    e("  mul.wide.u32 %pt64, %t1, 2;")
-    e("  add.u64 %pa, %ptop, %pt64;")
-    e("  @%pr ld.global.b16 %q0, [%pa];")
+    if _TOPE["on"]:
+        assert nt == 0, "moedown is one n-tile"
+        e(f"  mov.b16 %q0, %tw{h};  // loaded with x (0 where %pr is false)")
+    else:
+        e("  mad.lo.u32 %t1, %tok, 8, %t0;")
+        e("  mul.wide.u32 %pt64, %t1, 2;")
+        e("  add.u64 %pa, %ptop, %pt64;")
+        e("  @%pr ld.global.b16 %q0, [%pa];")
     e("  cvt.f32.bf16 %f0, %q0;")
     if shared:
         e("  and.pred %pr, %pv, %pq;")
-        e("  mov.b16 %q1, 0;")
-        e("  mul.wide.u32 %pt64, %tok, 2;")
-        e("  add.u64 %pa, %pgl, %pt64;")
-        e("  @%pr ld.global.b16 %q1, [%pa];")
+        if _TOPE["on"]:
+            e(f"  mov.b16 %q1, %gw{h};  // loaded with x")
+        else:
+            e("  mov.b16 %q1, 0;")
+            e("  mul.wide.u32 %pt64, %tok, 2;")
+            e("  add.u64 %pa, %pgl, %pt64;")
+            e("  @%pr ld.global.b16 %q1, [%pa];")
         sigmoid_bf16(e)
         e("  selp.f32 %f0, %f1, %f0, %pr;")
     e(f"  mov.b32 %f2, %inv{nt}_{h};")
     e("  mul.f32 %f2, %f2, %f0;")
     e(f"  mov.b32 %inv{nt}_{h}, %f2;")
+
+
+def moedown_weights_early(e: Emit, sh: Shape) -> None:
+    """top_early: every chunk's expert weight loaded now, with x (after the wait: the router wrote them): top[token g, j]
+    into %tw{h} and, for the chunk holding the shared expert, glogit[token g] into %gw{h}; 0 where moedown_mult's
+    predicate is false. Its own registers: %pq holds the ids-table predicate here."""
+    e("  // top_early: every chunk's expert weight now, with x (moedown_mult takes the registers)")
+    e("  setp.lt.u32 %pte, %g, %m;")
+    for h in range(sh.NC):
+        shared = (h + 1) * sh.W > 32
+        e(f"  add.u32 %te0, %warp, {h * sh.W};")
+        e("  shr.u32 %te0, %te0, 2;  // expert j")
+        e(f"  mov.b16 %tw{h}, 0;")
+        if shared:
+            e("  setp.eq.u32 %ptq, %te0, 8;")
+            e("  and.pred %ptr, %pte, !%ptq;")
+        else:
+            e("  mov.pred %ptr, %pte;")
+        e("  mad.lo.u32 %te1, %g, 8, %te0;")
+        e("  mul.wide.u32 %tep, %te1, 2;")
+        e("  add.u64 %tep, %ptop, %tep;")
+        e(f"  @%ptr ld.global.b16 %tw{h}, [%tep];")
+        if shared:
+            e("  and.pred %ptr, %pte, %ptq;")
+            e(f"  mov.b16 %gw{h}, 0;")
+            e("  mul.wide.u32 %tep, %g, 2;")
+            e("  add.u64 %tep, %pgl, %tep;")
+            e(f"  @%ptr ld.global.b16 %gw{h}, [%tep];")
 
 
 def x_rows_to_fragments(e: Emit, h: int, nt: int) -> None:
@@ -1234,6 +1269,7 @@ V3 = dict(x_rows=False, skip_nt1=False, packed_amax=False, pre_strips=None, earl
 _L2 = {"hint": True}  # the weight copies' L2 policy in the build being generated (generate's l2_hint)
 _LAND = {"q": 1}  # mbarriers (pieces) per chunk in the build being generated (generate's land_split)
 _HE = {"on": False}  # h loaded at each strip's start, not after its sums (generate's h_early)
+_TOPE = {"on": False}  # moedown: the expert weights loaded with x, not per chunk after its conversion (top_early)
 # diagnostic builds of the router phase (experiments/proj/router/router_phase_diag.py; wrong results by design):
 # "nosync" leaves out the grid barrier's atomic and spin (its bar.syncs stay), so each CTA reads whatever logits are there
 _DIAG = {"router": ""}
@@ -1263,7 +1299,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
              ids_early: bool = False, ids_checked: bool | str = True, l2_hint: bool = True, l2_prefetch: bool | str = False, m8_only: bool = False,
              x_direct: bool | str = False, scale_bf16x2: bool = False, x_ld: str | None = None,
              stage_x_m16: bool | str = False, red_swizzle: bool | None = None, land_split: int | None = None,
-             acc_split: bool = False, p2_early: bool = False, h_early: bool | None = None) -> str:
+             acc_split: bool = False, p2_early: bool = False, h_early: bool | None = None,
+             top_early: bool = False) -> str:
     """The PTX. The defaults are the promoted build (v3g); ``generate(sh, **V3)`` is v3 as promoted
     at cb9faad (bitwise the same outputs). ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x, on v3): x comes into
     shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
@@ -1348,9 +1385,13 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     arithmetic. ``h_early`` (None: the shape's ``Fp8Gemv.h_early``, promoted after
     experiments/proj/h_early_variant_fdd15d3.json for the residual build and moe_down's 6-stage one): thread o < 16 M
     loads its h (the residual it adds to) at each strip's start instead of after the warps' sums, so that L2 round trip
-    is off the kernel's tail; the same arithmetic."""
+    is off the kernel's tail; the same arithmetic. ``top_early`` (moedown, a candidate: experiments/proj/top_early_variant.py):
+    every chunk's expert weight (top, and the shared expert's glogit) is loaded right after x's loads instead of after
+    each chunk's conversion, taking its L2 round trip out of the x prologue; the same arithmetic."""
     red_swizzle = sh.red_swizzle if red_swizzle is None else red_swizzle
     h_early = sh.h_early if h_early is None else h_early
+    assert not top_early or sh.fuse == "moedown", f"top_early: moe_down's builds only ({sh.name})"
+    _TOPE["on"] = top_early
     assert not h_early or (sh.fuse in ("res", "moedown") and sh.ksplit == 1 and sh.passes == 1 and sh.tokens != 32
                            and sh.red_bytes // 4 <= sh.threads), f"h_early: one pass of residual rows ({sh.name})"
     _HE["on"] = h_early
@@ -1462,6 +1503,11 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
             e(f"  .reg .b32 %xr{nt}_{h}_<16>, %inv{nt}_{h};")
     e(f"  .reg .f32 %ws<{NC}>;")
     e("  .reg .b16 %q<8>;")
+    if top_early:
+        e("  .reg .b16 %tw<3>, %gw<3>;  // top_early: the chunks' expert weights")
+        e("  .reg .b32 %te0, %te1;")
+        e("  .reg .b64 %tep;")
+        e("  .reg .pred %pte, %ptq, %ptr;")
     if h_early:
         e("  .reg .b16 %qh;  // h_early: this thread's h")
         e("  .reg .b32 %he0, %he1;")
@@ -2814,6 +2860,8 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
                 x_rows_load(e, h, nt, W, K, smem=sh.xs_off if sh.router_poll else None)
             else:
                 x_fragments(e, h, nt, W, K)
+    if _TOPE["on"]:
+        moedown_weights_early(e, sh)
     if p2_early:
         e(f"XL_DONE{sfx}:")
     if ids_early and ids_checked:
