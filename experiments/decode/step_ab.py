@@ -135,7 +135,10 @@ current, each swap, current again, so drift shows as a difference between the tw
 - h_early_prev (after fdd15d3): the residual build and the 6-stage moedown without h_early, as before.
 - top_early (after 304eaa6): moe_down's builds (fp8_gemv_n2048_k4608_moedown, _s6) loading every chunk's expert weight
   (top, glogit) with x instead of after each chunk's conversion (gen_fp8_gemv.generate(top_early=True);
-  experiments/proj/top_early_variant.py). Prediction: batch 1 15-25 us less a step, the same bits.
+  experiments/proj/top_early_variant.py). Prediction: batch 1 15-25 us less a step, the same bits. Measured at 6753f5e
+  (step_ab_current_top_early_current_again_6753f5e.json): 1.654 / 1.553 ms against 1.660-1.663 / 1.559-1.560 (late
+  1.676 / 1.572 against 1.678-1.681 / 1.577-1.578): 6-7 us with PDL, bitwise. Ready (Fp8Gemv.top_early), not promoted:
+  the decode record could not be re-taken in the session's device time.
 - --context=N: the runners' context (default 1024, as `netra decode`); the late window is its last 64 positions.
 - --at=P:P:..: every form also timed at positions P + 3 .. P + 66 (at_P_plain_ms / at_P_pdl_ms), to find where the
   cluster builds overtake the one-page-a-CTA build between the early and the late windows.

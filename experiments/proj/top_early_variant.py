@@ -11,6 +11,15 @@ in the middle of the chain. top_early issues them right after x's loads (SASS: b
 (146 registers instead of 154, no spills). The same arithmetic: the outputs bitwise the promoted kernels'.
 Prediction: 0.4-0.7 us less per launch at M = 1..8, plainly and as a chain; the batch-1 step 15-25 us less.
 
+Measured at 6753f5e (top_early_variant_6753f5e.json, log docs/notes/h200-top-early-6753f5e.log), bitwise at every
+case, us plain / PDL chain, candidate against the promoted build in the same run: moedown M = 1 5.56 / 5.08 against
+5.74 / 5.33, M = 2 8.52 / 8.07 against 8.72 / 8.22, M = 3 11.65 / 11.21 against 11.76 / 11.27; moedown_s6 M = 4 11.44 /
+10.82 against 12.30 / 11.80, M = 8 20.41 / 19.89 against 20.55 / 20.23. Batch-1 step (step_ab, bitwise): 1.654 / 1.553
+ms plain / PDL against 1.660-1.663 / 1.559-1.560 (late 1.676 / 1.572 against 1.678-1.681 / 1.577-1.578). The
+prediction was high: 0.05-0.25 us a launch at M <= 3 (the round trip was partly under the conversions), 6-7 us a step;
+faster everywhere, beyond the currents' spread. Ready to promote (Fp8Gemv.top_early says how); not promoted this
+session because the decode record, which pins moe_down's PTX, could not be re-taken in the device time left.
+
   PYTHONPATH=src python3 experiments/proj/top_early_variant.py --out "$OUT"
 """
 

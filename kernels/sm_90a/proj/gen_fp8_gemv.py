@@ -1300,7 +1300,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
              x_direct: bool | str = False, scale_bf16x2: bool = False, x_ld: str | None = None,
              stage_x_m16: bool | str = False, red_swizzle: bool | None = None, land_split: int | None = None,
              acc_split: bool = False, p2_early: bool = False, h_early: bool | None = None,
-             top_early: bool = False) -> str:
+             top_early: bool | None = None) -> str:
     """The PTX. The defaults are the promoted build (v3g); ``generate(sh, **V3)`` is v3 as promoted
     at cb9faad (bitwise the same outputs). ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x, on v3): x comes into
     shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
@@ -1385,11 +1385,13 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     arithmetic. ``h_early`` (None: the shape's ``Fp8Gemv.h_early``, promoted after
     experiments/proj/h_early_variant_fdd15d3.json for the residual build and moe_down's 6-stage one): thread o < 16 M
     loads its h (the residual it adds to) at each strip's start instead of after the warps' sums, so that L2 round trip
-    is off the kernel's tail; the same arithmetic. ``top_early`` (moedown, a candidate: experiments/proj/top_early_variant.py):
+    is off the kernel's tail; the same arithmetic. ``top_early`` (moedown; None: the shape's ``Fp8Gemv.top_early``,
+    measured and ready, off until re-recorded: experiments/proj/top_early_variant.py):
     every chunk's expert weight (top, and the shared expert's glogit) is loaded right after x's loads instead of after
     each chunk's conversion, taking its L2 round trip out of the x prologue; the same arithmetic."""
     red_swizzle = sh.red_swizzle if red_swizzle is None else red_swizzle
     h_early = sh.h_early if h_early is None else h_early
+    top_early = sh.top_early if top_early is None else top_early
     assert not top_early or sh.fuse == "moedown", f"top_early: moe_down's builds only ({sh.name})"
     _TOPE["on"] = top_early
     assert not h_early or (sh.fuse in ("res", "moedown") and sh.ksplit == 1 and sh.passes == 1 and sh.tokens != 32
