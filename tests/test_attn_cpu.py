@@ -290,8 +290,8 @@ def test_long_builds_are_current_and_assemble_as_intended(c):
 def test_long_contracts_and_the_ops_choice():
     """The long builds: grid C x S x 2 x B, ws [B, 2, S, PART] and counters [B, 2, C] (S bound from ws), up to
     LONG_MAX_PAGES pages (the model's 262144 positions); the op takes one where the caller passes cl_counters and the
-    cache is past the cluster builds' 64 pages, with S from attn_splits (about one CTA a SM, at most the CTAs its clusters place one a SM where S > 2) and views of the caller's
-    ws and cl_counters."""
+    cache is past the cluster builds' 64 pages, with S from attn_splits (about one CTA a SM; one split fewer where the
+    grid would pass what its clusters place one a SM and S > 2) and views of the caller's ws and cl_counters."""
     from netra.decode import ops as dops
 
     assert A.LONG_MAX_PAGES * A.PAGE == 262144
