@@ -760,6 +760,29 @@ def test_top_early_candidate_assembles(sh):
         g.generate(FUSED[0], top_early=True)
 
 
+def test_norm_w_early_candidate_assembles():
+    """The router-fused launch copying its norm weight into shared memory beside h's loads
+    (experiments/proj/router/norm_w_early_variant.py; not yet run): no spills within the contract's registers; the
+    region after the build's layout and within 227 KB; in the router phase eight cp.async after h's eight loads and
+    before the first shuffle, a fence between, the wait before the first read back, no global load of the weight; the
+    promoted build untouched; other shapes refuse the option."""
+    g = _generator()
+    ptx = g.generate(EXPERTS_ROUTER, norm_w_early=True)
+    res = _assembles_without_spills(EXPERTS_ROUTER.name, ptx)
+    assert res["registers"] <= contracts.get(EXPERTS_ROUTER.name).max_registers
+    off, smem = g.norm_w_early_smem(EXPERTS_ROUTER)
+    assert off >= contracts.get(EXPERTS_ROUTER.name).dynamic_smem and smem <= 227 * 1024
+    phase = ptx.split("the router phase", 1)[1]
+    h_loads, rest = phase.split("cp.async.cg.shared.global", 1)
+    assert h_loads.count("ld.global.v4.u32 {%x") == 8 and "shfl" not in h_loads
+    copies, after = phase.split("cp.async.commit_group;", 1)
+    assert copies.count("cp.async.cg.shared.global [%nws+") == 8 and after.lstrip().startswith("fence.acq_rel.cta;")
+    assert after.index("cp.async.wait_all;") < after.index("ld.shared.v4.u32 {%nw0") and "ld.global.nc.v4.u32 {%nw" not in ptx
+    assert paths.ptx_path("sm_90a", "proj", EXPERTS_ROUTER.name).read_text() == g.generate(EXPERTS_ROUTER)
+    with pytest.raises(AssertionError, match="norm_w_early"):
+        g.generate(FUSED[0], norm_w_early=True)
+
+
 def test_experts_group32_build():
     """fp8_gemv_n1024_k2048_moe_grp_t32: the grouped gate | up for up to 32 tokens in one launch: one body of 4
     n-tiles (4 mma per k16 step, each skipped where no token of its n-tile chose the strip's expert), 32-byte token masks zeroed by one 16-byte store per thread, 2 KB of

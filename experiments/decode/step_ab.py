@@ -139,6 +139,10 @@ current, each swap, current again, so drift shows as a difference between the tw
   (step_ab_current_top_early_current_again_6753f5e.json): 1.654 / 1.553 ms against 1.660-1.663 / 1.559-1.560 (late
   1.676 / 1.572 against 1.678-1.681 / 1.577-1.578): 6-7 us with PDL, bitwise. Ready (Fp8Gemv.top_early), not promoted:
   the decode record could not be re-taken in the session's device time.
+- norm_w_early (after 331dcf7; CPU-built, not yet run): the router-fused launch (fp8_gemv_n1024_k2048_moe_shared_router)
+  copying its post-attention norm weight into shared memory by cp.async beside h's loads, instead of loading it block
+  by block after the sums (gen_fp8_gemv.generate(norm_w_early=True); 64 KB more dynamic shared memory, swapped into the
+  op's contract for the run). Prediction: 0.2-0.4 us a launch, 8-16 us a batch-1 step, the same bits.
 - --context=N: the runners' context (default 1024, as `netra decode`); the late window is its last 64 positions.
 - --at=P:P:..: every form also timed at positions P + 3 .. P + 66 (at_P_plain_ms / at_P_pdl_ms), to find where the
   cluster builds overtake the one-page-a-CTA build between the early and the late windows.
@@ -374,7 +378,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
          "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem", "gate_in_router",
          "router_fused", "router_unfused", "experts_group", "router_poll", "router_coop", "moedown_grp_off", "experts_group32_off", "dense32_off",
-         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_push", "long_off", "long_splits_prev", "h_early", "h_early_prev", "top_early", "current_again",
+         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_push", "long_off", "long_splits_prev", "h_early", "h_early_prev", "top_early", "norm_w_early", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
@@ -469,6 +473,11 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
         g = paths.generator("proj", "gen_fp8_gemv")
         for sh in MOE_DOWNS:
             out[sh.name] = (g.generate(sh, top_early=True), contracts.get(sh.name).dynamic_smem)
+    if form == "norm_w_early":  # the router-fused launch with its norm weight copied in beside h (more shared memory)
+        from netra.contracts.proj import EXPERTS_ROUTER
+
+        g = paths.generator("proj", "gen_fp8_gemv")
+        out[EXPERTS_ROUTER.name] = (g.generate(EXPERTS_ROUTER, norm_w_early=True), g.norm_w_early_smem(EXPERTS_ROUTER)[1])
     if form == "moedown_s6":
         g = paths.generator("proj", "gen_fp8_gemv")
         s6 = dataclasses.replace(MOE_DOWN, stages=6)
@@ -836,6 +845,11 @@ def main():
                 gop = _dispatch.OPS[EXPERTS[0].name]
                 real_contracts[EXPERTS[0].name] = gop.contract
                 gop.contract = dataclasses.replace(gop.contract, dynamic_smem=previous_builds(form)[EXPERTS[0].name][1])
+            if form == "norm_w_early":  # the swapped build's shared memory at launch
+                from netra.contracts.proj import EXPERTS_ROUTER
+                nop = _dispatch.OPS[EXPERTS_ROUTER.name]
+                real_contracts[EXPERTS_ROUTER.name] = nop.contract
+                nop.contract = dataclasses.replace(nop.contract, dynamic_smem=previous_builds(form)[EXPERTS_ROUTER.name][1])
             if form == "moedown_s6":  # the swapped build's shared memory at launch
                 down_op.contract = dataclasses.replace(real_down_contract, dynamic_smem=previous_builds(form)[
                     real_down_contract.name][1])

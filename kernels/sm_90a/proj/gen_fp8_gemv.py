@@ -1270,6 +1270,7 @@ _L2 = {"hint": True}  # the weight copies' L2 policy in the build being generate
 _LAND = {"q": 1}  # mbarriers (pieces) per chunk in the build being generated (generate's land_split)
 _HE = {"on": False}  # h loaded at each strip's start, not after its sums (generate's h_early)
 _TOPE = {"on": False}  # moedown: the expert weights loaded with x, not per chunk after its conversion (top_early)
+_RNW = {"early": False}  # router: the norm weight loaded with h, not per block after the sums (norm_w_early)
 # diagnostic builds of the router phase (experiments/proj/router/router_phase_diag.py; wrong results by design):
 # "nosync" leaves out the grid barrier's atomic and spin (its bar.syncs stay), so each CTA reads whatever logits are there
 _DIAG = {"router": ""}
@@ -1300,7 +1301,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
              x_direct: bool | str = False, scale_bf16x2: bool = False, x_ld: str | None = None,
              stage_x_m16: bool | str = False, red_swizzle: bool | None = None, land_split: int | None = None,
              acc_split: bool = False, p2_early: bool = False, h_early: bool | None = None,
-             top_early: bool | None = None) -> str:
+             top_early: bool | None = None, norm_w_early: bool = False) -> str:
     """The PTX. The defaults are the promoted build (v3g); ``generate(sh, **V3)`` is v3 as promoted
     at cb9faad (bitwise the same outputs). ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x, on v3): x comes into
     shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
@@ -1388,12 +1389,16 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     is off the kernel's tail; the same arithmetic. ``top_early`` (moedown; None: the shape's ``Fp8Gemv.top_early``,
     measured and ready, off until re-recorded: experiments/proj/top_early_variant.py):
     every chunk's expert weight (top, and the shared expert's glogit) is loaded right after x's loads instead of after
-    each chunk's conversion, taking its L2 round trip out of the x prologue; the same arithmetic."""
+    each chunk's conversion, taking its L2 round trip out of the x prologue; the same arithmetic. ``norm_w_early`` (the
+    router-fused build, a candidate: experiments/proj/router/norm_w_early_variant.py): the router phase's
+    post-attention norm weight loaded with h instead of block by block after the sums; the same arithmetic."""
     red_swizzle = sh.red_swizzle if red_swizzle is None else red_swizzle
     h_early = sh.h_early if h_early is None else h_early
     top_early = sh.top_early if top_early is None else top_early
     assert not top_early or sh.fuse == "moedown", f"top_early: moe_down's builds only ({sh.name})"
     _TOPE["on"] = top_early
+    assert not norm_w_early or sh.router, f"norm_w_early: the router-fused build only ({sh.name})"
+    _RNW["early"] = norm_w_early
     assert not h_early or (sh.fuse in ("res", "moedown") and sh.ksplit == 1 and sh.passes == 1 and sh.tokens != 32
                            and sh.red_bytes // 4 <= sh.threads), f"h_early: one pass of residual rows ({sh.name})"
     _HE["on"] = h_early
@@ -2231,6 +2236,13 @@ def router_rows(e: Emit, sh: Shape) -> None:
     e(f"  @%p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%t2+{row}], [%pa], {row}, [%t3];")
 
 
+def norm_w_early_smem(sh: Shape) -> tuple[int, int]:
+    """norm_w_early: (offset, the build's dynamic shared memory): a 4 KB region per norm warp (2 M of them, M <= 8)
+    after the build's own layout."""
+    off = -(-sh.smem // 128) * 128
+    return off, off + 2 * max(ROUTER_FUSED_TOKENS) * ROUTER_K * 2
+
+
 def router_phase(e: Emit, sh: Shape) -> None:
     """router (after griddepcontrol.wait, every CTA, the gate CTA too): the post-attention norm, the router's logits,
     one grid-wide barrier, the top 8, as moe_router_norm_e256_k2048 computes them (bitwise: the same instructions
@@ -2258,7 +2270,9 @@ def router_phase(e: Emit, sh: Shape) -> None:
     e("  // ---- the router phase: norm, this CTA's logits, the grid barrier, every CTA's selection ----")
     e("  {")
     ee(".reg .pred %q, %pr;")
-    ee(f".reg .b32 %x<{4 * loads}>, %w<{4 * loads}>, %nw<4>, %k<8>, %si<8>, %bi, %oi, %rm, %rj, %re;")
+    nw_early = _RNW["early"]
+    ee(f".reg .b32 %x<{4 * loads}>, %w<{4 * loads}>, %nw<4>, %k<8>, %si<8>, %bi, %oi, %rm, %rj, %re"
+       + (", %nws;" if nw_early else ";"))
     ee(".reg .f32 %a, %b, %c, %d, %acc0, %e<8>, %ss<8>, %v<8>, %sv<8>, %ev<8>, %r, %sum, %reps;")
     ee(".reg .b16 %h;")
     ee(".reg .b64 %o64, %pn, %pl, %rb, %ro, %rt, %rv" + (", %lg<8>;" if sh.router_poll else ";"))
@@ -2279,12 +2293,27 @@ def router_phase(e: Emit, sh: Shape) -> None:
     ee("add.u64 %pb, %px, %pt64;  // x_out[m, 8 lane ..]")
     for i in range(loads):
         ee(f"ld.global.v4.u32 {{%x{4 * i}, %x{4 * i + 1}, %x{4 * i + 2}, %x{4 * i + 3}}}, [%pa+{512 * i}];")
+
+    def norm_w_ptr():
+        ee("ld.param.u64 %pn, [norm_w];")
+        ee("cvta.to.global.u64 %pn, %pn;")
+        ee("mul.wide.u32 %o64, %lane, 16;")
+        ee("add.u64 %pn, %pn, %o64;")
+
+    if nw_early:  # the weight's L2 round trip beside h's: cp.async into this warp's 4 KB (ptxas sinks plain loads
+        # of it back to their uses, volatile ones too), read back by the same lane after cp.async.wait_all
+        norm_w_ptr()
+        ee(f"mad.lo.u32 %nws, %warp, {ROUTER_K * 2}, %sbase;")
+        ee(f"add.u32 %nws, %nws, {norm_w_early_smem(sh)[0]};")
+        ee("mad.lo.u32 %nws, %lane, 16, %nws;")
+        for i in range(loads):
+            ee(f"cp.async.cg.shared.global [%nws+{512 * i}], [%pn+{512 * i}], 16;")
+        ee("cp.async.commit_group;")
+        ee("fence.acq_rel.cta;  // without it ptxas issues the copies after the sums' shuffles (SASS); the sums wait for h")
     ee("ld.param.f32 %reps, [eps];")
     rms_emit.sums(ee, "%x", "%e", "%ss", "%r", "%a", "%t0", "%reps", loads, ROUTER_K)
-    ee("ld.param.u64 %pn, [norm_w];")
-    ee("cvta.to.global.u64 %pn, %pn;")
-    ee("mul.wide.u32 %o64, %lane, 16;")
-    ee("add.u64 %pn, %pn, %o64;")
+    if not nw_early:
+        norm_w_ptr()
     ee("mov.u32 %t0, %ctaid.x;")
     ee("or.b32 %t0, %t0, %rj;")
     ee("setp.eq.u32 %q, %t0, 0;  // CTA 0's slot-0 warps write x_out")
@@ -2294,8 +2323,10 @@ def router_phase(e: Emit, sh: Shape) -> None:
         ee("setp.eq.u32 %pr, %rj, 0;  // slot-0 warps: row m of x into this CTA's shared rows (the body's x)")
         ee(f"mad.lo.u32 %t1, %rm, {2 * ROUTER_K}, %sbase;")
         ee("mad.lo.u32 %t1, %lane, 16, %t1;")
+    if nw_early:
+        ee("cp.async.wait_all;  // this lane's own copies: no barrier")
     for i in range(loads):
-        rms_emit.scale(ee, i, "%x", "%e", "%v", "%nw", "%r", "%t0", "%pn")
+        rms_emit.scale(ee, i, "%x", "%e", "%v", "%nw", "%r", "%t0", "%pn", smem="%nws" if nw_early else None)
         regs = ", ".join(f"%x{4 * i + c}" for c in range(4))
         ee(f"@%q st.global.v4.b32 [%pb+{512 * i}], {{{regs}}};")
         if poll:

@@ -34,10 +34,15 @@ def sums(emit, x: str, f: str, ss: str, r: str, tmp: str, scr: str, eps: str, bl
     emit(f"rsqrt.approx.f32 {r}, {r};")
 
 
-def scale(emit, i: int, x: str, f: str, v: str, nw: str, r: str, scr: str, ptr: str) -> None:
-    """Block i of {x}: bf16((h * rsqrt) * (1 + w)) in place, w = norm_w[256 i + 8 lane ..] loaded from {ptr}."""
-    emit(f"ld.global.nc.v4.u32 {{{nw}0, {nw}1, {nw}2, {nw}3}}, [{ptr}+{512 * i}];  // norm_w[256 {i} + 8 lane ..]")
-    unpack(emit, [f"{nw}{c}" for c in range(4)], v, scr)
+def scale(emit, i: int, x: str, f: str, v: str, nw: str, r: str, scr: str, ptr: str, smem: str | None = None) -> None:
+    """Block i of {x}: bf16((h * rsqrt) * (1 + w)) in place, w = norm_w[256 i + 8 lane ..] loaded from {ptr} (``smem``:
+    from shared memory at {smem} + 512 i instead, where the caller's cp.async put this lane's 16 bytes)."""
+    if smem:
+        emit(f"ld.shared.v4.u32 {{{nw}0, {nw}1, {nw}2, {nw}3}}, [{smem}+{512 * i}];  // norm_w[256 {i} + 8 lane ..]")
+    else:
+        emit(f"ld.global.nc.v4.u32 {{{nw}0, {nw}1, {nw}2, {nw}3}}, [{ptr}+{512 * i}];  // norm_w[256 {i} + 8 lane ..]")
+    words = [f"{nw}{c}" for c in range(4)]
+    unpack(emit, words, v, scr)
     unpack(emit, [f"{x}{4 * i + c}" for c in range(4)], f, scr)
     for c in range(8):
         emit(f"add.rn.f32 {v}{c}, {v}{c}, 0f3F800000;")
