@@ -22,7 +22,8 @@ kernel; %globaltimer ticks every 256 ns here, so each mark is +-256 ns), median 
 previous launch's end. As PDL chains every mark after the chunk requests is 0.8-1.5 us later (x prologue done 4864
 cold, 4096 hot). So the x prologue, ~2.3-2.5 us after the chunks are requested, is the critical path: the chunks have
 landed when it ends, and hot weights change it by one tick. In it, the SASS has the expert weights' loads (top,
-glogit) after the last chunk's conversion: experiments/proj/top_early_variant.py moves them.
+glogit) after the last chunk's conversion: experiments/proj/top_early_variant.py moves them. That JSON's
+slowest_cta_end_minus_median_ns is void (0 everywhere): it read the unused last slot, not the end stamp (fixed after).
 
   PYTHONPATH=src python3 experiments/proj/moedown_trace.py --out "$OUT"
 """
@@ -91,19 +92,20 @@ def analyse(tr: torch.Tensor, lo: int) -> dict:
     """tr: int64 [C, CTAs, SLOTS] of one replay."""
     t = tr[lo:].double()
     C = t.shape[0]
+    end = NAMES.index("end")
     rel = {n: t[..., i] - t[..., 1] for i, n in enumerate(NAMES) if n not in ("entry", "wait")}
     q = lambda v: [round(float(torch.quantile(v.flatten(), p)), 1) for p in (0.1, 0.5, 0.9)]  # noqa: E731
     full = tr.double()
-    gaps = [float(full[lo + i, :, 0].min() - full[lo + i - 1, :, NAMES.index("end")].max()) for i in range(C)]
-    wait_rel = [float(full[lo + i, :, 1].median() - full[lo + i - 1, :, NAMES.index("end")].max()) for i in range(C)]
-    spans = [float(full[lo + i, :, NAMES.index("end")].max() - full[lo + i, :, 0].min()) for i in range(C)]
+    gaps = [float(full[lo + i, :, 0].min() - full[lo + i - 1, :, end].max()) for i in range(C)]
+    wait_rel = [float(full[lo + i, :, 1].median() - full[lo + i - 1, :, end].max()) for i in range(C)]
+    spans = [float(full[lo + i, :, end].max() - full[lo + i, :, 0].min()) for i in range(C)]
     return {"launches": C, "ns_since_wait_p10_p50_p90": {n: q(v) for n, v in rel.items()},
             "entry_to_wait_p10_p50_p90": q(t[..., 1] - t[..., 0]),
             "prev_end_to_first_entry_ns_median": statistics.median(gaps),
             "prev_end_to_median_wait_ns_median": statistics.median(wait_rel),
             "span_ns_median": statistics.median(spans),
             "slowest_cta_end_minus_median_ns": statistics.median(
-                [float(full[lo + i, :, -1].max() - full[lo + i, :, -1].median()) for i in range(C)])}
+                [float(full[lo + i, :, end].max() - full[lo + i, :, end].median()) for i in range(C)])}
 
 
 def main():

@@ -771,8 +771,9 @@ def attn_cluster_for(batch: int) -> int:
 # launch taking S_eff = min(S, ceil(pages / (C x LONG_PAGES))) of them) where the caller passes cl_counters and the
 # cache has more than MAX_PAGES pages a sequence (past the cluster builds' 64: contexts over 4096). Up to C x LONG_PAGES
 # pages they run the cluster build's arithmetic (the same bits). S aims the grid at ATTN_LONG_CTAS CTAs: one a SM was
-# the fastest S at every batch measured (experiments/attention/long_sweep_0e2dc50.json: B = 1 / 2 / 4 x 512 pages at
-# S = 8 / 4 / 2, B = 8 / 16 at 2 / 1); a larger grid pays ~0.1 us for each cluster that only exits. Within 64 pages
+# the fastest of S = 1, 2, 4, 8, 16 at every batch measured (experiments/attention/long_sweep_0e2dc50.json: B = 1 / 2 / 4
+# x 512 pages at S = 8 / 4 / 2, B = 8 / 16 at 2 / 1; S = 7 at B = 1 is faster still: ATTN_LONG_RESIDENT below); a
+# larger grid pays ~0.1 us for each cluster that only exits. Within 64 pages
 # they were 1.3 us faster than c8 at B = 1 late in a 4K cache (S = 8: 13.05 against 14.36 us) but slower in its first
 # 2K positions (more CTAs, the page table after pos), so the cluster builds keep contexts up to 4096. False: the
 # cluster builds alone (past 64 pages the framework path)
