@@ -1387,7 +1387,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     experiments/proj/h_early_variant_fdd15d3.json for the residual build and moe_down's 6-stage one): thread o < 16 M
     loads its h (the residual it adds to) at each strip's start instead of after the warps' sums, so that L2 round trip
     is off the kernel's tail; the same arithmetic. ``top_early`` (moedown; None: the shape's ``Fp8Gemv.top_early``,
-    measured and ready, off until re-recorded: experiments/proj/top_early_variant.py):
+    promoted after experiments/proj/top_early_variant_6753f5e.json for both moe_down builds):
     every chunk's expert weight (top, and the shared expert's glogit) is loaded right after x's loads instead of after
     each chunk's conversion, taking its L2 round trip out of the x prologue; the same arithmetic. ``norm_w_early`` (the
     router-fused build, a candidate: experiments/proj/router/norm_w_early_variant.py): the router phase's

@@ -173,11 +173,8 @@ class Fp8Gemv:
         (gen_fp8_gemv.moedown_weights_early; the same outputs). Measured at 6753f5e, bitwise, and ready: moedown M = 1
         5.56 / 5.08 us plain / PDL chain against 5.74 / 5.33, M = 4 (_s6) 11.44 / 10.82 against 12.30 / 11.80; the
         batch-1 step 6-7 us less with PDL (experiments/proj/top_early_variant_6753f5e.json,
-        experiments/decode/step_ab_current_top_early_current_again_6753f5e.json). Off until its records and a decode
-        record are taken (the session's device time was spent): to promote, return ``self.fuse == "moedown"``, rerun
-        gen_fp8_gemv.py, then scripts/h200.sh check:, sanitize: and bench: of both moedown builds, tests decode-tests
-        decode."""
-        return False
+        experiments/decode/step_ab_current_top_early_current_again_6753f5e.json). Promoted after 37d5ae8."""
+        return self.fuse == "moedown"
 
     @property
     def pieces(self) -> int:
