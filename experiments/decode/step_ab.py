@@ -143,7 +143,18 @@ current, each swap, current again, so drift shows as a difference between the tw
   copying its post-attention norm weight into shared memory by cp.async beside h's loads, instead of loading it block
   by block after the sums (gen_fp8_gemv.generate(norm_w_early=True); 64 KB more dynamic shared memory, swapped into the
   op's contract for the run). Prediction: 0.2-0.4 us a launch, 8-16 us a batch-1 step, the same bits.
-- both_early (after 37d5ae8): top_early and norm_w_early together, to see whether their gains add.
+- both_early (after 37d5ae8): top_early and norm_w_early together; since 8cca9d2 top_early is promoted, so it is
+  norm_w_early.
+- norm_w_early measured at 8cca9d2 (step_ab_current_norm_w_early_current_again_8cca9d2.json): 1.660 / 1.618 ms against
+  1.667-1.668 / 1.576-1.581, 8 us less plainly and 37-42 us MORE with PDL, bitwise. Rejected.
+- norm_w_early_carveout (a diagnosis after 8cca9d2): norm_w_early with every kernel at the largest carveout (as
+  carveout). Hypothesis: its 205 KB needs the 228 KB carveout where its neighbours run at a smaller one, and an SM
+  changes carveout only when empty, so under PDL no CTA of the router launch lands until the previous grid has left
+  its SM. If so this form recovers the plain gain with PDL.
+- moedown_s6 again (after 8cca9d2): with top_early on both builds the 6-stage one is the faster kernel at every M in
+  one run's records (M = 1 5.31 / 4.74 us plain / chain against 5.63 / 5.10; M = 2 7.69 / 7.06 against 8.51 / 8.01).
+  Prediction: batch 1 ~13-15 us less a step plain and with PDL (0.3-0.4 us x 40), batch 2 ~35 us, unless its 173 KB
+  costs it the overlap under PDL (see norm_w_early_carveout).
 - --context=N: the runners' context (default 1024, as `netra decode`); the late window is its last 64 positions.
 - --at=P:P:..: every form also timed at positions P + 3 .. P + 66 (at_P_plain_ms / at_P_pdl_ms), to find where the
   cluster builds overtake the one-page-a-CTA build between the early and the late windows.
@@ -379,7 +390,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
          "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem", "gate_in_router",
          "router_fused", "router_unfused", "experts_group", "router_poll", "router_coop", "moedown_grp_off", "experts_group32_off", "dense32_off",
-         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_push", "long_off", "long_splits_prev", "h_early", "h_early_prev", "top_early", "norm_w_early", "both_early", "current_again",
+         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_push", "long_off", "long_splits_prev", "h_early", "h_early_prev", "top_early", "norm_w_early", "both_early", "norm_w_early_carveout", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
@@ -474,7 +485,7 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
         g = paths.generator("proj", "gen_fp8_gemv")
         for sh in MOE_DOWNS:
             out[sh.name] = (g.generate(sh, top_early=True), contracts.get(sh.name).dynamic_smem)
-    if form in ("norm_w_early", "both_early"):  # the router-fused launch with its norm weight copied in beside h (more shared memory)
+    if form in ("norm_w_early", "both_early", "norm_w_early_carveout"):  # the router-fused launch with its norm weight copied in beside h (more shared memory)
         from netra.contracts.proj import EXPERTS_ROUTER
 
         g = paths.generator("proj", "gen_fp8_gemv")
@@ -828,7 +839,7 @@ def main():
             if form == "pdl_s2":
                 for fn in swaps.values():
                     carveout(fn, MAX_SHARED)
-            if form == "carveout":
+            if form in ("carveout", "norm_w_early_carveout"):
                 loader.load = lambda n, d: carved(real_load(n, d))
             if form == "norm_prev":  # the PDL engine launches the swapped plain norm builds plainly
                 for opname, kname in (("rmsnorm", "rmsnorm_h2048"), ("qk_rmsnorm", "qk_rmsnorm_d256")):
@@ -846,7 +857,7 @@ def main():
                 gop = _dispatch.OPS[EXPERTS[0].name]
                 real_contracts[EXPERTS[0].name] = gop.contract
                 gop.contract = dataclasses.replace(gop.contract, dynamic_smem=previous_builds(form)[EXPERTS[0].name][1])
-            if form in ("norm_w_early", "both_early"):  # the swapped build's shared memory at launch
+            if form in ("norm_w_early", "both_early", "norm_w_early_carveout"):  # the swapped build's shared memory at launch
                 from netra.contracts.proj import EXPERTS_ROUTER
                 nop = _dispatch.OPS[EXPERTS_ROUTER.name]
                 real_contracts[EXPERTS_ROUTER.name] = nop.contract
@@ -867,7 +878,7 @@ def main():
                 del profiled
             ref = time_step(packed, B, context, tokens, ref, row, steps, before=rebind_all, at=at)
         finally:
-            if form == "carveout":
+            if form in ("carveout", "norm_w_early_carveout"):
                 for k in carved_kernels:
                     carveout(k.function, -1)
                 carved_kernels.clear()
