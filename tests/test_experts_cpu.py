@@ -352,7 +352,7 @@ def test_moe_down_framework_path_matches_float64_and_chunks_tokens():
 
 def test_moe_down_builds_and_the_op_choice():
     """fp8_gemv_n2048_k4608_moedown_s6: the fused MoE down with 6 stages, the same contract but for
-    its name and shared memory, its committed PTX current; moe_down takes it from 4 tokens."""
+    its name and shared memory, its committed PTX current; moe_down takes it from 2 tokens."""
     from netra.contracts.proj import MOE_DOWN_S6, MOE_DOWN_WIDE_M
 
     from test_proj_cpu import _assembles_without_spills
@@ -365,9 +365,9 @@ def test_moe_down_builds_and_the_op_choice():
     assert paths.ptx_path("sm_90a", "proj", MOE_DOWN_S6.name).read_text() == ptx, "run gen_fp8_gemv.py"
     assert ptx.count("mbarrier.init.shared::cta.b64 [%bars+") == 6
     assert _assembles_without_spills(MOE_DOWN_S6.name, ptx)["registers"] <= c6.max_registers
-    assert MOE_DOWN_WIDE_M == 4
-    assert [proj.moe_down_kernel_for(m).contract.name for m in (1, 3, 4, 8, 32)] == [MOE_DOWN.name] * 2 + [
-        MOE_DOWN_S6.name] * 3
+    assert MOE_DOWN_WIDE_M == 2
+    assert [proj.moe_down_kernel_for(m).contract.name for m in (1, 2, 3, 4, 8, 32)] == [MOE_DOWN.name] + [
+        MOE_DOWN_S6.name] * 5
 
 
 def test_moe_down_guard_refuses_what_it_cannot_take():

@@ -11,7 +11,7 @@ import torch
 
 import netra.ops as ops
 from netra import contracts, paths
-from netra.contracts.proj import DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, FUSED32, MOE_DOWN, MOE_DOWNS, NORM_BA, SHAPES, Fp8Gemv
+from netra.contracts.proj import DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, FUSED32, MOE_DOWN, MOE_DOWN_S6, MOE_DOWNS, NORM_BA, SHAPES, Fp8Gemv
 
 KSPLIT = tuple(s for s in SHAPES + FUSED if s.ksplit > 1)
 UNSPLIT = tuple(dataclasses.replace(s, ksplit=1) for s in SHAPES)  # the builds the candidates were measured on
@@ -209,7 +209,7 @@ def test_runner_with_real_projection_shapes_packs_and_matches_the_reference():
                       | {sh.name for sh in FUSED if sh.fuse in ("norm", "gate", "res")}
                       | {NORM_BA.name, EXPERTS_SHARED.name, EXPERTS_ROUTER.name}
                       | {sh.name for sh in EXPERTS}
-                      | {"moe_down"})
+                      | {MOE_DOWN_S6.name})  # moe_down at 2 rows: the 6-stage build (MOE_DOWN_WIDE_M)
 
 
 def test_bf16_gemv_ptx_is_current_and_framework_path_matches():
@@ -781,6 +781,31 @@ def test_norm_w_early_candidate_assembles():
     assert paths.ptx_path("sm_90a", "proj", EXPERTS_ROUTER.name).read_text() == g.generate(EXPERTS_ROUTER)
     with pytest.raises(AssertionError, match="norm_w_early"):
         g.generate(FUSED[0], norm_w_early=True)
+
+
+def test_norm_w_pre_candidate_assembles():
+    """The router-fused launch with its norm weight requested before griddepcontrol.wait
+    (experiments/proj/router/norm_w_pre_variant.py): no spills within the contract's registers, the build's own shared
+    memory; thread 0's bulk copy of 4 KB into the partials' region before the wait, on the router rows' mbarrier with
+    its bytes expected; in the router phase the wait on that mbarrier before the first read back and no global load of
+    the weight; the partials' region holds the 4 KB and is not written before the router phase's end."""
+    g = _generator()
+    ptx = g.generate(EXPERTS_ROUTER, norm_w_early="pre")
+    res = _assembles_without_spills(EXPERTS_ROUTER.name, ptx)
+    assert res["registers"] <= contracts.get(EXPERTS_ROUTER.name).max_registers
+    sh = EXPERTS_ROUTER
+    pre, post = ptx.split("griddepcontrol.wait;", 1)
+    assert f"add.u32 %t1, %t1, {2 * 2048};" in pre and f"add.u32 %t2, %sbase, {sh.red_off};" in pre
+    assert pre.count("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%t2], [%pa], 4096, [%t3];") == 2
+    assert sh.red_off % 16 == 0 and sh.red_off + 4096 <= sh.bar_off  # the copy stays inside the partials' region
+    phase = post.split("the router phase", 1)[1]
+    rbar = sh.rows_off + 2 * 2 * 2048
+    wait = phase.index("RT_NW_WAIT:")
+    assert f"add.u32 %nws, %sbase, {rbar};" in phase[:wait] and wait < phase.index("ld.shared.v4.u32 {%nw0")
+    assert "ld.global.nc.v4.u32 {%nw" not in ptx and phase.count("ld.shared.v4.u32 {%nw0") == 8
+    router = phase.split("(the router phase done)", 1)[0]  # the region's writers (x staging, partials) come after it
+    assert "%xst" not in router and "red[buf]" not in router and "st.shared.v4" not in router
+    assert paths.ptx_path("sm_90a", "proj", EXPERTS_ROUTER.name).read_text() == g.generate(EXPERTS_ROUTER)
 
 
 def test_experts_group32_build():

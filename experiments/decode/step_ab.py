@@ -155,6 +155,12 @@ current, each swap, current again, so drift shows as a difference between the tw
   one run's records (M = 1 5.31 / 4.74 us plain / chain against 5.63 / 5.10; M = 2 7.69 / 7.06 against 8.51 / 8.01).
   Prediction: batch 1 ~13-15 us less a step plain and with PDL (0.3-0.4 us x 40), batch 2 ~35 us, unless its 173 KB
   costs it the overlap under PDL (see norm_w_early_carveout).
+- norm_w_early_carveout at c109e20: its launch failed (CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE) with the largest
+  carveout set on every kernel; not diagnosed, not measured.
+- norm_w_pre (after c109e20): the router-fused launch's norm weight requested before griddepcontrol.wait (one 4 KB bulk
+  copy beside the router rows, on their mbarrier, into the partials' region; gen_fp8_gemv.generate(norm_w_early="pre")),
+  the same shared memory and contract. Prediction: 6-12 us less a batch-1 step, plain and PDL alike, the same bits.
+- norm_w_prev (after c109e20, where norm_w_pre was promoted in the same commit as its measurement): the build before it.
 - --context=N: the runners' context (default 1024, as `netra decode`); the late window is its last 64 positions.
 - --at=P:P:..: every form also timed at positions P + 3 .. P + 66 (at_P_plain_ms / at_P_pdl_ms), to find where the
   cluster builds overtake the one-page-a-CTA build between the early and the late windows.
@@ -390,7 +396,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
          "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem", "gate_in_router",
          "router_fused", "router_unfused", "experts_group", "router_poll", "router_coop", "moedown_grp_off", "experts_group32_off", "dense32_off",
-         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_push", "long_off", "long_splits_prev", "h_early", "h_early_prev", "top_early", "norm_w_early", "both_early", "norm_w_early_carveout", "current_again",
+         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_push", "long_off", "long_splits_prev", "h_early", "h_early_prev", "top_early", "norm_w_early", "both_early", "norm_w_early_carveout", "norm_w_pre", "norm_w_prev", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
@@ -490,6 +496,12 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
 
         g = paths.generator("proj", "gen_fp8_gemv")
         out[EXPERTS_ROUTER.name] = (g.generate(EXPERTS_ROUTER, norm_w_early=True), g.norm_w_early_smem(EXPERTS_ROUTER)[1])
+    if form in ("norm_w_pre", "norm_w_prev"):  # the router-fused launch with / without its norm weight requested
+        from netra.contracts.proj import EXPERTS_ROUTER  # before the wait; the same contract
+
+        g = paths.generator("proj", "gen_fp8_gemv")
+        out[EXPERTS_ROUTER.name] = (g.generate(EXPERTS_ROUTER, norm_w_early="pre" if form == "norm_w_pre" else False),
+                                    EXPERTS_ROUTER.smem)
     if form == "moedown_s6":
         g = paths.generator("proj", "gen_fp8_gemv")
         s6 = dataclasses.replace(MOE_DOWN, stages=6)

@@ -1301,7 +1301,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
              x_direct: bool | str = False, scale_bf16x2: bool = False, x_ld: str | None = None,
              stage_x_m16: bool | str = False, red_swizzle: bool | None = None, land_split: int | None = None,
              acc_split: bool = False, p2_early: bool = False, h_early: bool | None = None,
-             top_early: bool | None = None, norm_w_early: bool = False) -> str:
+             top_early: bool | None = None, norm_w_early: bool | str | None = None) -> str:
     """The PTX. The defaults are the promoted build (v3g); ``generate(sh, **V3)`` is v3 as promoted
     at cb9faad (bitwise the same outputs). ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x, on v3): x comes into
     shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
@@ -1390,13 +1390,17 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     promoted after experiments/proj/top_early_variant_6753f5e.json for both moe_down builds):
     every chunk's expert weight (top, and the shared expert's glogit) is loaded right after x's loads instead of after
     each chunk's conversion, taking its L2 round trip out of the x prologue; the same arithmetic. ``norm_w_early`` (the
-    router-fused build, a candidate: experiments/proj/router/norm_w_early_variant.py): the router phase's
-    post-attention norm weight loaded with h instead of block by block after the sums; the same arithmetic."""
+    router-fused build; None: "pre" where ``Fp8Gemv.norm_w_pre``, else off): the router phase's
+    post-attention norm weight loaded with h instead of block by block after the sums (True: cp.async into 64 KB more
+    shared memory, rejected at 8cca9d2; "pre": one 4 KB bulk copy before griddepcontrol.wait, beside the router rows and
+    on their mbarrier, into the partials' region, which nothing uses until the router phase ends); the same arithmetic."""
     red_swizzle = sh.red_swizzle if red_swizzle is None else red_swizzle
     h_early = sh.h_early if h_early is None else h_early
     top_early = sh.top_early if top_early is None else top_early
     assert not top_early or sh.fuse == "moedown", f"top_early: moe_down's builds only ({sh.name})"
     _TOPE["on"] = top_early
+    if norm_w_early is None:
+        norm_w_early = "pre" if sh.norm_w_pre else False
     assert not norm_w_early or sh.router, f"norm_w_early: the router-fused build only ({sh.name})"
     _RNW["early"] = norm_w_early
     assert not h_early or (sh.fuse in ("res", "moedown") and sh.ksplit == 1 and sh.passes == 1 and sh.tokens != 32
@@ -2225,7 +2229,14 @@ def router_rows(e: Emit, sh: Shape) -> None:
     e("  mov.u32 %t0, %ctaid.x;")
     e(f"  setp.lt.u32 %p, %t0, {NUM_EXPERTS - SMS};  // a second row")
     e(f"  selp.b32 %t1, {2 * row}, {row}, %p;")
+    if _RNW["early"] == "pre":
+        e(f"  add.u32 %t1, %t1, {row};  // norm_w_early='pre': the norm weight's 4 KB on the same mbarrier")
     e("  mbarrier.arrive.expect_tx.shared::cta.b64 _, [%t3], %t1;")
+    if _RNW["early"] == "pre":  # into the partials' region: nothing else touches it before the router phase ends
+        e("  ld.param.u64 %pa, [norm_w];")
+        e("  cvta.to.global.u64 %pa, %pa;")
+        e(f"  add.u32 %t2, %sbase, {sh.red_off};")
+        e(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%t2], [%pa], {row}, [%t3];")
     e("  ld.param.u64 %pa, [rw];")
     e("  cvta.to.global.u64 %pa, %pa;")
     e(f"  mul.wide.u32 %pt64, %t0, {row};")
@@ -2270,9 +2281,10 @@ def router_phase(e: Emit, sh: Shape) -> None:
     e("  // ---- the router phase: norm, this CTA's logits, the grid barrier, every CTA's selection ----")
     e("  {")
     ee(".reg .pred %q, %pr;")
-    nw_early = _RNW["early"]
+    nw_pre = _RNW["early"] == "pre"  # the weight in shared memory since before the wait (router_rows)
+    nw_early = _RNW["early"] is True
     ee(f".reg .b32 %x<{4 * loads}>, %w<{4 * loads}>, %nw<4>, %k<8>, %si<8>, %bi, %oi, %rm, %rj, %re"
-       + (", %nws;" if nw_early else ";"))
+       + (", %nws;" if nw_early or nw_pre else ";"))
     ee(".reg .f32 %a, %b, %c, %d, %acc0, %e<8>, %ss<8>, %v<8>, %sv<8>, %ev<8>, %r, %sum, %reps;")
     ee(".reg .b16 %h;")
     ee(".reg .b64 %o64, %pn, %pl, %rb, %ro, %rt, %rv" + (", %lg<8>;" if sh.router_poll else ";"))
@@ -2312,8 +2324,15 @@ def router_phase(e: Emit, sh: Shape) -> None:
         ee("fence.acq_rel.cta;  // without it ptxas issues the copies after the sums' shuffles (SASS); the sums wait for h")
     ee("ld.param.f32 %reps, [eps];")
     rms_emit.sums(ee, "%x", "%e", "%ss", "%r", "%a", "%t0", "%reps", loads, ROUTER_K)
-    if not nw_early:
+    if not nw_early and not nw_pre:
         norm_w_ptr()
+    if nw_pre:  # requested before the wait with the router rows: landed long since; parity 0 does not consume
+        ee(f"add.u32 %nws, %sbase, {rbar};")
+        e("RT_NW_WAIT:")
+        ee("mbarrier.try_wait.parity.shared::cta.b64 %pr, [%nws], 0;")
+        ee("@!%pr bra RT_NW_WAIT;")
+        ee("mad.lo.u32 %nws, %lane, 16, %sbase;")
+        ee(f"add.u32 %nws, %nws, {sh.red_off};  // norm_w[8 lane ..]")
     ee("mov.u32 %t0, %ctaid.x;")
     ee("or.b32 %t0, %t0, %rj;")
     ee("setp.eq.u32 %q, %t0, 0;  // CTA 0's slot-0 warps write x_out")
@@ -2326,7 +2345,7 @@ def router_phase(e: Emit, sh: Shape) -> None:
     if nw_early:
         ee("cp.async.wait_all;  // this lane's own copies: no barrier")
     for i in range(loads):
-        rms_emit.scale(ee, i, "%x", "%e", "%v", "%nw", "%r", "%t0", "%pn", smem="%nws" if nw_early else None)
+        rms_emit.scale(ee, i, "%x", "%e", "%v", "%nw", "%r", "%t0", "%pn", smem="%nws" if nw_early or nw_pre else None)
         regs = ", ".join(f"%x{4 * i + c}" for c in range(4))
         ee(f"@%q st.global.v4.b32 [%pb+{512 * i}], {{{regs}}};")
         if poll:

@@ -177,6 +177,15 @@ class Fp8Gemv:
         return self.fuse == "moedown"
 
     @property
+    def norm_w_pre(self) -> bool:
+        """The router-fused build: its post-attention norm weight requested before griddepcontrol.wait, one 4 KB bulk
+        copy beside the router rows on their mbarrier, into the partials' region (gen_fp8_gemv.generate(norm_w_early=
+        "pre"); the same arithmetic and shared memory). Before, the weight's L2 round trip came after h's sums of
+        squares, inside the router chain. Promoted after c109e20, measured in the promotion's run
+        (experiments/proj/router/norm_w_pre_variant.py, step_ab.py norm_w_prev). Not the poll or down candidates."""
+        return self.router and not self.router_poll and not self.down
+
+    @property
     def pieces(self) -> int:
         """Bulk copies (each on its own mbarrier) per weight chunk: warp w waits only for piece
         w // (W / pieces) (gen_fp8_gemv.issue_pieces), so a strip's work overlaps the rest of its chunk
@@ -399,10 +408,14 @@ MOE_DOWN_TOKENS = tuple(range(1, 9))
 # the same with 6 stages (two strips in flight), which moe_down takes from MOE_DOWN_WIDE_M tokens:
 # M = 8 25.3 -> 22.3 us, M = 4 14.6 -> 13.8, M = 1 0.2 us slower plainly
 # (experiments/proj/moedown_stages_6_variant_59299e0.json); in the decode step 0.09 ms less at
-# batch 8, 0.4 at batch 32 (experiments/decode/step_ab_moedown_s6_*_76bc758.json)
-MOE_DOWN_S6 = dataclasses.replace(MOE_DOWN, use=MOE_DOWN.use + ", from 4 tokens (a deeper ring)", stages=6)
+# batch 8, 0.4 at batch 32 (experiments/decode/step_ab_moedown_s6_*_76bc758.json). From 2 tokens since c109e20:
+# with top_early on both builds the 6-stage one is the faster kernel at every M (records at 8cca9d2: M = 2 7.69 /
+# 7.06 us plain / chain against 8.51 / 8.01), the batch-2 step 53 us less plainly, 10-21 with PDL; batch 1 was
+# neutral (+3.6 us plainly, -2 with PDL), so M = 1 keeps the 3-stage build
+# (experiments/decode/step_ab_current_moedown_s6_current_again_b2_c109e20.json and the batch-1 file beside it)
+MOE_DOWN_S6 = dataclasses.replace(MOE_DOWN, use=MOE_DOWN.use + ", from 2 tokens (a deeper ring)", stages=6)
 MOE_DOWNS = (MOE_DOWN, MOE_DOWN_S6)
-MOE_DOWN_WIDE_M = 4
+MOE_DOWN_WIDE_M = 2
 ROUTER_K = 2048  # the router's input: the hidden size
 ROUTER_RANKS = 8  # moe_router: a cluster of 8 CTAs per token, 32 experts each
 ROUTER_TOKENS = tuple(range(1, 33))  # any decode batch up to 32 (one cluster per token)
