@@ -6,8 +6,10 @@ last L2 round trip (the h load) off the tail and it did not get faster. Which li
 the ids from L2 and the barrier before the chunks are requested, the chunks' latency and landing, the x prologue
 (silu(gate) * up of 9 experts' rows), the mma, the warps' sums, the stores.
 
-The committed PTX with thread 0 of every CTA storing %globaltimer (ns) at: entry (absolute), after the wait, after the
-ids barrier, after the chunk requests (REST_ISSUED), after the x prologue's barrier, when chunks 0 / 1 / 2 have landed,
+The committed PTX with thread 0 of every CTA storing %globaltimer (ns; with --clock: %clock64 cycles from the wait on,
+moedown_trace_clock.json) at: entry (absolute), after the wait, after the
+ids barrier, after the chunk requests (REST_ISSUED), after silu(gate) * up (silu_done, since 811146e), after n-tile
+0's rows are back as fragments (staged, since 811146e), after the x prologue's barrier, when chunks 0 / 1 / 2 have landed,
 after the sums' barrier, and at the end (absolute), into 16 u64 a CTA at a buffer address written into the PTX (no new
 parameter: the launch is the contract's). Nothing else changes, so out and h must stay bitwise the committed kernel's
 (checked). Launched the bench's way: one CUDA graph of C launches over C rotated copies (cold) or C launches of copy 0
@@ -40,7 +42,9 @@ import torch
 NAME = "fp8_gemv_n2048_k4608_moedown"
 SLOTS = 16
 # (mark, the PTX line it follows, stripped of comments; occurrences expected)
+CLOCK = "--clock" in sys.argv  # %clock64 (SM cycles) for the marks from the wait on; entry and end stay %globaltimer
 MARKS = (("wait", "griddepcontrol.wait;", 1), ("ids_bar", "bar.sync 0;", None), ("issued", "REST_ISSUED_M8:", 1),
+         ("silu_done", "mad.lo.u32 %xst, %warp, 2048, %sbase;", 1), ("staged", "bar.warp.sync 0xffffffff;", None),
          ("x_done", "bar.sync 0;", None), ("chunk0", "@!%p bra WAIT0_M8;", 1), ("chunk1", "@!%p bra WAIT1_M8;", 1),
          ("chunk2", "@!%p bra WAIT2_M8;", 1), ("sums_bar", "bar.sync 0;", None))
 NAMES = ("entry",) + tuple(m for m, _, _ in MARKS) + ("end",)
@@ -58,6 +62,9 @@ def trace_ptx(ptx: str, addr: int) -> str:
             hits = [i for i, (k, c) in enumerate(zip(key, comment)) if k == text and c.startswith("the ids table")]
         elif name == "x_done":
             hits = [i for i, (k, c) in enumerate(zip(key, comment)) if k == text and c.startswith("every warp is done with its x")]
+        elif name == "staged":  # the last n-tile 0 chunk's rows back as fragments (before the conversions)
+            hits = [i for i, (k, c) in enumerate(zip(key, comment)) if k == text
+                    and c.startswith("the next rows may overwrite")][-1:]
         elif name == "sums_bar":
             hits = [i for i, k in enumerate(key) if k == text and i + 1 < len(lines)
                     and comment[i + 1].startswith("every warp is done with this strip's stages")]
@@ -71,7 +78,8 @@ def trace_ptx(ptx: str, addr: int) -> str:
     assert len(ret) == 1, len(ret)
 
     def stamp(slot: int) -> list[str]:
-        return ["    mov.u64 %trc, %globaltimer;", f"    @%ptr st.global.u64 [%trp+{8 * slot}], %trc;"]
+        timer = "%clock64" if CLOCK and NAMES[slot] not in ("entry", "end") else "%globaltimer"
+        return [f"    mov.u64 %trc, {timer};", f"    @%ptrq st.global.u64 [%trp+{8 * slot}], %trc;"]
 
     out = []
     for i, ln in enumerate(lines):
@@ -79,10 +87,10 @@ def trace_ptx(ptx: str, addr: int) -> str:
             out += stamp(NAMES.index("end"))
         out.append(ln)
         if i == decl:
-            out += ["    .reg .b64 %trp, %trc;", "    .reg .b32 %trt;", "    .reg .pred %ptr;"]
+            out += ["    .reg .b64 %trp, %trc;", "    .reg .b32 %trt;", "    .reg .pred %ptrq;"]
         if i == entry:
             out += ["    mov.u32 %trt, %ctaid.x;", f"    mul.wide.u32 %trp, %trt, {8 * SLOTS};",
-                    f"    add.u64 %trp, %trp, {addr};", "    setp.eq.u32 %ptr, %th, 0;"] + stamp(0)
+                    f"    add.u64 %trp, %trp, {addr};", "    setp.eq.u32 %ptrq, %th, 0;"] + stamp(0)
         if i in where:
             out += stamp(where[i])
     return "\n".join(out) + "\n"
@@ -93,12 +101,15 @@ def analyse(tr: torch.Tensor, lo: int) -> dict:
     t = tr[lo:].double()
     C = t.shape[0]
     end = NAMES.index("end")
-    rel = {n: t[..., i] - t[..., 1] for i, n in enumerate(NAMES) if n not in ("entry", "wait")}
+    rel = {n: t[..., i] - t[..., 1] for i, n in enumerate(NAMES) if n not in ("entry", "wait") and not (CLOCK and n == "end")}
     q = lambda v: [round(float(torch.quantile(v.flatten(), p)), 1) for p in (0.1, 0.5, 0.9)]  # noqa: E731
     full = tr.double()
     gaps = [float(full[lo + i, :, 0].min() - full[lo + i - 1, :, end].max()) for i in range(C)]
     wait_rel = [float(full[lo + i, :, 1].median() - full[lo + i - 1, :, end].max()) for i in range(C)]
     spans = [float(full[lo + i, :, end].max() - full[lo + i, :, 0].min()) for i in range(C)]
+    if CLOCK:  # marks in SM cycles from the wait; the absolute stamps (entry, end) give only the launch gaps and spans
+        return {"launches": C, "cycles_since_wait_p10_p50_p90": {n: q(v) for n, v in rel.items()},
+                "prev_end_to_first_entry_ns_median": statistics.median(gaps), "span_ns_median": statistics.median(spans)}
     return {"launches": C, "ns_since_wait_p10_p50_p90": {n: q(v) for n, v in rel.items()},
             "entry_to_wait_p10_p50_p90": q(t[..., 1] - t[..., 0]),
             "prev_end_to_first_entry_ns_median": statistics.median(gaps),
@@ -154,7 +165,7 @@ def main():
             row = {"us": t_us, **analyse(trace.cpu(), max(1, copies // 4))}
             res["forms"][f"{form}_{mode}"] = row
             print(form, mode, json.dumps(row), flush=True)
-    json.dump(res, open(os.path.join(out_dir, "moedown_trace.json"), "w"), indent=1)
+    json.dump(res, open(os.path.join(out_dir, "moedown_trace_clock.json" if CLOCK else "moedown_trace.json"), "w"), indent=1)
     del mods
 
 
