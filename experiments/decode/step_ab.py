@@ -161,6 +161,9 @@ current, each swap, current again, so drift shows as a difference between the tw
   copy beside the router rows, on their mbarrier, into the partials' region; gen_fp8_gemv.generate(norm_w_early="pre")),
   the same shared memory and contract. Prediction: 6-12 us less a batch-1 step, plain and PDL alike, the same bits.
 - norm_w_prev (after c109e20, where norm_w_pre was promoted in the same commit as its measurement): the build before it.
+  Measured at b976963 (step_ab_current_norm_w_prev_current_again_b976963.json, bitwise): current 1.662 / 1.567 and
+  1.660 / 1.568 ms plain / PDL, norm_w_prev 1.659 / 1.587 (late 1.680 / 1.587, 1.679 / 1.588 against 1.672 / 1.598):
+  20 / 10 us less with PDL early / late, plainly neutral early and 6-10 us more late. Kept.
 - --context=N: the runners' context (default 1024, as `netra decode`); the late window is its last 64 positions.
 - --at=P:P:..: every form also timed at positions P + 3 .. P + 66 (at_P_plain_ms / at_P_pdl_ms), to find where the
   cluster builds overtake the one-page-a-CTA build between the early and the late windows.

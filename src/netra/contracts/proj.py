@@ -181,8 +181,11 @@ class Fp8Gemv:
         """The router-fused build: its post-attention norm weight requested before griddepcontrol.wait, one 4 KB bulk
         copy beside the router rows on their mbarrier, into the partials' region (gen_fp8_gemv.generate(norm_w_early=
         "pre"); the same arithmetic and shared memory). Before, the weight's L2 round trip came after h's sums of
-        squares, inside the router chain. Promoted after c109e20, measured in the promotion's run
-        (experiments/proj/router/norm_w_pre_variant.py, step_ab.py norm_w_prev). Not the poll or down candidates."""
+        squares, inside the router chain. Promoted at 19c7d40 and measured at b976963 (bitwise): the batch-1 step with PDL
+        1.567-1.568 ms against 1.587 for the build before (late 1.587-1.588 against 1.598), plainly neutral early and
+        6-10 us slower late (experiments/decode/step_ab_current_norm_w_prev_current_again_b976963.json); the kernel
+        0.05-0.09 us faster at M = 1 and 4, 0.2-0.35 slower at M = 2 (experiments/proj/router/
+        norm_w_pre_variant_b976963.json). Not the poll or down candidates."""
         return self.router and not self.router_poll and not self.down
 
     @property
