@@ -11,7 +11,7 @@ import torch
 
 import netra.ops as ops
 from netra import contracts, paths
-from netra.contracts.proj import DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, FUSED32, MOE_DOWN, MOE_DOWN_S6, MOE_DOWNS, NORM_BA, SHAPES, Fp8Gemv
+from netra.contracts.proj import DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, FUSED32, MOE_DOWN_S6, MOE_DOWNS, NORM_BA, SHAPES, Fp8Gemv
 
 KSPLIT = tuple(s for s in SHAPES + FUSED if s.ksplit > 1)
 UNSPLIT = tuple(dataclasses.replace(s, ksplit=1) for s in SHAPES)  # the builds the candidates were measured on
@@ -742,10 +742,11 @@ def test_h_early_candidate_assembles(sh):
 
 
 @pytest.mark.parametrize("sh", MOE_DOWNS, ids=lambda s: s.name)
-def test_top_early_candidate_assembles(sh):
-    """moe_down's builds loading every chunk's expert weight with x (experiments/proj/top_early_variant.py): no spills
-    within the contract's registers; the top / glogit loads all before the ids barrier, none after it (moedown_mult
-    takes the registers); the promoted build untouched; other shapes refuse the option."""
+def test_top_early_build(sh):
+    """moe_down's builds loading every chunk's expert weight with x (Fp8Gemv.top_early, the committed builds since
+    8cca9d2; experiments/proj/top_early_variant.py): no spills within the contract's registers; the top / glogit loads
+    all before the ids barrier, none after it (moedown_mult takes the registers); the committed PTX is this build;
+    other shapes refuse the option."""
     g = _generator()
     ptx = g.generate(sh, top_early=True)
     res = _assembles_without_spills(sh.name, ptx)
@@ -755,14 +756,14 @@ def test_top_early_candidate_assembles(sh):
     assert "ld.global.b16" not in post.split("ret;")[0].replace("ld.global.b16 %qh", "").replace(
         "ld.global.b16 %q1, [%pb]", "")
     assert post.count("mov.b16 %q0, %tw") == sh.NC and post.count("mov.b16 %q1, %gw") == 1
-    assert paths.ptx_path("sm_90a", "proj", sh.name).read_text() == g.generate(sh)
+    assert sh.top_early and paths.ptx_path("sm_90a", "proj", sh.name).read_text() == ptx
     with pytest.raises(AssertionError, match="top_early"):
         g.generate(FUSED[0], top_early=True)
 
 
 def test_norm_w_early_candidate_assembles():
     """The router-fused launch copying its norm weight into shared memory beside h's loads
-    (experiments/proj/router/norm_w_early_variant.py; not yet run): no spills within the contract's registers; the
+    (experiments/proj/router/norm_w_early_variant.py; rejected at 8cca9d2): no spills within the contract's registers; the
     region after the build's layout and within 227 KB; in the router phase eight cp.async after h's eight loads and
     before the first shuffle, a fence between, the wait before the first read back, no global load of the weight; the
     promoted build untouched; other shapes refuse the option."""
@@ -783,9 +784,9 @@ def test_norm_w_early_candidate_assembles():
         g.generate(FUSED[0], norm_w_early=True)
 
 
-def test_norm_w_pre_candidate_assembles():
-    """The router-fused launch with its norm weight requested before griddepcontrol.wait
-    (experiments/proj/router/norm_w_pre_variant.py): no spills within the contract's registers, the build's own shared
+def test_norm_w_pre_build():
+    """The router-fused launch with its norm weight requested before griddepcontrol.wait (Fp8Gemv.norm_w_pre, the
+    committed build since 19c7d40; experiments/proj/router/norm_w_pre_variant.py): no spills within the contract's registers, the build's own shared
     memory; thread 0's bulk copy of 4 KB into the partials' region before the wait, on the router rows' mbarrier with
     its bytes expected; in the router phase the wait on that mbarrier before the first read back and no global load of
     the weight; the partials' region holds the 4 KB and is not written before the router phase's end."""
@@ -805,7 +806,8 @@ def test_norm_w_pre_candidate_assembles():
     assert "ld.global.nc.v4.u32 {%nw" not in ptx and phase.count("ld.shared.v4.u32 {%nw0") == 8
     router = phase.split("(the router phase done)", 1)[0]  # the region's writers (x staging, partials) come after it
     assert "%xst" not in router and "red[buf]" not in router and "st.shared.v4" not in router
-    assert paths.ptx_path("sm_90a", "proj", EXPERTS_ROUTER.name).read_text() == g.generate(EXPERTS_ROUTER)
+    assert sh.norm_w_pre and paths.ptx_path("sm_90a", "proj", EXPERTS_ROUTER.name).read_text() == ptx
+    assert "RT_NW_WAIT" not in g.generate(EXPERTS_ROUTER, norm_w_early=False)  # the build before it, for the A/B
 
 
 def test_experts_group32_build():

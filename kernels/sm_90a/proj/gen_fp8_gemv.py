@@ -88,7 +88,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "src"))
 sys.path.insert(0, str(HERE))
 import rms_emit  # noqa: E402  (the warp's RMSNorm, shared with gen_moe_router.norm_prologue)
-from netra.contracts.proj import BA_K, BA_ROWS, BA_STRIPS, DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, FUSED32, MOE_DOWN, MOE_DOWNS, NORM_BA, NUM_EXPERTS, ROUTER_FUSED_TOKENS, ROUTER_K, ROUTER_ROWS, SHAPES, SMS, TOP_K, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
+from netra.contracts.proj import BA_K, BA_ROWS, BA_STRIPS, DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, FUSED32, MOE_DOWNS, NORM_BA, NUM_EXPERTS, ROUTER_FUSED_TOKENS, ROUTER_K, ROUTER_ROWS, SHAPES, SMS, TOP_K, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
 import gen_moe_router as gmr  # noqa: E402  (the router's row sum and selection, for router_phase)
 
 
