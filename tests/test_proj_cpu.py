@@ -810,6 +810,48 @@ def test_norm_w_pre_build():
     assert "RT_NW_WAIT" not in g.generate(EXPERTS_ROUTER, norm_w_early=False)  # the build before it, for the A/B
 
 
+def _staging(fn, nt: int, M: int):
+    """fn(e, 0, nt) run by warp_sim on rows as x_rows_load leaves them (token t's words tagged, 0 past M)."""
+    import warp_sim
+
+    lines = []
+    fn(lines.append, 0, nt)
+    X = f"%xr{nt}_0_"
+
+    def regs(lane):
+        r = {"%lane": lane, "%g": lane >> 2, "%tig": lane & 3, "%m": M, "%xst": 2048 * 5}
+        for j in range(4):
+            t = 8 * nt + lane // 16 + 2 * j
+            r.update({f"{X}{4 * j + c}": (t, lane % 16, c) if t < M else 0 for c in range(4)})
+        return r
+
+    lanes, acc = warp_sim.run(lines, regs)
+    for lane, L in enumerate(lanes):  # register r of (token g, tig): k 8 r + 2 tig of token g (0 past M)
+        t = 8 * nt + (lane >> 2)
+        assert [L[f"{X}{r}"] for r in range(16)] == [(t, r, lane & 3) if t < M else 0 for r in range(16)], (fn, nt, M)
+    return sum(warp_sim.wavefronts(op, a) for op, a in acc)
+
+
+def test_x_tpose_candidate():
+    """x staged by fragment lane (gen_fp8_gemv.x_rows_to_fragments_t; experiments/proj/x_tpose_variant.py; CPU-built,
+    not yet run): a warp interpreter of the emitted PTX gives every lane the fragments the promoted staging gives, at
+    every M of both n-tiles; conflict-free at a full n-tile (32 wavefronts a chunk, as the promoted one), 8 at M = 1
+    and 2, 16 at M = 4; the batch-1 kernels assemble with it, without spills, within their registers; the committed
+    PTX untouched."""
+    g = _generator()
+    for nt, Ms in ((0, range(1, 9)), (1, range(9, 17))):
+        for M in Ms:
+            assert _staging(g.x_rows_to_fragments, nt, M) == 32
+            want = {1: 8, 2: 8, 3: 16, 4: 16, 5: 24, 6: 24}.get(M - 8 * nt, 32)
+            assert _staging(g.x_rows_to_fragments_t, nt, M) == want, (nt, M)
+    x_tpose = paths.load_module(paths.ROOT / "experiments" / "proj" / "x_tpose_variant.py", "x_tpose_variant")
+    for sh in x_tpose.shapes():
+        ptx = g.generate(sh, x_tpose=True)
+        assert "(x_tpose)" in ptx and "ld.shared.u32 %xr" not in ptx
+        assert _assembles_without_spills(sh.name, ptx)["registers"] <= contracts.get(sh.name).max_registers
+        assert paths.ptx_path("sm_90a", "proj", sh.name).read_text() == g.generate(sh)
+
+
 def test_experts_group32_build():
     """fp8_gemv_n1024_k2048_moe_grp_t32: the grouped gate | up for up to 32 tokens in one launch: one body of 4
     n-tiles (4 mma per k16 step, each skipped where no token of its n-tile chose the strip's expert), 32-byte token masks zeroed by one 16-byte store per thread, 2 KB of

@@ -164,6 +164,9 @@ current, each swap, current again, so drift shows as a difference between the tw
   Measured at b976963 (step_ab_current_norm_w_prev_current_again_b976963.json, bitwise): current 1.662 / 1.567 and
   1.660 / 1.568 ms plain / PDL, norm_w_prev 1.659 / 1.587 (late 1.680 / 1.587, 1.679 / 1.588 against 1.672 / 1.598):
   20 / 10 us less with PDL early / late, plainly neutral early and 6-10 us more late. Kept.
+- x_tpose (after 4bceb0e; CPU-built, not yet run): the batch-1 kernels with staging (both moe_down builds, res,
+  norm_ba, norm, the router-fused launch) with x staged by fragment lane, nothing stored or loaded past M
+  (experiments/proj/x_tpose_variant.py says why). Prediction: 15-30 us less a batch-1 step, plain and PDL, the same bits.
 - --context=N: the runners' context (default 1024, as `netra decode`); the late window is its last 64 positions.
 - --at=P:P:..: every form also timed at positions P + 3 .. P + 66 (at_P_plain_ms / at_P_pdl_ms), to find where the
   cluster builds overtake the one-page-a-CTA build between the early and the late windows.
@@ -399,7 +402,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
          "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem", "gate_in_router",
          "router_fused", "router_unfused", "experts_group", "router_poll", "router_coop", "moedown_grp_off", "experts_group32_off", "dense32_off",
-         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_push", "long_off", "long_splits_prev", "h_early", "h_early_prev", "top_early", "norm_w_early", "both_early", "norm_w_early_carveout", "norm_w_pre", "norm_w_prev", "current_again",
+         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_push", "long_off", "long_splits_prev", "h_early", "h_early_prev", "top_early", "norm_w_early", "both_early", "norm_w_early_carveout", "norm_w_pre", "norm_w_prev", "x_tpose", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
@@ -499,6 +502,10 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
 
         g = paths.generator("proj", "gen_fp8_gemv")
         out[EXPERTS_ROUTER.name] = (g.generate(EXPERTS_ROUTER, norm_w_early=True), g.norm_w_early_smem(EXPERTS_ROUTER)[1])
+    if form == "x_tpose":  # the batch-1 kernels with x staged by fragment lane; the same contracts, the same bits
+        g = paths.generator("proj", "gen_fp8_gemv")
+        for sh in paths.load_module(HERE.parent / "proj" / "x_tpose_variant.py", "x_tpose_variant").shapes():
+            out[sh.name] = (g.generate(sh, x_tpose=True), contracts.get(sh.name).dynamic_smem)
     if form in ("norm_w_pre", "norm_w_prev"):  # the router-fused launch with / without its norm weight requested
         from netra.contracts.proj import EXPERTS_ROUTER  # before the wait; the same contract
 

@@ -572,6 +572,65 @@ def x_rows_to_fragments(e: Emit, h: int, nt: int) -> None:
     e("  bar.warp.sync 0xffffffff;  // the next rows may overwrite the region")
 
 
+def x_rows_to_fragments_t(e: Emit, h: int, nt: int) -> None:
+    """x_tpose (a candidate): as x_rows_to_fragments, through the same 2 KB, but laid out by fragment lane: the 16
+    registers of token t, tig c are one 64-byte row r = 4 t + (c ^ (t & 1)), its 16-byte chunk q at q ^ (r / 2) % 4
+    (conflict-free both ways: a 4-byte store puts a half-warp's token in 16 banks and the other half-warp's, whose
+    parity flips c ^ (t & 1), in the other 16; the 8 lanes of a 16-byte load phase land in 8 bank groups). The rows
+    go in as 4-byte stores, one per (row group, word), none for a token >= M; the fragments come back as four 16-byte
+    loads, none (0) for a token >= M. The same registers get the same values (rows >= M were stored as 0 before).
+    Why: the staging is bound by the SM's shared-memory pipe (12 warps; moedown_trace_clock_b976963.json: ~1400
+    cycles), 32 wavefronts a chunk whatever M; this takes 8 at M = 1 (4 stores of 16 lanes, 4 loads of 4 lanes) and
+    32 at M = 8."""
+    X = f"%xr{nt}_{h}_"
+    e(f"  // n-tile {nt}, chunk {h}: rows to shared memory by fragment lane, fragments back (x_tpose)")
+    e("  {")
+    e("  .reg .pred %px<4>;")
+    e("  .reg .b32 %xa, %xu, %xm, %xf, %xt;")
+    e("  shr.u32 %xu, %lane, 4;  // the lane's token in row group j: u + 2 j")
+    e("  and.b32 %xm, %lane, 15;  // its 4 words: register m of lanes (token, tig c)")
+    for j in range(4):
+        e(f"  add.u32 %xt, %xu, {8 * nt + 2 * j};")
+        e(f"  setp.lt.u32 %px{j}, %xt, %m;  // a token < M")
+    for c in range(4):
+        e(f"  xor.b32 %xt, %xu, {c};")
+        e("  shl.b32 %xa, %xu, 2;")
+        e(f"  add.u32 %xa, %xa, %xt;  // r of row group 0 for word {c} (r + 8 j for group j)")
+        e("  shr.u32 %xf, %xa, 1;")
+        e("  and.b32 %xf, %xf, 3;  // (r / 2) % 4, the same for every j")
+        e("  shl.b32 %xa, %xa, 6;")
+        e("  add.u32 %xa, %xa, %xst;")
+        e("  shr.u32 %xt, %xm, 2;")
+        e("  xor.b32 %xt, %xt, %xf;")
+        e("  shl.b32 %xt, %xt, 4;")
+        e("  add.u32 %xa, %xa, %xt;")
+        e("  and.b32 %xt, %xm, 3;")
+        e("  mad.lo.u32 %xa, %xt, 4, %xa;")
+        for j in range(4):
+            e(f"  @%px{j} st.shared.u32 [%xa+{512 * j}], {X}{4 * j + c};")
+    e("  bar.warp.sync 0xffffffff;")
+    e("  and.b32 %xt, %g, 1;")
+    e("  xor.b32 %xt, %xt, %tig;")
+    e("  shl.b32 %xa, %g, 2;")
+    e("  add.u32 %xa, %xa, %xt;  // r of (token g, tig)")
+    e("  shr.u32 %xf, %xa, 1;")
+    e("  and.b32 %xf, %xf, 3;")
+    e("  shl.b32 %xa, %xa, 6;")
+    e("  add.u32 %xa, %xa, %xst;")
+    e(f"  add.u32 %xt, %g, {8 * nt};")
+    e("  setp.lt.u32 %px0, %xt, %m;")
+    for q in range(4):
+        regs = [f"{X}{4 * q + c}" for c in range(4)]
+        for r in regs:
+            e(f"  mov.b32 {r}, 0;")
+        e(f"  xor.b32 %xt, %xf, {q};")
+        e("  shl.b32 %xt, %xt, 4;")
+        e("  add.u32 %xt, %xt, %xa;")
+        e(f"  @%px0 ld.shared.v4.u32 {{{', '.join(regs)}}}, [%xt];  // registers {4 * q} .. {4 * q + 3}")
+    e("  bar.warp.sync 0xffffffff;  // the next rows may overwrite the region")
+    e("  }")
+
+
 def x_rows_to_fragments_v4(e: Emit, h: int, nt: int) -> None:
     """As x_rows_to_fragments, for weights packed by pack_weight(x_direct=True): the fragments come
     back as 4 16-byte loads per thread (register 4 j + c = token g, columns 32 j + 8 tig + 2 c, + 1:
@@ -1270,6 +1329,7 @@ _L2 = {"hint": True}  # the weight copies' L2 policy in the build being generate
 _LAND = {"q": 1}  # mbarriers (pieces) per chunk in the build being generated (generate's land_split)
 _HE = {"on": False}  # h loaded at each strip's start, not after its sums (generate's h_early)
 _TOPE = {"on": False}  # moedown: the expert weights loaded with x, not per chunk after its conversion (top_early)
+_XT = {"on": False}  # x staged by fragment lane, stores and loads skipped past M (x_tpose; a candidate)
 _RNW = {"early": False}  # router: the norm weight loaded with h, not per block after the sums (norm_w_early)
 # diagnostic builds of the router phase (experiments/proj/router/router_phase_diag.py; wrong results by design):
 # "nosync" leaves out the grid barrier's atomic and spin (its bar.syncs stay), so each CTA reads whatever logits are there
@@ -1301,7 +1361,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
              x_direct: bool | str = False, scale_bf16x2: bool = False, x_ld: str | None = None,
              stage_x_m16: bool | str = False, red_swizzle: bool | None = None, land_split: int | None = None,
              acc_split: bool = False, p2_early: bool = False, h_early: bool | None = None,
-             top_early: bool | None = None, norm_w_early: bool | str | None = None) -> str:
+             top_early: bool | None = None, norm_w_early: bool | str | None = None, x_tpose: bool = False) -> str:
     """The PTX. The defaults are the promoted build (v3g); ``generate(sh, **V3)`` is v3 as promoted
     at cb9faad (bitwise the same outputs). ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x, on v3): x comes into
     shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
@@ -1393,12 +1453,16 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     router-fused build; None: "pre" where ``Fp8Gemv.norm_w_pre``, else off): the router phase's
     post-attention norm weight loaded with h instead of block by block after the sums (True: cp.async into 64 KB more
     shared memory, rejected at 8cca9d2; "pre": one 4 KB bulk copy before griddepcontrol.wait, beside the router rows and
-    on their mbarrier, into the partials' region, which nothing uses until the router phase ends); the same arithmetic."""
+    on their mbarrier, into the partials' region, which nothing uses until the router phase ends); the same arithmetic.
+    ``x_tpose`` (a candidate, experiments/proj/x_tpose_variant.py): x_rows_to_fragments_t in place of
+    x_rows_to_fragments (the staging laid out by fragment lane, nothing stored or loaded past M); the same fragments."""
     red_swizzle = sh.red_swizzle if red_swizzle is None else red_swizzle
     h_early = sh.h_early if h_early is None else h_early
     top_early = sh.top_early if top_early is None else top_early
     assert not top_early or sh.fuse == "moedown", f"top_early: moe_down's builds only ({sh.name})"
     _TOPE["on"] = top_early
+    assert not x_tpose or (x_rows and not x_direct and not stage_x), "x_tpose: the x_rows staging only"
+    _XT["on"] = x_tpose
     if norm_w_early is None:
         norm_w_early = "pre" if sh.norm_w_pre else False
     assert not norm_w_early or sh.router, f"norm_w_early: the router-fused build only ({sh.name})"
@@ -2951,13 +3015,13 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
         e(f"  add.u32 %xst, %xst, {sh.red_off};")
     if skip_nt1:
         for h in range(NC):
-            x_rows_to_fragments(e, h, 0)
+            (x_rows_to_fragments_t if _XT["on"] else x_rows_to_fragments)(e, h, 0)
             x_convert(e, h, 0, packed_amax, scale_bf16x2)
         for h in range(NC):
             e(f"  mov.b32 %inv1_{h}, 0;")
         e("  @!%pm8 bra NT1_DONE;  // M <= 8: no second n-tile")
         for h in range(NC):
-            x_rows_to_fragments(e, h, 1)
+            (x_rows_to_fragments_t if _XT["on"] else x_rows_to_fragments)(e, h, 1)
             x_convert(e, h, 1, packed_amax, scale_bf16x2)
         e("NT1_DONE:")
     elif xpair:
@@ -2976,7 +3040,8 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
         if x_rows and x_direct is not True:
             for h in range(NC):
                 for nt in tiles:
-                    (x_rows_to_fragments_v4 if x_direct == "v4" else x_rows_to_fragments)(e, h, nt)
+                    (x_rows_to_fragments_v4 if x_direct == "v4" else
+                     x_rows_to_fragments_t if _XT["on"] else x_rows_to_fragments)(e, h, nt)
         for h in range(NC):
             for nt in tiles:
                 x_convert(e, h, nt, packed_amax, scale_bf16x2)
