@@ -1361,7 +1361,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
              x_direct: bool | str = False, scale_bf16x2: bool = False, x_ld: str | None = None,
              stage_x_m16: bool | str = False, red_swizzle: bool | None = None, land_split: int | None = None,
              acc_split: bool = False, p2_early: bool = False, h_early: bool | None = None,
-             top_early: bool | None = None, norm_w_early: bool | str | None = None, x_tpose: bool = False) -> str:
+             top_early: bool | None = None, norm_w_early: bool | str | None = None, x_tpose: bool | None = None) -> str:
     """The PTX. The defaults are the promoted build (v3g); ``generate(sh, **V3)`` is v3 as promoted
     at cb9faad (bitwise the same outputs). ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x, on v3): x comes into
     shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
@@ -1454,13 +1454,15 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     post-attention norm weight loaded with h instead of block by block after the sums (True: cp.async into 64 KB more
     shared memory, rejected at 8cca9d2; "pre": one 4 KB bulk copy before griddepcontrol.wait, beside the router rows and
     on their mbarrier, into the partials' region, which nothing uses until the router phase ends); the same arithmetic.
-    ``x_tpose`` (a candidate, experiments/proj/x_tpose_variant.py): x_rows_to_fragments_t in place of
-    x_rows_to_fragments (the staging laid out by fragment lane, nothing stored or loaded past M); the same fragments."""
+    ``x_tpose`` (None: the shape's ``Fp8Gemv.x_tpose``, off; a candidate, experiments/proj/x_tpose_variant.py):
+    x_rows_to_fragments_t in place of x_rows_to_fragments (the staging laid out by fragment lane, nothing stored or
+    loaded past M); the same fragments."""
     red_swizzle = sh.red_swizzle if red_swizzle is None else red_swizzle
     h_early = sh.h_early if h_early is None else h_early
     top_early = sh.top_early if top_early is None else top_early
     assert not top_early or sh.fuse == "moedown", f"top_early: moe_down's builds only ({sh.name})"
     _TOPE["on"] = top_early
+    x_tpose = sh.x_tpose if x_tpose is None else x_tpose
     assert not x_tpose or (x_rows and not x_direct and not stage_x), "x_tpose: the x_rows staging only"
     _XT["on"] = x_tpose
     if norm_w_early is None:

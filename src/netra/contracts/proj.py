@@ -189,6 +189,14 @@ class Fp8Gemv:
         return self.router and not self.router_poll and not self.down
 
     @property
+    def x_tpose(self) -> bool:
+        """x staged by fragment lane, nothing stored or loaded past M (gen_fp8_gemv.x_rows_to_fragments_t; the same
+        fragments). A candidate, CPU-built after 4bceb0e and not yet run (experiments/proj/x_tpose_variant.py says why
+        and what it predicts). Off: to promote, return True for the builds that win (the variant's six), rerun
+        gen_fp8_gemv.py, then their records and a decode record."""
+        return False
+
+    @property
     def pieces(self) -> int:
         """Bulk copies (each on its own mbarrier) per weight chunk: warp w waits only for piece
         w // (W / pieces) (gen_fp8_gemv.issue_pieces), so a strip's work overlaps the rest of its chunk
