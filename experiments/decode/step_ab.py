@@ -143,8 +143,6 @@ current, each swap, current again, so drift shows as a difference between the tw
   copying its post-attention norm weight into shared memory by cp.async beside h's loads, instead of loading it block
   by block after the sums (gen_fp8_gemv.generate(norm_w_early=True); 64 KB more dynamic shared memory, swapped into the
   op's contract for the run). Prediction: 0.2-0.4 us a launch, 8-16 us a batch-1 step, the same bits.
-- both_early (after 37d5ae8): top_early and norm_w_early together; since 8cca9d2 top_early is promoted, so it is
-  norm_w_early.
 - norm_w_early measured at 8cca9d2 (step_ab_current_norm_w_early_current_again_8cca9d2.json): 1.660 / 1.618 ms against
   1.667-1.668 / 1.576-1.581, 8 us less plainly and 37-42 us MORE with PDL, bitwise. Rejected.
 - norm_w_early_carveout (a diagnosis after 8cca9d2): norm_w_early with every kernel at the largest carveout (as
@@ -402,7 +400,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
          "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem", "gate_in_router",
          "router_fused", "router_unfused", "experts_group", "router_poll", "router_coop", "moedown_grp_off", "experts_group32_off", "dense32_off",
-         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_push", "long_off", "long_splits_prev", "h_early", "h_early_prev", "top_early", "norm_w_early", "both_early", "norm_w_early_carveout", "norm_w_pre", "norm_w_prev", "x_tpose", "current_again",
+         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_push", "long_off", "long_splits_prev", "h_early", "h_early_prev", "top_early", "norm_w_early", "norm_w_early_carveout", "norm_w_pre", "norm_w_prev", "x_tpose", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
@@ -491,13 +489,13 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
         for sh in FUSED + MOE_DOWNS:
             if sh.name in ("fp8_gemv_n2048_k4096_res", "fp8_gemv_n2048_k4608_moedown", "fp8_gemv_n2048_k4608_moedown_s6"):
                 out[sh.name] = (g.generate(sh, h_early=form == "h_early"), contracts.get(sh.name).dynamic_smem)
-    if form in ("top_early", "both_early"):  # moe_down's builds loading every chunk's expert weight with x; same contracts, same bits
+    if form == "top_early":  # moe_down's builds loading every chunk's expert weight with x; same contracts, same bits
         from netra.contracts.proj import MOE_DOWNS
 
         g = paths.generator("proj", "gen_fp8_gemv")
         for sh in MOE_DOWNS:
             out[sh.name] = (g.generate(sh, top_early=True), contracts.get(sh.name).dynamic_smem)
-    if form in ("norm_w_early", "both_early", "norm_w_early_carveout"):  # the router-fused launch with its norm weight copied in beside h (more shared memory)
+    if form in ("norm_w_early", "norm_w_early_carveout"):  # the router-fused launch with its norm weight copied in beside h (more shared memory)
         from netra.contracts.proj import EXPERTS_ROUTER
 
         g = paths.generator("proj", "gen_fp8_gemv")
@@ -879,7 +877,7 @@ def main():
                 gop = _dispatch.OPS[EXPERTS[0].name]
                 real_contracts[EXPERTS[0].name] = gop.contract
                 gop.contract = dataclasses.replace(gop.contract, dynamic_smem=previous_builds(form)[EXPERTS[0].name][1])
-            if form in ("norm_w_early", "both_early", "norm_w_early_carveout"):  # the swapped build's shared memory at launch
+            if form in ("norm_w_early", "norm_w_early_carveout"):  # the swapped build's shared memory at launch
                 from netra.contracts.proj import EXPERTS_ROUTER
                 nop = _dispatch.OPS[EXPERTS_ROUTER.name]
                 real_contracts[EXPERTS_ROUTER.name] = nop.contract
