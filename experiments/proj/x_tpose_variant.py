@@ -34,6 +34,15 @@ KEEP = {"fp8_gemv_n2048_k4608_moedown": (1, 2), "fp8_gemv_n2048_k4608_moedown_s6
         "fp8_gemv_n9216_k2048_norm": (1, 2, 4, 8), "fp8_gemv_n1024_k2048_moe_shared_router": (1, 2, 4)}
 
 
+DENSE_M = (1, 2, 8, 16)
+
+
+def dense_shapes():
+    from netra.contracts import proj as pc
+
+    return list(pc.SHAPES)
+
+
 def shapes():
     from netra.contracts import proj as pc
 
@@ -44,11 +53,13 @@ def shapes():
 def main():
     import variant_ab
 
-    def cases(c):
-        return [d for d in c.cases() if d["M"] in KEEP[c.name]]
+    dense = "--dense" in sys.argv
 
-    variant_ab.run("x_tpose", {"x_tpose": True}, [(sh, cases) for sh in shapes()],
-                   variant_ab.out_path("x_tpose_variant.json", HERE))
+    def cases(c):
+        return [d for d in c.cases() if d["M"] in (DENSE_M if dense else KEEP[c.name])]
+
+    variant_ab.run("x_tpose", {"x_tpose": True}, [(sh, cases) for sh in (dense_shapes() if dense else shapes())],
+                   variant_ab.out_path("x_tpose_dense_variant.json" if dense else "x_tpose_variant.json", HERE))
 
 
 if __name__ == "__main__":
