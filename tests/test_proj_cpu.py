@@ -544,12 +544,13 @@ def test_fused_ops_fall_back_to_the_unfused_ops():
 
 def test_norm_ba_build():
     """fp8_gemv_n12288_k2048_norm_ba: the norm kernel's PTX with the b | a CTAs branched off first and their code
-    after it (the FP8 path is the same text but for the stride), assembled without spills within the contract's
+    after it (the FP8 path is the same text but for the stride, against the norm build with the b | a build's x staging:
+    x_tpose is on for the norm build alone), assembled without spills within the contract's
     registers; its walkers take 6 strips each, as the plain build's busiest CTAs; its shared memory holds the b | a
     CTA's rows; the contract adds the four tensors after the norm kernel's."""
     g = _generator()
     sh = next(s for s in FUSED if s.N == 12288)
-    ba, plain = g.generate(NORM_BA), g.generate(sh)
+    ba, plain = g.generate(NORM_BA), g.generate(sh, x_tpose=NORM_BA.x_tpose)
     assert NORM_BA.name == sh.name + "_ba" and NORM_BA.walkers == 128 and NORM_BA.S % NORM_BA.walkers == 0
     assert -(-sh.S // sh.walkers) == NORM_BA.S // NORM_BA.walkers  # the busiest CTA's strips: no more than before
     fp8_part = ba.split("\nBA:\n")[0]
@@ -833,11 +834,11 @@ def _staging(fn, nt: int, M: int):
 
 
 def test_x_tpose_candidate():
-    """x staged by fragment lane (gen_fp8_gemv.x_rows_to_fragments_t; experiments/proj/x_tpose_variant.py; CPU-built,
-    not yet run): a warp interpreter of the emitted PTX gives every lane the fragments the promoted staging gives, at
+    """x staged by fragment lane (gen_fp8_gemv.x_rows_to_fragments_t; experiments/proj/x_tpose_variant.py; promoted for
+    the norm builds without b | a): a warp interpreter of the emitted PTX gives every lane the fragments the promoted staging gives, at
     every M of both n-tiles; conflict-free at a full n-tile (32 wavefronts a chunk, as the promoted one), 8 at M = 1
     and 2, 16 at M = 4; the batch-1 kernels assemble with it, without spills, within their registers; the committed
-    PTX untouched."""
+    PTX is each build's Fp8Gemv.x_tpose choice (the two norm builds without b | a, no other)."""
     g = _generator()
     for nt, Ms in ((0, range(1, 9)), (1, range(9, 17))):
         for M in Ms:
@@ -850,6 +851,10 @@ def test_x_tpose_candidate():
         assert "(x_tpose)" in ptx and "ld.shared.u32 %xr" not in ptx
         assert _assembles_without_spills(sh.name, ptx)["registers"] <= contracts.get(sh.name).max_registers
         assert paths.ptx_path("sm_90a", "proj", sh.name).read_text() == g.generate(sh)
+    on = sorted(sh.name for sh in SHAPES + FUSED + (NORM_BA, EXPERTS_ROUTER) + MOE_DOWNS if sh.x_tpose)
+    assert on == ["fp8_gemv_n12288_k2048_norm", "fp8_gemv_n9216_k2048_norm"], on
+    for name in on:
+        assert "(x_tpose)" in paths.ptx_path("sm_90a", "proj", name).read_text()
 
 
 def test_experts_group32_build():

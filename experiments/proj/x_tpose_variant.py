@@ -53,7 +53,16 @@ def shapes():
 def main():
     import variant_ab
 
-    dense = "--dense" in sys.argv
+    dense, norm = "--dense" in sys.argv, "--norm" in sys.argv
+    if norm:
+        from netra.contracts import proj as pc
+
+        on = [sh.x_tpose for sh in pc.FUSED if sh.fuse == "norm" and not sh.ba]
+        assert len(set(on)) == 1, "the two norm builds promoted together"
+        variant_ab.run("x_tpose_prev" if on[0] else "x_tpose", {"x_tpose": not on[0]},
+                       [(sh, lambda c: c.cases()) for sh in pc.FUSED if sh.fuse == "norm" and not sh.ba],
+                       variant_ab.out_path("x_tpose_norm_variant.json", HERE))
+        return
 
     def cases(c):
         return [d for d in c.cases() if d["M"] in (DENSE_M if dense else KEEP[c.name])]

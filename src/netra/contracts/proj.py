@@ -191,10 +191,13 @@ class Fp8Gemv:
     @property
     def x_tpose(self) -> bool:
         """x staged by fragment lane, nothing stored or loaded past M (gen_fp8_gemv.x_rows_to_fragments_t; the same
-        fragments). A candidate, CPU-built after 4bceb0e and not yet run (experiments/proj/x_tpose_variant.py says why
-        and what it predicts). Off: to promote, return True for the builds that win (the variant's six), rerun
-        gen_fp8_gemv.py, then their records and a decode record."""
-        return False
+        fragments): on for the norm builds without b | a. Measured at e40df94 (bitwise; experiments/proj/
+        x_tpose_variant_e40df94.json), us plain / PDL chain against the builds before: 9216 x 2048 norm M = 1 7.25 / 5.88
+        against 7.56 / 6.23, M = 8 7.93 / 6.19 against 8.36 / 6.60, faster at every M run; the other batch-1 builds
+        (moe_down, res, norm_ba, the router-fused launch) and the bars' plain shapes (x_tpose_dense_variant_e40df94.json)
+        within +-0.1 or slower (norm_ba M = 4 +0.32 / +0.37, 12288 x 2048 M = 1 +0.28 / +0.16), so off there. The
+        batch-1 step with every one of the six on: 5 / 2 us less plain / PDL (step_ab_current_x_tpose_current_again_e40df94.json)."""
+        return self.fuse == "norm" and not self.ba
 
     @property
     def pieces(self) -> int:
