@@ -27,6 +27,13 @@ landed when it ends, and hot weights change it by one tick. In it, the SASS has 
 glogit) after the last chunk's conversion: experiments/proj/top_early_variant.py moves them. That JSON's
 slowest_cta_end_minus_median_ns is void (0 everywhere): it read the unused last slot, not the end stamp (fixed after).
 
+--x_tpose (added after 3e39685): the same stamps in the x_tpose build (gen_fp8_gemv.generate(x_tpose=True): x staged
+by fragment lane, a quarter of the staging's shared-memory wavefronts at M = 1), into moedown_trace[_clock]_x_tpose.json.
+Why: that build was measured 0.1 us slower plainly and 0.06 faster as a chain (x_tpose_variant_e40df94.json) where the
+clock trace of the committed build predicted 0.3-0.4 us faster; run with --clock beside the committed build's trace in
+one loan, it says whether the staging got shorter and what took its place (the conversions after it, being bound by
+instruction issue, would end at the same cycle).
+
   PYTHONPATH=src python3 experiments/proj/moedown_trace.py --out "$OUT"
 """
 
@@ -43,6 +50,7 @@ NAME = "fp8_gemv_n2048_k4608_moedown"
 SLOTS = 16
 # (mark, the PTX line it follows, stripped of comments; occurrences expected)
 CLOCK = "--clock" in sys.argv  # %clock64 (SM cycles) for the marks from the wait on; entry and end stay %globaltimer
+XT = "--x_tpose" in sys.argv  # the x_tpose build, not the committed PTX
 MARKS = (("wait", "griddepcontrol.wait;", 1), ("ids_bar", "bar.sync 0;", None), ("issued", "REST_ISSUED_M8:", 1),
          ("silu_done", "mad.lo.u32 %xst, %warp, 2048, %sbase;", 1), ("staged", "bar.warp.sync 0xffffffff;", None),
          ("x_done", "bar.sync 0;", None), ("chunk0", "@!%p bra WAIT0_M8;", 1), ("chunk1", "@!%p bra WAIT1_M8;", 1),
@@ -132,7 +140,13 @@ def main():
     nread, nwrite = c.nbytes(dims)
     copies = bench.copies_for(nread + nwrite)
     trace = torch.zeros(copies, ctas, SLOTS, dtype=torch.int64, device="cuda")
-    ptxs = [trace_ptx(paths.ptx_path("sm_90a", "proj", NAME).read_text(), trace[k].data_ptr()) for k in range(copies)]
+    src = paths.ptx_path("sm_90a", "proj", NAME).read_text()
+    if XT:
+        from netra.contracts import proj as pc
+
+        src = paths.generator("proj", "gen_fp8_gemv").generate(next(s for s in pc.MOE_DOWNS if s.name == NAME), x_tpose=True)
+        assert "(x_tpose)" in src
+    ptxs = [trace_ptx(src, trace[k].data_ptr()) for k in range(copies)]
     mods = [loader.load_text(NAME, p, dynamic_smem=c.dynamic_smem) for p in ptxs]  # one build per copy's rows
     h = loader.load(NAME, 0).handle
     go = rt_launch.make_guard_and_launch(c, function_handle=h, device=0)
@@ -144,7 +158,7 @@ def main():
     res = {"method": "the committed PTX with %globaltimer stamps by thread 0 of every CTA (no other change); one CUDA "
                      "graph of C launches (launch k on trace rows k), replayed as bench.graph_time does (median of 7); "
                      "the last replay's stamps, launches C/4 .. C-1",
-           "kernel": NAME, "dims": dims, "copies": copies, "marks": NAMES, "forms": {}}
+           "kernel": NAME, "x_tpose": XT, "dims": dims, "copies": copies, "marks": NAMES, "forms": {}}
     # the traced build computes exactly what the committed one does
     outs = []
     for g in (go, gos[0][0]):
@@ -165,7 +179,8 @@ def main():
             row = {"us": t_us, **analyse(trace.cpu(), max(1, copies // 4))}
             res["forms"][f"{form}_{mode}"] = row
             print(form, mode, json.dumps(row), flush=True)
-    json.dump(res, open(os.path.join(out_dir, "moedown_trace_clock.json" if CLOCK else "moedown_trace.json"), "w"), indent=1)
+    name = ("moedown_trace_clock" if CLOCK else "moedown_trace") + ("_x_tpose" if XT else "")
+    json.dump(res, open(os.path.join(out_dir, name + ".json"), "w"), indent=1)
     del mods
 
 
