@@ -34,6 +34,14 @@ clock trace of the committed build predicted 0.3-0.4 us faster; run with --clock
 one loan, it says whether the staging got shorter and what took its place (the conversions after it, being bound by
 instruction issue, would end at the same cycle).
 
+Two diagnostics of why the products end ~2 us later as a PDL chain (added after 1f70164; with --clock; not the
+kernel's arithmetic, so their outputs are not compared):
+- --half_x: every up row is read from its gate row's address (the same line the gate load just asked for), so the L2
+  serves half of x's 18 KB a CTA. If the chain's delay is x's bytes served to 128 SMs at once, it about halves.
+- --stagger: after the wait, CTA c spins 16 c cycles (128 CTAs over ~2000 cycles, about a plain launch's ramp) before
+  the wait stamp, so the marks still count from its own start. If the delay is every CTA asking at the same instant,
+  the chain's marks fall to the plain launch's.
+
   PYTHONPATH=src python3 experiments/proj/moedown_trace.py --out "$OUT"
 """
 
@@ -51,6 +59,8 @@ SLOTS = 16
 # (mark, the PTX line it follows, stripped of comments; occurrences expected)
 CLOCK = "--clock" in sys.argv  # %clock64 (SM cycles) for the marks from the wait on; entry and end stay %globaltimer
 XT = "--x_tpose" in sys.argv  # the x_tpose build, not the committed PTX
+HALF_X = "--half_x" in sys.argv  # diagnostic: up rows read from the gate rows' addresses (not the kernel's outputs)
+STAGGER = "--stagger" in sys.argv  # diagnostic: CTA c starts 16 c cycles after its wait
 MARKS = (("wait", "griddepcontrol.wait;", 1), ("ids_bar", "bar.sync 0;", None), ("issued", "REST_ISSUED_M8:", 1),
          ("silu_done", "mad.lo.u32 %xst, %warp, 2048, %sbase;", 1), ("staged", "bar.warp.sync 0xffffffff;", None),
          ("x_done", "bar.sync 0;", None), ("chunk0", "@!%p bra WAIT0_M8;", 1), ("chunk1", "@!%p bra WAIT1_M8;", 1),
@@ -99,6 +109,11 @@ def trace_ptx(ptx: str, addr: int) -> str:
         if i == entry:
             out += ["    mov.u32 %trt, %ctaid.x;", f"    mul.wide.u32 %trp, %trt, {8 * SLOTS};",
                     f"    add.u64 %trp, %trp, {addr};", "    setp.eq.u32 %ptrq, %th, 0;"] + stamp(0)
+        if STAGGER and key[i] == "griddepcontrol.wait;":
+            out += ["    {", "    .reg .b64 %stg0, %stg1, %stg2;", "    .reg .b32 %stgc;", "    .reg .pred %stgp;",
+                    "    mov.u64 %stg0, %clock64;", "    mov.u32 %stgc, %ctaid.x;", "    mul.wide.u32 %stg2, %stgc, 16;",
+                    "STAGGER_SPIN:", "    mov.u64 %stg1, %clock64;", "    sub.u64 %stg1, %stg1, %stg0;",
+                    "    setp.lt.u64 %stgp, %stg1, %stg2;", "    @%stgp bra STAGGER_SPIN;", "    }"]
         if i in where:
             out += stamp(where[i])
     return "\n".join(out) + "\n"
@@ -146,6 +161,10 @@ def main():
 
         src = paths.generator("proj", "gen_fp8_gemv").generate(next(s for s in pc.MOE_DOWNS if s.name == NAME), x_tpose=True)
         assert "(x_tpose)" in src
+    if HALF_X:
+        ups = [ln for ln in src.splitlines() if "ld.global.v4.u32 {%u" in ln and ln.endswith("[%pa+1024];")]
+        assert len(ups) == 12, len(ups)
+        src = "\n".join(ln.replace("[%pa+1024];", "[%pa];") if ln in ups else ln for ln in src.splitlines()) + "\n"
     ptxs = [trace_ptx(src, trace[k].data_ptr()) for k in range(copies)]
     mods = [loader.load_text(NAME, p, dynamic_smem=c.dynamic_smem) for p in ptxs]  # one build per copy's rows
     h = loader.load(NAME, 0).handle
@@ -158,7 +177,7 @@ def main():
     res = {"method": "the committed PTX with %globaltimer stamps by thread 0 of every CTA (no other change); one CUDA "
                      "graph of C launches (launch k on trace rows k), replayed as bench.graph_time does (median of 7); "
                      "the last replay's stamps, launches C/4 .. C-1",
-           "kernel": NAME, "x_tpose": XT, "dims": dims, "copies": copies, "marks": NAMES, "forms": {}}
+           "kernel": NAME, "x_tpose": XT, "half_x": HALF_X, "stagger": STAGGER, "dims": dims, "copies": copies, "marks": NAMES, "forms": {}}
     # the traced build computes exactly what the committed one does
     outs = []
     for g in (go, gos[0][0]):
@@ -179,7 +198,8 @@ def main():
             row = {"us": t_us, **analyse(trace.cpu(), max(1, copies // 4))}
             res["forms"][f"{form}_{mode}"] = row
             print(form, mode, json.dumps(row), flush=True)
-    name = ("moedown_trace_clock" if CLOCK else "moedown_trace") + ("_x_tpose" if XT else "")
+    name = (("moedown_trace_clock" if CLOCK else "moedown_trace") + ("_x_tpose" if XT else "") + ("_half_x" if HALF_X else "")
+            + ("_stagger" if STAGGER else ""))
     json.dump(res, open(os.path.join(out_dir, name + ".json"), "w"), indent=1)
     del mods
 
