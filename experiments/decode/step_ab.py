@@ -165,6 +165,15 @@ current, each swap, current again, so drift shows as a difference between the tw
 - x_tpose (after 4bceb0e; CPU-built, not yet run): the batch-1 kernels with staging (both moe_down builds, res,
   norm_ba, norm, the router-fused launch) with x staged by fragment lane, nothing stored or loaded past M
   (experiments/proj/x_tpose_variant.py says why). Prediction: 15-30 us less a batch-1 step, plain and PDL, the same bits.
+  Measured at e40df94 (step_ab_current_x_tpose_current_again_e40df94.json): 5 / 2 us less plain / PDL; promoted for the
+  norm builds only (Fp8Gemv.x_tpose).
+- moedown_stagger2 / 4 / 8 (after aafc80c; a diagnostic that may be a candidate): the committed batch-1 moe_down
+  (3-stage) with CTA c spinning 2 / 4 / 8 c cycles after griddepcontrol.wait (the last of 128 CTAs 254 / 508 / 1016
+  cycles later). Why: moedown_trace_clock_stagger_aafc80c.json has the products ending ~3900 cycles (~2 us) later as a PDL
+  chain than plainly, and 16 c cycles of stagger remove all of it, while reading half of x's bytes (--half_x) removes none:
+  the cost is every CTA asking at the same instant. In the step moe_down's CTAs wait for the router-fused launch's last CTA
+  and leave the wait together, as in the chain. Prediction: if the effect is the step's, 20-60 us less with PDL (0.5-1.5
+  us of 40 launches), plainly 0-10 us more; the same bits (the spin changes no arithmetic).
 - --context=N: the runners' context (default 1024, as `netra decode`); the late window is its last 64 positions.
 - --at=P:P:..: every form also timed at positions P + 3 .. P + 66 (at_P_plain_ms / at_P_pdl_ms), to find where the
   cluster builds overtake the one-page-a-CTA build between the early and the late windows.
@@ -400,9 +409,21 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
          "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem", "gate_in_router",
          "router_fused", "router_unfused", "experts_group", "router_poll", "router_coop", "moedown_grp_off", "experts_group32_off", "dense32_off",
-         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_push", "long_off", "long_splits_prev", "h_early", "h_early_prev", "top_early", "norm_w_early", "norm_w_early_carveout", "norm_w_pre", "norm_w_prev", "x_tpose", "current_again",
+         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_push", "long_off", "long_splits_prev", "h_early", "h_early_prev", "top_early", "norm_w_early", "norm_w_early_carveout", "norm_w_pre", "norm_w_prev", "x_tpose", "moedown_stagger2", "moedown_stagger4", "moedown_stagger8", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
+
+
+def stagger_ptx(ptx: str, per_cta: int) -> str:
+    """The kernel with CTA c spinning per_cta * c cycles (%clock64) right after its one griddepcontrol.wait."""
+    lines = ptx.splitlines()
+    at = [i for i, ln in enumerate(lines) if ln.split("//")[0].strip() == "griddepcontrol.wait;"]
+    assert len(at) == 1, len(at)
+    spin = ["    {", "    .reg .b64 %stg0, %stg1, %stg2;", "    .reg .b32 %stgc;", "    .reg .pred %stgp;",
+            "    mov.u64 %stg0, %clock64;", "    mov.u32 %stgc, %ctaid.x;", f"    mul.wide.u32 %stg2, %stgc, {per_cta};",
+            "STAGGER_SPIN:", "    mov.u64 %stg1, %clock64;", "    sub.u64 %stg1, %stg1, %stg0;",
+            "    setp.lt.u64 %stgp, %stg1, %stg2;", "    @%stgp bra STAGGER_SPIN;", "    }"]
+    return "\n".join(lines[:at[0] + 1] + spin + lines[at[0] + 1:]) + "\n"
 
 
 def time_step(packed, B: int, context: int, tokens, ref, row: dict, steps: int = 64, before=None, at=()):
@@ -504,6 +525,10 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
         g = paths.generator("proj", "gen_fp8_gemv")
         for sh in paths.load_module(HERE.parent / "proj" / "x_tpose_variant.py", "x_tpose_variant").shapes():
             out[sh.name] = (g.generate(sh, x_tpose=True), contracts.get(sh.name).dynamic_smem)
+    if form.startswith("moedown_stagger"):  # the committed 3-stage moe_down, CTA c spinning N c cycles after the wait
+        name = "fp8_gemv_n2048_k4608_moedown"
+        out[name] = (stagger_ptx(paths.ptx_path("sm_90a", "proj", name).read_text(), int(form[len("moedown_stagger"):])),
+                     contracts.get(name).dynamic_smem)
     if form in ("norm_w_pre", "norm_w_prev"):  # the router-fused launch with / without its norm weight requested
         from netra.contracts.proj import EXPERTS_ROUTER  # before the wait; the same contract
 
