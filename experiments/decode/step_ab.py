@@ -173,7 +173,13 @@ current, each swap, current again, so drift shows as a difference between the tw
   chain than plainly, and 16 c cycles of stagger remove all of it, while reading half of x's bytes (--half_x) removes none:
   the cost is every CTA asking at the same instant. In the step moe_down's CTAs wait for the router-fused launch's last CTA
   and leave the wait together, as in the chain. Prediction: if the effect is the step's, 20-60 us less with PDL (0.5-1.5
-  us of 40 launches), plainly 0-10 us more; the same bits (the spin changes no arithmetic).
+  us of 40 launches), plainly 0-10 us more; the same bits (the spin changes no arithmetic). Measured at d2a4244
+  (step_ab_current_moedown_stagger2_moedown_stagger4_moedown_stagger8_current_again_d2a4244.json, bitwise), ms plain /
+  PDL, early (late): current 1.669 / 1.573 (1.682 / 1.592), again 1.670 / 1.575 (1.684 / 1.597); stagger2 1.670 / 1.562
+  (1.684 / 1.575), stagger4 1.673 / 1.575 (1.694 / 1.587), stagger8 1.695 / 1.560 (1.715 / 1.582).
+- moedown_stagger1 / 3, res_stagger2, normba_stagger2 (after d2a4244): the same spin at 1 and 3 cycles, and at 2 cycles in
+  the out_proj / o_proj residual build and the GDN in_proj (norm, b | a) build, whose CTAs also leave the wait together:
+  is stagger2's 11-22 us with PDL repeatable, and is the effect moe_down's alone.
 - --context=N: the runners' context (default 1024, as `netra decode`); the late window is its last 64 positions.
 - --at=P:P:..: every form also timed at positions P + 3 .. P + 66 (at_P_plain_ms / at_P_pdl_ms), to find where the
   cluster builds overtake the one-page-a-CTA build between the early and the late windows.
@@ -409,21 +415,30 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "early_again", "moe_prefetch", "moe_prefetch_lines", "pipe_prev", "l2_prefetch", "l2_prefetch_lines", "k4096_chunks_first",
          "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem", "gate_in_router",
          "router_fused", "router_unfused", "experts_group", "router_poll", "router_coop", "moedown_grp_off", "experts_group32_off", "dense32_off",
-         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_push", "long_off", "long_splits_prev", "h_early", "h_early_prev", "top_early", "norm_w_early", "norm_w_early_carveout", "norm_w_pre", "norm_w_prev", "x_tpose", "moedown_stagger2", "moedown_stagger4", "moedown_stagger8", "current_again",
+         "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_push", "long_off", "long_splits_prev", "h_early", "h_early_prev", "top_early", "norm_w_early", "norm_w_early_carveout", "norm_w_pre", "norm_w_prev", "x_tpose", "moedown_stagger1", "moedown_stagger2", "moedown_stagger3", "moedown_stagger4", "moedown_stagger8",
+         "res_stagger2", "normba_stagger2", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 
 
 def stagger_ptx(ptx: str, per_cta: int) -> str:
-    """The kernel with CTA c spinning per_cta * c cycles (%clock64) right after its one griddepcontrol.wait."""
-    lines = ptx.splitlines()
-    at = [i for i, ln in enumerate(lines) if ln.split("//")[0].strip() == "griddepcontrol.wait;"]
-    assert len(at) == 1, len(at)
-    spin = ["    {", "    .reg .b64 %stg0, %stg1, %stg2;", "    .reg .b32 %stgc;", "    .reg .pred %stgp;",
-            "    mov.u64 %stg0, %clock64;", "    mov.u32 %stgc, %ctaid.x;", f"    mul.wide.u32 %stg2, %stgc, {per_cta};",
-            "STAGGER_SPIN:", "    mov.u64 %stg1, %clock64;", "    sub.u64 %stg1, %stg1, %stg0;",
-            "    setp.lt.u64 %stgp, %stg1, %stg2;", "    @%stgp bra STAGGER_SPIN;", "    }"]
-    return "\n".join(lines[:at[0] + 1] + spin + lines[at[0] + 1:]) + "\n"
+    """The kernel with CTA c spinning per_cta * c cycles (%clock64) right after each griddepcontrol.wait."""
+    out, n = [], 0
+    for ln in ptx.splitlines():
+        out.append(ln)
+        if ln.split("//")[0].strip() == "griddepcontrol.wait;":
+            out += ["    {", "    .reg .b64 %stg0, %stg1, %stg2;", "    .reg .b32 %stgc;", "    .reg .pred %stgp;",
+                    "    mov.u64 %stg0, %clock64;", "    mov.u32 %stgc, %ctaid.x;",
+                    f"    mul.wide.u32 %stg2, %stgc, {per_cta};", f"STAGGER_SPIN{n}:", "    mov.u64 %stg1, %clock64;",
+                    "    sub.u64 %stg1, %stg1, %stg0;", "    setp.lt.u64 %stgp, %stg1, %stg2;",
+                    f"    @%stgp bra STAGGER_SPIN{n};", "    }"]
+            n += 1
+    assert n >= 1
+    return "\n".join(out) + "\n"
+
+
+STAGGER = {"moedown": "fp8_gemv_n2048_k4608_moedown", "res": "fp8_gemv_n2048_k4096_res",
+           "normba": "fp8_gemv_n12288_k2048_norm_ba"}
 
 
 def time_step(packed, B: int, context: int, tokens, ref, row: dict, steps: int = 64, before=None, at=()):
@@ -525,9 +540,10 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
         g = paths.generator("proj", "gen_fp8_gemv")
         for sh in paths.load_module(HERE.parent / "proj" / "x_tpose_variant.py", "x_tpose_variant").shapes():
             out[sh.name] = (g.generate(sh, x_tpose=True), contracts.get(sh.name).dynamic_smem)
-    if form.startswith("moedown_stagger"):  # the committed 3-stage moe_down, CTA c spinning N c cycles after the wait
-        name = "fp8_gemv_n2048_k4608_moedown"
-        out[name] = (stagger_ptx(paths.ptx_path("sm_90a", "proj", name).read_text(), int(form[len("moedown_stagger"):])),
+    if "_stagger" in form:  # a committed batch-1 kernel (STAGGER), CTA c spinning N c cycles after the wait
+        tag, n = form.split("_stagger")
+        name = STAGGER[tag]
+        out[name] = (stagger_ptx(paths.ptx_path("sm_90a", "proj", name).read_text(), int(n)),
                      contracts.get(name).dynamic_smem)
     if form in ("norm_w_pre", "norm_w_prev"):  # the router-fused launch with / without its norm weight requested
         from netra.contracts.proj import EXPERTS_ROUTER  # before the wait; the same contract
