@@ -179,7 +179,11 @@ current, each swap, current again, so drift shows as a difference between the tw
   (1.684 / 1.575), stagger4 1.673 / 1.575 (1.694 / 1.587), stagger8 1.695 / 1.560 (1.715 / 1.582).
 - moedown_stagger1 / 3, res_stagger2, normba_stagger2 (after d2a4244): the same spin at 1 and 3 cycles, and at 2 cycles in
   the out_proj / o_proj residual build and the GDN in_proj (norm, b | a) build, whose CTAs also leave the wait together:
-  is stagger2's 11-22 us with PDL repeatable, and is the effect moe_down's alone.
+  is stagger2's 11-22 us with PDL repeatable, and is the effect moe_down's alone. Measured at 1aa380b
+  (step_ab_current_moedown_stagger1_..._current_again_1aa380b.json, bitwise), ms PDL early (late): current 1.576 (1.593),
+  again 1.582 (1.598); moedown_stagger1 1.569 (1.585), stagger2 1.578 (1.593), stagger3 1.561 (1.579); res_stagger2
+  1.578 (1.586), normba_stagger2 1.573 (1.591); plainly all within +-7 us. stagger2 did not repeat (-11 at d2a4244, 0
+  here), and the other spins land anywhere from 0 to -20 with no order in N: not a robust gain. Not promoted.
 - --context=N: the runners' context (default 1024, as `netra decode`); the late window is its last 64 positions.
 - --at=P:P:..: every form also timed at positions P + 3 .. P + 66 (at_P_plain_ms / at_P_pdl_ms), to find where the
   cluster builds overtake the one-page-a-CTA build between the early and the late windows.
