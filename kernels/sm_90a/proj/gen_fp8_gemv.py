@@ -573,15 +573,16 @@ def x_rows_to_fragments(e: Emit, h: int, nt: int) -> None:
 
 
 def x_rows_to_fragments_t(e: Emit, h: int, nt: int) -> None:
-    """x_tpose (a candidate): as x_rows_to_fragments, through the same 2 KB, but laid out by fragment lane: the 16
+    """x_tpose (promoted for the norm builds without b | a): as x_rows_to_fragments, through the same 2 KB, but laid out by fragment lane: the 16
     registers of token t, tig c are one 64-byte row r = 4 t + (c ^ (t & 1)), its 16-byte chunk q at q ^ (r / 2) % 4
     (conflict-free both ways: a 4-byte store puts a half-warp's token in 16 banks and the other half-warp's, whose
     parity flips c ^ (t & 1), in the other 16; the 8 lanes of a 16-byte load phase land in 8 bank groups). The rows
     go in as 4-byte stores, one per (row group, word), none for a token >= M; the fragments come back as four 16-byte
     loads, none (0) for a token >= M. The same registers get the same values (rows >= M were stored as 0 before).
-    Why: the staging is bound by the SM's shared-memory pipe (12 warps; moedown_trace_clock_b976963.json: ~1400
+    Why: the staging looked bound by the SM's shared-memory pipe (12 warps; moedown_trace_clock_b976963.json: ~1400
     cycles), 32 wavefronts a chunk whatever M; this takes 8 at M = 1 (4 stores of 16 lanes, 4 loads of 4 lanes) and
-    32 at M = 8."""
+    32 at M = 8. Measured: moe_down's staging only 340 cycles shorter (moedown_trace_clock_x_tpose_1f70164.json), the
+    norm builds 0.1-0.7 us faster at every M (x_tpose_norm_variant_eec1be8.json)."""
     X = f"%xr{nt}_{h}_"
     e(f"  // n-tile {nt}, chunk {h}: rows to shared memory by fragment lane, fragments back (x_tpose)")
     e("  {")
@@ -1329,7 +1330,7 @@ _L2 = {"hint": True}  # the weight copies' L2 policy in the build being generate
 _LAND = {"q": 1}  # mbarriers (pieces) per chunk in the build being generated (generate's land_split)
 _HE = {"on": False}  # h loaded at each strip's start, not after its sums (generate's h_early)
 _TOPE = {"on": False}  # moedown: the expert weights loaded with x, not per chunk after its conversion (top_early)
-_XT = {"on": False}  # x staged by fragment lane, stores and loads skipped past M (x_tpose; a candidate)
+_XT = {"on": False}  # x staged by fragment lane, stores and loads skipped past M (x_tpose; Fp8Gemv.x_tpose per build)
 _RNW = {"early": False}  # router: the norm weight loaded with h, not per block after the sums (norm_w_early)
 # diagnostic builds of the router phase (experiments/proj/router/router_phase_diag.py; wrong results by design):
 # "nosync" leaves out the grid barrier's atomic and spin (its bar.syncs stay), so each CTA reads whatever logits are there
@@ -1454,7 +1455,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     post-attention norm weight loaded with h instead of block by block after the sums (True: cp.async into 64 KB more
     shared memory, rejected at 8cca9d2; "pre": one 4 KB bulk copy before griddepcontrol.wait, beside the router rows and
     on their mbarrier, into the partials' region, which nothing uses until the router phase ends); the same arithmetic.
-    ``x_tpose`` (None: the shape's ``Fp8Gemv.x_tpose``, off; a candidate, experiments/proj/x_tpose_variant.py):
+    ``x_tpose`` (None: the shape's ``Fp8Gemv.x_tpose``: on for the norm builds without b | a since eec1be8;
+    experiments/proj/x_tpose_variant.py):
     x_rows_to_fragments_t in place of x_rows_to_fragments (the staging laid out by fragment lane, nothing stored or
     loaded past M); the same fragments."""
     red_swizzle = sh.red_swizzle if red_swizzle is None else red_swizzle

@@ -196,7 +196,9 @@ class Fp8Gemv:
         against 7.56 / 6.23, M = 8 7.93 / 6.19 against 8.36 / 6.60, faster at every M run; the other batch-1 builds
         (moe_down, res, norm_ba, the router-fused launch) and the bars' plain shapes (x_tpose_dense_variant_e40df94.json)
         within +-0.1 or slower (norm_ba M = 4 +0.32 / +0.37, 12288 x 2048 M = 1 +0.28 / +0.16), so off there. The
-        batch-1 step with every one of the six on: 5 / 2 us less plain / PDL (step_ab_current_x_tpose_current_again_e40df94.json)."""
+        batch-1 step with every one of the six on: 5 / 2 us less plain / PDL (step_ab_current_x_tpose_current_again_e40df94.json).
+        Promoted at eec1be8 after both norm builds were faster at all 16 cases of their contracts
+        (x_tpose_norm_variant_eec1be8.json); their records and a decode record at eec1be8."""
         return self.fuse == "norm" and not self.ba
 
     @property
