@@ -427,15 +427,14 @@ MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's
 
 def stagger_ptx(ptx: str, per_cta: int) -> str:
     """The kernel with CTA c spinning per_cta * c cycles (%clock64) right after each griddepcontrol.wait."""
+    from netra import paths
+
+    spin = paths.load_module(HERE.parent / "proj" / "moedown_trace.py", "moedown_trace").spin
     out, n = [], 0
     for ln in ptx.splitlines():
         out.append(ln)
         if ln.split("//")[0].strip() == "griddepcontrol.wait;":
-            out += ["    {", "    .reg .b64 %stg0, %stg1, %stg2;", "    .reg .b32 %stgc;", "    .reg .pred %stgp;",
-                    "    mov.u64 %stg0, %clock64;", "    mov.u32 %stgc, %ctaid.x;",
-                    f"    mul.wide.u32 %stg2, %stgc, {per_cta};", f"STAGGER_SPIN{n}:", "    mov.u64 %stg1, %clock64;",
-                    "    sub.u64 %stg1, %stg1, %stg0;", "    setp.lt.u64 %stgp, %stg1, %stg2;",
-                    f"    @%stgp bra STAGGER_SPIN{n};", "    }"]
+            out += spin(per_cta, f"STAGGER_SPIN{n}")
             n += 1
     assert n >= 1
     return "\n".join(out) + "\n"

@@ -68,6 +68,14 @@ MARKS = (("wait", "griddepcontrol.wait;", 1), ("ids_bar", "bar.sync 0;", None), 
 NAMES = ("entry",) + tuple(m for m, _, _ in MARKS) + ("end",)
 
 
+def spin(per_cta: int, label: str) -> list[str]:
+    """PTX lines: CTA c spins per_cta * c cycles (%clock64) where they are put (also step_ab.py's stagger forms)."""
+    return ["    {", "    .reg .b64 %stg0, %stg1, %stg2;", "    .reg .b32 %stgc;", "    .reg .pred %stgp;",
+            "    mov.u64 %stg0, %clock64;", "    mov.u32 %stgc, %ctaid.x;", f"    mul.wide.u32 %stg2, %stgc, {per_cta};",
+            f"{label}:", "    mov.u64 %stg1, %clock64;", "    sub.u64 %stg1, %stg1, %stg0;",
+            "    setp.lt.u64 %stgp, %stg1, %stg2;", f"    @%stgp bra {label};", "    }"]
+
+
 def trace_ptx(ptx: str, addr: int) -> str:
     """The kernel with thread 0 stamping %globaltimer at NAMES into 16 u64 per CTA at ``addr`` + 128 ctaid."""
     lines = ptx.splitlines()
@@ -110,10 +118,7 @@ def trace_ptx(ptx: str, addr: int) -> str:
             out += ["    mov.u32 %trt, %ctaid.x;", f"    mul.wide.u32 %trp, %trt, {8 * SLOTS};",
                     f"    add.u64 %trp, %trp, {addr};", "    setp.eq.u32 %ptrq, %th, 0;"] + stamp(0)
         if STAGGER and key[i] == "griddepcontrol.wait;":
-            out += ["    {", "    .reg .b64 %stg0, %stg1, %stg2;", "    .reg .b32 %stgc;", "    .reg .pred %stgp;",
-                    "    mov.u64 %stg0, %clock64;", "    mov.u32 %stgc, %ctaid.x;", "    mul.wide.u32 %stg2, %stgc, 16;",
-                    "STAGGER_SPIN:", "    mov.u64 %stg1, %clock64;", "    sub.u64 %stg1, %stg1, %stg0;",
-                    "    setp.lt.u64 %stgp, %stg1, %stg2;", "    @%stgp bra STAGGER_SPIN;", "    }"]
+            out += spin(16, "STAGGER_SPIN")
         if i in where:
             out += stamp(where[i])
     return "\n".join(out) + "\n"

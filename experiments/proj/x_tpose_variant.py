@@ -57,10 +57,11 @@ def main():
     if norm:
         from netra.contracts import proj as pc
 
-        on = [sh.x_tpose for sh in pc.FUSED if sh.fuse == "norm" and not sh.ba]
-        assert len(set(on)) == 1, "the two norm builds promoted together"
-        variant_ab.run("x_tpose_prev" if on[0] else "x_tpose", {"x_tpose": not on[0]},
-                       [(sh, lambda c: c.cases()) for sh in pc.FUSED if sh.fuse == "norm" and not sh.ba],
+        builds = [sh for sh in pc.FUSED if sh.fuse == "norm" and not sh.ba]
+        on = {sh.x_tpose for sh in builds}
+        assert len(on) == 1, "the two norm builds promoted together"
+        on = on.pop()
+        variant_ab.run("x_tpose_prev" if on else "x_tpose", {"x_tpose": not on}, [(sh, lambda c: c.cases()) for sh in builds],
                        variant_ab.out_path("x_tpose_norm_variant.json", HERE))
         return
 
