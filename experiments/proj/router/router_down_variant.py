@@ -36,7 +36,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 
 
-def fused_kernel(issue: str = "select", diag: str = "", trace: bool = False):
+def fused_kernel(issue: str = "select", diag: str = "", trace: bool = False, sync: str = "barrier"):
     """(shape, contract, launchers {plain, pdl}, module) of the candidate (gen_fp8_gemv._DOWN's options)."""
     from netra import contracts, paths
     from netra.contracts import Tensor
@@ -46,12 +46,13 @@ def fused_kernel(issue: str = "select", diag: str = "", trace: bool = False):
 
     sh = dataclasses.replace(EXPERTS_ROUTER, down=True)
     gen = paths.generator("proj", "gen_fp8_gemv")
-    gen._DOWN.update(issue=issue, diag=diag, trace=trace)
+    gen._DOWN.update(issue=issue, diag=diag, trace=trace, sync=sync)
     try:
         ptx = gen.generate(sh)
+        smem = gen.dn_smem(sh)
     finally:
-        gen._DOWN.update(issue="select", diag="", trace=False)
-    module, fn = loader.load_text(sh.name, ptx, dynamic_smem=sh.smem)
+        gen._DOWN.update(issue="select", diag="", trace=False, sync="barrier")
+    module, fn = loader.load_text(sh.name, ptx, dynamic_smem=smem)
     c0 = contracts.get(EXPERTS_ROUTER.name)
     params = tuple(dataclasses.replace(p, role="inout") if p.name == "h" else p for p in c0.params) + (
         Tensor("w2", "fp8e4m3", ("E", 128, 4, 2048), "in"),
@@ -59,15 +60,15 @@ def fused_kernel(issue: str = "select", diag: str = "", trace: bool = False):
         Tensor("sw2", "fp8e4m3", (128, 4, 2048), "in"),
         Tensor("ss2", "f32", (16, 4), "in", align=4),
         Tensor("moe_out", "bf16", ("M", 2048), "out"),
-    )
-    c = dataclasses.replace(c0, name=sh.name, params=params, dims={"M": (1,), "E": (256,)}, dynamic_smem=sh.smem)
+    ) + ((Tensor("cnt", "i32", (16,), "inout", align=64),) if sync == "pairs" else ())
+    c = dataclasses.replace(c0, name=sh.name, params=params, dims={"M": (1,), "E": (256,)}, dynamic_smem=smem)
     assert c.grid == (str(SMS), "1", "1")
     mk = lambda pdl: rt_launch.make_guard_and_launch(  # noqa: E731
         c, function_handle=int(fn), device=0, launch=rt_launch.ex_launcher(pdl=pdl, cooperative=True))
     return sh, c, {"plain": mk(False), "pdl": mk(True)}, module
 
 
-def check(forms, res) -> bool:
+def check(forms, res, sync: str = "barrier") -> bool:
     from netra.contracts.proj import EXPERTS_ROUTER, MOE_DOWN
     from netra.decode import ops as dops
     from netra.lifecycle import check as lcheck
@@ -77,6 +78,7 @@ def check(forms, res) -> bool:
 
     tb, tbd = testbeds.get(EXPERTS_ROUTER.name), testbeds.get(MOE_DOWN.name)
     bits = lambda t: t.contiguous().view(torch.uint8)  # noqa: E731
+    cnt = torch.zeros(16, dtype=torch.int32, device="cuda")  # the pairs' counters: zero at allocation, never reset
     ok = True
     for seed in range(3):
         b = lcheck.Bench(tb, {"M": 1, "E": 256}, seed)
@@ -104,7 +106,8 @@ def check(forms, res) -> bool:
                 b.bufs["h"].copy_(h0)
                 b.bufs["bar"].fill_(bar_before)
                 moe_out = torch.full((1, 2048), float("nan"), dtype=torch.bfloat16, device="cuda")
-                args_f = tb.args(b.bufs) + [w2, s2, sw2, ss2, moe_out]
+                args_f = tb.args(b.bufs) + [w2, s2, sw2, ss2, moe_out] + ([cnt] if sync == "pairs" else [])
+                cnt_before = cnt.clone()
                 if graph:
                     s = torch.cuda.Stream()
                     g = torch.cuda.CUDAGraph()
@@ -124,7 +127,10 @@ def check(forms, res) -> bool:
                 tag = f"{name}{' graph' if graph else ''}"
                 row[tag] = {"launched": r is None, "bitwise": not diff, "differ": diff,
                             "bar_added": int(b.bufs["bar"].item()) - bar_before}
-                ok &= r is None and not diff and row[tag]["bar_added"] == 264
+                if sync == "pairs":  # one grid barrier; each pair's counter + its 64 strips, the gate logit's + 1
+                    row[tag]["cnt_added"] = (cnt - cnt_before).tolist()
+                    ok &= row[tag]["cnt_added"] == [64] * 9 + [1] + [0] * 6
+                ok &= r is None and not diff and row[tag]["bar_added"] == (132 if sync == "pairs" else 264)
         res["correctness"][f"seed={seed}"] = row
         print("check", seed, row, flush=True)
     return ok
@@ -152,7 +158,7 @@ def trace(opts, names, res):
     order = (7, 6, 0, 1, 2, 3, 4, 5)
     labels = ("wait", "router_done", "down_start", "barrier2", "act", "landed", "mma", "stored")
     for n in names:
-        _, _, forms, module = fused_kernel(*opts[n], trace=True)
+        _, _, forms, module = fused_kernel(**opts[n], trace=True)
         runs = []
         for it in range(8):
             launch(forms)
@@ -165,7 +171,7 @@ def trace(opts, names, res):
         del module
         # every CTA: cycles from the router phase's end to the down phase (its gate | up strips), and waiting at the
         # second barrier (gen_fp8_gemv.dn_stamp_all, in x_out)
-        _, _, forms, module = fused_kernel(*opts[n], trace="all")
+        _, _, forms, module = fused_kernel(**opts[n], trace="all")
         per = []
         for it in range(6):
             launch(forms)
@@ -179,7 +185,7 @@ def trace(opts, names, res):
         del module
 
 
-def step_ab(variants, res):
+def step_ab(variants, res, syncs=None):
     from netra import paths
     from netra.decode import ops as dops
     from netra.model import checkpoint as ck
@@ -189,6 +195,7 @@ def step_ab(variants, res):
 
     real = dops.moe_decode
     state = {"v": None}
+    cnt = torch.zeros(16, dtype=torch.int32, device="cuda")  # the pairs builds' counters, one buffer for every layer
 
     def fused(x, router, w13, s13, w2, s2, sw13, ss13, sw2, ss2, sgate, top_k, out, residual=None, norm_w=None,
               eps=1e-6, bar=None):
@@ -202,8 +209,9 @@ def step_ab(variants, res):
         glogit = torch.empty(B, 1, dtype=x.dtype, device=x.device)
         logits = torch.empty(B, router.shape[0], dtype=torch.float32, device=x.device)
         go = variants[state["v"]]["pdl" if _dispatch._PDL else "plain"]
+        extra = (cnt,) if (syncs or {}).get(state["v"]) == "pairs" else ()
         r = go(x, w13, s13, gu, idx, sw13, ss13, sgu, sgate, glogit, residual, norm_w, eps, router, top, logits, bar,
-               w2, s2, sw2, ss2, out)
+               w2, s2, sw2, ss2, out, *extra)
         assert r is None, f"the fused kernel refused: {r}"
 
     step_ab = paths.load_module(HERE.parents[1] / "decode" / "step_ab.py", "step_ab")
@@ -226,11 +234,14 @@ def main():
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
     out = os.path.join(out_dir, "router_down_variant.json")
     names = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--variants=")), "fused").replace("+", ",").split(",")
-    opts = {"fused": ("select", ""), "late": ("late", ""), "mid": ("mid", ""), "nocompute": ("select", "nocompute"),
-            "late_nocompute": ("late", "nocompute")}
-    built = {n: fused_kernel(*opts[n]) for n in names}
+    opts = {"fused": dict(issue="select"), "late": dict(issue="late"), "mid": dict(issue="mid"),
+            "nocompute": dict(issue="select", diag="nocompute"), "late_nocompute": dict(issue="late", diag="nocompute"),
+            # no second grid barrier: per-pair counters (gen_fp8_gemv.down_phase_pairs)
+            "pairs": dict(issue="select", sync="pairs"), "pairs_mid": dict(issue="mid", sync="pairs"),
+            "pairs_late": dict(issue="late", sync="pairs")}
+    built = {n: fused_kernel(**opts[n]) for n in names}
     sh, c, forms, module = built[names[0]]
-    res = {"kernel": sh.name, "dynamic_smem": sh.smem, "variants": {n: opts[n] for n in names},
+    res = {"kernel": sh.name, "dynamic_smem": {n: int(built[n][1].dynamic_smem) for n in names}, "variants": {n: opts[n] for n in names},
            "method": "checks: bitwise against the promoted pair on the router-fused and moe_down test beds; step: "
                      "batch 1, synthetic 40-layer checkpoint, context 1024, CUDA-graph replay of one step, CUDA "
                      "events, median of 64, plain and PDL capture",
@@ -240,14 +251,14 @@ def main():
         trace(opts, names, res)
     res["pass"] = True
     for n in names:  # the diagnostics' outputs are wrong by design
-        if not opts[n][1]:
+        if not opts[n].get("diag"):
             res["correctness"][n] = {}
             sub = {"correctness": {}}
-            res["pass"] &= check(built[n][2], sub)
+            res["pass"] &= check(built[n][2], sub, opts[n].get("sync", "barrier"))
             res["correctness"][n] = sub["correctness"]
     json.dump(res, open(out, "w"), indent=1)
     if res["pass"] or "--step-anyway" in sys.argv:
-        step_ab({n: built[n][2] for n in names}, res)
+        step_ab({n: built[n][2] for n in names}, res, {n: opts[n].get("sync", "barrier") for n in names})
     json.dump(res, open(out, "w"), indent=1)
     del module, built
 

@@ -138,6 +138,8 @@ def entry(e: Emit, name: str, fuse: str = "", ba: bool = False, shared: bool = F
         params += ["u64 h", "u64 norm_w", "f32 eps", "u64 rw", "u64 top", "u64 logits", "u64 bar"]
     if down:  # moe_down's weights and output (a candidate: Fp8Gemv.down)
         params += ["u64 w2", "u64 s2", "u64 sw2", "u64 ss2", "u64 moe_out"]
+        if _DOWN["sync"] == "pairs":  # the pairs' counters (down_phase_pairs)
+            params += ["u64 cnt"]
     e(f".visible .entry {name}(")
     for i, prm in enumerate(params):
         e(f"  .param .{prm}" + ("," if i < len(params) - 1 else ""))
@@ -1607,6 +1609,13 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     if sh.down and _DOWN["issue"] == "mid":
         e("  .reg .b32 %dnf;  // the down strips requested")
         e("  mov.u32 %dnf, 0;")
+    if sh.down and _DOWN["sync"] == "pairs":
+        e("  .reg .pred %dpr;")
+        e("  .reg .b32 %dpp, %dtg, %dtv;  // the last strip's pair (not yet signaled); warp 15: its lane's counter target")
+        e("  .reg .b64 %pcnt, %dpa;")
+        e("  ld.param.u64 %pcnt, [cnt];")
+        e("  cvta.to.global.u64 %pcnt, %pcnt;")
+        e("  mov.u32 %dpp, 0xffffffff;  // none")
     if sh.fuse == "norm":
         e("  .reg .pred %pc0;")
         e("  .reg .b32 %nw<4>, %nb;")
@@ -1711,6 +1720,10 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     if sh.down:
         for j in range(TOP_K + 1):
             e(f"  mbarrier.init.shared::cta.b64 [%sbase+{sh.dn_bar + 8 * j}], 1;  // down strip {j}")
+        if _DOWN["sync"] == "pairs":
+            for p in range(DN_PAIRS + 1):
+                e(f"  mbarrier.init.shared::cta.b64 [%sbase+{dn_rdy(sh) + 8 * p}], 1;  // pair {p}'s rows stored" if p < DN_PAIRS
+                  else f"  mbarrier.init.shared::cta.b64 [%sbase+{dn_rdy(sh) + 8 * p}], 1;  // the gate logit stored")
     e("  fence.mbarrier_init.release.cluster;  // visible to the async proxy (the bulk copies)" + (" and the peer" if ks else ""))
     if ks:
         e("  shl.b32 %t1, %m, 5;  // each slot expects the peer's 8 M sums of 4 bytes")
@@ -1801,6 +1814,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
             if _DOWN["trace"] == "all":
                 dn_stamp_all(e, 0)
         e("  setp.eq.u32 %p, %s, %nct;")
+        if sh.down and _DOWN["sync"] == "pairs":
+            e(f"  @%p mov.u32 %dpp, {DN_PAIRS};  // the gate CTA signals the gate logit's counter")
         e("  @%p bra GATE;  // the gate CTA (the router phase done)")
         e("  // thread 0: the first NS chunks now that the ids are known (before x: x is in L2, the chunks in DRAM);")
         e("  // a CTA whose first strip is a shared one has it in flight since before the wait")
@@ -1871,7 +1886,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     if sh.down:  # every CTA (the gate's too) goes on to the second barrier instead of returning
         assert sum(ln == "    ret;" for ln in e.lines) == 2
         e.lines = ["    bra.uni DN_PHASE;  // to the second grid barrier" if ln == "    ret;" else ln for ln in e.lines]
-        down_phase(e, sh)
+        (down_phase_pairs if _DOWN["sync"] == "pairs" else down_phase)(e, sh)
     e("}")
     return e.text()
 
@@ -2448,6 +2463,8 @@ def router_phase(e: Emit, sh: Shape) -> None:
 
 def barrier_and_logits(ee, e, sh: Shape) -> None:
     """router_phase, the promoted sync: the grid barrier, then warp m < M loads token m's logits into %v0..7."""
+    if sh.down and _DOWN["sync"] == "pairs":
+        pair_targets(ee, e, sh)
     ee("bar.sync 0;  // the CTA's logits and x_out stored")
     ee("setp.ne.u32 %p, %th, 0;")
     if _DIAG["router"] == "nosync":
@@ -2552,7 +2569,10 @@ def select_and_publish(ee, e, sh: Shape) -> None:
 
 # down (a candidate): when thread 0 requests the down strips ("select": right after the selection; "late": at the
 # start of the down phase, before the second barrier), and a diagnostic ("nocompute": the barrier, then nothing)
-_DOWN = {"issue": "select", "diag": "", "trace": False}
+_DOWN = {"issue": "select", "diag": "", "trace": False, "sync": "barrier"}
+# down, sync "pairs" (a candidate): no second grid barrier. Every CTA signals each gate | up strip's pair on a counter
+# of its own (cnt[pair], u32, + 1 per strip; cnt[9] + 1 for the gate logit) and the down phase's (pair, k block) tasks
+# each wait for their pair's counter only (down_phase_pairs)
 # router builds (a candidate): the strips after each CTA's first NS taken from a counter (bar[1]) instead of
 # s + NS G, ...: a CTA on a slow SM or slow bytes takes fewer (the traced spread of the gate | up walk: 7.1-11.2k
 # cycles); each strip's arithmetic is unchanged, so the outputs are the same bits
@@ -2879,6 +2899,244 @@ def down_phase(e: Emit, sh: Shape) -> None:
     e("  }")
 
 
+DN_PAIRS = TOP_K + 1  # down, sync "pairs": at M = 1 the gate | up pairs (0: the shared expert's, 1 + j: routed slot j)
+
+
+def dn_rdy(sh: Shape) -> int:
+    """down, sync "pairs": DN_PAIRS + 1 mbarriers after the routing weights (pair p's rows stored; the gate logit)."""
+    return sh.dn_top + 2 * TOP_K
+
+
+def dn_smem(sh: Shape) -> int:
+    """The down build's dynamic shared memory (sync "pairs": its mbarriers on top of the contract's layout)."""
+    return dn_rdy(sh) + 8 * (DN_PAIRS + 1) if _DOWN["sync"] == "pairs" else sh.smem
+
+
+def pair_targets(ee, e, sh: Shape) -> None:
+    """down, sync "pairs" (router_phase, before this CTA arrives at the grid barrier): lane p < 10 of warp 15 reads
+    cnt[p] and keeps the value this launch will bring it to (+ S strips per pair, + 1 for the gate logit). Read before
+    the arrival, so no strip of this launch can have been signaled yet (every walk starts after the barrier); the
+    counters only grow (u32, compared by signed difference: they may wrap)."""
+    ee("// down, pairs: warp 15's lanes 0 .. 9 take their counter's target for this launch (before the barrier)")
+    ee("setp.ne.u32 %p, %warp, 15;")
+    ee(f"setp.ge.or.u32 %p, %lane, {DN_PAIRS + 1}, %p;")
+    ee("@%p bra DN_TARGETS;")
+    ee("mul.wide.u32 %dpa, %lane, 4;")
+    ee("add.u64 %dpa, %pcnt, %dpa;")
+    ee("ld.relaxed.gpu.global.u32 %dtg, [%dpa];")
+    ee(f"setp.lt.u32 %p, %lane, {DN_PAIRS};")
+    ee(f"selp.u32 %dtv, {sh.S}, 1, %p;")
+    ee("add.u32 %dtg, %dtg, %dtv;  // (used here: the load completes before the CTA arrives)")
+    e("DN_TARGETS:")
+
+
+def pair_signal(e: Emit, label: str) -> None:
+    """down, sync "pairs" (after a CTA-wide bar.sync): thread 480 (warp 15, lane 0; warp 0 stores the rows) signals
+    the pair of the strip stored before the barrier: fence.acq_rel.gpu (cumulative over the barrier), cnt[%dpp] + 1."""
+    e("  setp.ne.u32 %dpr, %th, 480;")
+    e("  setp.eq.or.u32 %dpr, %dpp, 0xffffffff, %dpr;")
+    e(f"  @%dpr bra {label};")
+    e("  fence.acq_rel.gpu;  // the rows stored before the barrier, by warp 0")
+    e("  mul.wide.u32 %dpa, %dpp, 4;")
+    e("  add.u64 %dpa, %pcnt, %dpa;")
+    e("  red.relaxed.gpu.global.add.u32 [%dpa], 1;")
+    e(f"{label}:")
+
+
+def down_phase_pairs(e: Emit, sh: Shape) -> None:
+    """down, sync "pairs": down_phase without the second grid barrier. After its own walk each CTA signals its last
+    strip's pair (the gate CTA the gate logit) and CTAs s >= 128 exit. In CTA s < 128 warp 15 polls the 10 counters
+    (lane p: ld.acquire.gpu until cnt[p] reaches its target) and arrives on pair p's mbarrier; warps 0 .. 14 take the
+    36 (pair, k block) tasks t = warp, warp + 15, warp + 30 (pair t / 4: the shared expert's first, then routed slots
+    0 .. 7, the order in which the walk stores them), each: wait for its pair, moe_act's arithmetic for the block
+    (down_phase's, into the same B-fragment slots), xm and xs, its expert's down strip, the block's 8 mma steps from
+    0, the partials [j][q][row]. Then one barrier and the rows in moedown's order, as down_phase: the same arithmetic
+    per block, so the outputs are bitwise down_phase's (and the pair's)."""
+    A, P, XS = sh.DN_ACT, sh.DN_PART, sh.DN_XS
+    RDY = dn_rdy(sh)
+    nb = 4 * (TOP_K + 1)
+    e("DN_PHASE:")
+    e("  {")
+    e("  .reg .pred %dq, %dk, %dz;")
+    e("  .reg .b32 %dc, %db, %dj, %dkq, %dx0, %dx1, %du0, %du1, %drd;")
+    e("  .reg .b32 %dw<4>, %dbf<4>;")
+    e("  .reg .f32 %dacc<4>, %dws, %dxm;")
+    e("  .reg .b16 %dh;")
+    e("  .reg .b64 %dgu, %dsg, %dgl;")
+    e("  mov.u32 %dc, %ctaid.x;")
+    e("  // thread r < 16 of CTA s < 128: h[16 s + r] now (read and written by this thread only)")
+    e("  setp.lt.u32 %p, %th, 16;")
+    e(f"  setp.lt.and.u32 %p, %dc, {DN_STRIPS}, %p;")
+    e("  mad.lo.u32 %t0, %dc, 16, %th;")
+    e("  mul.wide.u32 %pt64, %t0, 2;")
+    e("  ld.param.u64 %pb, [h];")
+    e("  cvta.to.global.u64 %pb, %pb;")
+    e("  add.u64 %pb, %pb, %pt64;")
+    e("  mov.b16 %dh, 0;")
+    e("  @%p ld.global.b16 %dh, [%pb];")
+    if _DOWN["issue"] == "late":
+        down_issue(e, sh, "%dc")
+    if _DOWN["issue"] == "mid":
+        e("  setp.ne.u32 %p, %dnf, 0;")
+        e("  @%p bra DN_LATE_SKIP;")
+        down_issue(e, sh, "%dc")
+        e("DN_LATE_SKIP:")
+    e("  bar.sync 0;  // this CTA's last gate | up rows (or the gate logit) stored")
+    pair_signal(e, "DN_SIGNALED")
+    e(f"  setp.ge.u32 %p, %dc, {DN_STRIPS};")
+    e("  @%p bra DN_END;")
+    e("  setp.ne.u32 %p, %warp, 15;")
+    e("  @%p bra DN_TASKS;")
+    e("  // warp 15: lane p < 10 polls cnt[p] until it reaches this launch's target, then arrives on its mbarrier")
+    e(f"  setp.ge.u32 %dz, %lane, {DN_PAIRS + 1};  // done (lanes past the counters: nothing to wait for)")
+    e("  mul.wide.u32 %dpa, %lane, 4;")
+    e("  add.u64 %dpa, %pcnt, %dpa;")
+    e("  shl.b32 %drd, %lane, 3;")
+    e("  add.u32 %drd, %drd, %sbase;")
+    e(f"  add.u32 %drd, %drd, {RDY};")
+    e("  mov.u32 %dj, 0;  // polls (a counter that never arrives traps instead of hanging)")
+    e("DN_POLL:")
+    e("  @!%dz ld.acquire.gpu.global.u32 %dtv, [%dpa];")
+    e("  sub.u32 %dtv, %dtv, %dtg;")
+    e("  setp.ge.and.s32 %dk, %dtv, 0, !%dz;  // reached now")
+    e("  @%dk fence.acq_rel.gpu;")
+    e("  @%dk mbarrier.arrive.shared::cta.b64 _, [%drd];")
+    e("  or.pred %dz, %dz, %dk;")
+    e("  vote.sync.all.pred %dk, %dz, 0xffffffff;")
+    e("  @%dk bra DN_MMA_DONE;")
+    e("  add.u32 %dj, %dj, 1;")
+    e("  setp.gt.u32 %dk, %dj, 4000000;  // ~0.2 s")
+    e("  @%dk trap;")
+    e("  nanosleep.u32 32;")
+    e("  bra.uni DN_POLL;")
+    e("DN_TASKS:")
+    for r, n in (("%dgu", "out"), ("%dsg", "sout"), ("%dgl", "gate_out")):
+        e(f"  ld.param.u64 {r}, [{n}];")
+        e(f"  cvta.to.global.u64 {r}, {r};")
+    e("  fence.proxy.async.shared::cta;  // the ring: bulk-copy writes before, generic writes from here")
+    e("  setp.eq.u32 %dk, %g, 0;  // column 0 (token 0); the other columns are zero")
+    for i in range(3):
+        e(f"  // task warp + {15 * i}")
+        e(f"  add.u32 %db, %warp, {15 * i};")
+        if 15 * i + 14 >= nb:
+            e(f"  setp.ge.u32 %p, %db, {nb};")
+            e("  @%p bra DN_MMA_DONE;")
+        e("  shr.u32 %dj, %db, 2;  // pair p")
+        e("  and.b32 %dkq, %db, 3;  // k block q")
+        e("  shl.b32 %t0, %dj, 3;")
+        e("  add.u32 %t0, %t0, %sbase;")
+        e(f"DN_RW_{i}:")
+        e(f"  mbarrier.try_wait.parity.shared::cta.b64 %p, [%t0+{RDY}], 0;")
+        e(f"  @!%p bra DN_RW_{i};")
+        e("  setp.eq.u32 %dq, %dj, 0;  // pair 0: the shared expert, slot 8")
+        e("  sub.u32 %dj, %dj, 1;")
+        e(f"  @%dq mov.u32 %dj, {TOP_K};  // slot j")
+        e(f"  @!%dq bra DN_GL_{i};")
+        e(f"DN_GW_{i}:")
+        e(f"  mbarrier.try_wait.parity.shared::cta.b64 %p, [%sbase+{RDY + 8 * DN_PAIRS}], 0;")
+        e(f"  @!%p bra DN_GW_{i};")
+        e("  ld.global.cg.b16 %q1, [%dgl];  // the gate logit (the shared expert's weight)")
+        e(f"DN_GL_{i}:")
+        e("  shl.b32 %db, %dj, 2;")
+        e("  add.u32 %db, %db, %dkq;  // block b = 4 j + q (down_phase's slots)")
+        e("  mul.wide.u32 %pt64, %dj, 2048;  // routed pair j's gate | up row (1024 BF16)")
+        e("  add.u64 %pa, %dgu, %pt64;")
+        e("  selp.b64 %pa, %dsg, %pa, %dq;")
+        e("  shl.b32 %t0, %dkq, 7;")
+        e("  mad.lo.u32 %t0, %lane, 4, %t0;  // the lane's 4 gate values")
+        e("  mul.wide.u32 %pt64, %t0, 2;")
+        e("  add.u64 %pa, %pa, %pt64;")
+        e("  ld.global.cg.v2.u32 {%dx0, %dx1}, [%pa];  // other CTAs' rows: L2")
+        e("  ld.global.cg.v2.u32 {%du0, %du1}, [%pa+1024];  // up: 512 further")
+        silu_mul_word(e, "%dx0", "%du0")
+        silu_mul_word(e, "%dx1", "%du1")
+        act_scale_convert(e, "%dx0", "%dx1")
+        e("  mov.u32 %t0, %db;")
+        act_word(e)
+        e("  shl.b32 %t0, %t0, 2;")
+        e("  add.u32 %t0, %t0, %sbase;")
+        e(f"  st.shared.b32 [%t0+{A}], %dx0;")
+        e(f"  st.shared.b32 [%t0+{A + 64}], %dx1;")
+        e("  // xm = the inverse scale times the slot's weight")
+        e(f"  @%dq bra DN_WSH_{i};")
+        e("  shl.b32 %t0, %dj, 1;")
+        e("  add.u32 %t0, %t0, %sbase;")
+        e(f"  ld.shared.b16 %q0, [%t0+{sh.dn_top}];")
+        e("  cvt.f32.bf16 %f0, %q0;")
+        e(f"  bra.uni DN_W_{i};")
+        e(f"DN_WSH_{i}:")
+        e("  mov.b16 %q2, %q1;")
+        sigmoid_bf16(e)
+        e("  mov.b16 %q1, %q2;")
+        e("  mov.f32 %f0, %f1;")
+        e(f"DN_W_{i}:")
+        e("  mov.b32 %dxm, %t3;")
+        e("  mul.f32 %dxm, %dxm, %f0;")
+        e("  bar.warp.sync 0xffffffff;  // the block's fragments, stored by this warp, for its lanes")
+        e("  mad.lo.u32 %bf, %dj, 8, %sbase;")
+        e(f"  add.u32 %bf, %bf, {sh.dn_bar};")
+        e(f"DN_SW_{i}:")
+        e("  mbarrier.try_wait.parity.shared::cta.b64 %p, [%bf], 0;  // slot j's down strip")
+        e(f"  @!%p bra DN_SW_{i};")
+        e("  shl.b32 %t1, %db, 2;")
+        e("  add.u32 %t1, %t1, %sbase;")
+        e(f"  ld.shared.f32 %dws, [%t1+{sh.dn_scl}];  // the weight block's scale")
+        e("  mul.f32 %dxm, %dxm, %dws;")
+        e("  setp.eq.u32 %p, %lane, 0;")
+        e(f"  @%p st.shared.f32 [%t1+{XS}], %dxm;  // xs[j][q]")
+        e(f"  mad.lo.u32 %ta, %dj, {DN_SB}, %sbase;")
+        e("  mad.lo.u32 %ta, %lane, 16, %ta;")
+        e("  shl.b32 %t0, %dkq, 11;")
+        e("  add.u32 %ta, %ta, %t0;  // block q's tile")
+        e("  shl.b32 %t2, %db, 8;")
+        e("  add.u32 %t2, %t2, %sbase;")
+        e("  mad.lo.u32 %t2, %tig, 64, %t2;  // the block's B fragments")
+        e("  shl.b32 %t1, %db, 6;")
+        e("  add.u32 %t1, %t1, %sbase;")
+        e("  mad.lo.u32 %t1, %g, 4, %t1;  // its partials [j][q][row]")
+        for r in range(4):
+            e(f"  mov.f32 %dacc{r}, 0f00000000;")
+        for jj in range(4):
+            e(f"  ld.shared.v4.u32 {{%dw0, %dw1, %dw2, %dw3}}, [%ta+{sh.dn_off + 512 * jj}];")
+            for c in range(4):
+                e(f"  mov.b32 %dbf{c}, 0;")
+            e(f"  @%dk ld.shared.v4.u32 {{%dbf0, %dbf1, %dbf2, %dbf3}}, [%t2+{A + 16 * jj}];")
+            for half in range(2):
+                e(f"  mov.b32 {{%q0, %q1}}, %dw{2 * half};")
+                e(f"  mov.b32 {{%q2, %q3}}, %dw{2 * half + 1};")
+                for r in range(4):
+                    e(f"  cvt.rn.f16x2.e4m3x2 %a{r}, %q{r};")
+                e("  mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%dacc0, %dacc1, %dacc2, %dacc3}, {%a0, %a1, %a2, %a3}, "
+                  f"{{%dbf{2 * half}, %dbf{2 * half + 1}}}, {{%dacc0, %dacc1, %dacc2, %dacc3}};  // step {2 * jj + half}")
+        e("  setp.eq.u32 %p, %tig, 0;  // this lane's accumulator columns 0, 1: column 0 is the token")
+        e(f"  @%p st.shared.f32 [%t1+{P}], %dacc0;  // row g")
+        e(f"  @%p st.shared.f32 [%t1+{P + 32}], %dacc2;  // row g + 8")
+    e("DN_MMA_DONE:")
+    e("  bar.sync 0;  // every partial and xs")
+    e("  setp.ge.u32 %p, %th, 16;")
+    e("  @%p bra DN_END;")
+    e("  shl.b32 %t0, %th, 2;")
+    e("  add.u32 %t0, %t0, %sbase;  // row th's partials")
+    moedown_order_sum(e, "%t0", P, "%sbase", XS)
+    e("  mad.lo.u32 %t0, %dc, 16, %th;  // the output row")
+    e("  mul.wide.u32 %pt64, %t0, 2;")
+    e("  ld.param.u64 %pa, [moe_out];")
+    e("  cvta.to.global.u64 %pa, %pa;")
+    e("  add.u64 %pa, %pa, %pt64;")
+    e("  st.global.b16 [%pa], %q0;")
+    e("  ld.param.u64 %pb, [h];")
+    e("  cvta.to.global.u64 %pb, %pb;")
+    e("  add.u64 %pb, %pb, %pt64;")
+    e("  cvt.f32.bf16 %f1, %dh;  // h, loaded at the phase's start")
+    e("  cvt.f32.bf16 %f0, %q0;")
+    e("  add.rn.f32 %f0, %f1, %f0;")
+    e("  cvt.rn.bf16.f32 %q0, %f0;")
+    e("  st.global.b16 [%pb], %q0;")
+    e("DN_END:")
+    e("  ret;")
+    e("  }")
+
+
 def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, x_rows: bool, skip_nt1: bool,
           packed_amax: bool | str, pre: int, xpair: bool = False, ids_early: bool = False, ids_checked: bool | str = True,
           x_direct: bool | str = False, scale_bf16x2: bool = False, red_swizzle: bool = False,
@@ -3184,6 +3442,9 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
         e(f"  bra.uni REFILLED{sfx};")
         e(f"DN_MID_NO{sfx}:")
     issue_strips(e, sh, "%t2", 1, "%st0", "REFILLED" + sfx)
+    if sh.down and _DOWN["sync"] == "pairs":
+        pair_signal(e, f"SIGNALED{sfx}")
+        e(f"  shr.u32 %dpp, %s, {sh.S.bit_length() - 1};  // this strip's pair, signaled after the next strip's barrier")
     e("  // the warp-order sum, BF16 out")
     red = f"  mad.lo.u32 %t0, %buf, {W * sh.red_bytes}, %sbase;\n  add.u32 %t0, %t0, {sh.red_off};"
     if sh.ksplit > 1:
