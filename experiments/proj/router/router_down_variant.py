@@ -149,15 +149,30 @@ def trace(opts, names, res):
     b = lcheck.Bench(tb, {"M": 1, "E": 256}, 0)
     d = lcheck.Bench(tbd, {"M": 1, "E": 256}, 0)
     moe_out = torch.empty(1, 2048, dtype=torch.bfloat16, device="cuda")
-    def launch(forms):
+    cnt = torch.zeros(16, dtype=torch.int32, device="cuda")
+
+    def launch(forms, pairs=False):
         b.reset()
-        r = forms["plain"](*tb.args(b.bufs), d.bufs["w"], d.bufs["scale"], d.bufs["ws"], d.bufs["ss"], moe_out)
+        r = forms["plain"](*tb.args(b.bufs), d.bufs["w"], d.bufs["scale"], d.bufs["ws"], d.bufs["ss"], moe_out,
+                           *((cnt,) if pairs else ()))
         assert r is None, r
         torch.cuda.synchronize()
 
     order = (7, 6, 0, 1, 2, 3, 4, 5)
     labels = ("wait", "router_done", "down_start", "barrier2", "act", "landed", "mma", "stored")
     for n in names:
+        if opts[n].get("sync") == "pairs":  # its trace: "all" only (gate_up: the walk; barrier2: to the tasks' end)
+            _, _, forms, module = fused_kernel(**opts[n], trace="all")
+            per = []
+            for it in range(6):
+                launch(forms, pairs=True)
+                t = b.bufs["x_out"].view(torch.int32).view(-1)
+                if it >= 3:
+                    per.append({"gate_up": t[:128].tolist(), "tasks": t[256:384].tolist()})
+            res["trace"][n + "_per_cta"] = per
+            print("per-CTA", n, {k: (min(v), sorted(v)[len(v) // 2], max(v)) for k, v in per[-1].items()}, flush=True)
+            del module
+            continue
         _, _, forms, module = fused_kernel(**opts[n], trace=True)
         runs = []
         for it in range(8):
@@ -182,6 +197,7 @@ def trace(opts, names, res):
         g = per[-1]["gate_up"]
         print("per-CTA gate|up cycles", n, "min", min(g), "max", max(g), "argmax", g.index(max(g)),
               "by CTA:", g, flush=True)
+        print("per-CTA", n, {k: (min(v[:128]), sorted(v[:128])[64], max(v[:128])) for k, v in per[-1].items()}, flush=True)
         del module
 
 
@@ -238,7 +254,11 @@ def main():
             "nocompute": dict(issue="select", diag="nocompute"), "late_nocompute": dict(issue="late", diag="nocompute"),
             # no second grid barrier: per-pair counters (gen_fp8_gemv.down_phase_pairs)
             "pairs": dict(issue="select", sync="pairs"), "pairs_mid": dict(issue="mid", sync="pairs"),
-            "pairs_late": dict(issue="late", sync="pairs")}
+            "pairs_late": dict(issue="late", sync="pairs"),
+            # diagnostics of the pairs build (not valid: gen_fp8_gemv.pair_signal): the walk's signals without their
+            # fence; every signal at the walk's end
+            "pairs_mid_nofence": dict(issue="mid", sync="pairs", diag="nofence"),
+            "pairs_mid_endsig": dict(issue="mid", sync="pairs", diag="endsig")}
     built = {n: fused_kernel(**opts[n]) for n in names}
     sh, c, forms, module = built[names[0]]
     res = {"kernel": sh.name, "dynamic_smem": {n: int(built[n][1].dynamic_smem) for n in names}, "variants": {n: opts[n] for n in names},
@@ -251,7 +271,7 @@ def main():
         trace(opts, names, res)
     res["pass"] = True
     for n in names:  # the diagnostics' outputs are wrong by design
-        if not opts[n].get("diag"):
+        if opts[n].get("diag") in (None, "nofence", "endsig"):  # these two should still give the pair's bits
             res["correctness"][n] = {}
             sub = {"correctness": {}}
             res["pass"] &= check(built[n][2], sub, opts[n].get("sync", "barrier"))

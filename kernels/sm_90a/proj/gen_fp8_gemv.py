@@ -2930,13 +2930,34 @@ def pair_targets(ee, e, sh: Shape) -> None:
     e("DN_TARGETS:")
 
 
-def pair_signal(e: Emit, label: str) -> None:
+def pair_signal(e: Emit, label: str, last: bool = False) -> None:
     """down, sync "pairs" (after a CTA-wide bar.sync): thread 480 (warp 15, lane 0; warp 0 stores the rows) signals
-    the pair of the strip stored before the barrier: fence.acq_rel.gpu (cumulative over the barrier), cnt[%dpp] + 1."""
+    the pair of the strip stored before the barrier: fence.acq_rel.gpu (cumulative over the barrier), cnt[%dpp] + 1.
+    ``last``: the walk's end. Diagnostics (_DOWN["diag"], not valid builds): "nofence" signals the walk's strips
+    without the fence (only the last signal has it); "endsig" signals nothing during the walk and every strip of the
+    CTA at its end (one fence; the pairs then complete with the CTAs' walks, as at a barrier)."""
+    diag = _DOWN["diag"]
+    if diag == "endsig" and not last:
+        return
     e("  setp.ne.u32 %dpr, %th, 480;")
     e("  setp.eq.or.u32 %dpr, %dpp, 0xffffffff, %dpr;")
     e(f"  @%dpr bra {label};")
-    e("  fence.acq_rel.gpu;  // the rows stored before the barrier, by warp 0")
+    if diag != "nofence" or last:
+        e("  fence.acq_rel.gpu;  // the rows stored before the barrier, by warp 0")
+    if diag == "endsig":
+        e(f"  setp.eq.u32 %dpr, %dpp, {DN_PAIRS};  // the gate CTA: its logit only")
+        e(f"  @%dpr bra {label}_G;")
+        e("  mov.u32 %dtv, %ctaid.x;  // DIAGNOSTIC: every strip this CTA walked")
+        e(f"{label}_L:")
+        e(f"  shr.u32 %dpp, %dtv, {6};")
+        e("  mul.wide.u32 %dpa, %dpp, 4;")
+        e("  add.u64 %dpa, %pcnt, %dpa;")
+        e("  red.relaxed.gpu.global.add.u32 [%dpa], 1;")
+        e("  add.u32 %dtv, %dtv, %nct;")
+        e("  setp.lt.u32 %dpr, %dtv, %sv;")
+        e(f"  @%dpr bra {label}_L;")
+        e(f"  bra.uni {label};")
+        e(f"{label}_G:")
     e("  mul.wide.u32 %dpa, %dpp, 4;")
     e("  add.u64 %dpa, %pcnt, %dpa;")
     e("  red.relaxed.gpu.global.add.u32 [%dpa], 1;")
@@ -2956,6 +2977,8 @@ def down_phase_pairs(e: Emit, sh: Shape) -> None:
     RDY = dn_rdy(sh)
     nb = 4 * (TOP_K + 1)
     e("DN_PHASE:")
+    if _DOWN["trace"] == "all":  # (the trace's "barrier2" column is then the tasks' end)
+        dn_stamp_all(e, 1)
     e("  {")
     e("  .reg .pred %dq, %dk, %dz;")
     e("  .reg .b32 %dc, %db, %dj, %dkq, %dx0, %dx1, %du0, %du1, %drd;")
@@ -2982,7 +3005,7 @@ def down_phase_pairs(e: Emit, sh: Shape) -> None:
         down_issue(e, sh, "%dc")
         e("DN_LATE_SKIP:")
     e("  bar.sync 0;  // this CTA's last gate | up rows (or the gate logit) stored")
-    pair_signal(e, "DN_SIGNALED")
+    pair_signal(e, "DN_SIGNALED", last=True)
     e(f"  setp.ge.u32 %p, %dc, {DN_STRIPS};")
     e("  @%p bra DN_END;")
     e("  setp.ne.u32 %p, %warp, 15;")
@@ -3113,6 +3136,8 @@ def down_phase_pairs(e: Emit, sh: Shape) -> None:
         e(f"  @%p st.shared.f32 [%t1+{P + 32}], %dacc2;  // row g + 8")
     e("DN_MMA_DONE:")
     e("  bar.sync 0;  // every partial and xs")
+    if _DOWN["trace"] == "all":
+        dn_stamp_all(e, 2)
     e("  setp.ge.u32 %p, %th, 16;")
     e("  @%p bra DN_END;")
     e("  shl.b32 %t0, %th, 2;")
