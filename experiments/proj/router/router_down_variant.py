@@ -130,7 +130,7 @@ def check(forms, res, sync: str = "barrier") -> bool:
                 if sync == "pairs":  # one grid barrier; each pair's counter + its 64 strips, the gate logit's + 1
                     row[tag]["cnt_added"] = (cnt - cnt_before).tolist()
                     ok &= row[tag]["cnt_added"] == [64] * 9 + [1] + [0] * 6
-                ok &= r is None and not diff and row[tag]["bar_added"] == (132 if sync == "pairs" else 264)
+                ok &= r is None and not diff and row[tag]["bar_added"] == (264 if sync == "barrier" else 132)
         res["correctness"][f"seed={seed}"] = row
         print("check", seed, row, flush=True)
     return ok
@@ -161,11 +161,11 @@ def trace(opts, names, res):
     order = (7, 6, 0, 1, 2, 3, 4, 5)
     labels = ("wait", "router_done", "down_start", "barrier2", "act", "landed", "mma", "stored")
     for n in names:
-        if opts[n].get("sync") == "pairs":  # its trace: "all" only (gate_up: the walk; barrier2: to the tasks' end)
+        if opts[n].get("sync") in ("pairs", "tags"):  # its trace: "all" only (gate_up: the walk; tasks: to their end)
             _, _, forms, module = fused_kernel(**opts[n], trace="all")
             per = []
             for it in range(6):
-                launch(forms, pairs=True)
+                launch(forms, pairs=opts[n]["sync"] == "pairs")
                 t = b.bufs["x_out"].view(torch.int32).view(-1)
                 if it >= 3:
                     per.append({"gate_up": t[:128].tolist(), "tasks": t[256:384].tolist()})
@@ -258,7 +258,10 @@ def main():
             # diagnostics of the pairs build (not valid: gen_fp8_gemv.pair_signal): the walk's signals without their
             # fence; every signal at the walk's end
             "pairs_mid_nofence": dict(issue="mid", sync="pairs", diag="nofence"),
-            "pairs_mid_endsig": dict(issue="mid", sync="pairs", diag="endsig")}
+            "pairs_mid_endsig": dict(issue="mid", sync="pairs", diag="endsig"),
+            # no counters: the rows are their own flags (poisoned before the barrier, spun on by the tasks)
+            "tags": dict(issue="select", sync="tags"), "tags_mid": dict(issue="mid", sync="tags"),
+            "tags_late": dict(issue="late", sync="tags")}
     built = {n: fused_kernel(**opts[n]) for n in names}
     sh, c, forms, module = built[names[0]]
     res = {"kernel": sh.name, "dynamic_smem": {n: int(built[n][1].dynamic_smem) for n in names}, "variants": {n: opts[n] for n in names},

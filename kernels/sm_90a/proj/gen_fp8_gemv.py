@@ -1185,7 +1185,8 @@ def store_out(e: Emit, res: bool, base: str = "%po") -> None:
         e("  add.u64 %pc, %pmo, %pt64;")
         e("  st.global.b16 [%pc], %q0;")
         residual_add(e)
-    e("  st.global.b16 [%pb], %q0;")
+    e("  st.relaxed.gpu.global.b16 [%pb], %q0;  // strong: other CTAs spin on it (tags)" if _STRONG["on"] and not res
+      else "  st.global.b16 [%pb], %q0;")
 
 
 def residual_add(e: Emit) -> None:
@@ -1357,7 +1358,16 @@ def _pol() -> str:
     return ", %pol" if _L2["hint"] else ""
 
 
-def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bool = True, packed_amax: bool = True,
+def generate(sh: Shape, *args, **kw) -> str:
+    """_generate (below) with the tags build's strong row stores switched on for it alone."""
+    _STRONG["on"] = bool(sh.down and _DOWN["sync"] == "tags")
+    try:
+        return _generate(sh, *args, **kw)
+    finally:
+        _STRONG["on"] = False
+
+
+def _generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bool = True, packed_amax: bool = True,
              pre_strips: int | None | str = "shape", early_trigger: bool = False, split_m8: bool = True,
              tgroups: bool = False, xpair: bool = False, x_first_m16: bool | None = None, coherent_x: bool = True,
              ids_early: bool = False, ids_checked: bool | str = True, l2_hint: bool = True, l2_prefetch: bool | str = False, m8_only: bool = False,
@@ -1609,6 +1619,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     if sh.down and _DOWN["issue"] == "mid":
         e("  .reg .b32 %dnf;  // the down strips requested")
         e("  mov.u32 %dnf, 0;")
+    if sh.down and _DOWN["sync"] == "tags":
+        e("  .reg .b32 %dtv;  // the tags build's spin count")
     if sh.down and _DOWN["sync"] == "pairs":
         e("  .reg .pred %dpr;")
         e("  .reg .b32 %dpp, %dtg, %dtv;  // the last strip's pair (not yet signaled); warp 15: its lane's counter target")
@@ -1886,7 +1898,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     if sh.down:  # every CTA (the gate's too) goes on to the second barrier instead of returning
         assert sum(ln == "    ret;" for ln in e.lines) == 2
         e.lines = ["    bra.uni DN_PHASE;  // to the second grid barrier" if ln == "    ret;" else ln for ln in e.lines]
-        (down_phase_pairs if _DOWN["sync"] == "pairs" else down_phase)(e, sh)
+        (down_phase_pairs if _DOWN["sync"] in ("pairs", "tags") else down_phase)(e, sh)
     e("}")
     return e.text()
 
@@ -1961,7 +1973,8 @@ def gate_cta(e: Emit, sh: Shape) -> None:
     e("  cvt.rn.bf16.f32 %q0, %f0;")
     e("  mul.wide.u32 %pt64, %th, 2;")
     e("  add.u64 %pa, %pgo, %pt64;")
-    e("  st.global.b16 [%pa], %q0;")
+    e("  st.relaxed.gpu.global.b16 [%pa], %q0;  // strong: the down phase spins on it (tags)" if _STRONG["on"]
+      else "  st.global.b16 [%pa], %q0;")
     e("GATE_DONE:")
     e("  ret;")
 
@@ -2465,6 +2478,8 @@ def barrier_and_logits(ee, e, sh: Shape) -> None:
     """router_phase, the promoted sync: the grid barrier, then warp m < M loads token m's logits into %v0..7."""
     if sh.down and _DOWN["sync"] == "pairs":
         pair_targets(ee, e, sh)
+    if sh.down and _DOWN["sync"] == "tags":
+        tag_poison(ee, e, sh)
     ee("bar.sync 0;  // the CTA's logits and x_out stored")
     ee("setp.ne.u32 %p, %th, 0;")
     if _DIAG["router"] == "nosync":
@@ -2572,7 +2587,11 @@ def select_and_publish(ee, e, sh: Shape) -> None:
 _DOWN = {"issue": "select", "diag": "", "trace": False, "sync": "barrier"}
 # down, sync "pairs" (a candidate): no second grid barrier. Every CTA signals each gate | up strip's pair on a counter
 # of its own (cnt[pair], u32, + 1 per strip; cnt[9] + 1 for the gate logit) and the down phase's (pair, k block) tasks
-# each wait for their pair's counter only (down_phase_pairs)
+# each wait for their pair's counter only (down_phase_pairs); sync "tags" (a candidate): no counters either: each CTA
+# poisons the gate | up rows it will write (TAG, before the grid barrier), writes them with strong relaxed stores, and a
+# task spins on its own 8 values until none is TAG (the rows are their own flags: no fence in the walk)
+TAG = 0xFFFF  # a BF16 NaN the kernel never writes (cvt.rn.bf16.f32 gives 0x7FFF for NaN; invalid ids 0x7FC0)
+_STRONG = {"on": False}  # store_out / gate_cta: st.relaxed.gpu (the tags build's rows and gate logit)
 # router builds (a candidate): the strips after each CTA's first NS taken from a counter (bar[1]) instead of
 # s + NS G, ...: a CTA on a slow SM or slow bytes takes fewer (the traced spread of the gate | up walk: 7.1-11.2k
 # cycles); each strip's arithmetic is unchanged, so the outputs are the same bits
@@ -2930,6 +2949,40 @@ def pair_targets(ee, e, sh: Shape) -> None:
     e("DN_TARGETS:")
 
 
+def tag_poison(ee, e, sh: Shape) -> None:
+    """down, sync "tags" (router_phase, before this CTA arrives at the grid barrier): lane r < 16 of warp 15 stores TAG
+    (strong relaxed) to row r of every gate | up strip this CTA will walk (s = ctaid, + walkers, ... < the strips; at
+    M = 1 strip s's rows are sout + 32 s for the shared pair's 64 strips, out - 2 N + 32 s for the routed ones, as
+    sum_warps_store writes them); the gate CTA's lane 0 to gate_out. The barrier orders these before every reader,
+    and the real value (the same location, later) after them."""
+    ee("// down, tags: poison the rows this CTA will write (before the barrier: every reader comes after it)")
+    ee("setp.ne.u32 %p, %warp, 15;")
+    ee("@%p bra DN_POISONED;")
+    ee("mov.u32 %t0, %ctaid.x;")
+    ee("setp.eq.u32 %p, %t0, %nct;")
+    ee("@%p bra DN_POISON_GATE;")
+    ee("setp.ge.u32 %p, %lane, 16;")
+    ee("@%p bra DN_POISONED;")
+    ee(f"mov.b16 %h, {TAG:#06x};")
+    e("DN_POISON:")
+    ee("setp.ge.u32 %p, %t0, %sv;")
+    ee("@%p bra DN_POISONED;")
+    ee("mad.lo.u32 %t1, %t0, 16, %lane;")
+    ee("mul.wide.u32 %pt64, %t1, 2;")
+    ee(f"setp.lt.u32 %p, %t0, {sh.S};  // the shared pair's strips (M = 1)")
+    ee("selp.b64 %pa, %pso, %po, %p;")
+    ee("add.u64 %pa, %pa, %pt64;")
+    ee("st.relaxed.gpu.global.b16 [%pa], %h;")
+    ee("add.u32 %t0, %t0, %nct;")
+    ee("bra.uni DN_POISON;")
+    e("DN_POISON_GATE:")
+    ee("setp.ne.u32 %p, %lane, 0;")
+    ee("@%p bra DN_POISONED;")
+    ee(f"mov.b16 %h, {TAG:#06x};")
+    ee("st.relaxed.gpu.global.b16 [%pgo], %h;")
+    e("DN_POISONED:")
+
+
 def pair_signal(e: Emit, label: str, last: bool = False) -> None:
     """down, sync "pairs" (after a CTA-wide bar.sync): thread 480 (warp 15, lane 0; warp 0 stores the rows) signals
     the pair of the strip stored before the barrier: fence.acq_rel.gpu (cumulative over the barrier), cnt[%dpp] + 1.
@@ -2972,10 +3025,15 @@ def down_phase_pairs(e: Emit, sh: Shape) -> None:
     0 .. 7, the order in which the walk stores them), each: wait for its pair, moe_act's arithmetic for the block
     (down_phase's, into the same B-fragment slots), xm and xs, its expert's down strip, the block's 8 mma steps from
     0, the partials [j][q][row]. Then one barrier and the rows in moedown's order, as down_phase: the same arithmetic
-    per block, so the outputs are bitwise down_phase's (and the pair's)."""
+    per block, so the outputs are bitwise down_phase's (and the pair's).
+    sync "tags": no signal and no poller; every warp takes tasks (t = warp, + 16, + 32) and each spins on its own 8
+    gate | up values (ld.relaxed.gpu, strong like their stores) until none is TAG (tag_poison), the shared expert's
+    tasks on the gate logit too."""
     A, P, XS = sh.DN_ACT, sh.DN_PART, sh.DN_XS
     RDY = dn_rdy(sh)
     nb = 4 * (TOP_K + 1)
+    tags = _DOWN["sync"] == "tags"
+    tw = 16 if tags else 15  # the task warps
     e("DN_PHASE:")
     if _DOWN["trace"] == "all":  # (the trace's "barrier2" column is then the tasks' end)
         dn_stamp_all(e, 1)
@@ -3004,34 +3062,37 @@ def down_phase_pairs(e: Emit, sh: Shape) -> None:
         e("  @%p bra DN_LATE_SKIP;")
         down_issue(e, sh, "%dc")
         e("DN_LATE_SKIP:")
-    e("  bar.sync 0;  // this CTA's last gate | up rows (or the gate logit) stored")
-    pair_signal(e, "DN_SIGNALED", last=True)
+    e("  bar.sync 0;  // this CTA's last gate | up rows (or the gate logit) stored; its ring read")
+    if not tags:
+        pair_signal(e, "DN_SIGNALED", last=True)
     e(f"  setp.ge.u32 %p, %dc, {DN_STRIPS};")
     e("  @%p bra DN_END;")
-    e("  setp.ne.u32 %p, %warp, 15;")
-    e("  @%p bra DN_TASKS;")
-    e("  // warp 15: lane p < 10 polls cnt[p] until it reaches this launch's target, then arrives on its mbarrier")
-    e(f"  setp.ge.u32 %dz, %lane, {DN_PAIRS + 1};  // done (lanes past the counters: nothing to wait for)")
-    e("  mul.wide.u32 %dpa, %lane, 4;")
-    e("  add.u64 %dpa, %pcnt, %dpa;")
-    e("  shl.b32 %drd, %lane, 3;")
-    e("  add.u32 %drd, %drd, %sbase;")
-    e(f"  add.u32 %drd, %drd, {RDY};")
-    e("  mov.u32 %dj, 0;  // polls (a counter that never arrives traps instead of hanging)")
-    e("DN_POLL:")
-    e("  @!%dz ld.acquire.gpu.global.u32 %dtv, [%dpa];")
-    e("  sub.u32 %dtv, %dtv, %dtg;")
-    e("  setp.ge.and.s32 %dk, %dtv, 0, !%dz;  // reached now")
-    e("  @%dk fence.acq_rel.gpu;")
-    e("  @%dk mbarrier.arrive.shared::cta.b64 _, [%drd];")
-    e("  or.pred %dz, %dz, %dk;")
-    e("  vote.sync.all.pred %dk, %dz, 0xffffffff;")
-    e("  @%dk bra DN_MMA_DONE;")
-    e("  add.u32 %dj, %dj, 1;")
-    e("  setp.gt.u32 %dk, %dj, 4000000;  // ~0.2 s")
-    e("  @%dk trap;")
-    e("  nanosleep.u32 32;")
-    e("  bra.uni DN_POLL;")
+    # the poller (pairs); with tags warp 15 takes tasks too
+    if not tags:
+        e("  setp.ne.u32 %p, %warp, 15;")
+        e("  @%p bra DN_TASKS;")
+        e("  // warp 15: lane p < 10 polls cnt[p] until it reaches this launch's target, then arrives on its mbarrier")
+        e(f"  setp.ge.u32 %dz, %lane, {DN_PAIRS + 1};  // done (lanes past the counters: nothing to wait for)")
+        e("  mul.wide.u32 %dpa, %lane, 4;")
+        e("  add.u64 %dpa, %pcnt, %dpa;")
+        e("  shl.b32 %drd, %lane, 3;")
+        e("  add.u32 %drd, %drd, %sbase;")
+        e(f"  add.u32 %drd, %drd, {RDY};")
+        e("  mov.u32 %dj, 0;  // polls (a counter that never arrives traps instead of hanging)")
+        e("DN_POLL:")
+        e("  @!%dz ld.acquire.gpu.global.u32 %dtv, [%dpa];")
+        e("  sub.u32 %dtv, %dtv, %dtg;")
+        e("  setp.ge.and.s32 %dk, %dtv, 0, !%dz;  // reached now")
+        e("  @%dk fence.acq_rel.gpu;")
+        e("  @%dk mbarrier.arrive.shared::cta.b64 _, [%drd];")
+        e("  or.pred %dz, %dz, %dk;")
+        e("  vote.sync.all.pred %dk, %dz, 0xffffffff;")
+        e("  @%dk bra DN_MMA_DONE;")
+        e("  add.u32 %dj, %dj, 1;")
+        e("  setp.gt.u32 %dk, %dj, 4000000;  // ~0.2 s")
+        e("  @%dk trap;")
+        e("  nanosleep.u32 32;")
+        e("  bra.uni DN_POLL;")
     e("DN_TASKS:")
     for r, n in (("%dgu", "out"), ("%dsg", "sout"), ("%dgl", "gate_out")):
         e(f"  ld.param.u64 {r}, [{n}];")
@@ -3039,26 +3100,32 @@ def down_phase_pairs(e: Emit, sh: Shape) -> None:
     e("  fence.proxy.async.shared::cta;  // the ring: bulk-copy writes before, generic writes from here")
     e("  setp.eq.u32 %dk, %g, 0;  // column 0 (token 0); the other columns are zero")
     for i in range(3):
-        e(f"  // task warp + {15 * i}")
-        e(f"  add.u32 %db, %warp, {15 * i};")
-        if 15 * i + 14 >= nb:
+        e(f"  // task warp + {tw * i}")
+        e(f"  add.u32 %db, %warp, {tw * i};")
+        if tw * i + tw - 1 >= nb:
             e(f"  setp.ge.u32 %p, %db, {nb};")
             e("  @%p bra DN_MMA_DONE;")
         e("  shr.u32 %dj, %db, 2;  // pair p")
         e("  and.b32 %dkq, %db, 3;  // k block q")
-        e("  shl.b32 %t0, %dj, 3;")
-        e("  add.u32 %t0, %t0, %sbase;")
-        e(f"DN_RW_{i}:")
-        e(f"  mbarrier.try_wait.parity.shared::cta.b64 %p, [%t0+{RDY}], 0;")
-        e(f"  @!%p bra DN_RW_{i};")
+        if not tags:
+            e("  shl.b32 %t0, %dj, 3;")
+            e("  add.u32 %t0, %t0, %sbase;")
+            e(f"DN_RW_{i}:")
+            e(f"  mbarrier.try_wait.parity.shared::cta.b64 %p, [%t0+{RDY}], 0;")
+            e(f"  @!%p bra DN_RW_{i};")
         e("  setp.eq.u32 %dq, %dj, 0;  // pair 0: the shared expert, slot 8")
         e("  sub.u32 %dj, %dj, 1;")
         e(f"  @%dq mov.u32 %dj, {TOP_K};  // slot j")
         e(f"  @!%dq bra DN_GL_{i};")
         e(f"DN_GW_{i}:")
-        e(f"  mbarrier.try_wait.parity.shared::cta.b64 %p, [%sbase+{RDY + 8 * DN_PAIRS}], 0;")
-        e(f"  @!%p bra DN_GW_{i};")
-        e("  ld.global.cg.b16 %q1, [%dgl];  // the gate logit (the shared expert's weight)")
+        if tags:
+            e("  ld.relaxed.gpu.global.b16 %q1, [%dgl];  // the gate logit (the shared expert's weight), until not TAG")
+            e(f"  setp.eq.u16 %p, %q1, {TAG:#06x};")
+            e(f"  @%p bra DN_GW_{i};")
+        else:
+            e(f"  mbarrier.try_wait.parity.shared::cta.b64 %p, [%sbase+{RDY + 8 * DN_PAIRS}], 0;")
+            e(f"  @!%p bra DN_GW_{i};")
+            e("  ld.global.cg.b16 %q1, [%dgl];  // the gate logit (the shared expert's weight)")
         e(f"DN_GL_{i}:")
         e("  shl.b32 %db, %dj, 2;")
         e("  add.u32 %db, %db, %dkq;  // block b = 4 j + q (down_phase's slots)")
@@ -3069,8 +3136,33 @@ def down_phase_pairs(e: Emit, sh: Shape) -> None:
         e("  mad.lo.u32 %t0, %lane, 4, %t0;  // the lane's 4 gate values")
         e("  mul.wide.u32 %pt64, %t0, 2;")
         e("  add.u64 %pa, %pa, %pt64;")
-        e("  ld.global.cg.v2.u32 {%dx0, %dx1}, [%pa];  // other CTAs' rows: L2")
-        e("  ld.global.cg.v2.u32 {%du0, %du1}, [%pa+1024];  // up: 512 further")
+        if tags:
+            e("  mov.u32 %dtv, 0;")
+            e(f"DN_TG_{i}:")
+            e("  ld.relaxed.gpu.global.v2.u32 {%dx0, %dx1}, [%pa];  // other CTAs' rows, strong: until none is TAG")
+            e("  ld.relaxed.gpu.global.v2.u32 {%du0, %du1}, [%pa+1024];  // up: 512 further")
+            e("  not.b32 %t0, %dx0;  // a TAG half is a zero half of the complement")
+            e("  not.b32 %t1, %dx1;")
+            e("  min.u16x2 %t0, %t0, %t1;")
+            e("  not.b32 %t1, %du0;")
+            e("  min.u16x2 %t0, %t0, %t1;")
+            e("  not.b32 %t1, %du1;")
+            e("  min.u16x2 %t0, %t0, %t1;")
+            e("  and.b32 %t1, %t0, 0xffff;")
+            e("  setp.eq.u32 %p, %t1, 0;")
+            e("  shr.u32 %t1, %t0, 16;")
+            e("  setp.eq.or.u32 %p, %t1, 0, %p;")
+            e("  vote.sync.any.pred %p, %p, 0xffffffff;")
+            e(f"  @!%p bra DN_TV_{i};")
+            e("  add.u32 %dtv, %dtv, 1;")
+            e("  setp.gt.u32 %p, %dtv, 4000000;  // a row that never comes traps instead of hanging")
+            e("  @%p trap;")
+            e("  nanosleep.u32 32;")
+            e(f"  bra.uni DN_TG_{i};")
+            e(f"DN_TV_{i}:")
+        else:
+            e("  ld.global.cg.v2.u32 {%dx0, %dx1}, [%pa];  // other CTAs' rows: L2")
+            e("  ld.global.cg.v2.u32 {%du0, %du1}, [%pa+1024];  // up: 512 further")
         silu_mul_word(e, "%dx0", "%du0")
         silu_mul_word(e, "%dx1", "%du1")
         act_scale_convert(e, "%dx0", "%dx1")
