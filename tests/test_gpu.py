@@ -555,6 +555,43 @@ def test_experts_router_is_the_router_and_the_merged_kernel(M):
         assert _misses(EXPERTS_ROUTER.name) == 0, ops.stats()[EXPERTS_ROUTER.name]
 
 
+def test_experts_router_down_is_the_router_fused_launch_then_moe_down():
+    """fp8_linear_experts_router_down (the batch-1 MoE block in one launch): every output bitwise
+    fp8_linear_experts_router's then moe_down's kernels on the same inputs (h updated in place as moe_down does),
+    NaN-poisoned outputs, plainly and under set_pdl, three launches in a row on one counter (+ 132 each), one launch
+    of its kernel each, no miss."""
+    from netra.contracts.proj import EXPERTS_ROUTER_DOWN, SMS
+    from netra.decode import ops as dops
+    from netra.lifecycle import testbeds
+    from netra.ops import _dispatch
+
+    tb = testbeds.get(EXPERTS_ROUTER_DOWN.name)
+    i = tb.make({"M": 1, "E": 256}, torch.Generator().manual_seed(501), "cuda")
+    h0 = i["h"].clone()
+    want = tb.peers["netra_pair"](i, {"eps": 1e-6})
+    bits = lambda t: t.contiguous().view(torch.uint8)  # noqa: E731
+    for pdl in (False, True):
+        with _pdl(pdl):
+            for rep in range(3):
+                o = tb.alloc_outputs({"M": 1, "E": 256}, "cuda")
+                for t in o.values():
+                    t.fill_(float("nan")) if t.dtype.is_floating_point else t.fill_(-1)
+                h = h0.clone()
+                before = int(i["bar"].item())
+                with _dispatch.count_launches() as counts:
+                    dops.fp8_linear_experts_router_down(h, i["norm_w"], 1e-6, i["rw"], i["w"], i["scale"], i["ws"],
+                                                        i["ss"], i["gate_w"], i["w2"], i["s2"], i["sw2"], i["ss2"],
+                                                        i["bar"], o["x_out"], o["top"], o["idx"], o["logits"], o["out"],
+                                                        o["sout"], o["gate_out"], o["moe_out"])
+                torch.cuda.synchronize()
+                assert dict(counts) == {EXPERTS_ROUTER_DOWN.name: 1}, dict(counts)
+                assert int(i["bar"].item()) == before + SMS
+                got = dict(o, h=h)
+                for n in ("x_out", "top", "idx", "logits", "out", "sout", "gate_out", "moe_out", "h"):
+                    assert torch.equal(bits(got[n]), bits(want[n])), (pdl, rep, n)
+        assert _misses(EXPERTS_ROUTER_DOWN.name) == 0, ops.stats()[EXPERTS_ROUTER_DOWN.name]
+
+
 @pytest.mark.parametrize("M", [1, 3, 9, 16, 20])
 def test_expert_kernels_in_the_op_and_the_moe_block(M):
     """fp8_linear_experts takes both expert kernels with no miss (M = 20 tokens: two launches

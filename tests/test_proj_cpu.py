@@ -11,7 +11,7 @@ import torch
 
 import netra.ops as ops
 from netra import contracts, paths
-from netra.contracts.proj import DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, FUSED32, MOE_DOWN_S6, MOE_DOWNS, NORM_BA, SHAPES, Fp8Gemv
+from netra.contracts.proj import DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN, EXPERTS_SHARED, FUSED, FUSED32, MOE_DOWN_S6, MOE_DOWNS, NORM_BA, SHAPES, Fp8Gemv
 
 KSPLIT = tuple(s for s in SHAPES + FUSED if s.ksplit > 1)
 UNSPLIT = tuple(dataclasses.replace(s, ksplit=1) for s in SHAPES)  # the builds the candidates were measured on
@@ -26,7 +26,7 @@ def _generator():
 
 
 @pytest.mark.parametrize("sh", SHAPES + DENSE32 + FUSED + FUSED32 + (NORM_BA, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED,
-                                                                EXPERTS_ROUTER), ids=lambda s: s.name)
+                                                                EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN), ids=lambda s: s.name)
 def test_generated_ptx_is_current(sh):
     committed = paths.ptx_path("sm_90a", "proj", sh.name).read_text()
     assert committed == _generator().generate(sh), f"{sh.name}.ptx differs from its generator: run gen_fp8_gemv.py"
@@ -489,7 +489,7 @@ def test_set_pdl_rebinds_only_pdl_kernels_with_the_pdl_launcher(monkeypatch):
         ops.set_pdl(True)
         ops.prepare()
         pdl_names = {k.contract.name for k in ops.OPS.values() if k.contract.pdl}
-        assert pdl_names == {sh.name for sh in SHAPES + DENSE32 + FUSED + FUSED32 + (NORM_BA, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED, EXPERTS_ROUTER) + EXPERTS + MOE_DOWNS} | {"bf16_gemv_n64_k2048",
+        assert pdl_names == {sh.name for sh in SHAPES + DENSE32 + FUSED + FUSED32 + (NORM_BA, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED, EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN) + EXPERTS + MOE_DOWNS} | {"bf16_gemv_n64_k2048",
                                                                                      "gdn_decode_b32_pdl",
                                                                                      "gdn_decode_b32_smem_pdl", "gdn_decode_b32_pipe_pdl",
                                                                                      "moe_router_norm_e256_k2048", "moe_act_i512",
@@ -499,7 +499,7 @@ def test_set_pdl_rebinds_only_pdl_kernels_with_the_pdl_launcher(monkeypatch):
                                                                                      "attn_decode_d256", "attn_decode_d256_qknorm"}
         # the cluster and long attention builds launch plainly, PDL engine included (contracts.attn)
         coop = {k.contract.name for k in ops.OPS.values() if k.contract.cooperative}
-        assert coop == {EXPERTS_ROUTER.name}
+        assert coop == {EXPERTS_ROUTER.name, EXPERTS_ROUTER_DOWN.name}
         assert all(made[n] == (("EX", True, True) if n in coop else "PDL" if n in pdl_names else None) for n in made)
         assert pdl_names <= set(made)
         made.clear()
@@ -632,6 +632,34 @@ def test_experts_router_build():
     assert "mov.u32 %p8m, %m;" in ptx and "setp.lt.u32 %psh, %ej, %p8m;" in ptx
     assert post.index("RT_ISSUED:") < post.index("x rows of k block")  # the chunks before the x loads
     assert "RT_" not in g.generate(EXPERTS_SHARED)
+
+
+def test_experts_router_down_build():
+    """fp8_gemv_n1024_k2048_moe_shared_router_down: the router-fused launch with moe_down as its third phase, assembled
+    without spills within one CTA per SM; its contract is the router-fused one at M = 1 with h in place and moe_down's
+    weights and output appended; the PTX: one grid barrier (no second one, no counters), the rows this CTA will write
+    poisoned before it, the rows and the gate logit stored strong, each task's spin on its own rows (strong loads, a
+    bounded count), moe_down's 36 blocks of 8 mma steps; the router-fused build is untouched."""
+    from netra.contracts import proj as pc
+
+    g = _generator()
+    ptx = g.generate(EXPERTS_ROUTER_DOWN)
+    res = _assembles_without_spills(EXPERTS_ROUTER_DOWN.name, ptx)
+    c = contracts.get(EXPERTS_ROUTER_DOWN.name)
+    assert res["registers"] <= c.max_registers and c.dynamic_smem == EXPERTS_ROUTER_DOWN.smem <= 227 * 1024
+    names = [t.name for t in c.params]
+    assert names[:-5] == [t.name for t in contracts.get(EXPERTS_ROUTER.name).params]
+    assert names[-5:] == ["w2", "s2", "sw2", "ss2", "moe_out"] and c.dims["M"] == (1,) and c.cooperative
+    assert next(t for t in c.params if t.name == "h").role == "inout" and c.op == "fp8_linear_experts_router_down"
+    assert c.grid_for({"M": 1, "E": 256}) == (pc.SMS, 1, 1) and set(c.exact_outputs) == {"idx", "logits", "bar"}
+    pre_barrier, post = ptx.split("RT_SPIN:", 1)
+    assert ptx.count("atom.release.gpu.global.add.u64") == 1 and "DN_SPIN" not in ptx and "cnt" not in ptx
+    assert pre_barrier.count("st.relaxed.gpu.global.b16") == 2  # the rows' and the gate logit's poison
+    assert "mov.b16 %h, 0xffff;" in pre_barrier and "fence.acq_rel" not in post.split("DN_PHASE:")[0].split("STRIP_M8:")[1]
+    assert post.count("st.relaxed.gpu.global.b16 [%pb], %q0;") == 1 and post.count("st.relaxed.gpu.global.b16 [%pa], %q0;") == 1
+    assert post.count("ld.relaxed.gpu.global.v2.u32") == 6 and post.count("@%p trap;") == 3
+    assert post.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%dacc0") == 3 * 8
+    assert "st.relaxed.gpu" not in g.generate(EXPERTS_ROUTER) and "DN_PHASE" not in g.generate(EXPERTS_ROUTER)
 
 
 def test_experts_group_build():

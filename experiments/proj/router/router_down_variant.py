@@ -46,12 +46,13 @@ def fused_kernel(issue: str = "select", diag: str = "", trace: bool = False, syn
 
     sh = dataclasses.replace(EXPERTS_ROUTER, down=True)
     gen = paths.generator("proj", "gen_fp8_gemv")
+    saved = dict(gen._DOWN)
     gen._DOWN.update(issue=issue, diag=diag, trace=trace, sync=sync)
     try:
         ptx = gen.generate(sh)
         smem = gen.dn_smem(sh)
     finally:
-        gen._DOWN.update(issue="select", diag="", trace=False, sync="barrier")
+        gen._DOWN.update(saved)
     module, fn = loader.load_text(sh.name, ptx, dynamic_smem=smem)
     c0 = contracts.get(EXPERTS_ROUTER.name)
     params = tuple(dataclasses.replace(p, role="inout") if p.name == "h" else p for p in c0.params) + (
@@ -250,8 +251,9 @@ def main():
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
     out = os.path.join(out_dir, "router_down_variant.json")
     names = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--variants=")), "fused").replace("+", ",").split(",")
-    opts = {"fused": dict(issue="select"), "late": dict(issue="late"), "mid": dict(issue="mid"),
-            "nocompute": dict(issue="select", diag="nocompute"), "late_nocompute": dict(issue="late", diag="nocompute"),
+    opts = {"fused": dict(issue="select", sync="barrier"), "late": dict(issue="late", sync="barrier"),
+            "mid": dict(issue="mid", sync="barrier"), "nocompute": dict(issue="select", diag="nocompute", sync="barrier"),
+            "late_nocompute": dict(issue="late", diag="nocompute", sync="barrier"),
             # no second grid barrier: per-pair counters (gen_fp8_gemv.down_phase_pairs)
             "pairs": dict(issue="select", sync="pairs"), "pairs_mid": dict(issue="mid", sync="pairs"),
             "pairs_late": dict(issue="late", sync="pairs"),

@@ -88,7 +88,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "src"))
 sys.path.insert(0, str(HERE))
 import rms_emit  # noqa: E402  (the warp's RMSNorm, shared with gen_moe_router.norm_prologue)
-from netra.contracts.proj import BA_K, BA_ROWS, BA_STRIPS, DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, FUSED32, MOE_DOWNS, NORM_BA, NUM_EXPERTS, ROUTER_FUSED_TOKENS, ROUTER_K, ROUTER_ROWS, SHAPES, SMS, TOP_K, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
+from netra.contracts.proj import BA_K, BA_ROWS, BA_STRIPS, DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN, EXPERTS_SHARED, FUSED, FUSED32, MOE_DOWNS, NORM_BA, NUM_EXPERTS, ROUTER_FUSED_TOKENS, ROUTER_K, ROUTER_ROWS, SHAPES, SMS, TOP_K, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
 import gen_moe_router as gmr  # noqa: E402  (the router's row sum and selection, for router_phase)
 
 
@@ -2582,9 +2582,12 @@ def select_and_publish(ee, e, sh: Shape) -> None:
     e("  }")
 
 
-# down (a candidate): when thread 0 requests the down strips ("select": right after the selection; "late": at the
-# start of the down phase, before the second barrier), and a diagnostic ("nocompute": the barrier, then nothing)
-_DOWN = {"issue": "select", "diag": "", "trace": False, "sync": "barrier"}
+# down (netra.contracts.proj.EXPERTS_ROUTER_DOWN, promoted with issue "late" and sync "tags" after b085f0b; the other
+# forms are candidates, experiments/proj/router/router_down_variant.py): when thread 0 requests the down strips
+# ("select": right after the selection; "mid": at its first refill with no gate | up strip left; "late": at the start of
+# the down phase), a diagnostic ("nocompute": the barrier, then nothing), and how the down phase waits for the gate | up
+# rows ("barrier": a second grid barrier; "pairs": per-pair counters; "tags": the rows themselves)
+_DOWN = {"issue": "late", "diag": "", "trace": False, "sync": "tags"}  # the promoted build (EXPERTS_ROUTER_DOWN)
 # down, sync "pairs" (a candidate): no second grid barrier. Every CTA signals each gate | up strip's pair on a counter
 # of its own (cnt[pair], u32, + 1 per strip; cnt[9] + 1 for the gate logit) and the down phase's (pair, k block) tasks
 # each wait for their pair's counter only (down_phase_pairs); sync "tags" (a candidate): no counters either: each CTA
@@ -3155,7 +3158,7 @@ def down_phase_pairs(e: Emit, sh: Shape) -> None:
             e("  vote.sync.any.pred %p, %p, 0xffffffff;")
             e(f"  @!%p bra DN_TV_{i};")
             e("  add.u32 %dtv, %dtv, 1;")
-            e("  setp.gt.u32 %p, %dtv, 4000000;  // a row that never comes traps instead of hanging")
+            e(f"  setp.gt.u32 %p, %dtv, {1 << 30};  // a row that never comes traps (after tens of seconds) instead of hanging")
             e("  @%p trap;")
             e("  nanosleep.u32 32;")
             e(f"  bra.uni DN_TG_{i};")
@@ -3585,7 +3588,7 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
 
 
 def main(argv=None) -> int:
-    for sh in SHAPES + DENSE32 + FUSED + FUSED32 + (NORM_BA,) + EXPERTS + (EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED, EXPERTS_ROUTER) + MOE_DOWNS:  # (contracts.proj.EXPERTS_SHARED_NOGATE: a candidate)
+    for sh in SHAPES + DENSE32 + FUSED + FUSED32 + (NORM_BA,) + EXPERTS + (EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED, EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN) + MOE_DOWNS:  # (contracts.proj.EXPERTS_SHARED_NOGATE: a candidate)
         (HERE / f"{sh.name}.ptx").write_text(generate(sh))
         grid = "min(P S, 132)" if sh.fuse == "moe" else sh.grid
         print(f"wrote {sh.name}.ptx ({sh.threads} threads, grid {grid}, {sh.NS} stages, {sh.smem} B dynamic smem)")

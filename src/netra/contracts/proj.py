@@ -43,9 +43,9 @@ class Fp8Gemv:
     tokens: int = 16  # 32 (named _t32; group, or a plain K = 2048 shape): one body of 4 n-tiles, up to 32 tokens a launch
     router: bool = False  # with shared (named _router): the post-attention norm, the router and its top 8 first, every
     # CTA a share of the logits, a grid-wide barrier, then every CTA selects the same 8 (gen_fp8_gemv.router_phase)
-    down: bool = False  # with router, M = 1 (named _down; a candidate): moe_down as a third phase: each CTA s < 128
-    # requests its 16-row strip of the 9 experts' down weights right after the selection, a second grid barrier after
-    # gate | up, then the down phase from shared memory (gen_fp8_gemv.down_phase)
+    down: bool = False  # with router, M = 1 (named _down; EXPERTS_ROUTER_DOWN): moe_down as a third phase: each CTA
+    # s < 128 requests its 16-row strip of the 9 experts' down weights, and its (expert, k block) tasks each wait for
+    # their own gate | up rows, which are their own flags (gen_fp8_gemv.down_phase_pairs, sync "tags")
     passes: int = 1  # 2 (named _p2; the residual 2048 x 4096 build, FUSED32): up to 32 tokens as two passes of 16 over the
     # CTA's one strip, whose chunks stay in the ring after the first (gen_fp8_gemv.generate's PASS_END)
 
@@ -415,6 +415,12 @@ EXPERTS_ROUTER = dataclasses.replace(EXPERTS_SHARED, router=True)
 # the same without the grid barrier (a candidate, not registered; measured at 12b4e2d and rejected: 0.7-2.8 us slower,
 # experiments/proj/router/router_poll_variant_12b4e2d.json)
 EXPERTS_ROUTER_POLL = dataclasses.replace(EXPERTS_ROUTER, router_poll=True)
+# moe_down inside that launch at M = 1 (the batch-1 MoE block in one launch): promoted after b085f0b
+# (experiments/proj/router/router_down_variant_b085f0b.json: bitwise the pair; the batch-1 step 1.570 / 1.468 ms plain /
+# PDL against 1.652-1.656 / 1.566). No second grid barrier: each CTA poisons the gate | up rows it will write before the
+# first one (gen_fp8_gemv.tag_poison), and each down task spins on its own rows (the counters form, "pairs", paid a
+# gpu-scope fence per strip in the walk: 25 us a step slower, router_down_variant_0fda117.json)
+EXPERTS_ROUTER_DOWN = dataclasses.replace(EXPERTS_ROUTER, down=True)
 MOE_I = 512  # moe_intermediate_size: the experts' (and the shared expert's) width
 # the MoE block after gate | up in one launch: silu(gate) * up, then the 8 routed experts' and
 # the shared expert's down as one GEMV over K = 9 x 512, weighted, into the residual (M <= 8)
@@ -667,7 +673,10 @@ def _contract_moe_router(s: Fp8Gemv) -> Contract:
     """EXPERTS_ROUTER: the merged gate | up (_contract_moe's shared build with its gate CTA) with the post-attention
     norm and the router first: x and ids become outputs (x_out = rmsnorm(h), idx = the top 8), h, the norm and router
     weights and the router's outputs are appended. router_poll: logits is an i64 [8, 256] workspace the caller keeps
-    (entry = epoch << 32 | the logit's fp32 bits), zero at allocation."""
+    (entry = epoch << 32 | the logit's fp32 bits), zero at allocation. down (EXPERTS_ROUTER_DOWN): moe_down's weights
+    and its output appended, h updated in place, M = 1."""
+    if s.down:
+        return _contract_moe_router_down(s)
     if s.router_poll:
         c = _contract_moe_router(dataclasses.replace(s, router_poll=False))
         return dataclasses.replace(
@@ -729,6 +738,41 @@ def _contract_moe_router(s: Fp8Gemv) -> Contract:
         # within 0.06-0.14 us plainly and 0.2-0.5 us as a PDL chain; the batch-1 step the same plainly, 15-18 us slower
         # with PDL
         cooperative=True,
+    )
+
+
+def _contract_moe_router_down(s: Fp8Gemv) -> Contract:
+    """EXPERTS_ROUTER_DOWN: EXPERTS_ROUTER's contract at M = 1 with moe_down (MOE_DOWN's arithmetic, bitwise) as a
+    third phase: its weights and output appended, h the residual updated in place (h += moe_out)."""
+    c = _contract_moe_router(dataclasses.replace(s, down=False))
+    d = _contract_moe_down(MOE_DOWN)
+    by = {p.name: p for p in d.params}
+    I = MOE_I
+    return dataclasses.replace(
+        c, name=s.name,
+        summary=c.summary + f"; then, without a second barrier, moe_down on those rows: moe_out = {MOE_DOWN.name}'s out "
+                            "and h = bf16(h + moe_out) in place. Each CTA poisons the gate | up rows it will write before "
+                            "the barrier (0xFFFF, a NaN no step writes) and the down phase's tasks spin on their own rows "
+                            "(strong stores and loads) until none is the poison: the batch-1 MoE block in one launch",
+        params=tuple(dataclasses.replace(p, role="inout", doc="the residual stream after the mixer's add: the norm's "
+                                         "input, then h += moe_out in place") if p.name == "h" else p for p in c.params) + (
+            dataclasses.replace(by["w"], name="w2"), dataclasses.replace(by["scale"], name="s2"),
+            dataclasses.replace(by["ws"], name="sw2"), dataclasses.replace(by["ss"], name="ss2"),
+            Tensor("moe_out", "bf16", ("M", MOE_DOWN.N), "out", doc="the MoE block's output (before the residual add)"),
+        ),
+        dims={"M": (1,), "E": (NUM_EXPERTS,)},
+        dynamic_smem=s.smem,
+        reduction_order=c.reduction_order + f"; moe_out and h: as {MOE_DOWN.name} at M = 1 (" + d.reduction_order + ")",
+        tolerance=max(c.tolerance, d.tolerance),
+        bytes_read=c.bytes_read + f" + {(TOP_K + 1) * (MOE_DOWN.N * I + MOE_DOWN.N // 128 * I // 128 * 4)} + M * "
+                                  f"{2 * MOE_DOWN.N}",
+        bytes_written=c.bytes_written + f" + M * {4 * MOE_DOWN.N}",
+        op="fp8_linear_experts_router_down",
+        pdl=c.pdl,
+        reference=c.reference + f"; moe_out, h: {MOE_DOWN.name}'s reference (netra.reference.proj.moe_down) on the "
+                                "kernel's gate | up rows and the reference's ids, added to h in float64",
+        peers=("netra_pair",),
+        sanitize_cases=({"M": 1, "E": NUM_EXPERTS},),
     )
 
 
@@ -1233,6 +1277,6 @@ LM_HEAD_CONTRACT = Contract(
 
 
 CONTRACTS = tuple(_contract(s) for s in SHAPES + DENSE32 + FUSED + FUSED32 + (NORM_BA,) + EXPERTS + (EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED,
-                                                                               EXPERTS_ROUTER)) + (
+                                                                               EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN)) + (
     BF16_GEMV_N64_K2048, MOE_ROUTER, MOE_ROUTER_NORM, *(_contract_moe_down(s) for s in MOE_DOWNS), MOE_ACT,
     MOE_DOWN_GRP_CONTRACT, LM_HEAD_CONTRACT)

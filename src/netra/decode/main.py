@@ -163,7 +163,7 @@ def token_gates(ckpt: ck.Checkpoint, prompts, free_prompt, free_steps: int, devi
 
 
 ABLATE = ("fp8_linear", "fp8_linear_norm", "fp8_linear_add", "fp8_linear_experts", "moe_router", "moe_router_norm",
-          "fp8_linear_experts_router", "moe_down", "bf16_linear2", "gdn_decode", "lm_head_argmax", "attention_decode_paged",
+          "fp8_linear_experts_router", "fp8_linear_experts_router_down", "moe_down", "bf16_linear2", "gdn_decode", "lm_head_argmax", "attention_decode_paged",
           "attention_decode_paged_qknorm")  # switched off alone at batch 1
 # an ablation's ops: FP8 projections off means the fused ones too; the router off means its
 # fused-norm kernel too (the PyTorch router); a fused op alone off is its unfused path
@@ -174,13 +174,19 @@ ABLATE = ("fp8_linear", "fp8_linear_norm", "fp8_linear_add", "fp8_linear_experts
 # input norm prologue's row undoes it in every layer; the record at 5fa7d79 switched fp8_linear_norm alone: the
 # 10 attention layers)
 ABLATE_OPS = {"fp8_linear": ("fp8_linear", "fp8_linear_norm", "fp8_linear_add", "fp8_linear_gate", "fp8_linear_experts",
-                              "moe_down", "fp8_linear_norm_ba", "fp8_linear_experts_shared", "fp8_linear_experts_router"),
-              "fp8_linear_experts": ("fp8_linear_experts", "fp8_linear_experts_shared", "fp8_linear_experts_router"),
+                              "moe_down", "fp8_linear_norm_ba", "fp8_linear_experts_shared", "fp8_linear_experts_router",
+                             "fp8_linear_experts_router_down"),
+              "fp8_linear_experts": ("fp8_linear_experts", "fp8_linear_experts_shared", "fp8_linear_experts_router",
+                                     "fp8_linear_experts_router_down"),
               "fp8_linear_norm": ("fp8_linear_norm", "fp8_linear_norm_ba"),
-              "moe_router": ("moe_router", "moe_router_norm", "fp8_linear_experts_router"),
+              "moe_router": ("moe_router", "moe_router_norm", "fp8_linear_experts_router", "fp8_linear_experts_router_down"),
               # the router's norm prologue undone: at batch 1 the router-fused gate | up holds it, so that goes too
               # (its own row, fp8_linear_experts_router alone, measures the router inside the gate | up launch)
-              "moe_router_norm": ("moe_router_norm", "fp8_linear_experts_router"),
+              "moe_router_norm": ("moe_router_norm", "fp8_linear_experts_router", "fp8_linear_experts_router_down"),
+              # moe_down off: at batch 1 the launch that holds it goes too (the router-fused launch, then PyTorch's down)
+              "moe_down": ("moe_down", "fp8_linear_experts_router_down"),
+              # the router-fused launch alone off: the one-launch block goes too (its fallback is that launch)
+              "fp8_linear_experts_router": ("fp8_linear_experts_router", "fp8_linear_experts_router_down"),
               "bf16_linear2": ("bf16_linear2", "fp8_linear_norm_ba"),
               # attention off: both its kernels (the qknorm op's fallback is qk_rmsnorm_d256, then the attention op's
               # framework path: RoPE, the append, the gather and SDPA per layer); the qknorm op alone off measures the

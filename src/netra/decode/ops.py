@@ -300,6 +300,36 @@ def _(h, norm_w, eps, router, weight, scale, shared_w, shared_s, gate_w, bar, x_
     return None
 
 
+@decode_op("fp8_linear_experts_router_down",
+           mutates_args=("bar", "x_out", "top", "idx", "logits", "out", "sout", "gate_out", "h", "moe_out"))
+def fp8_linear_experts_router_down(h: Tensor, norm_w: Tensor, eps: float, router: Tensor, weight: Tensor, scale: Tensor,
+                                   shared_w: Tensor, shared_s: Tensor, gate_w: Tensor, w2: Tensor, s2: Tensor,
+                                   shared_w2: Tensor, shared_s2: Tensor, bar: Tensor, x_out: Tensor, top: Tensor,
+                                   idx: Tensor, logits: Tensor, out: Tensor, sout: Tensor, gate_out: Tensor,
+                                   moe_out: Tensor) -> None:
+    """fp8_linear_experts_router, then moe_down on its gate | up rows (moe_out = the MoE block's output, h += moe_out in
+    place), in one launch: kernel fp8_gemv_n1024_k2048_moe_shared_router_down (one token, packed weights, all 132 SMs,
+    one grid-wide barrier on ``bar`` as fp8_linear_experts_router's); otherwise those two ops."""
+    k = proj.EXPERTS_ROUTER_DOWN_KERNEL
+    if weight.dim() == 4 and shared_w.dim() == 3 and w2.dim() == 4 and shared_w2.dim() == 3:
+        args = (x_out, weight, scale, out, idx, shared_w, shared_s, sout, gate_w, gate_out, h, norm_w, eps, router,
+                top, logits, bar, w2, s2, shared_w2, shared_s2, moe_out)
+        if h.is_cuda and (n := _sms(h.device.index or 0)) != SMS:  # the barrier would wait for CTAs that never start
+            k.missed(f"its grid barrier needs {SMS} CTAs resident at once, one per SM; the device has {n} SMs", args)
+        elif k(*args):
+            return
+    fp8_linear_experts_router(h, norm_w, eps, router, weight, scale, shared_w, shared_s, gate_w, bar, x_out, top, idx,
+                              logits, out, sout, gate_out)
+    B = h.shape[0]
+    moe_down(out.view(B, -1), w2, s2, idx, top, sout, shared_w2, shared_s2, gate_out, h, moe_out)
+
+
+@fp8_linear_experts_router_down.register_fake
+def _(h, norm_w, eps, router, weight, scale, shared_w, shared_s, gate_w, w2, s2, shared_w2, shared_s2, bar, x_out, top,
+      idx, logits, out, sout, gate_out, moe_out):
+    return None
+
+
 # --- moe_router: the router and its top-k ------------------------------------------------------
 @decode_op("moe_router", mutates_args=("top", "idx"))
 def moe_router(x: Tensor, router: Tensor, top: Tensor, idx: Tensor) -> None:
@@ -873,6 +903,10 @@ MOE_SHARED_MERGED_ROWS = 4
 # whatever MOE_SHARED_MERGED says. False: the router's own launch at every batch
 MOE_ROUTER_FUSED = True
 MOE_ROUTER_FUSED_ROWS = 4
+# At one token moe_down as that launch's third phase (fp8_linear_experts_router_down): the batch-1 MoE block in one
+# launch. Measured at b085f0b (experiments/proj/router/router_down_variant_b085f0b.json, ms plain / PDL, logits bitwise):
+# batch 1 1.570 / 1.468 against 1.652-1.656 / 1.566. False: the router-fused launch, then moe_down
+MOE_ROUTER_DOWN = True
 
 
 @decode_op("moe_decode", mutates_args=("x", "out", "residual", "bar"))
@@ -890,7 +924,8 @@ def moe_decode(x: Tensor, router: Tensor, w13: Tensor, s13: Tensor, w2: Tensor, 
     an output, x = rmsnorm(residual) (the post-attention norm, eps) computed by the router's
     launch (moe_router_norm). ``bar`` (with norm_w): an int64 [1] zero at allocation, the caller's, for this op
     alone: up to MOE_ROUTER_FUSED_ROWS tokens the norm, the router and every gate | up are one launch
-    (fp8_linear_experts_router, whose grid barrier counts on it). Ops: moe_router or moe_router_norm,
+    (fp8_linear_experts_router, whose grid barrier counts on it), at one token with moe_down in it too
+    (fp8_linear_experts_router_down). Ops: moe_router or moe_router_norm,
     fp8_linear_experts (gate | up), fp8_linear_gate (the shared gate | up and its gate logit), moe_down (every
     down, weighted, and the residual add, from the gate | up rows)."""
     B, H = x.shape
@@ -902,6 +937,10 @@ def moe_decode(x: Tensor, router: Tensor, w13: Tensor, s13: Tensor, w2: Tensor, 
         sgu = torch.empty(B, shared_s13.shape[0] * 128, dtype=x.dtype, device=x.device)
         glogit = torch.empty(B, 1, dtype=x.dtype, device=x.device)
         logits = torch.empty(B, router.shape[0], dtype=torch.float32, device=x.device)
+        if MOE_ROUTER_DOWN and B == 1:  # and moe_down: the whole block in one launch
+            fp8_linear_experts_router_down(residual, norm_w, eps, router, w13, s13, shared_w13, shared_s13, shared_gate,
+                                           w2, s2, shared_w2, shared_s2, bar, x, top, idx, logits, gu, sgu, glogit, out)
+            return
         fp8_linear_experts_router(residual, norm_w, eps, router, w13, s13, shared_w13, shared_s13, shared_gate, bar, x,
                                   top, idx, logits, gu, sgu, glogit)
         moe_down(gu.view(B, -1), w2, s2, idx, top, sgu, shared_w2, shared_s2, glogit, residual, out)

@@ -277,6 +277,11 @@ def _public_call(name: str, b: dict):
             return lambda: dops.fp8_linear_experts_router(b["h"], b["norm_w"], e, b["rw"], b["w"], b["scale"], b["ws"],
                                                           b["ss"], b["gate_w"], b["bar"], b["x_out"], b["top"], b["idx"],
                                                           b["logits"], b["out"], b["sout"], b["gate_out"])
+        if op == "fp8_linear_experts_router_down":
+            return lambda: dops.fp8_linear_experts_router_down(
+                b["h"], b["norm_w"], e, b["rw"], b["w"], b["scale"], b["ws"], b["ss"], b["gate_w"], b["w2"], b["s2"],
+                b["sw2"], b["ss2"], b["bar"], b["x_out"], b["top"], b["idx"], b["logits"], b["out"], b["sout"],
+                b["gate_out"], b["moe_out"])
         if op == "fp8_linear_experts_shared":
             return lambda: dops.fp8_linear_experts_shared(b["x"], b["w"], b["scale"], b["ids"], b["ws"], b["ss"],
                                                           b["gate_w"], b["out"], b["sout"], b["gate_out"])

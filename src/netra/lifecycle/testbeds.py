@@ -572,6 +572,72 @@ def _experts_router_unfused_peer(i, s):
     return {"x_out": x, "top": top, "idx": idx, "out": out, "sout": sout, "gate_out": g}
 
 
+def _make_experts_router_down(shape):
+    """The router-fused bed (_make_experts_router) at one token, plus every expert's down weight (16 distinct quantized
+    weights as that bed's gate | up, expert e on weight e % 16 with its own log-normal block scales: a wrong expert fails
+    the reference) and the shared expert's, packed."""
+
+    def make(dims, gen, device):
+        from ..contracts.proj import MOE_DOWN, MOE_I, NUM_EXPERTS
+        from ..model.checkpoint import quantize
+        from ..ops.proj import pack_weight
+
+        i = _make_experts_router(shape)(dims, gen, device)
+        E, N = NUM_EXPERTS, MOE_DOWN.N
+        g = torch.Generator(device=device).manual_seed(int(torch.randint(0, 2**62, (1,), generator=gen)))
+        w = torch.randn(17, N, MOE_I, generator=g, device=device) * 0.02
+        w *= torch.exp(0.5 * torch.randn(17, N // 128, 1, generator=g, device=device)).repeat_interleave(128, 1)
+        q, sc = quantize(w.view(-1, MOE_I))
+        del w
+        q, sc = q.view(17, N, MOE_I), sc.view(17, N // 128, MOE_I // 128)
+        pick = torch.arange(E, device=device) % 16
+        s2 = sc[pick] * torch.exp(0.5 * torch.randn(E, N // 128, 1, generator=g, device=device))
+        return {**i, "w2": pack_weight(q[pick]), "s2": s2, "_w2_plain": q[pick], "sw2": pack_weight(q[16]),
+                "ss2": sc[16].contiguous(), "_sw2_plain": q[16]}
+
+    return make
+
+
+def _experts_router_down_ref(shape):
+    """The router-fused reference, then moe_down's on the kernel's own gate | up rows, routing weights and gate logit
+    (the reference's ids: they must equal the kernel's), added to h in float64."""
+    router = _experts_router_ref(shape)
+
+    def ref(i):
+        from ..reference.proj import moe_down
+
+        r = router(i)
+        gu = i.get("kernel_out", r["out"].to(torch.bfloat16))
+        M = gu.shape[0]
+        out = moe_down(gu.reshape(M, -1), i["_w2_plain"], i["s2"], r["idx"], i.get("kernel_top", r["top"]),
+                       i.get("kernel_sout", r["sout"].to(torch.bfloat16)), i["_sw2_plain"], i["ss2"],
+                       i.get("kernel_gate_out", r["gate_out"].to(torch.bfloat16)))
+        return {**r, "moe_out": out, "h": i["h"].double() + out}
+
+    return ref
+
+
+def _experts_router_down_pair_peer(i, s):
+    """What the batch-1 MoE block ran before: fp8_linear_experts_router, then moe_down (their kernels)."""
+    from ..contracts.proj import TOP_K
+    from ..decode import ops as dops
+
+    h, M = i["h"].clone(), i["h"].shape[0]
+    x = torch.empty_like(h)
+    top = torch.empty(M, TOP_K, dtype=h.dtype, device=h.device)
+    idx = torch.empty(M, TOP_K, dtype=torch.long, device=h.device)
+    logits = torch.empty(M, i["rw"].shape[0], dtype=torch.float32, device=h.device)
+    out = torch.empty(M, TOP_K, i["w"].shape[1] * 16, dtype=h.dtype, device=h.device)
+    sout = torch.empty(M, i["ws"].shape[0] * 16, dtype=h.dtype, device=h.device)
+    g = torch.empty(M, 1, dtype=h.dtype, device=h.device)
+    moe_out = torch.empty_like(h)
+    dops.fp8_linear_experts_router(h, i["norm_w"], s["eps"], i["rw"], i["w"], i["scale"], i["ws"], i["ss"],
+                                   i["gate_w"], i["bar"], x, top, idx, logits, out, sout, g)
+    dops.moe_down(out.view(M, -1), i["w2"], i["s2"], idx, top, sout, i["sw2"], i["ss2"], g, h, moe_out)
+    return {"x_out": x, "top": top, "idx": idx, "logits": logits, "out": out, "sout": sout, "gate_out": g,
+            "moe_out": moe_out, "h": h}
+
+
 def _make_router(dims, gen, device):
     """x at the scale of the post-attention norm's output, the router N(0, 0.02) per row with a
     log-normal spread (BF16 logits of order 1: exact ties at the top-8 boundary occur and test
@@ -734,7 +800,8 @@ def _moe_down_grp_peer(i, s):
 
 
 def _proj_testbeds() -> dict:
-    from ..contracts.proj import (DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, FUSED32, MOE_ACT, MOE_DOWN_GRP,
+    from ..contracts.proj import (DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN, EXPERTS_SHARED, FUSED, FUSED32,
+                                  MOE_ACT, MOE_DOWN_GRP,
                                   MOE_DOWNS, NORM_BA, SHAPES)
     from ..reference.proj import fp8_linear
 
@@ -766,6 +833,10 @@ def _proj_testbeds() -> dict:
     beds[EXPERTS_ROUTER.name] = Testbed(contracts.get(EXPERTS_ROUTER.name), _make_experts_router(EXPERTS_ROUTER),
                                         _experts_router_ref(EXPERTS_ROUTER), None,
                                         {"netra_unfused": _experts_router_unfused_peer}, chained=("x_out",))
+    beds[EXPERTS_ROUTER_DOWN.name] = Testbed(
+        contracts.get(EXPERTS_ROUTER_DOWN.name), _make_experts_router_down(EXPERTS_ROUTER_DOWN),
+        _experts_router_down_ref(EXPERTS_ROUTER_DOWN), None, {"netra_pair": _experts_router_down_pair_peer},
+        chained=("x_out", "out", "sout", "gate_out", "top"))
     for sh in EXPERTS + (EXPERTS_GROUP, EXPERTS_GROUP32):
         beds[sh.name] = Testbed(contracts.get(sh.name), _make_fp8_experts(sh), _experts_ref(sh), None,
                                 _experts_peers(sh), scalars={})

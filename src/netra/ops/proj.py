@@ -13,7 +13,7 @@ import functools
 import torch
 from torch import Tensor
 
-from ..contracts.proj import (DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_SHARED, FUSED, FUSED32, LM_HEAD as _LM, MOE_ACT, MOE_DOWN, MOE_DOWN_GRP,
+from ..contracts.proj import (DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN, EXPERTS_SHARED, FUSED, FUSED32, LM_HEAD as _LM, MOE_ACT, MOE_DOWN, MOE_DOWN_GRP,
                               MOE_DOWN_S6, MOE_DOWN_WIDE_M, NORM_BA, SHAPES, TOP_K, frag_k)
 from ._dispatch import KernelOp
 
@@ -41,6 +41,9 @@ EXPERT_GROUP32_KERNELS = {(EXPERTS_GROUP32.S, EXPERTS_GROUP32.KB): KernelOp("fp8
 EXPERTS_SHARED_KERNEL = KernelOp("fp8_linear_experts_shared", EXPERTS_SHARED.name, key=EXPERTS_SHARED.name)
 # the same after the post-attention norm and the router, with a grid-wide barrier between them (every CTA resident)
 EXPERTS_ROUTER_KERNEL = KernelOp("fp8_linear_experts_router", EXPERTS_ROUTER.name, key=EXPERTS_ROUTER.name)
+# and at one token moe_down as its third phase: the batch-1 MoE block in one launch
+EXPERTS_ROUTER_DOWN_KERNEL = KernelOp("fp8_linear_experts_router_down", EXPERTS_ROUTER_DOWN.name,
+                                      key=EXPERTS_ROUTER_DOWN.name)
 BA = KernelOp("bf16_linear2", "bf16_gemv_n64_k2048")  # GDN in_proj_b | in_proj_a, one launch
 ROUTER = KernelOp("moe_router", "moe_router_e256_k2048")  # the MoE router and its top-k, one launch
 ROUTER_NORM = KernelOp("moe_router_norm", "moe_router_norm_e256_k2048")  # the same after the post-attention norm
