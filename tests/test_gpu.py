@@ -592,6 +592,34 @@ def test_experts_router_down_is_the_router_fused_launch_then_moe_down():
         assert _misses(EXPERTS_ROUTER_DOWN.name) == 0, ops.stats()[EXPERTS_ROUTER_DOWN.name]
 
 
+def test_experts_router_down_with_a_nan_input_ends_and_matches_the_pair():
+    """A NaN in h (so NaN norms, logits and gate | up rows): the one-launch MoE block still ends (its down tasks spin
+    until no row holds the poison 0xFFFF, which a NaN result never is: fp32 arithmetic gives 0x7FFFFFFF, cvt to BF16
+    0x7FFF) and gives the pair's bits."""
+    from netra.contracts.proj import EXPERTS_ROUTER_DOWN
+    from netra.decode import ops as dops
+    from netra.lifecycle import testbeds
+
+    tb = testbeds.get(EXPERTS_ROUTER_DOWN.name)
+    i = tb.make({"M": 1, "E": 256}, torch.Generator().manual_seed(502), "cuda")
+    i["h"][0, 7] = float("nan")
+    h0 = i["h"].clone()
+    want = tb.peers["netra_pair"](i, {"eps": 1e-6})
+    bits = lambda t: t.contiguous().view(torch.uint8)  # noqa: E731
+    o = tb.alloc_outputs({"M": 1, "E": 256}, "cuda")
+    h = h0.clone()
+    with _pdl(False):
+        dops.fp8_linear_experts_router_down(h, i["norm_w"], 1e-6, i["rw"], i["w"], i["scale"], i["ws"], i["ss"],
+                                            i["gate_w"], i["w2"], i["s2"], i["sw2"], i["ss2"], i["bar"], o["x_out"],
+                                            o["top"], o["idx"], o["logits"], o["out"], o["sout"], o["gate_out"],
+                                            o["moe_out"])
+    assert torch.isnan(o["moe_out"].float()).all() and torch.isnan(h.float()).all()
+    got = dict(o, h=h)
+    for n in ("x_out", "top", "idx", "out", "sout", "gate_out", "moe_out", "h"):
+        assert torch.equal(bits(got[n]), bits(want[n])), n
+    assert _misses(EXPERTS_ROUTER_DOWN.name) == 0, ops.stats()[EXPERTS_ROUTER_DOWN.name]
+
+
 @pytest.mark.parametrize("M", [1, 3, 9, 16, 20])
 def test_expert_kernels_in_the_op_and_the_moe_block(M):
     """fp8_linear_experts takes both expert kernels with no miss (M = 20 tokens: two launches
