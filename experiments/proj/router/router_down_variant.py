@@ -169,7 +169,9 @@ def trace(opts, names, res):
                 launch(forms, pairs=opts[n]["sync"] == "pairs")
                 t = b.bufs["x_out"].view(torch.int32).view(-1)
                 if it >= 3:
-                    per.append({"gate_up": t[:128].tolist(), "tasks": t[256:384].tolist()})
+                    per.append({"gate_up": t[:128].tolist(), "tasks": t[256:384].tolist()}
+                               | ({"rows_ready": t[660:788].tolist(), "strips_landed": t[800:928].tolist()}
+                                  if opts[n]["sync"] == "tags" else {}))
             res["trace"][n + "_per_cta"] = per
             print("per-CTA", n, {k: (min(v), sorted(v)[len(v) // 2], max(v)) for k, v in per[-1].items()}, flush=True)
             del module
@@ -282,7 +284,7 @@ def main():
             res["pass"] &= check(built[n][2], sub, opts[n].get("sync", "barrier"))
             res["correctness"][n] = sub["correctness"]
     json.dump(res, open(out, "w"), indent=1)
-    if res["pass"] or "--step-anyway" in sys.argv:
+    if (res["pass"] or "--step-anyway" in sys.argv) and "--no-step" not in sys.argv:
         step_ab({n: built[n][2] for n in names}, res, {n: opts[n].get("sync", "barrier") for n in names})
     json.dump(res, open(out, "w"), indent=1)
     del module, built

@@ -2777,6 +2777,44 @@ def dn_act_block(e: Emit, sh: Shape, i: int, x0: str, x1: str, u0: str, u1: str,
     e(f"  mul.f32 {xm}, {xm}, %f0;")
 
 
+def dn_stamp_tasks(e: Emit, sh: Shape) -> None:
+    """tags, _DOWN["trace"] == "all" (a diagnostic, after the down phase's last barrier): the CTA's latest rows-ready
+    (%gmr) and down-strip-landed (%gms) cycles from the phase's start, max over threads (shfl, then the 16 warps through
+    the unused xm slots), stored by thread 0 as u32 to x_out words 660 + ctaid and 800 + ctaid."""
+    e("  {")
+    e("  .reg .b32 %gl, %gh, %gu;")
+    e("  .reg .b64 %gp, %go;")
+    for r in ("%gmr", "%gms"):
+        for d in (16, 8, 4, 2, 1):
+            e(f"  mov.b64 {{%gl, %gh}}, {r};")
+            e(f"  shfl.sync.bfly.b32 %gl, %gl, {d}, 31, 0xffffffff;")
+            e(f"  shfl.sync.bfly.b32 %gh, %gh, {d}, 31, 0xffffffff;")
+            e("  mov.b64 %go, {%gl, %gh};")
+            e(f"  max.u64 {r}, {r}, %go;")
+    e("  setp.eq.u32 %p, %lane, 0;")
+    e("  mad.lo.u32 %gu, %warp, 8, %sbase;")
+    e("  cvt.u32.u64 %gl, %gmr;")
+    e("  cvt.u32.u64 %gh, %gms;")
+    e(f"  @%p st.shared.v2.u32 [%gu+{sh.DN_XM}], {{%gl, %gh}};")
+    e("  bar.sync 0;")
+    e("  setp.ne.u32 %p, %th, 0;")
+    e("  @%p bra GTT_DONE;")
+    e("  mov.u32 %gl, 0;")
+    e("  mov.u32 %gh, 0;")
+    for w in range(16):
+        e(f"  ld.shared.v2.u32 {{%gu, %dtv}}, [%sbase+{sh.DN_XM + 8 * w}];")
+        e("  max.u32 %gl, %gl, %gu;")
+        e("  max.u32 %gh, %gh, %dtv;")
+    e("  ld.param.u64 %gp, [x_out];")
+    e("  cvta.to.global.u64 %gp, %gp;")
+    e("  mul.wide.u32 %go, %dc, 4;")
+    e("  add.u64 %gp, %gp, %go;")
+    e("  st.global.u32 [%gp+2640], %gl;  // word 660 + ctaid: rows ready")
+    e("  st.global.u32 [%gp+3200], %gh;  // word 800 + ctaid: strips landed")
+    e("GTT_DONE:")
+    e("  }")
+
+
 def dn_rows(e: Emit, sh: Shape) -> None:
     """down phases' end (after the barrier over every partial and xs): thread r < 16 of CTA s < 128 sums row 16 s + r
     in moedown's order, moe_out = BF16, h = bf16(h + moe_out)."""
@@ -3066,6 +3104,8 @@ def down_phase_pairs(e: Emit, sh: Shape) -> None:
     if _DOWN["trace"] == "all":  # (the trace's "barrier2" column is then the tasks' end)
         dn_stamp_all(e, 1)
     e("  {")
+    if tags and _DOWN["trace"] == "all":
+        e("  .reg .b64 %gmr, %gms, %gtt;")
     e("  .reg .pred %dq, %dk, %dz;")
     e("  .reg .b32 %dc, %db, %dj, %dkq, %dx0, %dx1, %du0, %du1, %drd;")
     e("  .reg .b32 %dw<4>, %dbf<4>;")
@@ -3105,6 +3145,10 @@ def down_phase_pairs(e: Emit, sh: Shape) -> None:
         e("  nanosleep.u32 32;")
         e("  bra.uni DN_POLL;")
     e("DN_TASKS:")
+    tt = tags and _DOWN["trace"] == "all"  # each thread's latest rows-ready and strip-landed cycles from the phase's start
+    if tt:
+        e("  mov.u64 %gmr, 0;")
+        e("  mov.u64 %gms, 0;")
     for r, n in (("%dgu", "out"), ("%dsg", "sout"), ("%dgl", "gate_out")):
         e(f"  ld.param.u64 {r}, [{n}];")
         e(f"  cvta.to.global.u64 {r}, {r};")
@@ -3165,6 +3209,10 @@ def down_phase_pairs(e: Emit, sh: Shape) -> None:
             e("  nanosleep.u32 32;")
             e(f"  bra.uni DN_TG_{i};")
             e(f"DN_TV_{i}:")
+            if tt:
+                e("  mov.u64 %gtt, %clock64;")
+                e("  sub.u64 %gtt, %gtt, %gt1;")
+                e("  max.u64 %gmr, %gmr, %gtt;")
         else:
             e("  ld.global.cg.v2.u32 {%dx0, %dx1}, [%pa];  // other CTAs' rows: L2")
             e("  ld.global.cg.v2.u32 {%du0, %du1}, [%pa+1024];  // up: 512 further")
@@ -3175,6 +3223,10 @@ def down_phase_pairs(e: Emit, sh: Shape) -> None:
         e(f"DN_SW_{i}:")
         e("  mbarrier.try_wait.parity.shared::cta.b64 %p, [%bf], 0;  // slot j's down strip")
         e(f"  @!%p bra DN_SW_{i};")
+        if tt:
+            e("  mov.u64 %gtt, %clock64;")
+            e("  sub.u64 %gtt, %gtt, %gt1;")
+            e("  max.u64 %gms, %gms, %gtt;")
         e("  shl.b32 %t1, %db, 2;")
         e("  add.u32 %t1, %t1, %sbase;")
         e(f"  ld.shared.f32 %dws, [%t1+{sh.dn_scl}];  // the weight block's scale")
@@ -3212,6 +3264,8 @@ def down_phase_pairs(e: Emit, sh: Shape) -> None:
     e("  bar.sync 0;  // every partial and xs")
     if _DOWN["trace"] == "all":
         dn_stamp_all(e, 2)
+    if tags and _DOWN["trace"] == "all":
+        dn_stamp_tasks(e, sh)
     dn_rows(e, sh)
     e("DN_END:")
     e("  ret;")
