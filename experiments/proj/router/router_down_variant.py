@@ -36,7 +36,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 
 
-def fused_kernel(issue: str = "select", diag: str = "", trace: bool = False, sync: str = "barrier"):
+def fused_kernel(issue: str = "select", diag: str = "", trace: bool = False, sync: str = "barrier", sdn: str = ""):
     """(shape, contract, launchers {plain, pdl}, module) of the candidate (gen_fp8_gemv._DOWN's options)."""
     from netra import contracts, paths
     from netra.contracts import Tensor
@@ -47,7 +47,7 @@ def fused_kernel(issue: str = "select", diag: str = "", trace: bool = False, syn
     sh = dataclasses.replace(EXPERTS_ROUTER, down=True)
     gen = paths.generator("proj", "gen_fp8_gemv")
     saved = dict(gen._DOWN)
-    gen._DOWN.update(issue=issue, diag=diag, trace=trace, sync=sync)
+    gen._DOWN.update(issue=issue, diag=diag, trace=trace, sync=sync, sdn=sdn)
     try:
         ptx = gen.generate(sh)
         smem = gen.dn_smem(sh)
@@ -265,7 +265,9 @@ def main():
             "pairs_mid_endsig": dict(issue="mid", sync="pairs", diag="endsig"),
             # no counters: the rows are their own flags (poisoned before the barrier, spun on by the tasks)
             "tags": dict(issue="select", sync="tags"), "tags_mid": dict(issue="mid", sync="tags"),
-            "tags_late": dict(issue="late", sync="tags")}
+            "tags_late": dict(issue="late", sync="tags"),
+            # the shared expert's down strip requested before the wait (it never depends on the router)
+            "tags_late_sdn": dict(issue="late", sync="tags", sdn="early")}
     built = {n: fused_kernel(**opts[n]) for n in names}
     sh, c, forms, module = built[names[0]]
     res = {"kernel": sh.name, "dynamic_smem": {n: int(built[n][1].dynamic_smem) for n in names}, "variants": {n: opts[n] for n in names},

@@ -1743,6 +1743,8 @@ def _generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: b
             e(f"  mbarrier.arrive.expect_tx.shared::cta.b64 _, [%sbase+{sh.xbar_off + 8 * i}], %t1;")
     if sh.router:
         router_rows(e, sh)
+        if sh.down and _DOWN["sdn"] == "early":
+            dn_issue_shared_early(e, sh)
         if sh.router_poll:
             ep = sh.xs_off + max(ROUTER_FUSED_TOKENS) * 2 * ROUTER_K
             e("  // this launch's epoch: the counter's arrivals so far / SMS (every arrival of the previous launch of this")
@@ -2587,7 +2589,7 @@ def select_and_publish(ee, e, sh: Shape) -> None:
 # ("select": right after the selection; "mid": at its first refill with no gate | up strip left; "late": at the start of
 # the down phase), a diagnostic ("nocompute": the barrier, then nothing), and how the down phase waits for the gate | up
 # rows ("barrier": a second grid barrier; "pairs": per-pair counters; "tags": the rows themselves)
-_DOWN = {"issue": "late", "diag": "", "trace": False, "sync": "tags"}  # the promoted build (EXPERTS_ROUTER_DOWN)
+_DOWN = {"issue": "late", "diag": "", "trace": False, "sync": "tags", "sdn": ""}  # the promoted build (EXPERTS_ROUTER_DOWN)
 # down, sync "pairs" (a candidate): no second grid barrier. Every CTA signals each gate | up strip's pair on a counter
 # of its own (cnt[pair], u32, + 1 per strip; cnt[9] + 1 for the gate logit) and the down phase's (pair, k block) tasks
 # each wait for their pair's counter only (down_phase_pairs); sync "tags" (a candidate): no counters either: each CTA
@@ -2623,28 +2625,54 @@ def down_issue(e: Emit, sh: Shape, s: str = "%s", label: str = "DN_ISSUED") -> N
         e(f"  ld.param.u64 {r}, [{n}];")
         e(f"  cvta.to.global.u64 {r}, {r};")
     e(f"  shr.u32 %t3, {s}, 3;  // the strip's 128-row block")
-    for j in range(TOP_K + 1):
-        e(f"  add.u32 %bf, %sbase, {sh.dn_bar + 8 * j};")
-        e(f"  mbarrier.arrive.expect_tx.shared::cta.b64 _, [%bf], {DN_SB + 16};")
-        if j < TOP_K:
-            e(f"  ld.shared.u32 %t1, [%sbase+{sh.ids_off + 4 * (1 + j)}];  // routed slot {j}'s expert")
-            e(f"  mad.lo.u32 %t2, %t1, {DN_STRIPS}, {s};")
-            e(f"  mul.wide.u32 %pt64, %t2, {DN_SB};")
-            e("  add.u64 %pa, %dw, %pt64;")
-        else:
-            e(f"  mul.wide.u32 %pt64, {s}, {DN_SB};  // the shared expert")
-            e("  add.u64 %pa, %dsw, %pt64;")
-        e(f"  add.u32 %ta, %sbase, {sh.dn_off + DN_SB * j};")
-        e(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%ta], [%pa], {DN_SB}, [%bf], %pol;")
-        if j < TOP_K:
-            e(f"  mad.lo.u32 %t2, %t1, {DN_STRIPS // 8}, %t3;")
-            e("  mul.wide.u32 %pt64, %t2, 16;")
-            e("  add.u64 %pa, %ds, %pt64;")
-        else:
-            e("  mul.wide.u32 %pt64, %t3, 16;")
-            e("  add.u64 %pa, %dss, %pt64;")
-        e(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%ta+{sh.dn_scl - sh.dn_off - DN_SB * j + 16 * j}], [%pa], 16, [%bf];")
+    for j in range(TOP_K + (0 if _DOWN["sdn"] == "early" else 1)):  # (sdn early: the shared one went before the wait)
+        dn_issue_one(e, sh, j, s)
     e(f"{label}:")
+    e("  }")
+
+
+def dn_issue_one(e: Emit, sh: Shape, j: int, s: str) -> None:
+    """down_issue's copies of slot j (< 8: routed, its expert from the ids table; 8: the shared expert's) for CTA ``s``:
+    its 8 KB strip and its 4 block scales on mbarrier dn_bar[j] (%dw, %ds, %dsw, %dss, %t3: down_issue's)."""
+    e(f"  add.u32 %bf, %sbase, {sh.dn_bar + 8 * j};")
+    e(f"  mbarrier.arrive.expect_tx.shared::cta.b64 _, [%bf], {DN_SB + 16};")
+    if j < TOP_K:
+        e(f"  ld.shared.u32 %t1, [%sbase+{sh.ids_off + 4 * (1 + j)}];  // routed slot {j}'s expert")
+        e(f"  mad.lo.u32 %t2, %t1, {DN_STRIPS}, {s};")
+        e(f"  mul.wide.u32 %pt64, %t2, {DN_SB};")
+        e("  add.u64 %pa, %dw, %pt64;")
+    else:
+        e(f"  mul.wide.u32 %pt64, {s}, {DN_SB};  // the shared expert")
+        e("  add.u64 %pa, %dsw, %pt64;")
+    e(f"  add.u32 %ta, %sbase, {sh.dn_off + DN_SB * j};")
+    e(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%ta], [%pa], {DN_SB}, [%bf], %pol;")
+    if j < TOP_K:
+        e(f"  mad.lo.u32 %t2, %t1, {DN_STRIPS // 8}, %t3;")
+        e("  mul.wide.u32 %pt64, %t2, 16;")
+        e("  add.u64 %pa, %ds, %pt64;")
+    else:
+        e("  mul.wide.u32 %pt64, %t3, 16;")
+        e("  add.u64 %pa, %dss, %pt64;")
+    e(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%ta+{sh.dn_scl - sh.dn_off - DN_SB * j + 16 * j}], [%pa], 16, [%bf];")
+
+
+def dn_issue_shared_early(e: Emit, sh: Shape) -> None:
+    """down, _DOWN["sdn"] == "early" (a candidate; thread 0, before griddepcontrol.wait, beside the router rows): CTA
+    s < 128 requests its strip of the shared expert's down weight (8 KB; it never depends on the router), so 1 of the
+    down phase's 9.4 MB streams during the router phase, when DRAM is nearly idle."""
+    e("  // down, sdn early: the shared expert's down strip now (it does not depend on the router)")
+    e("  {")
+    e("  .reg .pred %dp;")
+    e("  .reg .b64 %dw, %ds, %dsw, %dss;")
+    e(f"  setp.ge.u32 %dp, %s, {DN_STRIPS};")
+    e("  @%dp bra SDN_ISSUED;")
+    e("  ld.param.u64 %dsw, [sw2];")
+    e("  cvta.to.global.u64 %dsw, %dsw;")
+    e("  ld.param.u64 %dss, [ss2];")
+    e("  cvta.to.global.u64 %dss, %dss;")
+    e("  shr.u32 %t3, %s, 3;  // the strip's 128-row block")
+    dn_issue_one(e, sh, TOP_K, "%s")
+    e("SDN_ISSUED:")
     e("  }")
 
 
