@@ -103,6 +103,14 @@ class Emit:
         return "\n".join(self.lines) + "\n"
 
 
+def a_fragments(e: Emit, w0: str, w1: str) -> None:
+    """The mma's A fragments %a0..3 (f16x2) from two words of a packed E4M3 tile (4 weights each)."""
+    e(f"  mov.b32 {{%q0, %q1}}, {w0};")
+    e(f"  mov.b32 {{%q2, %q3}}, {w1};")
+    for r in range(4):
+        e(f"  cvt.rn.f16x2.e4m3x2 %a{r}, %q{r};")
+
+
 def bf16x2_to_f32(e: Emit, word: str) -> None:
     """%f0 = the low BF16 of ``word`` as f32, %f1 = the high one (a BF16 is the top half of an f32)."""
     e(f"  shl.b32 %t1, {word}, 16;")
@@ -1082,7 +1090,7 @@ def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: 
             e(f"  mad.lo.u32 %t0, %t3, {N}, %t2;")
             e("  mad.lo.u32 %t0, %s, 16, %t0;")
         e("  mul.wide.u32 %pt64, %t0, 2;")
-        store_out(e, res, "%psb" if moe is not None and moe.shared else "%po")
+        store_out(e, res, "%psb" if moe is not None and moe.shared else "%po", strong=tags_build(moe))
         if moe is not None:
             e(f"{done}_{r}:")
 
@@ -1176,7 +1184,7 @@ def split_finish(e: Emit, sh: Shape, sfx: str, res: bool = False) -> None:
     e(f"FIN{sfx}:")
 
 
-def store_out(e: Emit, res: bool, base: str = "%po") -> None:
+def store_out(e: Emit, res: bool, base: str = "%po", strong: bool = False) -> None:
     """The BF16 %q0 to out (%po) + %pt64. ``res``: out is h; the product goes to %pmo + %pt64 first
     (the mixer's or the MoE block's output, before the residual add), then h = bf16(h + product)
     (fp32 add: the model's two BF16 ops)."""
@@ -1185,7 +1193,7 @@ def store_out(e: Emit, res: bool, base: str = "%po") -> None:
         e("  add.u64 %pc, %pmo, %pt64;")
         e("  st.global.b16 [%pc], %q0;")
         residual_add(e)
-    e("  st.relaxed.gpu.global.b16 [%pb], %q0;  // strong: other CTAs spin on it (tags)" if _STRONG["on"] and not res
+    e("  st.relaxed.gpu.global.b16 [%pb], %q0;  // strong: other CTAs spin on it (tags)" if strong and not res
       else "  st.global.b16 [%pb], %q0;")
 
 
@@ -1358,16 +1366,7 @@ def _pol() -> str:
     return ", %pol" if _L2["hint"] else ""
 
 
-def generate(sh: Shape, *args, **kw) -> str:
-    """_generate (below) with the tags build's strong row stores switched on for it alone."""
-    _STRONG["on"] = bool(sh.down and _DOWN["sync"] == "tags")
-    try:
-        return _generate(sh, *args, **kw)
-    finally:
-        _STRONG["on"] = False
-
-
-def _generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bool = True, packed_amax: bool = True,
+def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bool = True, packed_amax: bool = True,
              pre_strips: int | None | str = "shape", early_trigger: bool = False, split_m8: bool = True,
              tgroups: bool = False, xpair: bool = False, x_first_m16: bool | None = None, coherent_x: bool = True,
              ids_early: bool = False, ids_checked: bool | str = True, l2_hint: bool = True, l2_prefetch: bool | str = False, m8_only: bool = False,
@@ -1975,7 +1974,7 @@ def gate_cta(e: Emit, sh: Shape) -> None:
     e("  cvt.rn.bf16.f32 %q0, %f0;")
     e("  mul.wide.u32 %pt64, %th, 2;")
     e("  add.u64 %pa, %pgo, %pt64;")
-    e("  st.relaxed.gpu.global.b16 [%pa], %q0;  // strong: the down phase spins on it (tags)" if _STRONG["on"]
+    e("  st.relaxed.gpu.global.b16 [%pa], %q0;  // strong: the down phase spins on it (tags)" if tags_build(sh)
       else "  st.global.b16 [%pa], %q0;")
     e("GATE_DONE:")
     e("  ret;")
@@ -2596,7 +2595,13 @@ _DOWN = {"issue": "late", "diag": "", "trace": False, "sync": "tags", "sdn": ""}
 # poisons the gate | up rows it will write (TAG, before the grid barrier), writes them with strong relaxed stores, and a
 # task spins on its own 8 values until none is TAG (the rows are their own flags: no fence in the walk)
 TAG = 0xFFFF  # a BF16 NaN the kernel never writes (cvt.rn.bf16.f32 gives 0x7FFF for NaN; invalid ids 0x7FC0)
-_STRONG = {"on": False}  # store_out / gate_cta: st.relaxed.gpu (the tags build's rows and gate logit)
+
+
+def tags_build(sh: Shape | None) -> bool:
+    """The tags build: its gate | up rows and gate logit are stored strong (st.relaxed.gpu; store_out, gate_cta)."""
+    return sh is not None and sh.down and _DOWN["sync"] == "tags"
+
+
 # router builds (a candidate): the strips after each CTA's first NS taken from a counter (bar[1]) instead of
 # s + NS G, ...: a CTA on a slow SM or slow bytes takes fewer (the traced spread of the gate | up walk: 7.1-11.2k
 # cycles); each strip's arithmetic is unchanged, so the outputs are the same bits
@@ -2989,10 +2994,7 @@ def down_phase(e: Emit, sh: Shape) -> None:
             e(f"  @%dk ld.shared.v4.u32 {{%db{q}_0, %db{q}_1, %db{q}_2, %db{q}_3}}, [%t2+{A + 256 * q + 16 * jj}];")
         for half in range(2):
             for q in range(4):
-                e(f"  mov.b32 {{%q0, %q1}}, %dw{q}_{2 * half};")
-                e(f"  mov.b32 {{%q2, %q3}}, %dw{q}_{2 * half + 1};")
-                for r in range(4):
-                    e(f"  cvt.rn.f16x2.e4m3x2 %a{r}, %q{r};")
+                a_fragments(e, f"%dw{q}_{2 * half}", f"%dw{q}_{2 * half + 1}")
                 acc = ", ".join(f"%dc{q}_{i}" for i in range(4))
                 e(f"  mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{{acc}}}, {{%a0, %a1, %a2, %a3}}, "
                   f"{{%db{q}_{2 * half}, %db{q}_{2 * half + 1}}}, {{{acc}}};  // block {q}, step {2 * jj + half}")
@@ -3279,10 +3281,7 @@ def down_phase_pairs(e: Emit, sh: Shape) -> None:
                 e(f"  mov.b32 %dbf{c}, 0;")
             e(f"  @%dk ld.shared.v4.u32 {{%dbf0, %dbf1, %dbf2, %dbf3}}, [%t2+{A + 16 * jj}];")
             for half in range(2):
-                e(f"  mov.b32 {{%q0, %q1}}, %dw{2 * half};")
-                e(f"  mov.b32 {{%q2, %q3}}, %dw{2 * half + 1};")
-                for r in range(4):
-                    e(f"  cvt.rn.f16x2.e4m3x2 %a{r}, %q{r};")
+                a_fragments(e, f"%dw{2 * half}", f"%dw{2 * half + 1}")
                 e("  mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%dacc0, %dacc1, %dacc2, %dacc3}, {%a0, %a1, %a2, %a3}, "
                   f"{{%dbf{2 * half}, %dbf{2 * half + 1}}}, {{%dacc0, %dacc1, %dacc2, %dacc3}};  // step {2 * jj + half}")
         e("  setp.eq.u32 %p, %tig, 0;  // this lane's accumulator columns 0, 1: column 0 is the token")
@@ -3522,10 +3521,7 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
             j, half = i // 2, i % 2
             base = j * 4 + 2 * half
             acc = "%d" if acc_split and i % 2 else "%c"
-            e(f"  mov.b32 {{%q0, %q1}}, %wa{base};")
-            e(f"  mov.b32 {{%q2, %q3}}, %wa{base + 1};")
-            for r in range(4):
-                e(f"  cvt.rn.f16x2.e4m3x2 %a{r}, %q{r};")
+            a_fragments(e, f"%wa{base}", f"%wa{base + 1}")
             e(("  @%pn0 " if skip else "  ") + f"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{{acc}0, {acc}1, {acc}2, {acc}3}}, {{%a0, %a1, %a2, %a3}}, "
               f"{{%xr0_{h}_{2 * i}, %xr0_{h}_{2 * i + 1}}}, {{{acc}0, {acc}1, {acc}2, {acc}3}};")
             for nt in tiles[1:]:

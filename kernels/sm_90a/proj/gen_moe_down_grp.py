@@ -41,7 +41,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "src"))
 sys.path.insert(0, str(HERE))
-from gen_fp8_gemv import (Emit, act_scale_convert, act_word, bitmap_set, distinct_list, header,  # noqa: E402
+from gen_fp8_gemv import (Emit, a_fragments, act_scale_convert, act_word, bitmap_set, distinct_list, header,  # noqa: E402
                           moedown_order_sum, residual_add, scan_up, sigmoid_bf16, silu_mul_word)
 from netra.contracts.proj import (MOE_ACT, MOE_ACT_NAME, MOE_ACT_WARPS, MOE_DOWN_GRP, MOE_DOWN_GRP_CONTRACT,  # noqa: E402
                                   NUM_EXPERTS, TOP_K, MoeDownGrp)
@@ -386,10 +386,7 @@ def down(g: MoeDownGrp = MOE_DOWN_GRP) -> str:
         for i in range(8):
             jj, half = i // 2, i % 2
             base = jj * 4 + 2 * half
-            e(f"  mov.b32 {{%q0, %q1}}, %wa{base};")
-            e(f"  mov.b32 {{%q2, %q3}}, %wa{base + 1};")
-            for r in range(4):
-                e(f"  cvt.rn.f16x2.e4m3x2 %a{r}, %q{r};")
+            a_fragments(e, f"%wa{base}", f"%wa{base + 1}")
             e(f"  mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{%c0, %c1, %c2, %c3}}, {{%a0, %a1, %a2, %a3}}, "
               f"{{%b{16 * q + 2 * i}, %b{16 * q + 2 * i + 1}}}, {{%c0, %c1, %c2, %c3}};")
         e(f"  @%pka st.shared.f32 [%pa_+{g.part_off + 64 * q}], %c0;  // row g")
