@@ -267,7 +267,11 @@ def main():
             "tags": dict(issue="select", sync="tags"), "tags_mid": dict(issue="mid", sync="tags"),
             "tags_late": dict(issue="late", sync="tags"),
             # the shared expert's down strip requested before the wait (it never depends on the router)
-            "tags_late_sdn": dict(issue="late", sync="tags", sdn="early")}
+            "tags_late_sdn": dict(issue="late", sync="tags", sdn="early"),
+            # the two walk lengths at different sites (gen_fp8_gemv.dn_when: CTAs with one strip less at the first,
+            # those with one more at the second)
+            **{f"tags_split_{a}_{b}": dict(issue=f"{a}/{b}", sync="tags")
+               for a in ("select", "mid", "late") for b in ("select", "mid", "late") if a != b}}
     built = {n: fused_kernel(**opts[n]) for n in names}
     sh, c, forms, module = built[names[0]]
     res = {"kernel": sh.name, "dynamic_smem": {n: int(built[n][1].dynamic_smem) for n in names}, "variants": {n: opts[n] for n in names},

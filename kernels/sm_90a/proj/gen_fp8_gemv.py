@@ -1615,9 +1615,11 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         e("  .reg .b64 %gt0, %gt1;")
     if sh.router and _DYN["on"]:
         e("  .reg .b64 %dyn;  // thread 0: the next strip from the counter")
-    if sh.down and _DOWN["issue"] == "mid":
+    if dn_at(sh, "mid"):
         e("  .reg .b32 %dnf;  // the down strips requested")
         e("  mov.u32 %dnf, 0;")
+    if dn_split(sh):
+        e("  .reg .b32 %dnw;  // the site of this CTA's down strips (dn_site_reg)")
     if sh.down and _DOWN["sync"] == "tags":
         e("  .reg .b32 %dtv;  // the tags build's spin count")
     if sh.down and _DOWN["sync"] == "pairs":
@@ -1689,6 +1691,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         if not sh.router:  # router: the gate CTA takes part in the router phase first (its barrier counts every CTA)
             e("  setp.eq.u32 %p, %s, %nct;")
             e("  @%p bra GATE;")
+    if dn_split(sh):
+        dn_site_reg(e, sh)
     if sh.fuse == "gate":
         e("  sub.u32 %nct, %nct, 1;  // the last " + ("cluster" if ks else "CTA") + " is the gate's; the others stream the weights")
         e("  setp.eq.u32 %p, %s, %nct;")
@@ -1842,8 +1846,13 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         e("RT_REST:")
         e("  add.u32 %t2, %s, %nct;")
         issue_strips(e, sh, "%t2", NS // NC - 1, str(NC), "RT_ISSUED")
-        if sh.down and _DOWN["issue"] == "select":
+        if dn_at(sh, "select"):
+            if dn_split(sh):
+                e("  setp.ne.u32 %p, %dnw, 0;  // not this CTA's site")
+                e("  @%p bra DN_SEL_SKIP;")
             down_issue(e, sh)
+            if dn_split(sh):
+                e("DN_SEL_SKIP:")
         if _DYN["on"]:
             e("  // the stages' strips (thread 0): the first NS static, then the counter's; one fetch ahead")
             e("  setp.ne.u32 %p, %th, 0;")
@@ -2602,6 +2611,40 @@ def tags_build(sh: Shape | None) -> bool:
     return sh is not None and sh.down and _DOWN["sync"] == "tags"
 
 
+_DN_SITES = ("select", "mid", "late")  # where a CTA requests its down strips: after the selection, at its first refill
+# with no gate | up strip left, at the down phase
+
+
+def dn_when(sh: Shape) -> tuple[str, str]:
+    """_DOWN["issue"]: one site for every CTA, or "A/B" (a candidate): CTAs whose walk is one strip shorter at site A,
+    the others at B (at M = 1 CTAs 0 .. 51 walk 5 gate | up strips, the rest 4: the traced imbalance of the walk)."""
+    a, _, b = _DOWN["issue"].partition("/")
+    assert {a, b or a} <= set(_DN_SITES), f"_DOWN['issue']: expected a site of {_DN_SITES} or 'A/B', got {_DOWN['issue']!r}"
+    return a, b or a
+
+
+def dn_at(sh: Shape, site: str) -> bool:
+    """Whether any CTA requests its down strips at ``site``."""
+    return sh.down and site in dn_when(sh)
+
+
+def dn_split(sh: Shape) -> bool:
+    """The two walk lengths request their down strips at different sites (%dnw: this CTA's site, _DN_SITES' index)."""
+    a, b = dn_when(sh)
+    return sh.down and a != b
+
+
+def dn_site_reg(e: Emit, sh: Shape) -> None:
+    """dn_split builds (after %s = ctaid, %nct = the walkers and %sv = the strips are set): %dnw = the site index of
+    this CTA's walk length (a CTA walks one strip more when s + floor(sv / nct) nct < sv)."""
+    a, b = dn_when(sh)
+    e("  // down: where this CTA requests its down strips, by its walk's length")
+    e("  div.u32 %dnw, %sv, %nct;")
+    e("  mad.lo.u32 %dnw, %dnw, %nct, %s;")
+    e("  setp.lt.u32 %p, %dnw, %sv;  // one strip more")
+    e(f"  selp.u32 %dnw, {_DN_SITES.index(b)}, {_DN_SITES.index(a)}, %p;")
+
+
 # router builds (a candidate): the strips after each CTA's first NS taken from a counter (bar[1]) instead of
 # s + NS G, ...: a CTA on a slow SM or slow bytes takes fewer (the traced spread of the gate | up walk: 7.1-11.2k
 # cycles); each strip's arithmetic is unchanged, so the outputs are the same bits
@@ -2759,11 +2802,21 @@ def dn_h_load(e: Emit, sh: Shape, note: str) -> None:
     e("  add.u64 %pb, %pb, %pt64;")
     e("  mov.b16 %dh, 0;")
     e("  @%p ld.global.b16 %dh, [%pb];")
-    if _DOWN["issue"] == "late":
-        down_issue(e, sh, "%dc")
-    if _DOWN["issue"] == "mid":  # a CTA that never reached a refill point (no strip): now
-        e("  setp.ne.u32 %p, %dnf, 0;")
-        e("  @%p bra DN_LATE_SKIP;")
+    if not dn_split(sh):
+        if _DOWN["issue"] == "late":
+            down_issue(e, sh, "%dc")
+        if _DOWN["issue"] == "mid":  # a CTA that never reached a refill point (no strip): now
+            e("  setp.ne.u32 %p, %dnf, 0;")
+            e("  @%p bra DN_LATE_SKIP;")
+            down_issue(e, sh, "%dc")
+            e("DN_LATE_SKIP:")
+    elif dn_at(sh, "late") or dn_at(sh, "mid"):  # this CTA's site is late, or mid and it never reached a refill point
+        if dn_at(sh, "select"):
+            e("  setp.eq.u32 %p, %dnw, 0;  // requested after the selection")
+            e("  @%p bra DN_LATE_SKIP;")
+        if dn_at(sh, "mid"):
+            e("  setp.ne.u32 %p, %dnf, 0;")
+            e("  @%p bra DN_LATE_SKIP;")
         down_issue(e, sh, "%dc")
         e("DN_LATE_SKIP:")
 
@@ -3590,8 +3643,10 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
         e(f"  st.shared.u32 [%t0+{dyn_sidx(sh)}], %t2;  // the stage's strip (>= the strips: none; the walk ends there)")
     else:
         e(f"  mad.lo.u32 %t2, %nct, {NS // NC}, %s;")
-    if sh.down and _DOWN["issue"] == "mid":  # no strip left to request: the down strips, once
+    if dn_at(sh, "mid"):  # no strip left to request: the down strips, once
         e("  setp.lt.u32 %p, %t2, %sv;")
+        if dn_split(sh):
+            e("  setp.ne.or.u32 %p, %dnw, 1, %p;  // (or not this CTA's site)")
         e(f"  @%p bra DN_MID_NO{sfx};")
         e("  setp.ne.u32 %p, %dnf, 0;")
         e(f"  @%p bra REFILLED{sfx};")
