@@ -400,6 +400,14 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   attn_decode_d256 kernel (one launch per layer). Prediction from the framework path's profile (32 us per layer at
   batch 1, 62 at batch 32) and the kernel's design (~4-6 us at batch 1, ~15-25 at batch 32): the kernel form 0.2-0.3
   ms less per batch-1 step and 0.3-0.5 ms at batch 32, plain and PDL. Not bitwise (other arithmetic; the gates decide).
+- nreg104 (a candidate after 268a922): GDN's in_proj (fp8_gemv_n12288_k2048_norm_ba) and the residual out_proj / o_proj
+  (fp8_gemv_n2048_k4096_res) at .maxnreg 104 (122 / 128 now: 512 threads then hold an SM's whole register file), and
+  these two and gdn_decode_b32 / _pdl at the largest shared-memory carveout (an SM changes carveout only when empty),
+  so that under PDL gdn_decode's CTAs (128 threads x 80 registers) start beside the in_proj's and request their state,
+  and out_proj's CTAs start beside gdn_decode's and request their 64 KB strip before the wait. Prediction: batch 1
+  PDL step 30-60 us less (30 GDN layers: out_proj's weights during the recurrence ~1-1.5 us, the state during the
+  in_proj ~0.5 us), plain within +-10 us; bitwise (the same arithmetic). nreg104_nocarve and carve_gdn (diagnoses):
+  the registers alone, the carveout alone.
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
@@ -420,9 +428,13 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem", "gate_in_router",
          "router_fused", "router_unfused", "experts_group", "router_poll", "router_coop", "moedown_grp_off", "experts_group32_off", "dense32_off",
          "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_push", "long_off", "long_splits_prev", "h_early", "h_early_prev", "top_early", "norm_w_early", "norm_w_early_carveout", "norm_w_pre", "norm_w_prev", "x_tpose", "moedown_stagger1", "moedown_stagger2", "moedown_stagger3", "moedown_stagger4", "moedown_stagger8",
-         "res_stagger2", "normba_stagger2", "current_again",
+         "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
+NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
+NREG_KERNELS = ("fp8_gemv_n2048_k4096_res", "fp8_gemv_n12288_k2048_norm_ba")
+CARVE_GDN = NREG_KERNELS + ("gdn_decode_b32_pdl", "gdn_decode_b32")  # nreg104, carve_gdn: the largest carveout on these
+CARVE_FORMS = ("nreg104", "carve_gdn")
 
 
 def stagger_ptx(ptx: str, per_cta: int) -> str:
@@ -610,6 +622,14 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
         for sh in SHAPES + FUSED:
             if sh.pieces > 1:
                 out[sh.name] = (g.generate(sh, land_split=1), contracts.get(sh.name).dynamic_smem)
+    if form in ("nreg104", "nreg104_nocarve"):  # the same contracts, the same bits; 104 registers a thread
+        from netra.contracts.proj import NORM_BA
+
+        g = paths.generator("proj", "gen_fp8_gemv")
+        for sh in FUSED + (NORM_BA,):
+            if sh.name in NREG_KERNELS:
+                out[sh.name] = (g.generate(sh, maxnreg=NREG), contracts.get(sh.name).dynamic_smem)
+        assert set(out) == set(NREG_KERNELS), sorted(out)
     if form == "pre_strips_prev":
         g = paths.generator("proj", "gen_fp8_gemv")
         for sh in SHAPES + FUSED:
@@ -845,8 +865,13 @@ def main():
             module, fn = loader.load_text(name, ptx, dynamic_smem=smem)
             keep.append(module)
             swaps[name] = int(fn)
+            if form in CARVE_FORMS and name in CARVE_GDN:
+                carveout(fn, MAX_SHARED)
         try:
             loader.load = lambda n, d, s=swaps: SimpleNamespace(handle=s[n]) if n in s else real_load(n, d)
+            if form in CARVE_FORMS:  # the GDN layer's kernels at one carveout, so their CTAs can share an SM
+                loader.load = lambda n, d, s=swaps: (SimpleNamespace(handle=s[n]) if n in s else
+                                                     carved(real_load(n, d)) if n in CARVE_GDN else real_load(n, d))
             dops.MOE_SHARED_FIRST = form == "shared_first"
             dops.ATTN_KERNEL = real_attn_kernel and form != "attn_prev"
             dops.ATTN_QKNORM = real_attn_qknorm and form != "qknorm_prev"
@@ -942,7 +967,7 @@ def main():
                 del profiled
             ref = time_step(packed, B, context, tokens, ref, row, steps, before=rebind_all, at=at)
         finally:
-            if form in ("carveout", "norm_w_early_carveout"):
+            if form in ("carveout", "norm_w_early_carveout") + CARVE_FORMS:
                 for k in carved_kernels:
                     carveout(k.function, -1)
                 carved_kernels.clear()

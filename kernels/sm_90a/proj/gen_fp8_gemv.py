@@ -1373,7 +1373,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
              x_direct: bool | str = False, scale_bf16x2: bool = False, x_ld: str | None = None,
              stage_x_m16: bool | str = False, red_swizzle: bool | None = None, land_split: int | None = None,
              acc_split: bool = False, p2_early: bool = False, h_early: bool | None = None,
-             top_early: bool | None = None, norm_w_early: bool | str | None = None, x_tpose: bool | None = None) -> str:
+             top_early: bool | None = None, norm_w_early: bool | str | None = None, x_tpose: bool | None = None,
+             maxnreg: int = 0) -> str:
     """The PTX. The defaults are the promoted build (v3g); ``generate(sh, **V3)`` is v3 as promoted
     at cb9faad (bitwise the same outputs). ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x, on v3): x comes into
     shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
@@ -1469,7 +1470,10 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     ``x_tpose`` (None: the shape's ``Fp8Gemv.x_tpose``: on for the norm builds without b | a since eec1be8;
     experiments/proj/x_tpose_variant.py):
     x_rows_to_fragments_t in place of x_rows_to_fragments (the staging laid out by fragment lane, nothing stored or
-    loaded past M); the same fragments."""
+    loaded past M); the same fragments.
+    ``maxnreg`` (a candidate, experiments/decode/step_ab.py nreg104): a ``.maxnreg`` directive (ptxas ignores
+    -maxrregcount there); at 104 a 512-thread CTA leaves 12 K registers of the SM's 64 K, enough for one of
+    gdn_decode's 128-thread CTAs (80 registers) beside it, so under PDL the neighbour's CTAs can start early."""
     red_swizzle = sh.red_swizzle if red_swizzle is None else red_swizzle
     h_early = sh.h_early if h_early is None else h_early
     top_early = sh.top_early if top_early is None else top_early
@@ -1558,6 +1562,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     e()
     entry(e, sh.name, sh.fuse, sh.ba, sh.shared, sh.shared_gate, sh.router, sh.down)
     e(f".reqntid {sh.threads}")
+    if maxnreg:
+        e(f".maxnreg {maxnreg}")
     if xpair:
         e(".reqnctapercluster 2, 1, 1  // x pairs: each CTA loads one n-tile of x for both (M > 8)")
     if ks:
