@@ -550,7 +550,7 @@ def test_norm_ba_build():
     CTA's rows; the contract adds the four tensors after the norm kernel's."""
     g = _generator()
     sh = next(s for s in FUSED if s.N == 12288)
-    ba, plain = g.generate(NORM_BA), g.generate(sh, x_tpose=NORM_BA.x_tpose)
+    ba, plain = g.generate(NORM_BA), g.generate(sh, x_tpose=NORM_BA.x_tpose, maxnreg=NORM_BA.maxnreg)
     assert NORM_BA.name == sh.name + "_ba" and NORM_BA.walkers == 128 and NORM_BA.S % NORM_BA.walkers == 0
     assert -(-sh.S // sh.walkers) == NORM_BA.S // NORM_BA.walkers  # the busiest CTA's strips: no more than before
     fp8_part = ba.split("\nBA:\n")[0]
@@ -566,6 +566,29 @@ def test_norm_ba_build():
     assert c.grid == cn.grid == ("132", "1", "1") and c.op == "fp8_linear_norm_ba" and "bitwise" in c.reduction_order
     assert ba.count("griddepcontrol.wait;") == plain.count("griddepcontrol.wait;") + 1
     assert ba.count("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%sbase+") >= 16
+
+
+def test_maxnreg_builds_leave_room_for_gdn_decode():
+    """GDN's in_proj (norm_ba) and the one-pass residual build carry Fp8Gemv.maxnreg as a .maxnreg directive, assemble
+    within it without spills, and their contract's register bound plus gdn_decode's (both engines' builds) fit one SM's
+    64 K registers (allocated per warp in units of 256), so under PDL a gdn_decode CTA can start beside one of theirs.
+    No other build of the generator is capped."""
+    g = _generator()
+    capped = [sh for sh in FUSED + (NORM_BA,) if sh.maxnreg]
+    assert sorted(sh.name for sh in capped) == ["fp8_gemv_n12288_k2048_norm_ba", "fp8_gemv_n2048_k4096_res"]
+    regs = lambda c: c.threads // 32 * -(-c.max_registers * 32 // 256) * 256  # noqa: E731
+    for sh in capped:
+        ptx = g.generate(sh)
+        assert re.findall(r"^\s*\.maxnreg (\d+)$", ptx, re.M) == [str(sh.maxnreg)]
+        assert paths.ptx_path("sm_90a", "proj", sh.name).read_text() == ptx
+        c = contracts.get(sh.name)
+        assert c.max_registers == sh.maxnreg == 104
+        assert _assembles_without_spills(sh.name, ptx)["registers"] <= sh.maxnreg
+        for gdn in ("gdn_decode_b32", "gdn_decode_b32_pdl"):
+            assert regs(c) + regs(contracts.get(gdn)) <= 65536, (sh.name, gdn)
+        assert regs(dataclasses.replace(c, max_registers=128)) + regs(contracts.get("gdn_decode_b32_pdl")) > 65536
+    for sh in SHAPES + DENSE32 + FUSED32 + EXPERTS:
+        assert not sh.maxnreg and ".maxnreg" not in g.generate(sh), sh.name
 
 
 def test_norm_ba_op_falls_back_to_the_two_ops():

@@ -407,7 +407,8 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   and out_proj's CTAs start beside gdn_decode's and request their 64 KB strip before the wait. Prediction: batch 1
   PDL step 30-60 us less (30 GDN layers: out_proj's weights during the recurrence ~1-1.5 us, the state during the
   in_proj ~0.5 us), plain within +-10 us; bitwise (the same arithmetic). nreg104_nocarve and carve_gdn (diagnoses):
-  the registers alone, the carveout alone.
+  the registers alone, the carveout alone. Measured at c4d8bee (bitwise): 1.569 / 1.431 and 1.579 / 1.427 ms against
+  1.582 / 1.466-1.479 (carve_gdn 1.582 / 1.482). Promoted (Fp8Gemv.maxnreg); since then nreg_prev is the form without it.
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
@@ -428,7 +429,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem", "gate_in_router",
          "router_fused", "router_unfused", "experts_group", "router_poll", "router_coop", "moedown_grp_off", "experts_group32_off", "dense32_off",
          "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_push", "long_off", "long_splits_prev", "h_early", "h_early_prev", "top_early", "norm_w_early", "norm_w_early_carveout", "norm_w_pre", "norm_w_prev", "x_tpose", "moedown_stagger1", "moedown_stagger2", "moedown_stagger3", "moedown_stagger4", "moedown_stagger8",
-         "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "current_again",
+         "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -622,13 +623,14 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
         for sh in SHAPES + FUSED:
             if sh.pieces > 1:
                 out[sh.name] = (g.generate(sh, land_split=1), contracts.get(sh.name).dynamic_smem)
-    if form in ("nreg104", "nreg104_nocarve"):  # the same contracts, the same bits; 104 registers a thread
-        from netra.contracts.proj import NORM_BA
+    if form in ("nreg104", "nreg104_nocarve", "nreg_prev"):  # the same contracts, the same bits; 104 registers a thread
+        from netra.contracts.proj import NORM_BA  # (promoted after c4d8bee; nreg_prev: without the cap, as before)
 
         g = paths.generator("proj", "gen_fp8_gemv")
         for sh in FUSED + (NORM_BA,):
             if sh.name in NREG_KERNELS:
-                out[sh.name] = (g.generate(sh, maxnreg=NREG), contracts.get(sh.name).dynamic_smem)
+                out[sh.name] = (g.generate(sh, maxnreg=0 if form == "nreg_prev" else NREG),
+                                contracts.get(sh.name).dynamic_smem)
         assert set(out) == set(NREG_KERNELS), sorted(out)
     if form == "pre_strips_prev":
         g = paths.generator("proj", "gen_fp8_gemv")

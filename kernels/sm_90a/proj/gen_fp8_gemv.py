@@ -1374,7 +1374,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
              stage_x_m16: bool | str = False, red_swizzle: bool | None = None, land_split: int | None = None,
              acc_split: bool = False, p2_early: bool = False, h_early: bool | None = None,
              top_early: bool | None = None, norm_w_early: bool | str | None = None, x_tpose: bool | None = None,
-             maxnreg: int = 0) -> str:
+             maxnreg: int | None = None) -> str:
     """The PTX. The defaults are the promoted build (v3g); ``generate(sh, **V3)`` is v3 as promoted
     at cb9faad (bitwise the same outputs). ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x, on v3): x comes into
     shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
@@ -1471,9 +1471,10 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     experiments/proj/x_tpose_variant.py):
     x_rows_to_fragments_t in place of x_rows_to_fragments (the staging laid out by fragment lane, nothing stored or
     loaded past M); the same fragments.
-    ``maxnreg`` (a candidate, experiments/decode/step_ab.py nreg104): a ``.maxnreg`` directive (ptxas ignores
-    -maxrregcount there); at 104 a 512-thread CTA leaves 12 K registers of the SM's 64 K, enough for one of
-    gdn_decode's 128-thread CTAs (80 registers) beside it, so under PDL the neighbour's CTAs can start early."""
+    ``maxnreg`` (None: the shape's ``Fp8Gemv.maxnreg``, 104 for norm_ba and the one-pass residual build since c4d8bee;
+    0: none): a ``.maxnreg`` directive (ptxas ignores -maxrregcount there), so that one of gdn_decode's CTAs fits
+    beside a CTA of the kernel and PDL can start it early (experiments/decode/step_ab.py nreg104)."""
+    maxnreg = sh.maxnreg if maxnreg is None else maxnreg
     red_swizzle = sh.red_swizzle if red_swizzle is None else red_swizzle
     h_early = sh.h_early if h_early is None else h_early
     top_early = sh.top_early if top_early is None else top_early

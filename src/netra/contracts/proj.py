@@ -108,8 +108,22 @@ class Fp8Gemv:
         return 32 * self.W
 
     @property
-    def max_registers(self) -> int:  # one CTA per SM
-        return min(248, 65536 // self.threads // 8 * 8)
+    def max_registers(self) -> int:  # one CTA per SM (maxnreg: with room beside it for gdn_decode's)
+        return self.maxnreg or min(248, 65536 // self.threads // 8 * 8)
+
+    @property
+    def maxnreg(self) -> int:
+        """A ``.maxnreg`` cap (0: none) on GDN's in_proj (norm_ba) and the one-pass residual out_proj / o_proj: at 104
+        registers x 512 threads a CTA leaves 11.5 K of the SM's 64 K registers, enough for one gdn_decode CTA (128 x
+        80), so under PDL gdn_decode's CTAs start beside the in_proj's and request their state before their wait, and
+        out_proj's beside gdn_decode's and request their whole 64 KB strip (at 122 / 128 registers neither could start
+        on an SM before the other kernel's CTA there had ended). No spill (ptxas -v); the same arithmetic, bitwise.
+        Measured at c4d8bee (experiments/decode/step_ab_current_nreg104_nreg104_nocarve_carve_gdn_current_again_c4d8bee
+        .json): batch-1 step 1.427-1.431 ms with PDL against 1.466-1.479 (late positions 1.446-1.452 against
+        1.487-1.497), plainly within 13 us; the same carveout for the GDN layer's kernels added nothing. The kernels
+        alone (experiments/proj/maxnreg_variant_c4d8bee.json): within 0.1 us as PDL chains at every M run, plainly
+        res M = 1 and 16 0.13 / 0.19 us slower, norm_ba within 0.09."""
+        return 104 if (self.fuse == "res" and self.passes == 1 and self.ksplit == 1) or self.ba else 0
 
     @property
     def grid(self) -> int:  # persistent: CTA c takes strips c, c + grid, ... (ksplit: cluster c, c + walkers, ...)
