@@ -271,7 +271,9 @@ def main():
             # the two walk lengths at different sites (gen_fp8_gemv.dn_when: CTAs with one strip less at the first,
             # those with one more at the second)
             **{f"tags_split_{a}_{b}": dict(issue=f"{a}/{b}", sync="tags")
-               for a in ("select", "mid", "late") for b in ("select", "mid", "late") if a != b}}
+               for a in ("select", "mid", "late") for b in ("select", "mid", "late") if a != b},
+            # the same builds timed a second time in one run (the step's spread between forms is ~5-10 us)
+            "tags_late_again": dict(issue="late", sync="tags"), "tags_split_late_mid_again": dict(issue="late/mid", sync="tags")}
     built = {n: fused_kernel(**opts[n]) for n in names}
     sh, c, forms, module = built[names[0]]
     res = {"kernel": sh.name, "dynamic_smem": {n: int(built[n][1].dynamic_smem) for n in names}, "variants": {n: opts[n] for n in names},
