@@ -1143,10 +1143,12 @@ def test_rejected_ksplit_builds_are_reproduced():
 def test_acc_split_candidate(sh):
     """generate(acc_split=True) (experiments/proj/acc_split_variant.py; not promoted): every chunk's mma of
     the odd k16 steps accumulate in %d, the even ones in %c, one add per live accumulator after the
-    eighth; the same mma count; it assembles without spills; off by default (the committed builds)."""
+    eighth; the same mma count; it assembles without spills; off by default (the committed builds). Built as measured
+    (2e6110e), without Fp8Gemv.maxnreg's cap: at 104 registers the residual build's candidate spills 40 B."""
     g = _generator()
-    on, off = g.generate(sh, acc_split=True), g.generate(sh)
-    assert off == g.generate(sh, acc_split=False) and on != off
+    assert g.generate(sh) == g.generate(sh, acc_split=False)
+    on, off = g.generate(sh, acc_split=True, maxnreg=0), g.generate(sh, maxnreg=0)
+    assert on != off
     _assembles_without_spills(sh.name, on)
     mma = re.compile(r"mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.f16\.f16\.f32 \{(%[cd])(\d)")
     assert len(mma.findall(on)) == len(mma.findall(off))
