@@ -409,6 +409,15 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   in_proj ~0.5 us), plain within +-10 us; bitwise (the same arithmetic). nreg104_nocarve and carve_gdn (diagnoses):
   the registers alone, the carveout alone. Measured at c4d8bee (bitwise): 1.569 / 1.431 and 1.579 / 1.427 ms against
   1.582 / 1.466-1.479 (carve_gdn 1.582 / 1.482). Promoted (Fp8Gemv.maxnreg); since then nreg_prev is the form without it.
+- res_pre, gdn_early, res_pre_gdn_early (candidates after 778c411): the timeline at b09c329 (timeline.py) has out_proj
+  starting beside gdn_decode since the register cap, yet its increment unchanged (4.1 us a call for 1.9 of bytes):
+  it requests nothing before its wait (Fp8Gemv.pre_strips = 0 since v3r, so x does not queue behind the chunks), and
+  it is launched only once gdn_decode has passed its own wait. res_pre: its strip's two chunks before the wait
+  (pre_strips=1, as k4096_chunks_first, rejected at e756719 when no out_proj CTA could start before gdn_decode had
+  left its SM); gdn_early: gdn_decode_b32_pdl triggering at its start (gen_gdn_decode early_trigger), so out_proj's
+  CTAs take each SM as the in_proj's leave. Prediction: both, batch 1 PDL 20-40 us less (GDN layers ~1 us each;
+  o_proj after the plainly launched attention may lose ~0.5 us each), plain within +-10 us; batch 8 (the pipe build:
+  nothing fits beside it) up to +30 us, as k4096_chunks_first. Bitwise.
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
@@ -429,7 +438,8 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "red_swizzle", "land_split_prev", "router_bfly", "ba_unfused", "no_shared", "shared_merged", "router_smem", "gate_in_router",
          "router_fused", "router_unfused", "experts_group", "router_poll", "router_coop", "moedown_grp_off", "experts_group32_off", "dense32_off",
          "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_push", "long_off", "long_splits_prev", "h_early", "h_early_prev", "top_early", "norm_w_early", "norm_w_early_carveout", "norm_w_pre", "norm_w_prev", "x_tpose", "moedown_stagger1", "moedown_stagger2", "moedown_stagger3", "moedown_stagger4", "moedown_stagger8",
-         "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "current_again",
+         "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
+         "res_pre_gdn_early", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -632,6 +642,14 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
                 out[sh.name] = (g.generate(sh, maxnreg=0 if form == "nreg_prev" else NREG),
                                 contracts.get(sh.name).dynamic_smem)
         assert set(out) == set(NREG_KERNELS), sorted(out)
+    if form in ("res_pre", "res_pre_gdn_early"):  # out_proj / o_proj's strip requested before the wait; same contract
+        g = paths.generator("proj", "gen_fp8_gemv")
+        for sh in FUSED:
+            if sh.name == "fp8_gemv_n2048_k4096_res":
+                out[sh.name] = (g.generate(sh, pre_strips=1), contracts.get(sh.name).dynamic_smem)
+    if form in ("gdn_early", "res_pre_gdn_early"):  # gdn_decode's PDL build triggering its dependents at its start
+        g = paths.generator("gdn", "gen_gdn_decode")
+        out["gdn_decode_b32_pdl"] = (g.generate(pdl=True, name="gdn_decode_b32_pdl", early_trigger=True), 0)
     if form == "pre_strips_prev":
         g = paths.generator("proj", "gen_fp8_gemv")
         for sh in SHAPES + FUSED:

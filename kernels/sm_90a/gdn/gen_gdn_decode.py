@@ -573,7 +573,8 @@ def zn_async_loads(e: Emit, A: dict, after_wait: bool, act) -> None:
 
 
 def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: str = NAME, coherent: bool = True,
-             local_qk: bool = False, stream_state: bool = True, smem_state: bool = False, smem_hint: bool = True) -> str:
+             local_qk: bool = False, stream_state: bool = True, smem_state: bool = False, smem_hint: bool = True,
+             early_trigger: bool = False) -> str:
     """The PTX. ``pdl`` (experiments/gdn/pdl_variant.py, not promoted): for a programmatic
     dependent launch, let the next grid launch at once and load the slot id, the weights, the
     conv windows and the state before ``griddepcontrol.wait``; the projection outputs (qkv,
@@ -609,7 +610,12 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
     same arithmetic in the same order, so bitwise). Why: at B = 32 the kernel is at 78.5% of the state
     roofline where a copy reaches 88-89%, because each CTA holds its 16 KB in registers from load to
     store and only 7 CTAs (72 registers) fit per SM; with the slice in shared memory the registers
-    fall and shared memory (17.8 KB per CTA) allows 12 per SM, so more state is in flight."""
+    fall and shared memory (17.8 KB per CTA) allows 12 per SM, so more state is in flight.
+    ``early_trigger`` (a candidate with pdl and coherent; experiments/decode/step_ab.py gdn_early): launch_dependents
+    at the start, not after the wait, so the next grid (out_proj) is launched while this one still waits for the
+    in_proj and its CTAs take each SM as an in_proj CTA leaves it (since 15fc351 one fits beside a CTA of this
+    kernel); the projection outputs are still read after the wait by coherent loads. The same arithmetic: bitwise."""
+    assert not early_trigger or (pdl and coherent), "early_trigger: the coherent PDL build"
     assert not (local_qk and zn_async), "local_qk is built on the promoted build"
     assert not (smem_state and (local_qk or zn_async)), "smem_state is built on the promoted build"
     e = Emit()
@@ -662,7 +668,7 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
     e("INIT_DONE:")
     if not local_qk:  # local_qk arrives after its conv: every rank has read the windows the owners then rewrite
         e("barrier.cluster.arrive.relaxed.aligned;  // started, barriers initialized: waited on before the first st.async")
-    if pdl and not coherent:
+    if pdl and (not coherent or early_trigger):
         e("griddepcontrol.launch_dependents;")
 
     e("// 1. the slot id first (the state's address waits on it), then the loads that need no slot id:")
@@ -699,7 +705,7 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
     if pdl:
         e("griddepcontrol.wait;  // the projection outputs are complete from here")
         nc = "" if coherent else ".nc"  # written by the grids before: not read-only for this kernel's lifetime
-        if coherent:
+        if coherent and not early_trigger:
             e("griddepcontrol.launch_dependents;")
         e(f"mad.lo.u32 %t0, %seq, {NV}, %h;")
         e("mul.wide.u32 %pt, %t0, 2;")
