@@ -37,6 +37,20 @@ def _args(i: dict, out) -> list:
     return [*testbeds._gdn_args(i), out, 1e-6]
 
 
+def test_early_trigger_candidate():
+    """generate(pdl=True, early_trigger=True) (experiments/decode/step_ab.py gdn_early; measured at 4c3658a, neutral, not
+    promoted): the one launch_dependents moves before the first griddepcontrol.wait, everything else is the promoted PDL
+    build's text; off by default; refused without the coherent PDL build."""
+    g = _generator()
+    on, off = g.generate(pdl=True, name="gdn_decode_b32_pdl", early_trigger=True), g.generate(pdl=True, name="gdn_decode_b32_pdl")
+    trig, wait = "  griddepcontrol.launch_dependents;", "  griddepcontrol.wait;"
+    assert on.count(trig) == off.count(trig) == 1
+    assert on.index(trig) < on.index(wait) and off.index(trig) > off.index(wait)
+    assert on.replace(trig + "\n", "") == off.replace(trig + "\n", "")
+    with pytest.raises(AssertionError):
+        g.generate(early_trigger=True)
+
+
 def test_guard_launches_the_runner_layout_once():
     i = _inputs(3, 5)
     out = torch.empty(3, G.VALUE_DIM, dtype=torch.bfloat16)

@@ -418,6 +418,10 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   CTAs take each SM as the in_proj's leave. Prediction: both, batch 1 PDL 20-40 us less (GDN layers ~1 us each;
   o_proj after the plainly launched attention may lose ~0.5 us each), plain within +-10 us; batch 8 (the pipe build:
   nothing fits beside it) up to +30 us, as k4096_chunks_first. Bitwise.
+  Measured at 4c3658a (step_ab_current_res_pre_gdn_early_res_pre_gdn_early_current_again{,_b8}_4c3658a.json; ms plain /
+  PDL): batch 1 current 1.588 / 1.436 and 1.584 / 1.431, res_pre 1.619 / 1.455, gdn_early 1.583 / 1.429,
+  res_pre_gdn_early 1.610 / 1.449; batch 8 res_pre_gdn_early 3.795 / 3.536 against 3.753-3.759 / 3.517-3.518. All
+  bitwise. Rejected: out_proj's weights before its wait delay its x (its chain), as at e756719; gdn_early neutral.
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
