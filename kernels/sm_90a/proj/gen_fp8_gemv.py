@@ -2624,7 +2624,8 @@ _DN_SITES = ("select", "mid", "late")  # where a CTA requests its down strips: a
 
 def dn_when(sh: Shape) -> tuple[str, str]:
     """_DOWN["issue"]: one site for every CTA, or "A/B" (a candidate): CTAs whose walk is one strip shorter at site A,
-    the others at B (at M = 1 CTAs 0 .. 51 walk 5 gate | up strips, the rest 4: the traced imbalance of the walk)."""
+    the others at B (at M = 1 CTAs 0 .. 51 walk 5 gate | up strips, the rest 4; but the first strip of CTAs 0 .. 63 is
+    requested before the wait, so after the router phase both walk 4, and no split moved the step: rejected at 1632bc7)."""
     a, _, b = _DOWN["issue"].partition("/")
     assert {a, b or a} <= set(_DN_SITES), f"_DOWN['issue']: expected a site of {_DN_SITES} or 'A/B', got {_DOWN['issue']!r}"
     return a, b or a
