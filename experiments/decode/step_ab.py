@@ -471,6 +471,17 @@ STAGGER = {"moedown": "fp8_gemv_n2048_k4608_moedown", "res": "fp8_gemv_n2048_k40
            "normba": "fp8_gemv_n12288_k2048_norm_ba"}
 
 
+def rebind_all():
+    """Every op binds its kernel again at its next call (after the loader was swapped: the swapped builds are taken;
+    an op switched to its framework path stays there). Also timeline.py's."""
+    from netra.ops import _dispatch
+
+    for k in _dispatch.OPS.values():
+        k._launch, k.launches_bound = None, False
+        if k.go is not k._switched_off:
+            k.go = k._bind_then_go
+
+
 def time_step(packed, B: int, context: int, tokens, ref, row: dict, steps: int = 64, before=None, at=()):
     """One form's timing (this script's method; also l2_ahead.py and the router variants'): a runner captured plainly,
     then with PDL; its logits over ``tokens`` compared bitwise with ``ref`` (the first form's, returned), the median of
@@ -871,12 +882,6 @@ def main():
             carveout(k.function, MAX_SHARED)
             carved_kernels.append(k)
         return k
-
-    def rebind_all():
-        for k in _dispatch.OPS.values():
-            k._launch, k.launches_bound = None, False
-            if k.go is not k._switched_off:
-                k.go = k._bind_then_go
 
     res = {"method": f"batch {B}, synthetic 40-layer checkpoint, context {context}; CUDA-graph replay of one step, "
                      f"CUDA events, median of {steps} (netra.decode.main._time_replays), plain and PDL capture; "

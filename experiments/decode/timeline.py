@@ -80,7 +80,6 @@ def summarize(steps: list[list[dict]]) -> dict:
 def swap_nreg_prev():
     """The nreg_prev form: the two capped kernels built without the cap, swapped into the loader; undo() restores."""
     from netra import paths
-    from netra.ops import _dispatch
     from netra.runtime import loader
 
     step_ab = paths.load_module(HERE / "step_ab.py", "step_ab")
@@ -91,17 +90,11 @@ def swap_nreg_prev():
         swaps[name] = int(fn)
     loader.load = lambda n, d: SimpleNamespace(handle=swaps[n]) if n in swaps else real_load(n, d)
 
-    def rebind():
-        for k in _dispatch.OPS.values():
-            k._launch, k.launches_bound = None, False
-            if k.go is not k._switched_off:
-                k.go = k._bind_then_go
-
-    rebind()
+    step_ab.rebind_all()
 
     def undo():
         loader.load = real_load
-        rebind()
+        step_ab.rebind_all()
         keep.clear()
 
     return undo

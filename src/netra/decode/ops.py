@@ -273,6 +273,15 @@ def _sms(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
+def _launch_on_every_sm(k, h: Tensor, args: tuple) -> bool:
+    """The router-fused kernels' launch: their grid barrier needs SMS CTAs resident at once, one per SM, so a device
+    with another SM count is a miss (the caller's fallback), never a launch that waits for CTAs that never start."""
+    if h.is_cuda and (n := _sms(h.device.index or 0)) != SMS:
+        k.missed(f"its grid barrier needs {SMS} CTAs resident at once, one per SM; the device has {n} SMs", args)
+        return False
+    return k(*args)
+
+
 @decode_op("fp8_linear_experts_router", mutates_args=("bar", "x_out", "top", "idx", "logits", "out", "sout", "gate_out"))
 def fp8_linear_experts_router(h: Tensor, norm_w: Tensor, eps: float, router: Tensor, weight: Tensor, scale: Tensor,
                               shared_w: Tensor, shared_s: Tensor, gate_w: Tensor, bar: Tensor, x_out: Tensor,
@@ -286,9 +295,7 @@ def fp8_linear_experts_router(h: Tensor, norm_w: Tensor, eps: float, router: Ten
     if weight.dim() == 4 and shared_w.dim() == 3:
         args = (x_out, weight, scale, out, idx, shared_w, shared_s, sout, gate_w, gate_out, h, norm_w, eps, router,
                 top, logits, bar)
-        if h.is_cuda and (n := _sms(h.device.index or 0)) != SMS:  # the barrier would wait for CTAs that never start
-            k.missed(f"its grid barrier needs {SMS} CTAs resident at once, one per SM; the device has {n} SMs", args)
-        elif k(*args):
+        if _launch_on_every_sm(k, h, args):
             return
     moe_router_norm(h, norm_w, eps, router, x_out, top, idx)
     fp8_linear_experts_shared(x_out, weight, scale, idx, shared_w, shared_s, gate_w, out, sout, gate_out)
@@ -314,9 +321,7 @@ def fp8_linear_experts_router_down(h: Tensor, norm_w: Tensor, eps: float, router
     if weight.dim() == 4 and shared_w.dim() == 3 and w2.dim() == 4 and shared_w2.dim() == 3:
         args = (x_out, weight, scale, out, idx, shared_w, shared_s, sout, gate_w, gate_out, h, norm_w, eps, router,
                 top, logits, bar, w2, s2, shared_w2, shared_s2, moe_out)
-        if h.is_cuda and (n := _sms(h.device.index or 0)) != SMS:  # the barrier would wait for CTAs that never start
-            k.missed(f"its grid barrier needs {SMS} CTAs resident at once, one per SM; the device has {n} SMs", args)
-        elif k(*args):
+        if _launch_on_every_sm(k, h, args):
             return
     fp8_linear_experts_router(h, norm_w, eps, router, weight, scale, shared_w, shared_s, gate_w, bar, x_out, top, idx,
                               logits, out, sout, gate_out)
