@@ -314,7 +314,7 @@ def test_experts_shared_is_the_experts_kernel_and_the_shared_gate_up(M):
     """fp8_linear_experts_shared (one launch): the routed pairs bitwise fp8_linear_experts' kernel, the shared
     expert's rows and the gate logit within tolerance of float64 (the unsplit order, not the k-split kernel's),
     NaN-poisoned outputs, plainly and under set_pdl, no miss; a bad id gives a NaN row for its pair only."""
-    from netra.contracts.proj import EXPERTS_SHARED
+    from netra.contracts.proj import EXPERTS_SHARED, EXPERTS_SHARED_GROUP
     from netra.decode import ops as dops
     from netra.lifecycle import testbeds
 
@@ -334,7 +334,8 @@ def test_experts_shared_is_the_experts_kernel_and_the_shared_gate_up(M):
         assert torch.equal(out.view(torch.uint16), want.view(torch.uint16)), (M, pdl)
         assert out[0, 3].isnan().all() and not out[0, 2].isnan().any()
         assert metrics.rel_err(sout, ref["sout"]) <= tol and metrics.rel_err(g, ref["gate_out"]) <= tol, (M, pdl)
-        assert _misses(EXPERTS_SHARED.name) == 0, ops.stats()[EXPERTS_SHARED.name]
+        used = EXPERTS_SHARED_GROUP.name if M >= dops.EXPERTS_GROUP_ROWS else EXPERTS_SHARED.name
+        assert _misses(used) == 0, ops.stats()[used]
 
 
 @pytest.mark.parametrize("M", [2, 5, 9, 16])
@@ -376,6 +377,49 @@ def test_experts_group_is_the_per_pair_kernel(M):
         assert _misses(used) == 0 and counts[used] == 1, (dict(counts), ops.stats()[used])
         assert out[M - 1, 0].isnan().all() and not out[M - 1, 1].isnan().any()
         assert torch.equal(out[1, 5].view(torch.uint16), out[1, 2].view(torch.uint16))
+
+
+@pytest.mark.parametrize("M", [1, 5, 9, 16])
+def test_experts_shared_group_is_the_merged_kernel(M):
+    """fp8_gemv_n1024_k2048_moe_shared_grp (the grouped gate | up with the shared expert as distinct expert 0):
+    out, sout and gate_out bitwise fp8_gemv_n1024_k2048_moe_shared's (the shared expert as M more pairs) on the same
+    inputs, NaN-poisoned, with the drawn ids, a token repeating an expert, an id of E (a NaN row for that pair only) and
+    every token on one token's experts; plainly and under set_pdl; fp8_linear_experts_shared takes it from
+    EXPERTS_GROUP_ROWS rows with no miss, and sout is within tolerance of float64."""
+    from netra.contracts.proj import EXPERTS_SHARED, EXPERTS_SHARED_GROUP
+    from netra.decode import ops as dops
+    from netra.lifecycle import testbeds
+    from netra.ops import _dispatch
+    from netra.runtime import launch, loader
+
+    tb = testbeds.get(EXPERTS_SHARED_GROUP.name)
+    i = tb.make({"M": M, "E": 256}, torch.Generator().manual_seed(760 + M), "cuda")
+    merged, group = (launch.make_guard_and_launch(contracts.get(n), function_handle=loader.load(n, 0).handle, device=0)
+                     for n in (EXPERTS_SHARED.name, EXPERTS_SHARED_GROUP.name))
+    nan = lambda *shape: torch.full(shape, float("nan"), dtype=torch.bfloat16, device="cuda")  # noqa: E731
+    planted = i["ids"].clone()
+    planted[0, 5] = planted[0, 2]
+    planted[M - 1, 0] = 256
+    few = i["ids"][:1].repeat(M, 1)
+    for ids in (i["ids"], planted, few):
+        outs = []
+        for go in (merged, group):
+            o = (nan(M, 8, 1024), nan(M, 1024), nan(M, 1))
+            assert go(i["x"], i["w"], i["scale"], o[0], ids, i["ws"], i["ss"], o[1], i["gate_w"], o[2]) is None
+            torch.cuda.synchronize()
+            outs.append(o)
+        assert all(torch.equal(a.view(torch.uint16), b.view(torch.uint16)) for a, b in zip(*outs)), M
+    assert not outs[1][1].isnan().any() and not outs[1][2].isnan().any()
+    ref = tb.reference(i)
+    assert metrics.rel_err(outs[1][1], ref["sout"]) <= tb.contract.tolerance
+    for pdl in (False, True):
+        with _pdl(pdl), _dispatch.count_launches() as counts:
+            out, sout, g = nan(M, 8, 1024), nan(M, 1024), nan(M, 1)
+            dops.fp8_linear_experts_shared(i["x"], i["w"], i["scale"], planted, i["ws"], i["ss"], i["gate_w"], out, sout, g)
+        used = EXPERTS_SHARED_GROUP.name if M >= dops.EXPERTS_GROUP_ROWS else EXPERTS_SHARED.name
+        assert _misses(used) == 0 and counts[used] == 1, (dict(counts), ops.stats()[used])
+        assert out[M - 1, 0].isnan().all() and not out[M - 1, 1].isnan().any() and not sout.isnan().any()
+        assert torch.equal(out[0, 5].view(torch.uint16), out[0, 2].view(torch.uint16))
 
 
 @pytest.mark.parametrize("M", [17, 32])

@@ -422,6 +422,12 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   PDL): batch 1 current 1.588 / 1.436 and 1.584 / 1.431, res_pre 1.619 / 1.455, gdn_early 1.583 / 1.429,
   res_pre_gdn_early 1.610 / 1.449; batch 8 res_pre_gdn_early 3.795 / 3.536 against 3.753-3.759 / 3.517-3.518. All
   bitwise. Rejected: out_proj's weights before its wait delay its x (its chain), as at e756719; gdn_early neutral.
+- shared_grp (a candidate after 542a369): from 5 tokens the MoE block's gate | up is one launch,
+  fp8_gemv_n1024_k2048_moe_shared_grp: the grouped routed gate | up with the shared expert as its first distinct expert
+  (CTAs 0..63 request its strips before the wait, i.e. while the router launch runs) and the gate logit by its last
+  CTA, so fp8_gemv_n1024_k2048_gate_ks2 (2.16 us a layer with PDL, 3.5 plainly at batch 8: timeline_b8_b09c329.json)
+  is gone. Prediction: batch 8 PDL 40-80 us less, plain 60-120; batch 1 unchanged (not taken there). Not bitwise at
+  batch >= 5: the shared rows in the unsplit order, not the k-split kernel's. shared_grp_off: the form without it.
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
@@ -443,7 +449,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "router_fused", "router_unfused", "experts_group", "router_poll", "router_coop", "moedown_grp_off", "experts_group32_off", "dense32_off",
          "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_push", "long_off", "long_splits_prev", "h_early", "h_early_prev", "top_early", "norm_w_early", "norm_w_early_carveout", "norm_w_pre", "norm_w_prev", "x_tpose", "moedown_stagger1", "moedown_stagger2", "moedown_stagger3", "moedown_stagger4", "moedown_stagger8",
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
-         "res_pre_gdn_early", "current_again",
+         "res_pre_gdn_early", "shared_grp", "shared_grp_off", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -858,6 +864,7 @@ def main():
     real_moe, real_experts, real_gate = dops.moe_decode, dops.fp8_linear_experts, dops.fp8_linear_gate
     real_pipe_b, real_pipe_plain_b = dops.GDN_PIPE_PDL_B, dops.GDN_PIPE_B
     real_ba_fused, real_shared_merged, real_router_fused = dops.BA_FUSED, dops.MOE_SHARED_MERGED, dops.MOE_ROUTER_FUSED
+    real_shared_grp = dops.MOE_SHARED_GROUP
     real_attn_kernel, real_attn_qknorm, real_attn_cluster = dops.ATTN_KERNEL, dops.ATTN_QKNORM, dops.ATTN_CLUSTER
     real_attn_long = dops.ATTN_LONG
     real_long_resident = dict(dops.ATTN_LONG_RESIDENT)
@@ -918,6 +925,9 @@ def main():
                 for name, fn in moe_prefetch_wrappers(dops, hook).items():
                     setattr(dops, name, fn)
             dops.MOE_SHARED_MERGED = real_shared_merged if form != "shared_merged" else not real_shared_merged
+            # shared_grp: from 5 tokens the shared expert as the grouped gate | up's first distinct expert (one launch
+            # fewer); shared_grp_off: the grouped gate | up, then the shared expert's own launch
+            dops.MOE_SHARED_GROUP = (form == "shared_grp") or (real_shared_grp and form != "shared_grp_off")
             if form == "no_shared":  # a diagnosis: the shared expert's gate | up launch left out (wrong logits)
                 dops.fp8_linear_gate = lambda *a, **k: None
             if form == "gate_in_router":
@@ -1012,6 +1022,7 @@ def main():
             dops.ATTN_C8_MAX_B = real_c8_max_b
             dops.BA_FUSED = real_ba_fused
             dops.MOE_SHARED_MERGED = real_shared_merged
+            dops.MOE_SHARED_GROUP = real_shared_grp
             dops.MOE_ROUTER_FUSED = real_router_fused
             dops.MOE_DOWN_GRP_ROWS = real_grp_rows
             dops.EXPERTS_GROUP32_ROWS = real_grp32_rows

@@ -88,7 +88,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "src"))
 sys.path.insert(0, str(HERE))
 import rms_emit  # noqa: E402  (the warp's RMSNorm, shared with gen_moe_router.norm_prologue)
-from netra.contracts.proj import BA_K, BA_ROWS, BA_STRIPS, DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN, EXPERTS_SHARED, FUSED, FUSED32, MOE_DOWNS, NORM_BA, NUM_EXPERTS, ROUTER_FUSED_TOKENS, ROUTER_K, ROUTER_ROWS, SHAPES, SMS, TOP_K, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
+from netra.contracts.proj import BA_K, BA_ROWS, BA_STRIPS, DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN, EXPERTS_SHARED, EXPERTS_SHARED_GROUP, FUSED, FUSED32, MOE_DOWNS, NORM_BA, NUM_EXPERTS, ROUTER_FUSED_TOKENS, ROUTER_K, ROUTER_ROWS, SHAPES, SMS, TOP_K, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
 import gen_moe_router as gmr  # noqa: E402  (the router's row sum and selection, for router_phase)
 
 
@@ -1025,7 +1025,7 @@ def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: 
             e(f"  shr.u32 %ls, %ls, {moe.pair_shift};  // a routed pair: token (j - M) / 8, the only row stored")
             e("  @%psh mov.u32 %ls, %ej;")
             e("  selp.b64 %psb, %pso, %po, %psh;")
-        elif moe.shared:  # id E is the shared expert's
+        elif moe.shared and not moe.group:  # id E is the shared expert's
             e("  setp.gt.u32 %pe, %ls, %ne;  // not an expert: NaN out")
             e(f"  shr.u32 %ls, %ej, {moe.pair_shift};  // the pair's x row: the only token stored")
             e("  setp.ge.u32 %psh, %ej, %p8m;")
@@ -1038,6 +1038,11 @@ def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: 
     if grp:
         e(f"  shr.u32 %ej, %s, {moe.S.bit_length() - 1};  // the distinct expert: its tokens' slot masks")
         e(f"  and.b32 %ls, %s, {moe.S - 1};")
+        if moe.shared:  # distinct expert 0 is the shared one: every token's row, to sout[t]; the routed ones from 1
+            e("  setp.eq.u32 %psh, %ej, 0;  // a shared strip: token t's row to sout + 2 (N t + 16 ls + row)")
+            e("  sub.u32 %ej, %ej, 1;")
+            e("  selp.b64 %psb, %pso, %po, %psh;")
+            e(f"  selp.b32 %gstr, {N}, {TOP_K * N}, %psh;  // a token's row stride in sout / out")
         e(f"  mad.lo.u32 %ej, %ej, {moe.tokens}, %sbase;")
     # rb: a warp's partials (bytes: 64 per token)
     e("  shl.b32 %t1, %m, 4;")
@@ -1049,7 +1054,11 @@ def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: 
         e("  shr.u32 %t3, %t0, 4;")
         if grp:
             e("  add.u32 %src, %ej, %t3;")
-            e(f"  ld.shared.u8 %src, [%src+{group_layout(moe)[4]}];  // the slots whose id is this expert")
+            if moe.shared:
+                e(f"  @!%psh ld.shared.u8 %src, [%src+{group_layout(moe)[4]}];  // the slots whose id is this expert")
+                e("  @%psh mov.u32 %src, 1;  // a shared strip: one row per token (slot 0, stride N)")
+            else:
+                e(f"  ld.shared.u8 %src, [%src+{group_layout(moe)[4]}];  // the slots whose id is this expert")
             e("  setp.eq.u32 %pq, %src, 0;")
             e(f"  @%pq bra {done}_{r};")
         elif moe is not None:
@@ -1070,7 +1079,7 @@ def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: 
             e("  mad.lo.u32 %t0, %ls, 16, %t0;")
         elif grp:  # every slot of this token that chose the expert (one, unless an id repeats)
             e("  mad.lo.u32 %ta, %ls, 16, %t2;")
-            e(f"  mad.lo.u32 %ta, %t3, {TOP_K * N}, %ta;")
+            e(f"  mad.lo.u32 %ta, %t3, {'%gstr' if moe.shared else TOP_K * N}, %ta;")
             e(f"{done}_S{r}:")
             e("  neg.s32 %bf, %src;")
             e("  and.b32 %bf, %src, %bf;")
@@ -1078,7 +1087,7 @@ def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: 
             e("  bfind.u32 %bf, %bf;  // slot j")
             e(f"  mad.lo.u32 %t0, %bf, {N}, %ta;")
             e("  mul.wide.u32 %pt64, %t0, 2;")
-            store_out(e, False, "%po")
+            store_out(e, False, "%psb" if moe.shared else "%po")
             e("  setp.ne.u32 %pq, %src, 0;")
             e(f"  @%pq bra {done}_S{r};")
             e(f"{done}_{r}:")
@@ -1510,7 +1519,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     assert not stage_x_m16 or (split_m8 and x_rows and not x_direct and sh.fuse in ("", "res") and sh.ksplit == 1
                                and not (tgroups or xpair or stage_x) and sh.grid % 2 == 0)
     assert sh.fuse in ("", "norm", "res", "gate", "moe", "moedown") and (sh.fuse != "norm" or (x_rows and sh.NC == 1))
-    assert not sh.group or (sh.fuse == "moe" and sh.pairs_per_x == TOP_K and not sh.shared and not ids_early
+    assert not sh.group or (sh.fuse == "moe" and sh.pairs_per_x == TOP_K and not sh.router and not ids_early
                             and x_rows and sh.ksplit == 1), "group: the routed gate | up kernel's promoted form"
     assert not sh.ba or (sh.fuse == "norm" and sh.ksplit == 1 and not tgroups), "b | a CTAs: the norm kernels"
     N, K, S, W, NC, SB, NS = sh.N, sh.K, sh.S, sh.W, sh.NC, sh.SB, sh.NS
@@ -1646,6 +1655,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     if sh.shared:
         e("  .reg .pred %psh;")
         e("  .reg .b32 %p8m;")
+        if sh.group:
+            e("  .reg .b32 %gstr;")
         e("  .reg .b64 %pws, %pss, %pso, %psb;")
     if sh.fuse in ("moe", "moedown"):
         e("  .reg .pred %pq, %pe;")
@@ -1687,7 +1698,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
             e("  add.u32 %sv, %sv, %m;")
             e(f"  mul.wide.u32 %pt64, %m, {2 * N};")
             e("  sub.u64 %po, %po, %pt64;  // so that routed pair j's row is at %po + 2 N j")
-        elif sh.shared:
+        elif sh.shared and not sh.group:  # (group: the shared expert is the first distinct expert, group_build)
             e("  mov.u32 %p8m, %sv;  // the routed pairs; pairs 8 M + t: token t's shared expert")
             e("  add.u32 %sv, %sv, %m;")
             e(f"  mul.wide.u32 %pt64, %p8m, {2 * N};")
@@ -1785,6 +1796,13 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     e("  // the first " + ("NS chunks" if pre == NS // NC else "strip's chunks")
       + ", before griddepcontrol.wait: weights do not depend on the previous kernel")
     l2_prefetch = pf is True
+    if sh.group and sh.shared:
+        e("  // the shared expert is distinct expert 0 (id E): CTA s < S's first strip is its strip s, requested now")
+        e(f"  st.shared.u32 [%sbase+{group_layout(sh)[2]}], %ne;")
+        e(f"  setp.lt.u32 %p, %s, {S};")
+        e("  @!%p bra GS_PRE_DONE;")
+        issue(e, sh, "%s", 0, "0")
+        e("GS_PRE_DONE:")
     if xf:
         e("  setp.gt.u32 %pm8, %m, 8;")
         e("  @%pm8 bra " + ("PF_ALL" if l2_prefetch else "INIT_DONE") + ";  // M > 8: x first, the chunks after it (the M > 8 copy)")
@@ -2140,7 +2158,7 @@ def ids_load(e: Emit, sh: Shape, ld: str) -> None:
     e("  add.u64 %pa, %pid, %pt64;")
     e("  mov.u64 %rid, -1;")
     e(f"  @%pq {ld} %rid, [%pa];")
-    if sh.shared:
+    if sh.shared and not sh.group:  # (group: the shared expert is distinct expert 0, not M more pairs)
         e("  add.u32 %t0, %t0, %m;  // and thread 8 M + t: token t's shared expert, id E")
         e("  setp.ge.u32 %p, %th, %p8m;")
         e("  cvt.u64.u32 %pt64, %ne;")
@@ -2214,7 +2232,7 @@ def ids_check(e: Emit, sh: Shape, sfx: str, force: bool = False) -> None:
 def group_layout(sh: Shape) -> tuple[int, int, int, int, int]:
     """(bitmap, U, list, pos, slots) offsets in shared memory (contracts.proj.Fp8Gemv.grp_off's layout)."""
     b = sh.grp_off
-    return b, b + 32, b + 64, b + 64 + 4 * sh.max_pairs, b + 64 + 4 * sh.max_pairs + NUM_EXPERTS
+    return b, b + 32, b + 64, b + 64 + 4 * sh.grp_list, b + 64 + 4 * sh.grp_list + NUM_EXPERTS
 
 
 def bitmap_set(e: Emit, bm: int) -> None:
@@ -2308,7 +2326,8 @@ def group_build(e: Emit, sh: Shape, sfx: str) -> None:
     e(f"  @%p bra GNAN{sfx};")
     e(f"GNAN_DONE{sfx}:")
     e("  bar.sync 0;  // the bitmap")
-    distinct_list(e, bm, uo, lo, po, sfx)
+    distinct_list(e, bm, uo, lo + 4 * sh.shared, po, sfx,
+                  note=" (list entry 0 is the shared expert's: the routed ones from 1)" if sh.shared else "")
     e("  bar.sync 0;  // the list, pos and U")
     e("  // the slot masks: distinct expert pos[id], token t / 8's byte, bit t % 8")
     e("  add.u32 %t1, %ej, %sbase;")
@@ -2327,7 +2346,9 @@ def group_build(e: Emit, sh: Shape, sfx: str) -> None:
     e("  add.u32 %t0, %t0, %sbase;")
     e(f"  @%pe red.shared.or.b32 [%t0+{so}], %t1;")
     e(f"  ld.shared.u32 %t0, [%sbase+{uo}];")
-    e(f"  mul.lo.u32 %sv, %t0, {sh.S};  // U S virtual strips")
+    if sh.shared:
+        e("  add.u32 %t0, %t0, 1;  // and the shared expert, distinct expert 0")
+    e(f"  mul.lo.u32 %sv, %t0, {sh.S};  // U S virtual strips" + (" (U with the shared expert)" if sh.shared else ""))
     e("  bar.sync 0;  // the slot masks, before any strip's store")
 
 
@@ -3475,7 +3496,19 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
         e("  @%p ret;  // no strip for this CTA (fewer distinct experts than CTAs)")
     elif sh.fuse in ("moe", "moedown") and not ids_early and not sh.router:
         ids_store(e, sh)
-    if pre < NS // NC and not sh.router:  # router: issued after the router phase
+    if sh.group and sh.shared:  # CTA s < S: its first strip (the shared expert's) in stage 0 since before the wait
+        assert pre == 0 and NC == 1
+        e("  // thread 0: the first NS chunks; a CTA s < S has its first (a shared strip) in flight since before the wait")
+        e("  setp.ne.u32 %p, %th, 0;")
+        e(f"  @%p bra REST_ISSUED{sfx};")
+        e(f"  setp.lt.u32 %p, %s, {S};")
+        e(f"  @%p bra GS_REST{sfx};")
+        issue_strips(e, sh, "%s", NS // NC, "0", "GS_ALL" + sfx)
+        e(f"  bra.uni REST_ISSUED{sfx};")
+        e(f"GS_REST{sfx}:")
+        e("  add.u32 %t2, %s, %nct;")
+        issue_strips(e, sh, "%t2", NS // NC - 1, str(NC), "REST_ISSUED" + sfx)
+    elif pre < NS // NC and not sh.router:  # router: issued after the router phase
         e("  // thread 0: the remaining first chunks, now that x is requested")
         e("  setp.ne.u32 %p, %th, 0;")
         e(f"  @%p bra REST_ISSUED{sfx};")
@@ -3690,7 +3723,8 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
 
 
 def main(argv=None) -> int:
-    for sh in SHAPES + DENSE32 + FUSED + FUSED32 + (NORM_BA,) + EXPERTS + (EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED, EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN) + MOE_DOWNS:  # (contracts.proj.EXPERTS_SHARED_NOGATE: a candidate)
+    for sh in SHAPES + DENSE32 + FUSED + FUSED32 + (NORM_BA,) + EXPERTS + (EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED, EXPERTS_SHARED_GROUP, EXPERTS_ROUTER,
+                                                                       EXPERTS_ROUTER_DOWN) + MOE_DOWNS:  # (contracts.proj.EXPERTS_SHARED_NOGATE: a candidate)
         (HERE / f"{sh.name}.ptx").write_text(generate(sh))
         grid = "min(P S, 132)" if sh.fuse == "moe" else sh.grid
         print(f"wrote {sh.name}.ptx ({sh.threads} threads, grid {grid}, {sh.NS} stages, {sh.smem} B dynamic smem)")

@@ -36,8 +36,9 @@ class Fp8Gemv:
     ba: bool = False  # "norm" only (named _ba): BA_STRIPS more CTAs compute GDN in_proj_b | in_proj_a (gen_fp8_gemv.ba_cta)
     shared: bool = False  # "moe" gate | up only (named _shared): M more pairs, the shared expert's, and its gate by one CTA
     shared_gate: bool = True  # with shared: False (named _shared_nogate): no gate CTA (the router computes the logit)
-    group: bool = False  # "moe" gate | up, not shared (named _grp): each distinct expert's strips once for every token
-    # that chose it (gen_fp8_gemv.group_build); bitwise the per-pair build
+    group: bool = False  # "moe" gate | up (named _grp): each distinct expert's strips once for every token that chose
+    # it (gen_fp8_gemv.group_build); bitwise the per-pair build. With shared (not router): the shared expert is the
+    # launch's first distinct expert (virtual strips 0 .. S - 1, requested before the wait), its rows to sout
     router_poll: bool = False  # with router (named _poll; a candidate): no barrier: each CTA takes an epoch from the
     # counter before the wait, logits go out tagged with it, the selecting warps poll them; x from the CTA's own norm
     tokens: int = 16  # 32 (named _t32; group, or a plain K = 2048 shape): one body of 4 n-tiles, up to 32 tokens a launch
@@ -281,12 +282,16 @@ class Fp8Gemv:
     def rows_off(self) -> int:
         return (self.ids_off + 4 * (MAX_PAIRS + max(TOKENS)) + 127) // 128 * 128
 
-    # group: then the distinct experts' bitmap (8 words), their count U, their ids in ascending order (MAX_PAIRS
+    # group: then the distinct experts' bitmap (8 words), their count U, their ids in ascending order (grp_list
     # u32), each id's index among them (NUM_EXPERTS u8), and per distinct expert the tokens' slot masks (16 bytes:
     # token t's byte, bit j: ids[t, j] is that expert)
     @property
     def grp_off(self) -> int:
         return (self.ids_off + 4 * self.max_pairs + 15) // 16 * 16
+
+    @property
+    def grp_list(self) -> int:  # entries of the distinct experts' list: with shared, the shared expert's (id E) first
+        return self.max_pairs + 4 * self.shared  # (4: the pos table after it stays 16-byte aligned)
 
     # router_poll: then the M normalized x rows (BF16, 2 K bytes each) the body reads, and the launch's epoch
     @property
@@ -321,7 +326,7 @@ class Fp8Gemv:
         if self.router_poll:
             return self.xs_off + max(ROUTER_FUSED_TOKENS) * 2 * ROUTER_K + 16
         if self.group:
-            return self.grp_off + 64 + 4 * self.max_pairs + NUM_EXPERTS + self.tokens * self.max_pairs
+            return self.grp_off + 64 + 4 * self.grp_list + NUM_EXPERTS + self.tokens * self.max_pairs
         if self.router:
             return self.rows_off + ROUTER_ROWS * 2 * ROUTER_K + 8
         if self.fuse in ("moe", "moedown"):
@@ -421,6 +426,11 @@ EXPERTS_SHARED = Fp8Gemv(1024, 2048, "routed and shared experts' gate | up: pair
 # the same without the gate CTA (a candidate, not registered; measured at fde3786 and rejected: experiments/proj/README.md): the router computes the gate logit (MOE_ROUTER_NORM_GATE),
 # so all 132 CTAs stream the weights (the build above loses from 9 tokens: its gate CTA takes an SM)
 EXPERTS_SHARED_NOGATE = dataclasses.replace(EXPERTS_SHARED, shared_gate=False)
+# the routed gate | up once per distinct expert with the shared expert's gate | up as one more distinct expert, the first,
+# and the shared_expert_gate by one more CTA (a candidate: experiments/proj/shared_grp_variant.py): the shared expert's
+# own launch (fp8_gemv_n1024_k2048_gate_ks2) gone from the MoE block from 5 tokens, its strips requested before the wait
+EXPERTS_SHARED_GROUP = dataclasses.replace(EXPERTS_SHARED, group=True,
+                                           use="routed (once per distinct expert) and shared experts' gate | up")
 # the post-attention norm, the router and its top 8 inside that launch (experiments/proj/router/router_fused_variant.py,
 # promoted up to 4 tokens after e4d20da; netra.decode.ops.MOE_ROUTER_FUSED): CTA c computes the logits of experts c and c + 132 for every
 # token, a grid-wide barrier (all 132 CTAs resident, one per SM), then every CTA selects the same 8 per token (the
@@ -680,6 +690,8 @@ def _contract_moe(s: Fp8Gemv) -> Contract:
         bytes_written=f"{P} * {2 * s.N}" + (" + M * 2" if g else ""),
         op="fp8_linear_experts_shared" if g else "fp8_linear_experts_and_shared",
         peers=("netra_unfused",),
+        **({"pdl": f"CTA s < {s.S}: its first strip, the shared expert's strip s (distinct expert 0: its weight never "
+                   "changes), before griddepcontrol.wait; the ids, x and every routed strip after it"} if s.group else {}),
     )
 
 
@@ -1291,6 +1303,7 @@ LM_HEAD_CONTRACT = Contract(
 
 
 CONTRACTS = tuple(_contract(s) for s in SHAPES + DENSE32 + FUSED + FUSED32 + (NORM_BA,) + EXPERTS + (EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED,
-                                                                               EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN)) + (
+                                                                               EXPERTS_SHARED_GROUP, EXPERTS_ROUTER,
+                                                                               EXPERTS_ROUTER_DOWN)) + (
     BF16_GEMV_N64_K2048, MOE_ROUTER, MOE_ROUTER_NORM, *(_contract_moe_down(s) for s in MOE_DOWNS), MOE_ACT,
     MOE_DOWN_GRP_CONTRACT, LM_HEAD_CONTRACT)

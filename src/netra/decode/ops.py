@@ -252,8 +252,9 @@ def fp8_linear_experts_shared(x: Tensor, weight: Tensor, scale: Tensor, ids: Ten
     """fp8_linear_experts (the routed pairs, ids [M, k], into out [M, k, N]) and fp8_linear_gate (the shared
     expert's gate | up shared_w [N, K] into sout [M, N], and gate_out [M, 1] = x @ gate_w^T) in one launch:
     kernel fp8_gemv_n1024_k2048_moe_shared (packed weights, M = 1..16, k = 8: the shared expert as M more
-    pairs); otherwise those two ops."""
-    k = proj.EXPERTS_SHARED_KERNEL
+    pairs; from EXPERTS_GROUP_ROWS rows fp8_gemv_n1024_k2048_moe_shared_grp, the routed gate | up once per distinct
+    expert and the shared expert as the first, the same bits); otherwise those two ops."""
+    k = proj.EXPERTS_SHARED_GROUP_KERNEL if x.shape[0] >= EXPERTS_GROUP_ROWS else proj.EXPERTS_SHARED_KERNEL
     if (weight.dim() == 4 and shared_w.dim() == 3 and ids.dim() == 2
             and k(x, weight, scale, out, ids, shared_w, shared_s, sout, gate_w, gate_out)):
         return
@@ -901,6 +902,13 @@ MOE_SHARED_FIRST = False
 # (its last CTA, the gate's, is one SM fewer for the weights). False: the two launches at every batch
 MOE_SHARED_MERGED = True
 MOE_SHARED_MERGED_ROWS = 4
+# From EXPERTS_GROUP_ROWS to MOE_SHARED_GROUP_ROWS tokens the same merge on the grouped gate | up
+# (fp8_gemv_n1024_k2048_moe_shared_grp: the shared expert is the launch's first distinct expert, its strips requested
+# before the wait, while the router runs; the gate logit by its last CTA), so the shared expert's own launch
+# (fp8_gemv_n1024_k2048_gate_ks2) is gone there too. A candidate (experiments/decode/step_ab.py shared_grp). False: the
+# grouped gate | up, then the shared gate | up launch
+MOE_SHARED_GROUP = False
+MOE_SHARED_GROUP_ROWS = 16
 # The post-attention norm and the router inside that launch too (fp8_linear_experts_router, given the runner's barrier
 # counter), up to MOE_ROUTER_FUSED_ROWS tokens. Measured at e4d20da (experiments/decode/step_ab_router_fused{,_b8}_e4d20da.json,
 # ms plain / PDL): batch 1 2.090 / 1.973 against 2.164-2.165 / 1.988-1.996 (bitwise); batch 8 4.347 / 4.223 against
@@ -959,7 +967,8 @@ def moe_decode(x: Tensor, router: Tensor, w13: Tensor, s13: Tensor, w2: Tensor, 
     gu = torch.empty(B, top_k, s13.shape[1] * 128, dtype=x.dtype, device=x.device)
     sgu = torch.empty(B, shared_s13.shape[0] * 128, dtype=x.dtype, device=x.device)
     glogit = torch.empty(B, 1, dtype=x.dtype, device=x.device)
-    if MOE_SHARED_MERGED and B <= MOE_SHARED_MERGED_ROWS:  # every pair's gate | up, the shared's and its gate: one launch
+    if ((MOE_SHARED_MERGED and B <= MOE_SHARED_MERGED_ROWS)  # every pair's gate | up, the shared's and its gate: one launch
+            or (MOE_SHARED_GROUP and EXPERTS_GROUP_ROWS <= B <= MOE_SHARED_GROUP_ROWS)):  # (grouped from 5 rows)
         fp8_linear_experts_shared(x, w13, s13, idx, shared_w13, shared_s13, shared_gate, gu, sgu, glogit)
     else:
         if MOE_SHARED_FIRST:
