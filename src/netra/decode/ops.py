@@ -905,9 +905,11 @@ MOE_SHARED_MERGED_ROWS = 4
 # From EXPERTS_GROUP_ROWS to MOE_SHARED_GROUP_ROWS tokens the same merge on the grouped gate | up
 # (fp8_gemv_n1024_k2048_moe_shared_grp: the shared expert is the launch's first distinct expert, its strips requested
 # before the wait, while the router runs; the gate logit by its last CTA), so the shared expert's own launch
-# (fp8_gemv_n1024_k2048_gate_ks2) is gone there too. A candidate (experiments/decode/step_ab.py shared_grp). False: the
-# grouped gate | up, then the shared gate | up launch
-MOE_SHARED_GROUP = False
+# (fp8_gemv_n1024_k2048_gate_ks2) is gone there too. Measured at 4f19b08 (experiments/decode/step_ab_current_shared_grp
+# {_current_again_b8,_b16}_4f19b08.json, ms plain / PDL): batch 8 3.642 / 3.451 against 3.770-3.775 / 3.521-3.522,
+# batch 16 5.614 / 5.380 against 5.737 / 5.444 (not bitwise: the shared rows in the unsplit order, not the k-split
+# kernel's). False: the grouped gate | up, then the shared gate | up launch
+MOE_SHARED_GROUP = True
 MOE_SHARED_GROUP_ROWS = 16
 # The post-attention norm and the router inside that launch too (fp8_linear_experts_router, given the runner's barrier
 # counter), up to MOE_ROUTER_FUSED_ROWS tokens. Measured at e4d20da (experiments/decode/step_ab_router_fused{,_b8}_e4d20da.json,
