@@ -11,7 +11,7 @@ import torch
 
 import netra.ops as ops
 from netra import contracts, paths
-from netra.contracts.proj import DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN, EXPERTS_SHARED, EXPERTS_SHARED_GROUP, FUSED, FUSED32, MOE_DOWN_S6, MOE_DOWNS, NORM_BA, SHAPES, Fp8Gemv
+from netra.contracts.proj import DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN, EXPERTS_SHARED, EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32, FUSED, FUSED32, MOE_DOWN_S6, MOE_DOWNS, NORM_BA, SHAPES, Fp8Gemv
 
 KSPLIT = tuple(s for s in SHAPES + FUSED if s.ksplit > 1)
 UNSPLIT = tuple(dataclasses.replace(s, ksplit=1) for s in SHAPES)  # the builds the candidates were measured on
@@ -26,7 +26,8 @@ def _generator():
 
 
 @pytest.mark.parametrize("sh", SHAPES + DENSE32 + FUSED + FUSED32 + (NORM_BA, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED,
-                                                                EXPERTS_SHARED_GROUP, EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN),
+                                                                EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32, EXPERTS_ROUTER,
+                                                                EXPERTS_ROUTER_DOWN),
                          ids=lambda s: s.name)
 def test_generated_ptx_is_current(sh):
     committed = paths.ptx_path("sm_90a", "proj", sh.name).read_text()
@@ -490,7 +491,7 @@ def test_set_pdl_rebinds_only_pdl_kernels_with_the_pdl_launcher(monkeypatch):
         ops.set_pdl(True)
         ops.prepare()
         pdl_names = {k.contract.name for k in ops.OPS.values() if k.contract.pdl}
-        assert pdl_names == {sh.name for sh in SHAPES + DENSE32 + FUSED + FUSED32 + (NORM_BA, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED, EXPERTS_SHARED_GROUP, EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN) + EXPERTS + MOE_DOWNS} | {"bf16_gemv_n64_k2048",
+        assert pdl_names == {sh.name for sh in SHAPES + DENSE32 + FUSED + FUSED32 + (NORM_BA, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED, EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32, EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN) + EXPERTS + MOE_DOWNS} | {"bf16_gemv_n64_k2048",
                                                                                      "gdn_decode_b32_pdl",
                                                                                      "gdn_decode_b32_smem_pdl", "gdn_decode_b32_pipe_pdl",
                                                                                      "moe_router_norm_e256_k2048", "moe_act_i512",
@@ -628,31 +629,37 @@ def test_experts_shared_build():
     assert "GATE:" not in plain and "%psh" not in plain  # the routed build is untouched
 
 
-def test_experts_shared_group_build():
-    """fp8_gemv_n1024_k2048_moe_shared_grp: the grouped gate | up with the shared expert as distinct expert 0, assembled
-    without spills; its contract is the merged build's (the same tensors, grid SMS with the gate CTA last), its PDL note
-    says what goes before the wait. The PTX: list entry 0 set to E and CTA s < S's shared strip requested before the
-    wait; the routed experts listed from entry 1, U + 1 distinct experts; the ids table only the 8 M routed pairs (no
-    shared pairs: a pair of id E would be a NaN row); a shared strip stores every token's row to sout, stride N; the
-    grouped and merged builds are untouched (their committed PTX: test_generated_ptx_is_current)."""
+@pytest.mark.parametrize("sh", (EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32), ids=lambda s: s.name)
+def test_experts_shared_group_build(sh):
+    """fp8_gemv_n1024_k2048_moe_shared_grp (and _t32): the grouped gate | up with the shared expert as distinct expert
+    0, assembled without spills; its contract is the merged build's (the same tensors, grid SMS with the gate CTA last),
+    its PDL note says what goes before the wait. The PTX: list entry 0 set to E and CTA s < S's shared strip requested
+    before the wait; the routed experts listed from entry 1, U + 1 distinct experts; the ids table only the 8 M routed
+    pairs (no shared pairs: a pair of id E would be a NaN row); a shared strip stores every token's row to sout, stride
+    N; _t32: a shared strip's n-tiles are those with a token < M, the gate CTA in rounds of 16 tokens. The grouped and
+    merged builds are untouched (their committed PTX: test_generated_ptx_is_current)."""
     g = _generator()
-    ptx = g.generate(EXPERTS_SHARED_GROUP)
-    res = _assembles_without_spills(EXPERTS_SHARED_GROUP.name, ptx)
-    c, cm = contracts.get(EXPERTS_SHARED_GROUP.name), contracts.get(EXPERTS_SHARED.name)
-    assert res["registers"] <= c.max_registers and c.dynamic_smem == EXPERTS_SHARED_GROUP.smem <= 227 * 1024
+    ptx = g.generate(sh)
+    res = _assembles_without_spills(sh.name, ptx)
+    c, cm = contracts.get(sh.name), contracts.get(EXPERTS_SHARED.name)
+    assert res["registers"] <= c.max_registers and c.dynamic_smem == sh.smem <= 227 * 1024
     assert [t.name for t in c.params] == [t.name for t in cm.params] and c.op == cm.op == "fp8_linear_experts_shared"
-    assert all(c.grid_for({"M": m, "E": 256}) == (132, 1, 1) for m in c.dims["M"])
+    assert all(c.grid_for({"M": m, "E": 256}) == (132, 1, 1) for m in c.dims["M"]) and max(c.dims["M"]) == sh.tokens
     assert "before griddepcontrol.wait" in c.pdl and "each distinct expert" in c.reduction_order
-    bm, uo, lo, po, so = g.group_layout(EXPERTS_SHARED_GROUP)
-    assert po == lo + 4 * (EXPERTS_SHARED_GROUP.max_pairs + 4) and so == po + 256  # one more list entry (16-aligned)
+    bm, uo, lo, po, so = g.group_layout(sh)
+    assert po == lo + 4 * (sh.max_pairs + 4) and so == po + 256  # one more list entry (16-aligned)
     pre, post = ptx.split("griddepcontrol.wait;", 1)
     assert f"st.shared.u32 [%sbase+{lo}], %ne;" in pre and pre.count("cp.async.bulk.shared::cluster.global") == 2
-    assert f"setp.lt.u32 %p, %s, {EXPERTS_SHARED_GROUP.S};" in pre
-    assert post.count(f"st.shared.u32 [%t1+{lo + 4}], %t3;") == 2  # the routed list from entry 1, both bodies
-    assert post.count("add.u32 %t0, %t0, 1;  // and the shared expert, distinct expert 0") == 2
+    assert f"setp.lt.u32 %p, %s, {sh.S};" in pre
+    bodies = 1 if sh.tokens == 32 else 2
+    assert post.count(f"st.shared.u32 [%t1+{lo + 4}], %t3;") == bodies  # the routed list from entry 1
+    assert post.count("add.u32 %t0, %t0, 1;  // and the shared expert, distinct expert 0") == bodies
     assert "id E" not in post.split("GATE:")[0].split("// the distinct experts")[0]  # no shared pairs in the ids
-    assert post.count("selp.b32 %gstr, 1024, 8192, %psh;") == 2 and post.count("selp.b64 %psb, %pso, %po, %psh;") == 2
-    assert "GATE:" in post
+    assert post.count("selp.b32 %gstr, 1024, 8192, %psh;") == bodies
+    assert post.count("selp.b64 %psb, %pso, %po, %psh;") == bodies
+    assert "GATE:" in post and ("GATE_ROUND:" in post) == (sh.tokens == 32)
+    if sh.tokens == 32:
+        assert all(f"@%psh setp.gt.u32 %pn{nt}, %m, {8 * nt};" in post for nt in range(4))
 
 
 def test_experts_router_build():

@@ -88,7 +88,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "src"))
 sys.path.insert(0, str(HERE))
 import rms_emit  # noqa: E402  (the warp's RMSNorm, shared with gen_moe_router.norm_prologue)
-from netra.contracts.proj import BA_K, BA_ROWS, BA_STRIPS, DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN, EXPERTS_SHARED, EXPERTS_SHARED_GROUP, FUSED, FUSED32, MOE_DOWNS, NORM_BA, NUM_EXPERTS, ROUTER_FUSED_TOKENS, ROUTER_K, ROUTER_ROWS, SHAPES, SMS, TOP_K, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
+from netra.contracts.proj import BA_K, BA_ROWS, BA_STRIPS, DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN, EXPERTS_SHARED, EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32, FUSED, FUSED32, MOE_DOWNS, NORM_BA, NUM_EXPERTS, ROUTER_FUSED_TOKENS, ROUTER_K, ROUTER_ROWS, SHAPES, SMS, TOP_K, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
 import gen_moe_router as gmr  # noqa: E402  (the router's row sum and selection, for router_phase)
 
 
@@ -1940,7 +1940,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
 
 def gate_cta(e: Emit, sh: Shape) -> None:
     """The extra CTA of the "gate" variant: gate_out[m] = bf16(x[m] . gate_w), the MoE's BF16
-    shared_expert_gate (1 x K), M <= 16. Thread t takes k = P t .. P t + P - 1 (P = K / threads:
+    shared_expert_gate (1 x K), M <= 16 (a 32-token build: tokens 16 r .. 16 r + 15 in round r). Thread t takes k = P t .. P t + P - 1 (P = K / threads:
     4 with 512 threads, 8-byte loads; 8 with 256, 16-byte loads, the tokens in two passes of 8; a
     warp reads contiguous bytes), a P-term fma chain in k order per token, shfl.bfly 16, 8, 4, 2, 1,
     then thread m < M adds the warps' sums in warp order. Deterministic. ksplit: the gate has a
@@ -1957,6 +1957,22 @@ def gate_cta(e: Emit, sh: Shape) -> None:
         e("  @%p ret;  // the gate cluster's rank 1: nothing to do")
     e("  griddepcontrol.wait;  // x is the previous kernel's output")
     e("  griddepcontrol.launch_dependents;")
+    rounds = sh.tokens // 16  # tokens 16 r .. 16 r + 15 in round r (the same per-token arithmetic)
+    if rounds > 1:
+        e("  mov.u32 %t1, 0;")
+        e("GATE_ROUND:")
+        e("  ld.param.u32 %m, [M];")
+        e("  sub.u32 %m, %m, %t1;  // this round's tokens, at most 16 of them")
+        e("  min.u32 %m, %m, 16;")
+        e("  ld.param.u64 %px, [x];")
+        e("  cvta.to.global.u64 %px, %px;")
+        e(f"  mul.wide.u32 %pt64, %t1, {2 * sh.K};")
+        e("  add.u64 %px, %px, %pt64;")
+        e("  ld.param.u64 %pgo, [gate_out];")
+        e("  cvta.to.global.u64 %pgo, %pgo;")
+        e("  mul.wide.u32 %pt64, %t1, 2;")
+        e("  add.u64 %pgo, %pgo, %pt64;")
+        e("  st.shared.u32 [%sbase+2048], %t1;  // (the round, kept across the sums)")
     e(f"  mul.wide.u32 %pt64, %th, {2 * per};")
     e("  add.u64 %pa, %pg, %pt64;")
     wregs = ["%t2", "%t3"] if per == 4 else ["%t0", "%t2", "%t3", "%tok"]
@@ -2011,6 +2027,14 @@ def gate_cta(e: Emit, sh: Shape) -> None:
     e("  st.relaxed.gpu.global.b16 [%pa], %q0;  // strong: the down phase spins on it (tags)" if tags_build(sh)
       else "  st.global.b16 [%pa], %q0;")
     e("GATE_DONE:")
+    if rounds > 1:
+        e("  ld.shared.u32 %t1, [%sbase+2048];")
+        e("  add.u32 %t1, %t1, 16;")
+        e("  ld.param.u32 %t0, [M];")
+        e("  setp.ge.u32 %p, %t1, %t0;")
+        e("  @%p ret;")
+        e("  bar.sync 0;  // every token sum of this round read before the next round's stores")
+        e("  bra.uni GATE_ROUND;")
     e("  ret;")
 
 
@@ -3599,11 +3623,16 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
         skip = sh.tokens == 32 and sh.group
         if skip and h == 0:  # the n-tiles some token of which chose this strip's expert (its token bytes, 8 per n-tile)
             e(f"  shr.u32 %t0, %s, {S.bit_length() - 1};")
+            if sh.shared:  # distinct expert 0 is the shared one (every token < M); the routed ones' masks from 1
+                e("  setp.eq.u32 %psh, %t0, 0;")
+                e("  sub.u32 %t0, %t0, 1;")
             e(f"  mad.lo.u32 %t0, %t0, {sh.tokens}, %sbase;")
             for nt in tiles:
-                e(f"  ld.shared.v2.u32 {{%t1, %t2}}, [%t0+{group_layout(sh)[4] + 8 * nt}];")
+                e(("  @!%psh " if sh.shared else "  ") + f"ld.shared.v2.u32 {{%t1, %t2}}, [%t0+{group_layout(sh)[4] + 8 * nt}];")
                 e("  or.b32 %t1, %t1, %t2;")
                 e(f"  setp.ne.u32 %pn{nt}, %t1, 0;")
+                if sh.shared:
+                    e(f"  @%psh setp.gt.u32 %pn{nt}, %m, {8 * nt};  // a shared strip: the n-tiles with a token < M")
         nacc = max(8, 4 * (max(tiles) + 1))
         live = [r for r in range(nacc) if r // 4 in tiles]
         for i in range(nacc):
@@ -3723,7 +3752,8 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
 
 
 def main(argv=None) -> int:
-    for sh in SHAPES + DENSE32 + FUSED + FUSED32 + (NORM_BA,) + EXPERTS + (EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED, EXPERTS_SHARED_GROUP, EXPERTS_ROUTER,
+    for sh in SHAPES + DENSE32 + FUSED + FUSED32 + (NORM_BA,) + EXPERTS + (EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED, EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32,
+                                                                       EXPERTS_ROUTER,
                                                                        EXPERTS_ROUTER_DOWN) + MOE_DOWNS:  # (contracts.proj.EXPERTS_SHARED_NOGATE: a candidate)
         (HERE / f"{sh.name}.ptx").write_text(generate(sh))
         grid = "min(P S, 132)" if sh.fuse == "moe" else sh.grid
