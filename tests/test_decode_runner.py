@@ -342,11 +342,9 @@ def test_moe_shared_first_only_reorders_two_independent_launches(monkeypatch, sh
     assert all(torch.equal(a, b) for a, b in zip(outs[False][1:], outs[shared_first][1:]))
 
 
-@pytest.mark.parametrize("B", [2, 5])
-def test_moe_shared_merged_takes_one_launch_up_to_its_rows(monkeypatch, B):
-    """netra.decode.ops.MOE_SHARED_MERGED: up to MOE_SHARED_MERGED_ROWS tokens the MoE block calls
-    fp8_linear_experts_shared in place of fp8_linear_experts and fp8_linear_gate (above them, those two), and on the
-    framework path the block's outputs are the same bits either way."""
+def _moe_calls_by_flag(monkeypatch, B: int, flag: str, fixed: dict, seed: int) -> dict:
+    """moe_decode on one tiny layer at B tokens (the framework path) with netra.decode.ops.<flag> off, then on (the
+    flags in ``fixed`` set throughout): {False / True: (the MoE ops called, in order, h, x, out)}."""
     from netra.decode import ops as dops
     from netra.model.packed import pack
 
@@ -356,16 +354,28 @@ def test_moe_shared_merged_takes_one_launch_up_to_its_rows(monkeypatch, B):
     for name in ("moe_router_norm", "fp8_linear_experts_shared", "fp8_linear_experts", "fp8_linear_gate", "moe_down"):
         real = getattr(dops, name)
         monkeypatch.setattr(dops, name, lambda *a, _r=real, _n=name, **k: (calls.append(_n), _r(*a, **k))[1])
-    monkeypatch.setattr(dops, "MOE_SHARED_GROUP", False)  # (its own test below)
+    for k, v in fixed.items():
+        monkeypatch.setattr(dops, k, v)
     outs = {}
-    for flag in (False, True):
-        monkeypatch.setattr(dops, "MOE_SHARED_MERGED", flag)
+    for on in (False, True):
+        monkeypatch.setattr(dops, flag, on)
         calls.clear()
-        h = (torch.randn(B, cfg.hidden_size, generator=torch.Generator().manual_seed(4)) * 2).to(torch.bfloat16)
+        h = (torch.randn(B, cfg.hidden_size, generator=torch.Generator().manual_seed(seed)) * 2).to(torch.bfloat16)
         x, out = torch.empty_like(h), torch.empty_like(h)
         dops.moe_decode(x, lw["router"], lw["w13"], lw["s13"], lw["w2"], lw["s2"], *lw["sw13"], *lw["sw2"], lw["sgate"],
                         cfg.num_experts_per_tok, out, h, lw["post_norm"], 1e-6)
-        outs[flag] = (list(calls), h, x, out)
+        outs[on] = (list(calls), h, x, out)
+    return outs
+
+
+@pytest.mark.parametrize("B", [2, 5])
+def test_moe_shared_merged_takes_one_launch_up_to_its_rows(monkeypatch, B):
+    """netra.decode.ops.MOE_SHARED_MERGED: up to MOE_SHARED_MERGED_ROWS tokens the MoE block calls
+    fp8_linear_experts_shared in place of fp8_linear_experts and fp8_linear_gate (above them, those two), and on the
+    framework path the block's outputs are the same bits either way."""
+    from netra.decode import ops as dops
+
+    outs = _moe_calls_by_flag(monkeypatch, B, "MOE_SHARED_MERGED", {"MOE_SHARED_GROUP": False}, seed=4)
     merged = B <= dops.MOE_SHARED_MERGED_ROWS
     assert outs[True][0][1] == ("fp8_linear_experts_shared" if merged else "fp8_linear_experts")
     assert outs[False][0][1:3] == ["fp8_linear_experts", "fp8_linear_gate"]
@@ -379,25 +389,9 @@ def test_moe_shared_group_takes_one_launch_from_the_group_rows(monkeypatch, B):
     fp8_linear_experts and fp8_linear_gate; below, MOE_SHARED_MERGED decides; above, the two launches. On the
     framework path the block's outputs are the same bits either way."""
     from netra.decode import ops as dops
-    from netra.model.packed import pack
 
-    cfg = tiny(layers=1)
-    lw = pack(ck.synthetic_checkpoint(cfg, seed=1)).layer(0, "cpu")
-    calls = []
-    for name in ("fp8_linear_experts_shared", "fp8_linear_experts", "fp8_linear_gate"):
-        real = getattr(dops, name)
-        monkeypatch.setattr(dops, name, lambda *a, _r=real, _n=name, **k: (calls.append(_n), _r(*a, **k))[1])
-    monkeypatch.setattr(dops, "MOE_SHARED_MERGED", False)
-    outs = {}
-    for flag in (False, True):
-        monkeypatch.setattr(dops, "MOE_SHARED_GROUP", flag)
-        calls.clear()
-        h = (torch.randn(B, cfg.hidden_size, generator=torch.Generator().manual_seed(5)) * 2).to(torch.bfloat16)
-        x, out = torch.empty_like(h), torch.empty_like(h)
-        dops.moe_decode(x, lw["router"], lw["w13"], lw["s13"], lw["w2"], lw["s2"], *lw["sw13"], *lw["sw2"], lw["sgate"],
-                        cfg.num_experts_per_tok, out, h, lw["post_norm"], 1e-6)
-        outs[flag] = (list(calls), h, x, out)
+    outs = _moe_calls_by_flag(monkeypatch, B, "MOE_SHARED_GROUP", {"MOE_SHARED_MERGED": False}, seed=5)
     grouped = dops.EXPERTS_GROUP_ROWS <= B <= dops.MOE_SHARED_GROUP_ROWS
-    assert outs[True][0][0] == ("fp8_linear_experts_shared" if grouped else "fp8_linear_experts")
-    assert outs[False][0][:2] == ["fp8_linear_experts", "fp8_linear_gate"]
+    assert outs[True][0][1] == ("fp8_linear_experts_shared" if grouped else "fp8_linear_experts")
+    assert outs[False][0][1:3] == ["fp8_linear_experts", "fp8_linear_gate"]
     assert all(torch.equal(a, b) for a, b in zip(outs[False][1:], outs[True][1:]))

@@ -338,6 +338,16 @@ def test_experts_shared_is_the_experts_kernel_and_the_shared_gate_up(M):
         assert _misses(used) == 0, ops.stats()[used]
 
 
+def _id_cases(ids, row: int) -> tuple:
+    """The grouped kernels' id cases: the drawn ids; the same with row's sixth expert repeating its third (both slots
+    written) and the last token's first id E (not an expert: a NaN row for that pair only); every token on token 0's
+    experts."""
+    planted = ids.clone()
+    planted[row, 5] = planted[row, 2]
+    planted[-1, 0] = 256
+    return ids, planted, ids[:1].repeat(ids.shape[0], 1)
+
+
 @pytest.mark.parametrize("M", [2, 5, 9, 16])
 def test_experts_group_is_the_per_pair_kernel(M):
     """fp8_gemv_n1024_k2048_moe_grp (each distinct expert once): bitwise the per-pair kernel on the same inputs, with
@@ -354,11 +364,9 @@ def test_experts_group_is_the_per_pair_kernel(M):
     per_pair = launch.make_guard_and_launch(tb.contract, function_handle=loader.load(EXPERTS[0].name, 0).handle, device=0)
     group = launch.make_guard_and_launch(contracts.get(EXPERTS_GROUP.name),
                                          function_handle=loader.load(EXPERTS_GROUP.name, 0).handle, device=0)
-    planted = i["ids"].clone()
-    planted[1, 5] = planted[1, 2]
-    planted[M - 1, 0] = 256
-    few = i["ids"][:1].repeat(M, 1)
-    for ids in (i["ids"], planted, few):
+    cases = _id_cases(i["ids"], 1)
+    planted = cases[1]
+    for ids in cases:
         outs = []
         for go in (per_pair, group):
             out = torch.full((M, 8, 1024), float("nan"), dtype=torch.bfloat16, device="cuda")
@@ -397,11 +405,9 @@ def test_experts_shared_group_is_the_merged_kernel(M):
     merged, group = (launch.make_guard_and_launch(contracts.get(n), function_handle=loader.load(n, 0).handle, device=0)
                      for n in (EXPERTS_SHARED.name, EXPERTS_SHARED_GROUP.name))
     nan = lambda *shape: torch.full(shape, float("nan"), dtype=torch.bfloat16, device="cuda")  # noqa: E731
-    planted = i["ids"].clone()
-    planted[0, 5] = planted[0, 2]
-    planted[M - 1, 0] = 256
-    few = i["ids"][:1].repeat(M, 1)
-    for ids in (i["ids"], planted, few):
+    cases = _id_cases(i["ids"], 0)
+    planted = cases[1]
+    for ids in cases:
         outs = []
         for go in (merged, group):
             o = (nan(M, 8, 1024), nan(M, 1024), nan(M, 1))
