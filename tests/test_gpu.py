@@ -428,6 +428,46 @@ def test_experts_shared_group_is_the_merged_kernel(M):
         assert torch.equal(out[0, 5].view(torch.uint16), out[0, 2].view(torch.uint16))
 
 
+@pytest.mark.parametrize("M", [17, 25, 32])
+def test_experts_shared_group32_is_the_16_token_builds(M):
+    """fp8_gemv_n1024_k2048_moe_shared_grp_t32: out bitwise fp8_gemv_n1024_k2048_moe_grp_t32's, sout and gate_out
+    bitwise fp8_gemv_n1024_k2048_moe_shared_grp's on chunks of 16 rows (neither depends on the ids), NaN-poisoned, with
+    a repeated expert and an id of E; fp8_linear_experts_shared takes it above EXPERTS_GROUP32_ROWS rows with no miss,
+    plainly and under set_pdl."""
+    from netra.contracts.proj import EXPERTS_GROUP32, EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32
+    from netra.decode import ops as dops
+    from netra.lifecycle import testbeds
+    from netra.ops import _dispatch
+    from netra.runtime import launch, loader
+
+    tb = testbeds.get(EXPERTS_SHARED_GROUP32.name)
+    i = tb.make({"M": M, "E": 256}, torch.Generator().manual_seed(880 + M), "cuda")
+    r32, s16, s32 = (launch.make_guard_and_launch(contracts.get(n), function_handle=loader.load(n, 0).handle, device=0)
+                     for n in (EXPERTS_GROUP32.name, EXPERTS_SHARED_GROUP.name, EXPERTS_SHARED_GROUP32.name))
+    nan = lambda *shape: torch.full(shape, float("nan"), dtype=torch.bfloat16, device="cuda")  # noqa: E731
+    ids = i["ids"].clone()
+    ids[M - 1, 5] = ids[M - 1, 2]
+    ids[0, 0] = 256
+    want = (nan(M, 8, 1024), nan(M, 1024), nan(M, 1))
+    assert r32(i["x"], i["w"], i["scale"], want[0], ids) is None
+    for lo in range(0, M, 16):
+        s_ = slice(lo, min(M, lo + 16))
+        scratch = nan(s_.stop - lo, 8, 1024)
+        assert s16(i["x"][s_], i["w"], i["scale"], scratch, ids[s_], i["ws"], i["ss"], want[1][s_], i["gate_w"],
+                   want[2][s_]) is None
+    got = (nan(M, 8, 1024), nan(M, 1024), nan(M, 1))
+    assert s32(i["x"], i["w"], i["scale"], got[0], ids, i["ws"], i["ss"], got[1], i["gate_w"], got[2]) is None
+    torch.cuda.synchronize()
+    assert all(torch.equal(a.view(torch.uint16), b.view(torch.uint16)) for a, b in zip(got, want)), M
+    assert got[0][0, 0].isnan().all() and not got[1].isnan().any() and not got[2].isnan().any()
+    for pdl in (False, True):
+        with _pdl(pdl), _dispatch.count_launches() as counts:
+            o = (nan(M, 8, 1024), nan(M, 1024), nan(M, 1))
+            dops.fp8_linear_experts_shared(i["x"], i["w"], i["scale"], ids, i["ws"], i["ss"], i["gate_w"], *o)
+        assert _misses(EXPERTS_SHARED_GROUP32.name) == 0 and counts[EXPERTS_SHARED_GROUP32.name] == 1, dict(counts)
+        assert all(torch.equal(a.view(torch.uint16), b.view(torch.uint16)) for a, b in zip(o, want)), (M, pdl)
+
+
 @pytest.mark.parametrize("M", [17, 32])
 def test_dense32_is_the_16_token_kernels(M):
     """The 32-token dense builds (12288 and 9216 x 2048): fp8_linear above DENSE32_ROWS rows launches them once, with

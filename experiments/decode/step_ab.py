@@ -432,11 +432,7 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   5.614 / 5.380 against 5.737 / 5.444; promoted (MOE_SHARED_GROUP) up to 16 tokens.
 - shared_grp32 (a candidate after 0eb5dd1): the same from 17 to 32 tokens (fp8_gemv_n1024_k2048_moe_shared_grp_t32, the
   gate CTA in rounds of 16 tokens), where the shared expert took two 16-row gate_ks2 launches a layer. Prediction:
-  batch 32 PDL 80-160 us less, plain 150-280. Measured at 0650515 (step_ab_current_shared_grp32_current_again_b32_0650515
-  .json, ms plain / PDL): 8.908 / 8.674 against 8.974 / 8.684-8.703 (late: 9.041 / 8.812 against 9.063-9.104 /
-  8.799-8.821): 66 us plainly, nothing with PDL. The kernel alone (experiments/proj/shared_grp32_variant_0650515.json)
-  is 6-11 us slower than fp8_gemv_n1024_k2048_moe_grp_t32 at M = 17..32, so slower than the two launches. Rejected: the
-  build is a generator candidate (contracts.proj.EXPERTS_SHARED_GROUP32, not registered; the form is gone with it).
+  batch 32 PDL 80-160 us less, plain 150-280.
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
@@ -458,7 +454,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "router_fused", "router_unfused", "experts_group", "router_poll", "router_coop", "moedown_grp_off", "experts_group32_off", "dense32_off",
          "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_push", "long_off", "long_splits_prev", "h_early", "h_early_prev", "top_early", "norm_w_early", "norm_w_early_carveout", "norm_w_pre", "norm_w_prev", "x_tpose", "moedown_stagger1", "moedown_stagger2", "moedown_stagger3", "moedown_stagger4", "moedown_stagger8",
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
-         "res_pre_gdn_early", "shared_grp", "shared_grp_off", "current_again",
+         "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -873,7 +869,7 @@ def main():
     real_moe, real_experts, real_gate = dops.moe_decode, dops.fp8_linear_experts, dops.fp8_linear_gate
     real_pipe_b, real_pipe_plain_b = dops.GDN_PIPE_PDL_B, dops.GDN_PIPE_B
     real_ba_fused, real_shared_merged, real_router_fused = dops.BA_FUSED, dops.MOE_SHARED_MERGED, dops.MOE_ROUTER_FUSED
-    real_shared_grp = dops.MOE_SHARED_GROUP
+    real_shared_grp, real_shared_grp_rows = dops.MOE_SHARED_GROUP, dops.MOE_SHARED_GROUP_ROWS
     real_attn_kernel, real_attn_qknorm, real_attn_cluster = dops.ATTN_KERNEL, dops.ATTN_QKNORM, dops.ATTN_CLUSTER
     real_attn_long = dops.ATTN_LONG
     real_long_resident = dict(dops.ATTN_LONG_RESIDENT)
@@ -936,7 +932,8 @@ def main():
             dops.MOE_SHARED_MERGED = real_shared_merged if form != "shared_merged" else not real_shared_merged
             # shared_grp: from 5 tokens the shared expert as the grouped gate | up's first distinct expert (one launch
             # fewer); shared_grp_off: the grouped gate | up, then the shared expert's own launch
-            dops.MOE_SHARED_GROUP = form == "shared_grp" or (real_shared_grp and form != "shared_grp_off")
+            dops.MOE_SHARED_GROUP = form in ("shared_grp", "shared_grp32") or (real_shared_grp and form != "shared_grp_off")
+            dops.MOE_SHARED_GROUP_ROWS = 32 if form == "shared_grp32" else real_shared_grp_rows  # (_t32 above 16)
             if form == "no_shared":  # a diagnosis: the shared expert's gate | up launch left out (wrong logits)
                 dops.fp8_linear_gate = lambda *a, **k: None
             if form == "gate_in_router":
@@ -1031,7 +1028,7 @@ def main():
             dops.ATTN_C8_MAX_B = real_c8_max_b
             dops.BA_FUSED = real_ba_fused
             dops.MOE_SHARED_MERGED = real_shared_merged
-            dops.MOE_SHARED_GROUP = real_shared_grp
+            dops.MOE_SHARED_GROUP, dops.MOE_SHARED_GROUP_ROWS = real_shared_grp, real_shared_grp_rows
             dops.MOE_ROUTER_FUSED = real_router_fused
             dops.MOE_DOWN_GRP_ROWS = real_grp_rows
             dops.EXPERTS_GROUP32_ROWS = real_grp32_rows

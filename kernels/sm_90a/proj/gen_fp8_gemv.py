@@ -88,7 +88,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "src"))
 sys.path.insert(0, str(HERE))
 import rms_emit  # noqa: E402  (the warp's RMSNorm, shared with gen_moe_router.norm_prologue)
-from netra.contracts.proj import BA_K, BA_ROWS, BA_STRIPS, DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN, EXPERTS_SHARED, EXPERTS_SHARED_GROUP, FUSED, FUSED32, MOE_DOWNS, NORM_BA, NUM_EXPERTS, ROUTER_FUSED_TOKENS, ROUTER_K, ROUTER_ROWS, SHAPES, SMS, TOP_K, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
+from netra.contracts.proj import BA_K, BA_ROWS, BA_STRIPS, DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN, EXPERTS_SHARED, EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32, FUSED, FUSED32, MOE_DOWNS, NORM_BA, NUM_EXPERTS, ROUTER_FUSED_TOKENS, ROUTER_K, ROUTER_ROWS, SHAPES, SMS, TOP_K, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
 import gen_moe_router as gmr  # noqa: E402  (the router's row sum and selection, for router_phase)
 
 
@@ -3627,12 +3627,16 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
                 e("  setp.eq.u32 %psh, %t0, 0;")
                 e("  sub.u32 %t0, %t0, 1;")
             e(f"  mad.lo.u32 %t0, %t0, {sh.tokens}, %sbase;")
-            for nt in tiles:
-                e(("  @!%psh " if sh.shared else "  ") + f"ld.shared.v2.u32 {{%t1, %t2}}, [%t0+{group_layout(sh)[4] + 8 * nt}];")
+            for nt in tiles:  # (no predicated instruction here: ptxas then fenced every predicated mma with a WARPSYNC)
+                e(f"  ld.shared.v2.u32 {{%t1, %t2}}, [%t0+{group_layout(sh)[4] + 8 * nt}];"
+                  + ("  // (a shared strip reads the pos table: unused)" if sh.shared else ""))
                 e("  or.b32 %t1, %t1, %t2;")
-                e(f"  setp.ne.u32 %pn{nt}, %t1, 0;")
-                if sh.shared:
-                    e(f"  @%psh setp.gt.u32 %pn{nt}, %m, {8 * nt};  // a shared strip: the n-tiles with a token < M")
+                if sh.shared:  # a shared strip: the n-tiles with a token < M
+                    e("  selp.b32 %t1, 0, %t1, %psh;")
+                    e(f"  setp.gt.and.u32 %p, %m, {8 * nt}, %psh;")
+                    e(f"  setp.ne.or.u32 %pn{nt}, %t1, 0, %p;")
+                else:
+                    e(f"  setp.ne.u32 %pn{nt}, %t1, 0;")
         nacc = max(8, 4 * (max(tiles) + 1))
         live = [r for r in range(nacc) if r // 4 in tiles]
         for i in range(nacc):
@@ -3752,8 +3756,9 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
 
 
 def main(argv=None) -> int:
-    for sh in SHAPES + DENSE32 + FUSED + FUSED32 + (NORM_BA,) + EXPERTS + (EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED, EXPERTS_SHARED_GROUP, EXPERTS_ROUTER,
-                                                                       EXPERTS_ROUTER_DOWN) + MOE_DOWNS:  # (EXPERTS_SHARED_NOGATE, EXPERTS_SHARED_GROUP32: candidates)
+    for sh in SHAPES + DENSE32 + FUSED + FUSED32 + (NORM_BA,) + EXPERTS + (EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED, EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32,
+                                                                       EXPERTS_ROUTER,
+                                                                       EXPERTS_ROUTER_DOWN) + MOE_DOWNS:  # (contracts.proj.EXPERTS_SHARED_NOGATE: a candidate)
         (HERE / f"{sh.name}.ptx").write_text(generate(sh))
         grid = "min(P S, 132)" if sh.fuse == "moe" else sh.grid
         print(f"wrote {sh.name}.ptx ({sh.threads} threads, grid {grid}, {sh.NS} stages, {sh.smem} B dynamic smem)")

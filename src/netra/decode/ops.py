@@ -253,9 +253,11 @@ def fp8_linear_experts_shared(x: Tensor, weight: Tensor, scale: Tensor, ids: Ten
     expert's gate | up shared_w [N, K] into sout [M, N], and gate_out [M, 1] = x @ gate_w^T) in one launch:
     kernel fp8_gemv_n1024_k2048_moe_shared (packed weights, M = 1..16, k = 8: the shared expert as M more
     pairs; from EXPERTS_GROUP_ROWS rows fp8_gemv_n1024_k2048_moe_shared_grp, the routed gate | up once per distinct
-    expert and the shared expert as the first, the same bits); otherwise those two ops (above 16 rows too: the 32-token
-    build, contracts.proj.EXPERTS_SHARED_GROUP32, is a rejected candidate)."""
-    k = proj.EXPERTS_SHARED_GROUP_KERNEL if x.shape[0] >= EXPERTS_GROUP_ROWS else proj.EXPERTS_SHARED_KERNEL
+    expert and the shared expert as the first, the same bits; above EXPERTS_GROUP32_ROWS rows its 32-token build _t32);
+    otherwise those two ops."""
+    M = x.shape[0]
+    k = (proj.EXPERTS_SHARED_GROUP32_KERNEL if M > EXPERTS_GROUP32_ROWS else proj.EXPERTS_SHARED_GROUP_KERNEL
+         if M >= EXPERTS_GROUP_ROWS else proj.EXPERTS_SHARED_KERNEL)
     if (weight.dim() == 4 and shared_w.dim() == 3 and ids.dim() == 2
             and k(x, weight, scale, out, ids, shared_w, shared_s, sout, gate_w, gate_out)):
         return

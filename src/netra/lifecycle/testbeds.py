@@ -800,7 +800,8 @@ def _moe_down_grp_peer(i, s):
 
 
 def _proj_testbeds() -> dict:
-    from ..contracts.proj import (DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN, EXPERTS_SHARED, EXPERTS_SHARED_GROUP, FUSED,
+    from ..contracts.proj import (DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN, EXPERTS_SHARED, EXPERTS_SHARED_GROUP,
+                                  EXPERTS_SHARED_GROUP32, FUSED,
                                   FUSED32,
                                   MOE_ACT, MOE_DOWN_GRP,
                                   MOE_DOWNS, NORM_BA, SHAPES)
@@ -828,7 +829,7 @@ def _proj_testbeds() -> dict:
         "netra_unfused": _norm_ba_unfused_peer,
         "cublas_bf16": lambda i, s: (lambda x: {"out": x @ i["_w_bf16"].T, "out_b": x @ i["w_b"].T,
                                                 "out_a": x @ i["w_a"].T})(_zc(i["h"], i["norm_w"], s["eps"]))})
-    for sh in (EXPERTS_SHARED, EXPERTS_SHARED_GROUP):  # (the peer: the two launches the op replaces at that M)
+    for sh in (EXPERTS_SHARED, EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32):  # (the peer: the two launches the op replaces at that M)
         beds[sh.name] = Testbed(contracts.get(sh.name), _make_experts_shared(sh), _experts_shared_ref(sh), None,
                                 {"netra_unfused": _experts_shared_unfused_peer}, scalars={})
     beds[EXPERTS_ROUTER.name] = Testbed(contracts.get(EXPERTS_ROUTER.name), _make_experts_router(EXPERTS_ROUTER),

@@ -13,7 +13,7 @@ import functools
 import torch
 from torch import Tensor
 
-from ..contracts.proj import (DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN, EXPERTS_SHARED, EXPERTS_SHARED_GROUP, FUSED, FUSED32, LM_HEAD as _LM, MOE_ACT, MOE_DOWN, MOE_DOWN_GRP,
+from ..contracts.proj import (DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN, EXPERTS_SHARED, EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32, FUSED, FUSED32, LM_HEAD as _LM, MOE_ACT, MOE_DOWN, MOE_DOWN_GRP,
                               MOE_DOWN_S6, MOE_DOWN_WIDE_M, NORM_BA, SHAPES, TOP_K, frag_k)
 from ._dispatch import KernelOp
 
@@ -43,6 +43,9 @@ EXPERTS_SHARED_KERNEL = KernelOp("fp8_linear_experts_shared", EXPERTS_SHARED.nam
 # fp8_linear_experts_shared takes from netra.decode.ops.EXPERTS_GROUP_ROWS rows
 EXPERTS_SHARED_GROUP_KERNEL = KernelOp("fp8_linear_experts_shared", EXPERTS_SHARED_GROUP.name,
                                        key=EXPERTS_SHARED_GROUP.name)
+# and its 32-token build, which it takes above netra.decode.ops.EXPERTS_GROUP32_ROWS rows
+EXPERTS_SHARED_GROUP32_KERNEL = KernelOp("fp8_linear_experts_shared", EXPERTS_SHARED_GROUP32.name,
+                                         key=EXPERTS_SHARED_GROUP32.name)
 # the same after the post-attention norm and the router, with a grid-wide barrier between them (every CTA resident)
 EXPERTS_ROUTER_KERNEL = KernelOp("fp8_linear_experts_router", EXPERTS_ROUTER.name, key=EXPERTS_ROUTER.name)
 # and at one token moe_down as its third phase: the batch-1 MoE block in one launch
