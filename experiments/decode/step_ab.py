@@ -432,7 +432,12 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   5.614 / 5.380 against 5.737 / 5.444; promoted (MOE_SHARED_GROUP) up to 16 tokens.
 - shared_grp32 (a candidate after 0eb5dd1): the same from 17 to 32 tokens (fp8_gemv_n1024_k2048_moe_shared_grp_t32, the
   gate CTA in rounds of 16 tokens), where the shared expert took two 16-row gate_ks2 launches a layer. Prediction:
-  batch 32 PDL 80-160 us less, plain 150-280.
+  batch 32 PDL 80-160 us less, plain 150-280. Measured at 0650515 (step_ab_current_shared_grp32_current_again_b32_0650515
+  .json, ms plain / PDL): 8.908 / 8.674 against 8.974 / 8.684-8.703: its kernel was 6-11 us slower than the grouped t32
+  kernel alone (33 WARPSYNC in its strip loop, from a predicated setp). Fixed, at 59ebcec
+  (step_ab_current_shared_grp32_b32_59ebcec.json): 8.758 / 8.529 against 9.000 / 8.731 (late 8.881 / 8.661 against
+  9.097 / 8.819): 242 / 202 us. Ready; the runner takes it once the gates have run at 17-32 sequences
+  (MOE_SHARED_GROUP_ROWS = 32).
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 

@@ -427,11 +427,17 @@ EXPERTS_SHARED = Fp8Gemv(1024, 2048, "routed and shared experts' gate | up: pair
 # so all 132 CTAs stream the weights (the build above loses from 9 tokens: its gate CTA takes an SM)
 EXPERTS_SHARED_NOGATE = dataclasses.replace(EXPERTS_SHARED, shared_gate=False)
 # the routed gate | up once per distinct expert with the shared expert's gate | up as one more distinct expert, the first,
-# and the shared_expert_gate by one more CTA (a candidate: experiments/proj/shared_grp_variant.py): the shared expert's
-# own launch (fp8_gemv_n1024_k2048_gate_ks2) gone from the MoE block from 5 tokens, its strips requested before the wait
+# and the shared_expert_gate by one more CTA (promoted from 5 to 16 tokens after 4f19b08: netra.decode.ops.MOE_SHARED_GROUP;
+# experiments/proj/README.md, its section): the shared expert's own launch (fp8_gemv_n1024_k2048_gate_ks2) gone from the
+# MoE block there, its strips requested before the wait
 EXPERTS_SHARED_GROUP = dataclasses.replace(EXPERTS_SHARED, group=True,
                                            use="routed (once per distinct expert) and shared experts' gate | up")
-# the same for up to 32 tokens in one launch (EXPERTS_GROUP32's 4 n-tiles; the gate CTA in rounds of 16 tokens)
+# the same for up to 32 tokens in one launch (EXPERTS_GROUP32's 4 n-tiles; the gate CTA in rounds of 16 tokens), which
+# fp8_linear_experts_shared takes above 16 rows. Its first build (0650515) was 6-11 us slower than the grouped t32 kernel
+# alone: a predicated setp made ptxas fence its mma with 33 WARPSYNC. Without it (59ebcec) M = 32 89.65 us against 89.49
+# for the two launches it replaces, M = 17 59.80 against 64.10; the batch-32 step 8.758 / 8.529 ms plain / PDL against
+# 9.000 / 8.731 (experiments/decode/step_ab_current_shared_grp32_b32_59ebcec.json). Not in the runner yet
+# (netra.decode.ops.MOE_SHARED_GROUP_ROWS): the decode gates have not run at 17-32 sequences with it
 EXPERTS_SHARED_GROUP32 = dataclasses.replace(EXPERTS_SHARED_GROUP, tokens=32)
 # the post-attention norm, the router and its top 8 inside that launch (experiments/proj/router/router_fused_variant.py,
 # promoted up to 4 tokens after e4d20da; netra.decode.ops.MOE_ROUTER_FUSED): CTA c computes the logits of experts c and c + 132 for every
