@@ -1940,7 +1940,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
 
 def gate_cta(e: Emit, sh: Shape) -> None:
     """The extra CTA of the "gate" variant: gate_out[m] = bf16(x[m] . gate_w), the MoE's BF16
-    shared_expert_gate (1 x K), M <= 16 (a 32-token build: tokens 16 r .. 16 r + 15 in round r). Thread t takes k = P t .. P t + P - 1 (P = K / threads:
+    shared_expert_gate (1 x K), M <= 16 (a 32-token build: tokens 16 r .. 16 r + 15 in round r, the round
+    kept in shared memory past the warps' sums). Thread t takes k = P t .. P t + P - 1 (P = K / threads:
     4 with 512 threads, 8-byte loads; 8 with 256, 16-byte loads, the tokens in two passes of 8; a
     warp reads contiguous bytes), a P-term fma chain in k order per token, shfl.bfly 16, 8, 4, 2, 1,
     then thread m < M adds the warps' sums in warp order. Deterministic. ksplit: the gate has a
@@ -1958,6 +1959,8 @@ def gate_cta(e: Emit, sh: Shape) -> None:
     e("  griddepcontrol.wait;  // x is the previous kernel's output")
     e("  griddepcontrol.launch_dependents;")
     rounds = sh.tokens // 16  # tokens 16 r .. 16 r + 15 in round r (the same per-token arithmetic)
+    rnd = 2048  # the round's shared word: past the warps' [warp][16 tokens] fp32 sums (64 B a warp)
+    assert 64 * sh.W <= rnd
     if rounds > 1:
         e("  mov.u32 %t1, 0;")
         e("GATE_ROUND:")
@@ -1972,7 +1975,7 @@ def gate_cta(e: Emit, sh: Shape) -> None:
         e("  cvta.to.global.u64 %pgo, %pgo;")
         e("  mul.wide.u32 %pt64, %t1, 2;")
         e("  add.u64 %pgo, %pgo, %pt64;")
-        e("  st.shared.u32 [%sbase+2048], %t1;  // (the round, kept across the sums)")
+        e(f"  st.shared.u32 [%sbase+{rnd}], %t1;  // (the round, kept across the sums)")
     e(f"  mul.wide.u32 %pt64, %th, {2 * per};")
     e("  add.u64 %pa, %pg, %pt64;")
     wregs = ["%t2", "%t3"] if per == 4 else ["%t0", "%t2", "%t3", "%tok"]
@@ -2028,7 +2031,7 @@ def gate_cta(e: Emit, sh: Shape) -> None:
       else "  st.global.b16 [%pa], %q0;")
     e("GATE_DONE:")
     if rounds > 1:
-        e("  ld.shared.u32 %t1, [%sbase+2048];")
+        e(f"  ld.shared.u32 %t1, [%sbase+{rnd}];")
         e("  add.u32 %t1, %t1, 16;")
         e("  ld.param.u32 %t0, [M];")
         e("  setp.ge.u32 %p, %t1, %t0;")
@@ -3756,9 +3759,9 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
 
 
 def main(argv=None) -> int:
-    for sh in SHAPES + DENSE32 + FUSED + FUSED32 + (NORM_BA,) + EXPERTS + (EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED, EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32,
-                                                                       EXPERTS_ROUTER,
-                                                                       EXPERTS_ROUTER_DOWN) + MOE_DOWNS:  # (contracts.proj.EXPERTS_SHARED_NOGATE: a candidate)
+    experts = (EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED, EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32, EXPERTS_ROUTER,
+               EXPERTS_ROUTER_DOWN)  # (contracts.proj.EXPERTS_SHARED_NOGATE: a candidate)
+    for sh in SHAPES + DENSE32 + FUSED + FUSED32 + (NORM_BA,) + EXPERTS + experts + MOE_DOWNS:
         (HERE / f"{sh.name}.ptx").write_text(generate(sh))
         grid = "min(P S, 132)" if sh.fuse == "moe" else sh.grid
         print(f"wrote {sh.name}.ptx ({sh.threads} threads, grid {grid}, {sh.NS} stages, {sh.smem} B dynamic smem)")
