@@ -382,7 +382,7 @@ def test_moe_shared_merged_takes_one_launch_up_to_its_rows(monkeypatch, B):
     assert all(torch.equal(a, b) for a, b in zip(outs[False][1:], outs[True][1:]))
 
 
-@pytest.mark.parametrize("B", [4, 5, 16, 17])
+@pytest.mark.parametrize("B", [4, 5, 16, 17, 32, 33])
 def test_moe_shared_group_takes_one_launch_from_the_group_rows(monkeypatch, B):
     """netra.decode.ops.MOE_SHARED_GROUP: from EXPERTS_GROUP_ROWS to MOE_SHARED_GROUP_ROWS tokens the MoE block calls
     fp8_linear_experts_shared (whose kernel there is the grouped build with the shared expert in it) in place of

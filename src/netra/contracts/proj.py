@@ -436,8 +436,8 @@ EXPERTS_SHARED_GROUP = dataclasses.replace(EXPERTS_SHARED, group=True,
 # fp8_linear_experts_shared takes above 16 rows. Its first build (0650515) was 6-11 us slower than the grouped t32 kernel
 # alone: a predicated setp made ptxas fence its mma with 33 WARPSYNC. Without it (59ebcec) M = 32 89.65 us against 89.49
 # for the two launches it replaces, M = 17 59.80 against 64.10; the batch-32 step 8.758 / 8.529 ms plain / PDL against
-# 9.000 / 8.731 (experiments/decode/step_ab_current_shared_grp32_b32_59ebcec.json). Not in the runner yet
-# (netra.decode.ops.MOE_SHARED_GROUP_ROWS): the decode gates have not run at 17-32 sequences with it
+# 9.000 / 8.731 (experiments/decode/step_ab_current_shared_grp32_b32_59ebcec.json). The runner takes it at 17-32
+# tokens (netra.decode.ops.MOE_SHARED_GROUP_ROWS = 32) since the decode gates ran at 32 sequences with it
 EXPERTS_SHARED_GROUP32 = dataclasses.replace(EXPERTS_SHARED_GROUP, tokens=32)
 # the post-attention norm, the router and its top 8 inside that launch (experiments/proj/router/router_fused_variant.py,
 # promoted up to 4 tokens after e4d20da; netra.decode.ops.MOE_ROUTER_FUSED): CTA c computes the logits of experts c and c + 132 for every

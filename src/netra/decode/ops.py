@@ -913,9 +913,10 @@ MOE_SHARED_MERGED_ROWS = 4
 # batch 16 5.614 / 5.380 against 5.737 / 5.444 (not bitwise: the shared rows in the unsplit order, not the k-split
 # kernel's). False: the grouped gate | up, then the shared gate | up launch
 MOE_SHARED_GROUP = True
-# 32: the 32-token build above 16 tokens too (measured at 59ebcec: batch 32 8.758 / 8.529 ms against 9.000 / 8.731,
-# step_ab.py shared_grp32); 16 until the decode gates have run at 17-32 sequences with it
-MOE_SHARED_GROUP_ROWS = 16
+# 32: the 32-token build (fp8_gemv_n1024_k2048_moe_shared_grp_t32) above 16 tokens too. Measured at 59ebcec: batch 32
+# 8.758 / 8.529 ms against 9.000 / 8.731 (step_ab.py shared_grp32); taken after the decode gates ran at 32 sequences
+# with it (experiments/decode/gates_b32_*.json). 16: the grouped gate | up and the shared expert's two launches above 16
+MOE_SHARED_GROUP_ROWS = 32
 # The post-attention norm and the router inside that launch too (fp8_linear_experts_router, given the runner's barrier
 # counter), up to MOE_ROUTER_FUSED_ROWS tokens. Measured at e4d20da (experiments/decode/step_ab_router_fused{,_b8}_e4d20da.json,
 # ms plain / PDL): batch 1 2.090 / 1.973 against 2.164-2.165 / 1.988-1.996 (bitwise); batch 8 4.347 / 4.223 against
