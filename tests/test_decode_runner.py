@@ -212,6 +212,64 @@ def test_teacher_forced_gate_fails_on_a_different_model_and_judges_drift():
     assert abs(gates.teacher_forced(runner, truth, ids, framework=noisy)["tolerance"] - 0.2) < 1e-3
 
 
+def test_reference_routes_are_the_moe_choices_and_leave_the_logits_alone():
+    cfg = tiny(layers=3)
+    c = ck.synthetic_checkpoint(cfg, seed=35)
+    ref = Reference(c, torch.float64)
+    ids = torch.randint(0, cfg.vocab_size, (2, 5), generator=torch.Generator().manual_seed(8))
+    logits, routes = ref.teacher_forced(ids, torch.float64, routes=True)
+    assert torch.equal(logits, ref.teacher_forced(ids, torch.float64)) and ref.routes is None
+    k = cfg.num_experts_per_tok
+    assert routes["ids"].shape == (2, 5, 3, k) and routes["margin"].shape == (2, 5, 3)
+    assert (routes["ids"].diff(dim=-1) > 0).all() and (routes["margin"] >= 0).all()
+    # position 0 of layer 0 by hand: the top k of softmax(rmsnorm(embedding) @ router^T)
+    from netra.reference.qwen36 import PREFIX, rmsnorm
+
+    h = ref.w[PREFIX + "embed_tokens.weight"][ids[:, 0]]
+    x = rmsnorm(h, ref.p(0, "input_layernorm.weight"), cfg.rms_norm_eps)
+    st = ref.new_state(2, 1)
+    h = h + (ref.attention(0, x, st) if cfg.is_full(0) else ref.gdn(0, x, st))
+    x = rmsnorm(h, ref.p(0, "post_attention_layernorm.weight"), cfg.rms_norm_eps)
+    probs = torch.softmax(x @ ref.p(0, "mlp.gate.weight").T, -1)
+    assert torch.equal(routes["ids"][:, 0, 0], probs.topk(k, -1).indices.sort(-1).values)
+
+
+def test_teacher_forced_gate_leaves_out_positions_after_a_router_near_tie_flip():
+    """A token disagreement is judged unless a router near-tie flip (the runner chose another
+    expert set than the truth where the truth's boundary margin is under ROUTER_TIE) came at or
+    before it in that sequence; a flip at a clear margin excuses nothing."""
+    from netra.decode import gates
+
+    cfg = tiny(layers=3)
+    c = ck.synthetic_checkpoint(cfg, seed=36)
+    ids = torch.randint(0, cfg.vocab_size, (2, 8), generator=torch.Generator().manual_seed(9))
+    truth, routes = Reference(c, torch.float64).teacher_forced(ids, routes=True)
+    runner = DecodeRunner(c, batch=2, max_context=16, device="cpu", page_size=16)
+    # the truth made sure at (0, 5) and wrong there: its top-1 moved far above the rest
+    bent = truth.clone()
+    j = int((truth[0, 5].argmax() + 1) % cfg.vocab_size)
+    bent[0, 5, j] = truth[0, 5].max() + 10 * (truth[0, 5].max() - truth[0, 5].min())
+    routes["margin"].fill_(1.0)  # every choice clear: natural flips are clear ones
+    base = gates.teacher_forced(runner, bent, ids, truth_routes=routes)
+    assert not base["pass"] and (0, 5) in base["disagreements"]
+    assert base["router_ties"]["tie_flips"] == 0 and base["router_ties"]["positions_after"] == 0
+
+    def flip_at(t, margin):
+        r = {"ids": routes["ids"].clone(), "margin": routes["margin"].clone()}
+        r["ids"][0, t, 1] = -1  # no router chooses these
+        r["margin"][0, t, 1] = margin
+        return gates.teacher_forced(runner, bent, ids, truth_routes=r)
+
+    before = flip_at(4, 0.0)  # a near-tie flip before the disagreement: sequence 0 is not judged from 4 on
+    rt = before["router_ties"]
+    assert before["pass"] and (0, 5) in rt["disagreements_after"] and rt["tie_flips"] == 1
+    assert rt["tie_flip_sites"][0][:3] == (0, 4, 1) and rt["tainted_sequences"] == 1 and rt["positions_after"] == 4
+    assert before["top1_checked"] == base["top1_checked"] - rt["sure_positions_after"]
+    assert not flip_at(6, 0.0)["pass"], "a flip after the disagreement excuses nothing"
+    clear = flip_at(4, 0.5)
+    assert not clear["pass"] and clear["router_ties"]["clear_flips"] >= 1, "a flip at a clear margin excuses nothing"
+
+
 def test_netra_decode_without_a_gpu_runs_the_gates_on_a_tiny_model(capsys):
     from netra import cli
     from netra.runtime import gpu

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -101,7 +102,8 @@ def main():
     packed = pack(ckpt)
     nops.set_framework("all", False)
     real = dops.MOE_SHARED_GROUP_ROWS
-    rec = {"commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip(),
+    rec = {"commit": os.environ.get("NETRA_COMMIT") or subprocess.run(["git", "rev-parse", "--short", "HEAD"],
+                                                                     capture_output=True, text=True).stdout.strip(),
            "method": __doc__.split("\n\n")[1].replace("\n", " "), "steps": a.steps, "forms": {}}
     logits = {}
     for form, rows in (("committed", real), ("shared_grp_rows16", 16), ("committed_again", real)):

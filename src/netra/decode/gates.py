@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from ..model import checkpoint as ck
+from . import ops as dops
 from .runner import DecodeRunner
 
 # The truth is Netra's functional reference (netra.reference.qwen36, checked against
@@ -61,32 +62,91 @@ def tolerance(framework_err: Tensor | None) -> float:
     return LOGIT_TOL if framework_err is None else max(LOGIT_TOL, float(framework_err.median()))
 
 
+def _runner_routes(runner: DecodeRunner, trace: dict) -> Tensor:
+    """[B, layers, k]: each layer's chosen experts (ascending) in the step just traced, chosen
+    again by the runner's own router op (moe_router: its kernel where the contract holds, whose
+    ids are the MoE block's, as every router build's) on the MoE input the step used."""
+    k = runner.cfg.num_experts_per_tok
+    if runner.graph is not None:
+        raise RuntimeError("the router's choices are traced eagerly; this runner replays a captured graph")
+    out = []
+    for L, lw in enumerate(runner.layers):
+        x2 = trace[(L, "x2")][-1]
+        top = torch.empty(x2.shape[0], k, dtype=x2.dtype, device=x2.device)
+        idx = torch.empty(x2.shape[0], k, dtype=torch.long, device=x2.device)
+        dops.moe_router(x2, lw["router"], top, idx)
+        out.append(idx.sort(-1).values.cpu())
+    return torch.stack(out, 1)
+
+
+def router_taint(run_ids: Tensor, truth_routes: dict) -> dict:
+    """Where the runner's router chose another set than the truth's ([n, T, layers, k] each):
+    at a near tie (the truth's boundary margin < ROUTER_TIE) that sequence is tainted from that
+    position on (its state carries the other expert's output forward), so its later tokens say
+    nothing about the kernels. A different choice at a clear margin taints nothing."""
+    flip = (run_ids != truth_routes["ids"]).any(-1)  # [n, T, layers]
+    tied = truth_routes["margin"] < ROUTER_TIE
+    tie_flip, clear_flip = flip & tied, flip & ~tied
+    n, T = flip.shape[:2]
+    pos = torch.arange(T).expand(n, T)
+    hit = tie_flip.any(-1)  # [n, T]
+    first = torch.where(hit, pos, torch.full_like(pos, T)).amin(-1)  # [n]: T where none
+    taint = pos >= first[:, None]
+    sites = lambda m: [(int(i), int(t), int(L), float(truth_routes["margin"][i, t, L]))  # noqa: E731
+                       for i, t, L in m.nonzero()[:20]]
+    return {"taint": taint, "tie_flips": int(tie_flip.sum()), "tie_flip_sites": sites(tie_flip),
+            "clear_flips": int(clear_flip.sum()), "clear_flip_sites": sites(clear_flip)}
+
+
 @torch.no_grad()
 def teacher_forced(runner: DecodeRunner, truth: Tensor, prompts: Tensor, framework: Tensor | None = None,
-                   tol: float | None = None) -> dict:
+                   tol: float | None = None, truth_routes: dict | None = None) -> dict:
     """Feed ``prompts`` [n, T] token by token through the runner's decode step and compare its
-    logits at every position with ``truth`` [n, T, V] (and ``framework``'s, when given)."""
+    logits at every position with ``truth`` [n, T, V] (and ``framework``'s, when given).
+    ``truth_routes`` (Reference.teacher_forced(routes=True)'s): the positions of a sequence from
+    its first router near-tie flip on (router_taint) are not judged, and are counted apart."""
     n, T = prompts.shape
     if n != runner.B:
         raise ValueError(f"the runner decodes {runner.B} sequences; {n} prompts arrived")
     runner.reset()
     run_err, run_top = torch.empty(n, T, dtype=torch.float64), torch.empty(n, T, dtype=torch.long)
+    run_ids = []
     for t in range(T):
-        got = runner.step(prompts[:, t].to(runner.device)).float().cpu()
+        if truth_routes is not None:
+            runner.trace = {}
+        try:
+            got = runner.step(prompts[:, t].to(runner.device)).float().cpu()
+            if truth_routes is not None:
+                run_ids.append(_runner_routes(runner, runner.trace))
+        finally:
+            runner.trace = None
         run_err[:, t] = _rel(got, truth[:, t])
         run_top[:, t] = got.argmax(-1)
     margin, truth_top = margins(truth).double(), truth.argmax(-1)
     fw_err = _rel(framework, truth) if framework is not None else None
     tol = tolerance(fw_err) if tol is None else tol
     sure = margin > tol
-    bad = sure & (run_top != truth_top)
+    taint = torch.zeros(n, T, dtype=torch.bool)
+    if truth_routes is not None:
+        routes = router_taint(torch.stack(run_ids, 1), truth_routes)
+        taint = routes.pop("taint")
+    judged = sure & ~taint
+    bad = judged & (run_top != truth_top)
     rec = {"sequences": n, "steps": T, "tolerance": tol,
            "tolerance_rule": "max(LOGIT_TOL, median framework error)" if fw_err is not None else "LOGIT_TOL",
            "max_rel_err": float(run_err.max()), "median_rel_err": float(run_err.median()),
-           "near_ties": int((~sure).sum()), "top1_checked": int(sure.sum()),
-           "top1_agreement_non_tie": 1.0 - int(bad.sum()) / max(int(sure.sum()), 1),
+           "near_ties": int((~sure).sum()), "top1_checked": int(judged.sum()),
+           "top1_agreement_non_tie": 1.0 - int(bad.sum()) / max(int(judged.sum()), 1),
            "top1_agreement_all": float((run_top == truth_top).double().mean()),
            "disagreements": [(int(i), int(t)) for i, t in bad.nonzero()[:20]]}
+    if truth_routes is not None:
+        after = sure & taint & (run_top != truth_top)
+        rec["router_ties"] = {
+            "rule": f"a sequence's positions from its first router choice unlike the truth's at a near tie (the truth's "
+                    f"top-{runner.cfg.num_experts_per_tok} boundary margin < ROUTER_TIE = {ROUTER_TIE}) on are not judged",
+            **routes, "tainted_sequences": int(taint.any(-1).sum()), "positions_after": int(taint.sum()),
+            "sure_positions_after": int((sure & taint).sum()),
+            "disagreements_after": [(int(i), int(t)) for i, t in after.nonzero()[:20]]}
     ok = not bool(bad.any())
     if fw_err is not None:
         fw_top = framework.argmax(-1)
@@ -98,7 +158,7 @@ def teacher_forced(runner: DecodeRunner, truth: Tensor, prompts: Tensor, framewo
     rec["pass"] = ok
     rec["positions"] = {  # per sequence, per position: enough to re-judge the gate offline
         "truth_margin": margin.float().tolist(), "truth_top1": truth_top.tolist(), "runner_top1": run_top.tolist(),
-        "runner_rel_err": run_err.float().tolist(),
+        "runner_rel_err": run_err.float().tolist(), "router_tainted": taint.tolist(),
         **({"framework_top1": framework.argmax(-1).tolist(), "framework_rel_err": fw_err.float().tolist()}
            if fw_err is not None else {})}
     return rec

@@ -131,7 +131,7 @@ def token_gates(ckpt: ck.Checkpoint, prompts, free_prompt, free_steps: int, devi
     is_cuda = torch.device(device).type == "cuda"
     truth_dtype = torch.float32 if is_cuda else torch.float64
     ref = Reference(ckpt, truth_dtype, device, lazy=True)
-    truth = ref.teacher_forced(prompts)
+    truth, truth_routes = ref.teacher_forced(prompts, routes=True)
     truth_tok, truth_margin = ref.greedy(free_prompt, free_steps)
     del ref
     model = ck.transformers_model(ckpt, torch.bfloat16, device)
@@ -146,7 +146,7 @@ def token_gates(ckpt: ck.Checkpoint, prompts, free_prompt, free_steps: int, devi
     nops.set_framework("all", False)
     runner = DecodeRunner(packed, prompts.shape[0], max(prompts.shape[1], free_prompt.shape[0] + free_steps) + 8,
                           device=device)
-    tf = gates.teacher_forced(runner, truth, prompts, framework=fw_logits)
+    tf = gates.teacher_forced(runner, truth, prompts, framework=fw_logits, truth_routes=truth_routes)
     tf["truth"] = f"netra.reference.qwen36, {str(truth_dtype).replace('torch.', '')}"
     del truth, fw_logits
     log(f"[{L} layers] teacher-forced: top-1 agreement {tf['top1_agreement_non_tie']:.4f} over {tf['top1_checked']} "
@@ -154,6 +154,11 @@ def token_gates(ckpt: ck.Checkpoint, prompts, free_prompt, free_steps: int, devi
         f"{tf['near_ties']} near ties; all positions: {tf['top1_agreement_all']:.3f} "
         f"(transformers BF16 {tf['framework_top1_agreement_all']:.3f}); median rel err {tf['median_rel_err']:.3g} "
         f"(transformers BF16 {tf['framework_median_rel_err']:.3g}); pass {tf['pass']}")
+    rt = tf["router_ties"]
+    log(f"[{L} layers] router near-tie flips: {rt['tie_flips']} in {rt['tainted_sequences']} sequences (first "
+        f"{rt['tie_flip_sites'][:3]}: sequence, position, layer, truth margin), {rt['sure_positions_after']} clear "
+        f"positions after them not judged ({len(rt['disagreements_after'])} disagree there); {rt['clear_flips']} "
+        f"other choices unlike the truth's at a clear margin")
     run_tok = gates.runner_greedy(runner, free_prompt, free_steps)
     fd = gates.first_divergence(truth_tok, truth_margin, run_tok, tf["tolerance"])
     fd["framework"] = gates.first_divergence(truth_tok, truth_margin, fw_tok, tf["tolerance"])

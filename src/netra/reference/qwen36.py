@@ -63,6 +63,7 @@ class Reference:
 
     def __init__(self, ckpt: Checkpoint, dtype=torch.float64, device="cpu", lazy: bool = False):
         self.cfg, self.dtype, self.device, self.ckpt, self.lazy = ckpt.cfg, dtype, device, ckpt, lazy
+        self.routes: list | None = None  # teacher_forced(routes=True): each moe call's (ids, margin)
         self.w = {}
         for name, t in ckpt.tensors.items():
             if name.endswith("_scale_inv"):
@@ -155,6 +156,9 @@ class Reference:
         c = self.cfg
         probs = torch.softmax(x @ self.p(L, "mlp.gate.weight").T, -1)
         top, idx = torch.topk(probs, c.num_experts_per_tok, -1)
+        if self.routes is not None:  # the chosen set and its boundary margin (k-th minus (k+1)-th probability)
+            kth = probs.topk(c.num_experts_per_tok + 1, -1).values
+            self.routes.append((idx.sort(-1).values, kth[:, -2] - kth[:, -1]))
         top = top / top.sum(-1, keepdim=True)
         ids = idx.unique().tolist()  # the experts any token chose, each read once
         # combine[b, j]: token b's routing weight for expert ids[j] (0 where it did not choose it)
@@ -185,11 +189,25 @@ class Reference:
 
     # --- whole sequences ------------------------------------------------------------------
     @torch.no_grad()
-    def teacher_forced(self, prompts: Tensor, out_dtype=torch.float32) -> Tensor:
-        """Logits [n, T, V] (on the CPU) at every position of ``prompts`` [n, T]."""
+    def teacher_forced(self, prompts: Tensor, out_dtype=torch.float32, routes: bool = False):
+        """Logits [n, T, V] (on the CPU) at every position of ``prompts`` [n, T]. ``routes``: also
+        the router's choices, {"ids": int64 [n, T, layers, k] (each set ascending), "margin":
+        [n, T, layers] (the k-th largest probability minus the (k+1)-th)}, on the CPU."""
         n, T = prompts.shape
         st = self.new_state(n, T)
-        return torch.stack([self.step(prompts[:, t].to(self.device), st).to(out_dtype).cpu() for t in range(T)], 1)
+        logits, ids, margin = [], [], []
+        self.routes = [] if routes else None
+        try:
+            for t in range(T):
+                logits.append(self.step(prompts[:, t].to(self.device), st).to(out_dtype).cpu())
+                if routes:
+                    ids.append(torch.stack([i for i, _ in self.routes], 1).cpu())
+                    margin.append(torch.stack([m for _, m in self.routes], 1).float().cpu())
+                    self.routes = []
+        finally:
+            self.routes = None
+        logits = torch.stack(logits, 1)
+        return (logits, {"ids": torch.stack(ids, 1), "margin": torch.stack(margin, 1)}) if routes else logits
 
     @torch.no_grad()
     def greedy(self, prompt: Tensor, steps: int) -> tuple[Tensor, Tensor]:
