@@ -248,6 +248,25 @@ def test_router_smem_rows_candidate():
     assert g.SMEM_BYTES + 4 * NUM_EXPERTS <= 227 * 1024 < 2 * (g.SMEM_BYTES + 4 * NUM_EXPERTS)
 
 
+@pytest.mark.parametrize("epc", [2, 4])
+def test_router_split_candidate_builds_its_design(epc):
+    """gen_moe_router.generate_split (experiments/proj/router/router_split_variant.py): one bulk copy of the CTA's
+    epc rows before griddepcontrol.wait and nothing else global before it; every warp's epc sums from shared
+    memory with moe_router_norm's 64 fma per lane in k order; the arrival on cnt by one acq_rel atom; the
+    selection's redux rounds; no cluster; assembles without spills in 128 registers (two CTAs per SM)."""
+    from test_proj_cpu import _assembles_without_spills
+
+    g = paths.generator("proj", "gen_moe_router")
+    ptx = g.generate_split(epc)
+    head, tail = ptx.split("griddepcontrol.wait;")
+    assert head.count("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes") == 1
+    assert f"[%rows], [%o64], {epc * 4096}, [%bar]" in head and "ld.global" not in head and "st.global" not in head
+    assert tail.count("ld.shared.v4.u32") == 8 * epc and tail.count("fma.rn.f32 %acc, %xf") == 64 * epc
+    assert tail.count("atom.acq_rel.gpu.global.add.u64") == 1 and tail.count("redux.sync.max.u32") == TOP_K
+    assert "cluster" not in tail and ".reqnctapercluster" not in ptx
+    assert _assembles_without_spills(g.SPLIT_NAME, ptx)["registers"] <= 128
+
+
 def test_router_framework_path_is_the_models_form_and_agrees_with_the_reference():
     """On the CPU the op runs the model's PyTorch form (softmax, top-k, renormalize); its ids
     equal the reference's wherever the BF16 logits at the top-8 boundary are not within one

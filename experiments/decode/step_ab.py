@@ -459,7 +459,8 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "router_fused", "router_unfused", "experts_group", "router_poll", "router_coop", "moedown_grp_off", "experts_group32_off", "dense32_off",
          "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_push", "long_off", "long_splits_prev", "h_early", "h_early_prev", "top_early", "norm_w_early", "norm_w_early_carveout", "norm_w_pre", "norm_w_prev", "x_tpose", "moedown_stagger1", "moedown_stagger2", "moedown_stagger3", "moedown_stagger4", "moedown_stagger8",
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
-         "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "current_again",
+         "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
+         "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -823,6 +824,27 @@ def router_fused_moe(dops, dispatch, real_moe, poll: bool = False):
     return moe_decode, (mod,)
 
 
+def router_split_op(dops, dispatch, epc: int, real, keep: list):
+    """router_split4 / router_split2: the MoE block's moe_router_norm launches
+    gen_moe_router.generate_split(epc) (experiments/proj/router/router_split_variant.py: bitwise the promoted router,
+    the experts split across CTAs, the last CTA of each token group selecting) with its own scratch and counters,
+    under PDL capture with programmatic serialization as the promoted router's contract allows."""
+    from netra import paths
+
+    rsv = paths.load_module(HERE.parent / "proj" / "router" / "router_split_variant.py", "router_split_variant")
+    module, go_plain, go_pdl = rsv.split_launchers(epc)
+    keep.append(module)
+    cnt = torch.zeros(rsv.GROUPS, dtype=torch.int64, device="cuda")  # every layer's launches on one counter set
+    scratch = torch.empty(32, 256, dtype=torch.bfloat16, device="cuda")
+
+    def moe_router_norm(h, norm_w, eps, router, x_out, top, idx):
+        go = go_pdl if dispatch._PDL else go_plain
+        if go(h, router, top, idx, norm_w, x_out, eps, scratch[:h.shape[0]], cnt) is not None:
+            real(h, norm_w, eps, router, x_out, top, idx)
+
+    return moe_router_norm
+
+
 def expert_stats(dops, rmod, packed, B, context, tokens) -> dict:
     """Distinct experts among each layer's B x 8 pairs over the teacher-forced eager steps (the
     routed gate | up op's ids, read back with a sync: a diagnosis, never timed)."""
@@ -872,6 +894,7 @@ def main():
     tokens = torch.randint(0, cfg.vocab_size, (4, B), generator=torch.Generator().manual_seed(3)).to("cuda")
     real_load, real_attn = loader.load, dops.attention_decode_ctx
     real_moe, real_experts, real_gate = dops.moe_decode, dops.fp8_linear_experts, dops.fp8_linear_gate
+    real_router_norm = dops.moe_router_norm
     real_pipe_b, real_pipe_plain_b = dops.GDN_PIPE_PDL_B, dops.GDN_PIPE_B
     real_ba_fused, real_shared_merged, real_router_fused = dops.BA_FUSED, dops.MOE_SHARED_MERGED, dops.MOE_ROUTER_FUSED
     real_shared_grp, real_shared_grp_rows = dops.MOE_SHARED_GROUP, dops.MOE_SHARED_GROUP_ROWS
@@ -962,6 +985,8 @@ def main():
                 cand_moe, mods = router_fused_moe(dops, _dispatch, real_moe, poll=form == "router_poll")
                 keep.extend(mods)
                 dops.moe_decode = cand_moe
+            if form.startswith("router_split"):  # moe_router_norm's launch swapped for the split candidate
+                dops.moe_router_norm = router_split_op(dops, _dispatch, int(form[-1]), real_router_norm, keep)
             if form == "router_smem":  # the swapped build's shared memory at launch
                 router_op.contract = dataclasses.replace(real_router_contract,
                                                          dynamic_smem=previous_builds(form)[real_router_contract.name][1])
@@ -1045,6 +1070,7 @@ def main():
             dops.GDN_PIPE_PDL_B = real_pipe_b
             dops.GDN_PIPE_B = real_pipe_plain_b
             dops.moe_decode, dops.fp8_linear_experts = real_moe, real_experts
+            dops.moe_router_norm = real_router_norm
             dops.fp8_linear_gate = real_gate
             _dispatch.set_framework("lm_head_argmax", False)
             for op in (_dispatch.OPS["rmsnorm"], _dispatch.OPS["qk_rmsnorm"], _dispatch.OPS["bf16_linear2"]):
