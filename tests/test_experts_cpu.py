@@ -267,6 +267,36 @@ def test_router_split_candidate_builds_its_design(epc):
     assert _assembles_without_spills(g.SPLIT_NAME, ptx)["registers"] <= 128
 
 
+def test_router_split_build_is_current_and_the_op_falls_back_without_a_gpu():
+    """The registered split router (generate_split's default build) is the committed PTX, its contract's grid is
+    (64, ceil(M / 8)) and it counts its counters; on the CPU moe_router_norm with cnt at 31 and 32 rows gives the
+    framework path's bits and leaves cnt alone; moe_decode hands bar[1:] (an int64 [5]) to it."""
+    from netra.contracts.proj import MOE_ROUTER_NORM_SPLIT
+
+    g = paths.generator("proj", "gen_moe_router")
+    name = MOE_ROUTER_NORM_SPLIT.name
+    assert g.SPLIT_NAME == name and paths.ptx_path("sm_90a", "proj", name).read_text() == g.generate_split(), \
+        "run gen_moe_router.py"
+    c = contracts.get(name)
+    assert c.grid_for({"M": 1}) == (64, 1, 1) and c.grid_for({"M": 31}) == (64, 4, 1) and c.op == "moe_router_norm"
+    assert c.exact_outputs == ("idx", "logits", "cnt") and c.pdl and dops.ROUTER_SPLIT_ROWS == 31
+    tb = testbeds.get(name)
+    for M in (31, 32):
+        i = tb.make({"M": M}, torch.Generator().manual_seed(M), "cpu")
+        outs = []
+        for cnt in (i["cnt"], None):
+            x = torch.full((M, 2048), float("nan"), dtype=torch.bfloat16)
+            top = torch.full((M, TOP_K), float("nan"), dtype=torch.bfloat16)
+            idx = torch.full((M, TOP_K), -1, dtype=torch.long)
+            dops.moe_router_norm(i["h"], i["norm_w"], 1e-6, i["w"], x, top, idx, cnt)
+            outs.append((x, top, idx))
+        assert all(torch.equal(a, b) for a, b in zip(*outs)) and not i["cnt"].any()
+    import inspect
+
+    src = inspect.getsource(dops.moe_decode)
+    assert "bar[1:] if bar is not None and bar.numel() > 1" in src and src.count("bar[:1]") == 2
+
+
 def test_router_framework_path_is_the_models_form_and_agrees_with_the_reference():
     """On the CPU the op runs the model's PyTorch form (softmax, top-k, renormalize); its ids
     equal the reference's wherever the BF16 logits at the top-8 boundary are not within one

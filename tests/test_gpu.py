@@ -842,6 +842,45 @@ def test_router_norm_kernel_is_rmsnorm_then_the_router(M):
         assert torch.equal(x2, x) and torch.equal(t2, top) and torch.equal(i2, idx)
 
 
+@pytest.mark.parametrize("M", [1, 9, 30, 31, 32])
+def test_router_split_kernel_is_the_cluster_build(M):
+    """moe_router_norm_split_e256_k2048 (the experts split across CTAs, each token group's last CTA selecting): x_out,
+    top and idx bitwise moe_router_norm_e256_k2048's on the same inputs, logits exactly the reference's on the kernel's
+    x_out, each token group's counter 64 further per launch (and the others untouched), over 6 launches on one counter
+    buffer, plainly and under set_pdl; moe_router_norm takes it from ROUTER_SPLIT_ROWS rows (given cnt) with no miss,
+    the cluster build below, and without cnt."""
+    from netra.decode import ops as dops
+    from netra.lifecycle import testbeds
+    from netra.ops import _dispatch
+    from netra.ops import proj as kproj
+    from netra.reference.proj import router_logits
+
+    name = "moe_router_norm_split_e256_k2048"
+    tb = testbeds.get(name)
+    i = tb.make({"M": M}, torch.Generator().manual_seed(60 + M), "cuda")
+    cnt = i["cnt"]
+    groups = -(-M // 8)
+    bits = lambda t: t.contiguous().view(torch.uint8)  # noqa: E731
+    want = tb.peers["moe_router_norm"](i, {"eps": EPS})
+    for n, pdl in enumerate((False, True, False, True, False, True)):
+        x = torch.full((M, 2048), float("nan"), dtype=torch.bfloat16, device="cuda")
+        top = torch.full((M, 8), float("nan"), dtype=torch.bfloat16, device="cuda")
+        idx = torch.full((M, 8), -1, dtype=torch.long, device="cuda")
+        lg = torch.full((M, 256), float("nan"), dtype=torch.bfloat16, device="cuda")
+        with _pdl(pdl):
+            assert kproj.ROUTER_NORM_SPLIT(i["h"], i["w"], top, idx, i["norm_w"], x, EPS, lg, cnt)
+        assert all(torch.equal(bits(a), bits(want[k])) for k, a in (("x_out", x), ("top", top), ("idx", idx)))
+        assert torch.equal(bits(lg), bits(router_logits(x, i["w"])))
+        assert cnt[:groups].tolist() == [64 * (n + 1)] * groups and not cnt[groups:].any()
+    for with_cnt in (True, False):
+        x, top, idx = torch.empty_like(x), torch.empty_like(top), torch.empty_like(idx)
+        with _pdl(False), _dispatch.count_launches() as counts:
+            dops.moe_router_norm(i["h"], i["norm_w"], EPS, i["w"], x, top, idx, cnt if with_cnt else None)
+        used = name if with_cnt and M >= dops.ROUTER_SPLIT_ROWS else "moe_router_norm_e256_k2048"
+        assert counts[used] == 1 and sum(counts.values()) == 1 and _misses("moe_router_norm") == 0, dict(counts)
+        assert all(torch.equal(bits(a), bits(want[k])) for k, a in (("x_out", x), ("top", top), ("idx", idx)))
+
+
 @pytest.mark.parametrize("M", [1, 5, 8, 11])
 def test_moe_down_kernel_in_the_op(M):
     """moe_down takes fp8_gemv_n2048_k4608_moedown with no miss (11 tokens: launches of 8 and

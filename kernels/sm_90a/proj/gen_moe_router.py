@@ -29,7 +29,10 @@ kernels), sum, divide):
   (l_j - l_0) log2(e), summed in selection order; lane j < 8 divides its own and stores
   top[t, j] and idx[t, j].
 
-  python3 kernels/sm_90a/proj/gen_moe_router.py      (rewrites moe_router_e256_k2048.ptx beside it)
+moe_router_norm_split_e256_k2048 (generate_split, its docstring) computes the norm build's outputs, bitwise, with
+the experts split across CTAs instead of the tokens across clusters; the op takes it from 31 tokens.
+
+  python3 kernels/sm_90a/proj/gen_moe_router.py      (rewrites the three .ptx beside it)
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "src"))
 sys.path.insert(0, str(HERE))
 import rms_emit  # noqa: E402  (the warp's RMSNorm, shared with gen_fp8_gemv.ba_cta)
-from netra.contracts.proj import MOE_I, NUM_EXPERTS, ROUTER_K, ROUTER_RANKS, TOP_K  # noqa: E402  (written once)
+from netra.contracts.proj import (MOE_I, MOE_ROUTER_NORM_SPLIT, NUM_EXPERTS, ROUTER_K, ROUTER_RANKS,  # noqa: E402
+                                  ROUTER_SPLIT_EXPERTS, ROUTER_SPLIT_TOKENS, TOP_K)  # (written once)
 
 NAME = f"moe_router_e{NUM_EXPERTS}_k{ROUTER_K}"
 WARPS = 8
@@ -521,11 +525,11 @@ def norm_prologue(e) -> None:
         e(f"@%p st.global.v4.b32 [%pxo+{512 * i}], {{{regs}}};  // rank {i}'s warp 0: block {i} of x")
 
 
-SPLIT_NAME = f"moe_router_norm_split_e{NUM_EXPERTS}_k{ROUTER_K}"  # a candidate: experiments/proj/router/router_split_variant.py
-SPLIT_TOKENS = 8  # tokens per CTA: one warp each
+SPLIT_NAME = MOE_ROUTER_NORM_SPLIT.name  # measured by experiments/proj/router/router_split_variant.py
+SPLIT_TOKENS = ROUTER_SPLIT_TOKENS  # tokens per CTA: one warp each
 
 
-def generate_split(epc: int = 4, name: str = SPLIT_NAME) -> str:
+def generate_split(epc: int = ROUTER_SPLIT_EXPERTS, name: str = SPLIT_NAME) -> str:
     """moe_router_norm's outputs (bitwise) with the experts split across CTAs instead of the tokens across clusters.
 
     Why: moe_router_norm gives each token a cluster of 8 CTAs that each read 32 expert rows (128 KB), so M tokens
@@ -749,7 +753,8 @@ def generate_split(epc: int = 4, name: str = SPLIT_NAME) -> str:
 def main() -> int:
     (HERE / f"{NAME}.ptx").write_text(generate())
     (HERE / f"{NORM_NAME}.ptx").write_text(generate(norm=True, pdl=True))
-    print(f"wrote {NAME}.ptx, {NORM_NAME}.ptx")  # (GATE_NAME: a candidate, built by its experiment scripts)
+    (HERE / f"{SPLIT_NAME}.ptx").write_text(generate_split())
+    print(f"wrote {NAME}.ptx, {NORM_NAME}.ptx, {SPLIT_NAME}.ptx")  # (GATE_NAME: a candidate, built by its experiment scripts)
     return 0
 
 

@@ -960,6 +960,41 @@ MOE_ROUTER_NORM = dataclasses.replace(
 )
 
 
+# The same outputs (bitwise) with the experts split across CTAs instead of the tokens across clusters
+# (gen_moe_router.generate_split; experiments/proj/router/router_split_variant.py, measured at 9a7452f): CTA (e, g) owns
+# ROUTER_SPLIT_EXPERTS experts and ROUTER_SPLIT_TOKENS tokens, so M tokens move 64 x M x 4 KB of h and ceil(M / 8) MB of
+# rows into the SMs instead of M MB; the last CTA of each token group (a u64 arrival counter, never reset) selects.
+# us plain / PDL chain against moe_router_norm: M = 32 7.56 / 7.03 against 10.10 / 9.37, M = 16 6.03 / 5.25 against
+# 6.23 / 5.85, but M = 8 5.85 / 5.11 against 5.31 / 4.53 and M = 24 7.55 / 6.64 against 6.96 / 5.84: the op takes it
+# from netra.decode.ops.ROUTER_SPLIT_ROWS rows (where the cluster build needs a second wave)
+ROUTER_SPLIT_EXPERTS, ROUTER_SPLIT_TOKENS = 4, 8
+ROUTER_SPLIT_GROUPS = max(ROUTER_TOKENS) // ROUTER_SPLIT_TOKENS  # token groups at the largest M
+MOE_ROUTER_NORM_SPLIT = dataclasses.replace(
+    MOE_ROUTER_NORM,
+    name=f"moe_router_norm_split_e{NUM_EXPERTS}_k{ROUTER_K}",
+    summary=MOE_ROUTER_NORM.summary + f"; CTA (e, g) owns experts {ROUTER_SPLIT_EXPERTS} e .. and tokens "
+            f"{ROUTER_SPLIT_TOKENS} g .. (one warp each), and each token group's last CTA selects its tokens' top {TOP_K}",
+    params=MOE_ROUTER_NORM.params + (
+        Tensor("logits", "bf16", ("M", NUM_EXPERTS), "out",
+               doc="the router's BF16 logits (the CTAs write them, the token group's last CTA reads them)"),
+        Tensor("cnt", "i64", (ROUTER_SPLIT_GROUPS,), "inout", align=8,
+               doc=f"per token group, its CTAs' arrivals: each launch adds {NUM_EXPERTS // ROUTER_SPLIT_EXPERTS} to "
+                   "each group it has; zero (or multiples of that) at allocation, touched by nothing else"),
+    ),
+    grid=(str(NUM_EXPERTS // ROUTER_SPLIT_EXPERTS), f"(M + {ROUTER_SPLIT_TOKENS - 1}) // {ROUTER_SPLIT_TOKENS}", "1"),
+    max_static_smem=ROUTER_SPLIT_EXPERTS * ROUTER_K * 2 + 16,  # the CTA's rows, their mbarrier, the last-CTA flag
+    reduction_order=MOE_ROUTER_NORM.reduction_order + " (each warp its token's x, as fp32 once, against each row)",
+    exact_outputs=("idx", "logits", "cnt"),
+    bytes_written=MOE_ROUTER_NORM.bytes_written + f" + M * {2 * NUM_EXPERTS} + {8 * ROUTER_SPLIT_GROUPS}",
+    pdl="the CTA's expert rows (one bulk copy into shared memory) before griddepcontrol.wait: weights never change "
+        "while kernels run; h after it, launch_dependents right after it",
+    reference=MOE_ROUTER_NORM.reference + "; logits: netra.reference.proj.router_logits on the kernel's x_out (exact); "
+              "cnt: + 64 in each token group",
+    peers=("moe_router_norm",),
+    sanitize_cases=({"M": 1}, {"M": 9}, {"M": 32}),
+)
+
+
 # The same with the MoE block's BF16 shared_expert_gate computed by rank 1 while rank 0 selects (a candidate, not registered:
 # gen_moe_router.generate(gate=True)), so the gate | up launch after it needs no gate CTA (EXPERTS_SHARED_NOGATE)
 MOE_ROUTER_NORM_GATE = dataclasses.replace(
@@ -1314,5 +1349,6 @@ CONTRACTS = tuple(_contract(s) for s in SHAPES + DENSE32 + FUSED + FUSED32 + (NO
                                                                                EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32,
                                                                                EXPERTS_ROUTER,
                                                                                EXPERTS_ROUTER_DOWN)) + (
-    BF16_GEMV_N64_K2048, MOE_ROUTER, MOE_ROUTER_NORM, *(_contract_moe_down(s) for s in MOE_DOWNS), MOE_ACT,
+    BF16_GEMV_N64_K2048, MOE_ROUTER, MOE_ROUTER_NORM, MOE_ROUTER_NORM_SPLIT, *(_contract_moe_down(s) for s in MOE_DOWNS),
+    MOE_ACT,
     MOE_DOWN_GRP_CONTRACT, LM_HEAD_CONTRACT)

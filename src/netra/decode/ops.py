@@ -358,19 +358,34 @@ def _(x, router, top, idx):
     return None
 
 
-@decode_op("moe_router_norm", mutates_args=("x_out", "top", "idx"))
+# From this many rows (with the caller's counters) moe_router_norm launches moe_router_norm_split_e256_k2048: the
+# same bits with the experts split across CTAs. Measured at 9a7452f (experiments/proj/router/router_split_variant_9a7452f
+# .json, us plain / PDL chain, promoted -> split): M = 32 10.10 / 9.37 -> 7.56 / 7.03, 24 6.96 / 5.84 -> 7.55 / 6.64,
+# 16 6.23 / 5.85 -> 6.03 / 5.25, 8 5.31 / 4.53 -> 5.85 / 5.11; the cluster build needs a second wave from 31 tokens
+# (its records: 7.04 at 30, 9.65 at 31). Batch-32 step (experiments/decode/step_ab_current_router_split4_b32_9a7452f
+# .json): 8.661 / 8.395 ms plain / PDL against 8.761 / 8.533; batch 8 (M = 8) 15-29 us slower, so not below 31
+ROUTER_SPLIT_ROWS = 31
+
+
+@decode_op("moe_router_norm", mutates_args=("x_out", "top", "idx", "cnt"))
 def moe_router_norm(h: Tensor, norm_w: Tensor, eps: float, router: Tensor, x_out: Tensor, top: Tensor,
-                    idx: Tensor) -> None:
+                    idx: Tensor, cnt: Tensor | None = None) -> None:
     """x_out = rmsnorm(h) (zero-centred weight: the post-attention norm), then moe_router on it,
     in one launch: kernel moe_router_norm_e256_k2048 (M = 1..32 per launch; x_out bitwise
-    rmsnorm_h2048's); otherwise rmsnorm, then moe_router."""
+    rmsnorm_h2048's), or from ROUTER_SPLIT_ROWS rows, given ``cnt`` (int64 [4], zero at
+    allocation, the caller's, for this op alone), moe_router_norm_split_e256_k2048 (the same
+    bits); otherwise rmsnorm, then moe_router."""
+    if cnt is not None and h.shape[0] >= ROUTER_SPLIT_ROWS:
+        logits = torch.empty(h.shape[0], router.shape[0], dtype=torch.bfloat16, device=h.device)
+        if proj.ROUTER_NORM_SPLIT(h, router, top, idx, norm_w, x_out, eps, logits, cnt):
+            return
     for s in proj.ROUTER_NORM.rows(h, router, top, idx, norm_w, x_out, eps):  # rows the kernel did not take
         rmsnorm(h[s], norm_w, eps, out=x_out[s])
         moe_router(x_out[s], router, top[s], idx[s])
 
 
 @moe_router_norm.register_fake
-def _(h, norm_w, eps, router, x_out, top, idx):
+def _(h, norm_w, eps, router, x_out, top, idx, cnt=None):
     return None
 
 
@@ -943,10 +958,11 @@ def moe_decode(x: Tensor, router: Tensor, w13: Tensor, s13: Tensor, w2: Tensor, 
     x). ``residual`` (optional): also ``residual += out`` (BF16), so the next layer's input
     norm can be a projection's prologue (fp8_linear_norm). ``norm_w`` (with ``residual``): x is
     an output, x = rmsnorm(residual) (the post-attention norm, eps) computed by the router's
-    launch (moe_router_norm). ``bar`` (with norm_w): an int64 [1] zero at allocation, the caller's, for this op
-    alone: up to MOE_ROUTER_FUSED_ROWS tokens the norm, the router and every gate | up are one launch
-    (fp8_linear_experts_router, whose grid barrier counts on it), at one token with moe_down in it too
-    (fp8_linear_experts_router_down). Ops: moe_router or moe_router_norm,
+    launch (moe_router_norm). ``bar`` (with norm_w): an int64 [1] or [5], zero at allocation, the caller's, for
+    this op alone: up to MOE_ROUTER_FUSED_ROWS tokens the norm, the router and every gate | up are one launch
+    (fp8_linear_experts_router, whose grid barrier counts on bar[0]), at one token with moe_down in it too
+    (fp8_linear_experts_router_down); an int64 [5] also holds the split router's counters (bar[1:],
+    moe_router_norm's cnt, from ROUTER_SPLIT_ROWS tokens). Ops: moe_router or moe_router_norm,
     fp8_linear_experts (gate | up), fp8_linear_gate (the shared gate | up and its gate logit), moe_down (every
     down, weighted, and the residual add, from the gate | up rows)."""
     B, H = x.shape
@@ -960,16 +976,18 @@ def moe_decode(x: Tensor, router: Tensor, w13: Tensor, s13: Tensor, w2: Tensor, 
         logits = torch.empty(B, router.shape[0], dtype=torch.float32, device=x.device)
         if MOE_ROUTER_DOWN and B == 1:  # and moe_down: the whole block in one launch
             fp8_linear_experts_router_down(residual, norm_w, eps, router, w13, s13, shared_w13, shared_s13, shared_gate,
-                                           w2, s2, shared_w2, shared_s2, bar, x, top, idx, logits, gu, sgu, glogit, out)
+                                           w2, s2, shared_w2, shared_s2, bar[:1], x, top, idx, logits, gu, sgu, glogit,
+                                           out)
             return
-        fp8_linear_experts_router(residual, norm_w, eps, router, w13, s13, shared_w13, shared_s13, shared_gate, bar, x,
-                                  top, idx, logits, gu, sgu, glogit)
+        fp8_linear_experts_router(residual, norm_w, eps, router, w13, s13, shared_w13, shared_s13, shared_gate, bar[:1],
+                                  x, top, idx, logits, gu, sgu, glogit)
         moe_down(gu.view(B, -1), w2, s2, idx, top, sgu, shared_w2, shared_s2, glogit, residual, out)
         return
     if norm_w is not None:
         if residual is None:
             raise ValueError("moe_decode: norm_w (x = rmsnorm(residual)) needs the residual; got residual=None")
-        moe_router_norm(residual, norm_w, eps, router, x, top, idx)
+        cnt = bar[1:] if bar is not None and bar.numel() > 1 else None  # the split router's counters
+        moe_router_norm(residual, norm_w, eps, router, x, top, idx, cnt)
     else:
         moe_router(x, router, top, idx)
     gu = torch.empty(B, top_k, s13.shape[1] * 128, dtype=x.dtype, device=x.device)

@@ -74,7 +74,8 @@ class DecodeRunner:
         self.vb = self.qkv_attn[:, 2 * nh * hd + nkv * hd:]
         self.qn, self.kn, self.ao = e(B, nh, hd), e(B, nkv, hd), e(B, nh * hd)
         self.logits = e(B, c.vocab_size)
-        self.moe_bar = torch.zeros(1, dtype=torch.long, device=dev)  # the router-fused gate | up's barrier counter
+        # [0]: the router-fused gate | up's barrier counter; [1:]: the split router's per token group (moe_decode's bar)
+        self.moe_bar = torch.zeros(5, dtype=torch.long, device=dev)
         self.next_tokens = torch.zeros(B, dtype=torch.long, device=dev)
         self.lm_ws = torch.zeros(LM_HEAD.counter + 1, dtype=torch.long, device=dev)  # the LM head kernel's workspace
         # the attention kernel's scratch (dops.attention_decode_paged): page partials, and arrival counters left zero

@@ -704,6 +704,41 @@ def _router_norm_peer(i, s):
     return {"x_out": x, "top": top, "idx": idx}
 
 
+def _make_router_split(dims, gen, device):
+    """The router-with-norm bed, and the split build's counters at zero."""
+    from ..contracts.proj import ROUTER_SPLIT_GROUPS
+
+    return {**_make_router_norm(dims, gen, device),
+            "cnt": torch.zeros(ROUTER_SPLIT_GROUPS, dtype=torch.int64, device=device)}
+
+
+def _router_split_ref(i):
+    """The router-with-norm reference; logits exactly on the kernel's own x_out (as the ids); each token group's counter
+    one launch further (+ 256 / experts per CTA)."""
+    from ..contracts.proj import NUM_EXPERTS, ROUTER_SPLIT_EXPERTS, ROUTER_SPLIT_TOKENS
+    from ..reference.proj import router_logits
+
+    r = _router_norm_ref(i)
+    xb = i.get("kernel_x_out", r["x_out"].to(torch.bfloat16))
+    cnt = i["cnt"].clone()
+    cnt[: -(-i["h"].shape[0] // ROUTER_SPLIT_TOKENS)] += NUM_EXPERTS // ROUTER_SPLIT_EXPERTS
+    return {**r, "logits": router_logits(xb, i["w"]), "cnt": cnt}
+
+
+def _router_norm_cluster_peer(i, s):
+    """moe_router_norm_e256_k2048 (what the op takes below ROUTER_SPLIT_ROWS rows): the promoted cluster build."""
+    from ..contracts.proj import TOP_K
+    from ..ops import proj
+
+    M = i["h"].shape[0]
+    x = torch.empty(M, i["h"].shape[1], dtype=torch.bfloat16, device=i["h"].device)
+    top = torch.empty(M, TOP_K, dtype=torch.bfloat16, device=x.device)
+    idx = torch.empty(M, TOP_K, dtype=torch.long, device=x.device)
+    if not proj.ROUTER_NORM(i["h"], i["w"], top, idx, i["norm_w"], x, s["eps"]):
+        raise RuntimeError("moe_router_norm_e256_k2048's guard refused the bed")
+    return {"x_out": x, "top": top, "idx": idx}
+
+
 def _make_moe_down(dims, gen, device):
     """Each token's 8 distinct experts (as torch.topk gives) with down weights as the expert
     kernels' test bed draws them (every other expert zero: reading a wrong one fails), the
@@ -847,6 +882,10 @@ def _proj_testbeds() -> dict:
     beds["moe_router_norm_e256_k2048"] = Testbed(contracts.get("moe_router_norm_e256_k2048"), _make_router_norm,
                                                  _router_norm_ref, None, {"rmsnorm_then_router": _router_norm_peer},
                                                  chained=("x_out",))
+    from ..contracts.proj import MOE_ROUTER_NORM_SPLIT
+
+    beds[MOE_ROUTER_NORM_SPLIT.name] = Testbed(MOE_ROUTER_NORM_SPLIT, _make_router_split, _router_split_ref, None,
+                                               {"moe_router_norm": _router_norm_cluster_peer}, chained=("x_out",))
     for sh in MOE_DOWNS:
         beds[sh.name] = Testbed(contracts.get(sh.name), _make_moe_down, _moe_down_ref, None,
                                 {"moe_decode_unfused": _moe_down_peer}, scalars={})
