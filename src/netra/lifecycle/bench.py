@@ -227,10 +227,10 @@ def _public_call(name: str, b: dict):
 
         return lambda: dops.moe_router_norm(b["h"], b["norm_w"], e, b["w"], b["x_out"], b["top"], b["idx"])
     if name == "moe_router_norm_split_e256_k2048":  # the build itself (the op takes it from ROUTER_SPLIT_ROWS rows)
-        from ..ops import proj
+        from ..ops import proj as kproj
 
-        return lambda: proj.ROUTER_NORM_SPLIT(b["h"], b["w"], b["top"], b["idx"], b["norm_w"], b["x_out"], e,
-                                              b["logits"], b["cnt"])
+        return lambda: kproj.ROUTER_NORM_SPLIT(b["h"], b["w"], b["top"], b["idx"], b["norm_w"], b["x_out"], e,
+                                               b["logits"], b["cnt"])
     if contracts.get(name).op == "lm_head_argmax":
         from ..decode import ops as dops
 
