@@ -311,6 +311,25 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
             e(f"@%p mov.f32 %v{j}, {NEG_INF};")
     if prefetch_experts:
         _prefetch_experts(e)
+    _weights(e)
+    if select == "redux":  # lane j < 8: its own weight and id
+        _store_redux(e)
+    for j in range(TOP_K if select == "bfly" else 0):
+        e(f"setp.eq.u32 %p, %lane, {j};")
+        e(f"div.rn.f32 %a, %ev{j}, %sum;")
+        e("cvt.rn.bf16.f32 %h, %a;")
+        e("@%p st.global.b16 [%pt], %h;")
+        e(f"cvt.u64.u32 %o64, %si{j};")
+        e("@%p st.global.u64 [%pi], %o64;")
+    e("DONE:")
+    e("ret;")
+    e("}")
+    return "\n".join(L) + "\n"
+
+
+def _weights(e) -> None:
+    """%ev0..7 = exp(l_j - l_0) of the selection (%sv0..7), %sum their sum in selection order; %pt, %pi advanced to
+    top[tok, lane], idx[tok, lane]."""
     e("// weights: exp(l_j - l_0) / their sum, in selection order")
     e("mov.f32 %sum, 0f00000000;")
     for j in range(TOP_K):
@@ -323,30 +342,22 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
     e("add.u64 %pt, %pt, %o64;")
     e("mul.wide.u32 %o64, %t0, 8;")
     e("add.u64 %pi, %pi, %o64;")
-    if select == "redux":  # lane j < 8: its own weight and id
-        e("mov.f32 %a, %ev0;")
-        e("mov.u32 %t1, %si0;")
-        for j in range(1, TOP_K):
-            e(f"setp.eq.u32 %p, %lane, {j};")
-            e(f"@%p mov.f32 %a, %ev{j};")
-            e(f"@%p mov.u32 %t1, %si{j};")
-        e("div.rn.f32 %a, %a, %sum;")
-        e("cvt.rn.bf16.f32 %h, %a;")
-        e(f"setp.lt.u32 %p, %lane, {TOP_K};")
-        e("@%p st.global.b16 [%pt], %h;")
-        e("cvt.u64.u32 %o64, %t1;")
-        e("@%p st.global.u64 [%pi], %o64;")
-    for j in range(TOP_K if select == "bfly" else 0):
+
+
+def _store_redux(e) -> None:
+    """select="redux": lane j < 8 divides only its own weight and stores it and its id."""
+    e("mov.f32 %a, %ev0;")
+    e("mov.u32 %t1, %si0;")
+    for j in range(1, TOP_K):
         e(f"setp.eq.u32 %p, %lane, {j};")
-        e(f"div.rn.f32 %a, %ev{j}, %sum;")
-        e("cvt.rn.bf16.f32 %h, %a;")
-        e("@%p st.global.b16 [%pt], %h;")
-        e(f"cvt.u64.u32 %o64, %si{j};")
-        e("@%p st.global.u64 [%pi], %o64;")
-    e("DONE:")
-    e("ret;")
-    e("}")
-    return "\n".join(L) + "\n"
+        e(f"@%p mov.f32 %a, %ev{j};")
+        e(f"@%p mov.u32 %t1, %si{j};")
+    e("div.rn.f32 %a, %a, %sum;")
+    e("cvt.rn.bf16.f32 %h, %a;")
+    e(f"setp.lt.u32 %p, %lane, {TOP_K};")
+    e("@%p st.global.b16 [%pt], %h;")
+    e("cvt.u64.u32 %o64, %t1;")
+    e("@%p st.global.u64 [%pi], %o64;")
 
 
 def _row_sum(e, j: int) -> None:
@@ -723,30 +734,8 @@ def generate_split(epc: int = ROUTER_SPLIT_EXPERTS, name: str = SPLIT_NAME) -> s
         e(f"and.b32 %t0, %w{c}, 0xffff0000;")
         e(f"mov.b32 %v{2 * c + 1}, %t0;")
     _select_redux(e)
-    e("// weights: exp(l_j - l_0) / their sum, in selection order")
-    e("mov.f32 %sum, 0f00000000;")
-    for j in range(TOP_K):
-        e(f"sub.f32 %a, %sv{j}, %sv0;")
-        e(f"mul.f32 %a, %a, {LOG2E};")
-        e(f"ex2.approx.f32 %ev{j}, %a;")
-        e(f"add.f32 %sum, %sum, %ev{j};")
-    e(f"mad.lo.u32 %t0, %tok, {TOP_K}, %lane;  // lane j < 8 writes top[tok, j], idx[tok, j]")
-    e("mul.wide.u32 %o64, %t0, 2;")
-    e("add.u64 %pt, %pt, %o64;")
-    e("mul.wide.u32 %o64, %t0, 8;")
-    e("add.u64 %pi, %pi, %o64;")
-    e("mov.f32 %a, %ev0;")
-    e("mov.u32 %t1, %si0;")
-    for j in range(1, TOP_K):
-        e(f"setp.eq.u32 %p, %lane, {j};")
-        e(f"@%p mov.f32 %a, %ev{j};")
-        e(f"@%p mov.u32 %t1, %si{j};")
-    e("div.rn.f32 %a, %a, %sum;")
-    e("cvt.rn.bf16.f32 %h, %a;")
-    e(f"setp.lt.u32 %p, %lane, {TOP_K};")
-    e("@%p st.global.b16 [%pt], %h;")
-    e("cvt.u64.u32 %o64, %t1;")
-    e("@%p st.global.u64 [%pi], %o64;")
+    _weights(e)
+    _store_redux(e)
     e("DONE:")
     e("ret;")
     e("}")
