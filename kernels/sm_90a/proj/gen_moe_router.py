@@ -509,11 +509,9 @@ def _prefetch_experts(e) -> None:
     e("PREFETCHED:")
 
 
-def norm_prologue(e) -> None:
-    """norm: %x* (h) -> rmsnorm(h) in BF16, in place, bitwise as rmsnorm_h2048 (its instruction
-    sequence: mul and fma in channel order, add.rn butterflies, the block sums in order, fma by
-    1/2048 plus eps, rsqrt.approx, times rsqrt, times (1 + w), cvt.rn); rank r's warp 0 stores
-    block r to x_out."""
+def _norm_sums(e) -> None:
+    """The norm's parameters, %r = rsqrt(mean(h^2) + eps) of the lane's row in %x* (rms_emit.sums), %o64 = 16 lane and
+    %pa = norm_w + 16 lane for rms_emit.scale."""
     e("// x = rmsnorm(h): lane l's channels 256 i + 8 l + c are rmsnorm_h2048's thread 32 i + l")
     e("ld.param.u64 %pn, [norm_w];")
     e("ld.param.u64 %pxo, [x_out];")
@@ -523,6 +521,14 @@ def norm_prologue(e) -> None:
     rms_emit.sums(e, "%x", "%e", "%ss", "%r", "%a", "%t0", "%eps", LOADS, ROUTER_K)
     e("mul.wide.u32 %o64, %lane, 16;")
     e("add.u64 %pa, %pn, %o64;")
+
+
+def norm_prologue(e) -> None:
+    """norm: %x* (h) -> rmsnorm(h) in BF16, in place, bitwise as rmsnorm_h2048 (its instruction
+    sequence: mul and fma in channel order, add.rn butterflies, the block sums in order, fma by
+    1/2048 plus eps, rsqrt.approx, times rsqrt, times (1 + w), cvt.rn); rank r's warp 0 stores
+    block r to x_out."""
+    _norm_sums(e)
     e(f"mad.lo.u32 %t1, %tok, {ROUTER_K}, 0;")
     e("mad.lo.u32 %t1, %lane, 8, %t1;")
     e("mul.wide.u32 %o64, %t1, 2;")
@@ -646,15 +652,7 @@ def generate_split(epc: int = ROUTER_SPLIT_EXPERTS, name: str = SPLIT_NAME) -> s
     e("add.u64 %pa, %px, %o64;")
     for i in range(LOADS):
         e(f"ld.global.v4.u32 {{%x{4 * i}, %x{4 * i + 1}, %x{4 * i + 2}, %x{4 * i + 3}}}, [%pa+{512 * i}];")
-    e("// x = rmsnorm(h): lane l's channels 256 i + 8 l + c are rmsnorm_h2048's thread 32 i + l")
-    e("ld.param.u64 %pn, [norm_w];")
-    e("ld.param.u64 %pxo, [x_out];")
-    e("ld.param.f32 %eps, [eps];")
-    e("cvta.to.global.u64 %pn, %pn;")
-    e("cvta.to.global.u64 %pxo, %pxo;")
-    rms_emit.sums(e, "%x", "%e", "%ss", "%r", "%a", "%t0", "%eps", LOADS, ROUTER_K)
-    e("mul.wide.u32 %o64, %lane, 16;")
-    e("add.u64 %pa, %pn, %o64;")
+    _norm_sums(e)
     e("add.u64 %pxo, %pxo, %o64;")
     e(f"mul.wide.u32 %o64, %tok, {row};")
     e("add.u64 %pxo, %pxo, %o64;  // x_out[tok, 8 lane ..]")
