@@ -67,8 +67,6 @@ def _runner_routes(runner: DecodeRunner, trace: dict) -> Tensor:
     again by the runner's own router op (moe_router: its kernel where the contract holds, whose
     ids are the MoE block's, as every router build's) on the MoE input the step used."""
     k = runner.cfg.num_experts_per_tok
-    if runner.graph is not None:
-        raise RuntimeError("the router's choices are traced eagerly; this runner replays a captured graph")
     out = []
     for L, lw in enumerate(runner.layers):
         x2 = trace[(L, "x2")][-1]
@@ -108,6 +106,8 @@ def teacher_forced(runner: DecodeRunner, truth: Tensor, prompts: Tensor, framewo
     n, T = prompts.shape
     if n != runner.B:
         raise ValueError(f"the runner decodes {runner.B} sequences; {n} prompts arrived")
+    if truth_routes is not None and runner.graph is not None:
+        raise RuntimeError("the router's choices are traced eagerly; this runner replays a captured graph")
     runner.reset()
     run_err, run_top = torch.empty(n, T, dtype=torch.float64), torch.empty(n, T, dtype=torch.long)
     run_ids = []
