@@ -128,4 +128,6 @@ def test_decode_record_is_complete_current_and_passes():
     assert g["layer_shadow_pass"] and len(g["layer_shadow"]["layers"]) == 40
     assert g["teacher_forced"]["pass"] and g["teacher_forced"]["steps"] == 256
     d = g["depth_limited"]["teacher_forced"]
-    assert d["pass"] and d["top1_checked"] > 0 and d["top1_agreement_non_tie"] == 1.0
+    # every sure position judged; any disagreement only one excused after a router near-tie flip (gates.ROUTER_TIE_SHARE)
+    assert d["pass"] and d["top1_checked"] > 0
+    assert d["top1_agreement_non_tie"] == 1.0 or d["router_ties"]["within_budget"] and not d["disagreements"]

@@ -15,6 +15,7 @@ sequence); margins are in the same unit."""
 from __future__ import annotations
 
 import copy
+import math
 
 import torch
 from torch import Tensor
@@ -36,6 +37,11 @@ LOGIT_TOL = 5e-2
 DRIFT_RATIO = 1.5
 OP_TOL = 3e-2  # one layer's op output, BF16 against fp32/float64
 ROUTER_TIE = 1e-3  # top-k boundary margin (probability) under which an expert choice is a near tie
+# A disagreement after a router near-tie flip in its sequence is excused, up to this share of the
+# judged positions (rounded up). A share, not a blanket: on a synthetic checkpoint every sequence
+# flips at a near tie within its first positions (probabilities near 1/256), so excusing whole
+# sequences left the gate nothing to judge (the decode record at 96ba7c2: 0 of 184 positions).
+ROUTER_TIE_SHARE = 1e-2
 
 
 def _rel(got: Tensor, want: Tensor) -> Tensor:
@@ -80,8 +86,8 @@ def _runner_routes(runner: DecodeRunner, trace: dict) -> Tensor:
 def router_taint(run_ids: Tensor, truth_routes: dict) -> dict:
     """Where the runner's router chose another set than the truth's ([n, T, layers, k] each):
     at a near tie (the truth's boundary margin < ROUTER_TIE) that sequence is tainted from that
-    position on (its state carries the other expert's output forward), so its later tokens say
-    nothing about the kernels. A different choice at a clear margin taints nothing."""
+    position on (its state carries the other expert's output forward), so a token disagreement
+    there may be the tie's, not the kernels'. A different choice at a clear margin taints nothing."""
     flip = (run_ids != truth_routes["ids"]).any(-1)  # [n, T, layers]
     tied = truth_routes["margin"] < ROUTER_TIE
     tie_flip, clear_flip = flip & tied, flip & ~tied
@@ -102,7 +108,8 @@ def teacher_forced(runner: DecodeRunner, truth: Tensor, prompts: Tensor, framewo
     """Feed ``prompts`` [n, T] token by token through the runner's decode step and compare its
     logits at every position with ``truth`` [n, T, V] (and ``framework``'s, when given).
     ``truth_routes`` (Reference.teacher_forced(routes=True)'s): the positions of a sequence from
-    its first router near-tie flip on (router_taint) are not judged, and are counted apart."""
+    its first router near-tie flip on (router_taint) may disagree with the truth, up to
+    ROUTER_TIE_SHARE of the judged positions; every other disagreement fails the gate."""
     n, T = prompts.shape
     if n != runner.B:
         raise ValueError(f"the runner decodes {runner.B} sequences; {n} prompts arrived")
@@ -130,23 +137,27 @@ def teacher_forced(runner: DecodeRunner, truth: Tensor, prompts: Tensor, framewo
     if truth_routes is not None:
         routes = router_taint(torch.stack(run_ids, 1), truth_routes)
         taint = routes.pop("taint")
-    judged = sure & ~taint
-    bad = judged & (run_top != truth_top)
+    differ = sure & (run_top != truth_top)
+    excused = differ & taint
+    budget = math.ceil(ROUTER_TIE_SHARE * int(sure.sum()))
+    bad = differ & ~taint if int(excused.sum()) <= budget else differ
+    judged = sure
     rec = {"sequences": n, "steps": T, "tolerance": tol,
            "tolerance_rule": "max(LOGIT_TOL, median framework error)" if fw_err is not None else "LOGIT_TOL",
            "max_rel_err": float(run_err.max()), "median_rel_err": float(run_err.median()),
            "near_ties": int((~sure).sum()), "top1_checked": int(judged.sum()),
-           "top1_agreement_non_tie": 1.0 - int(bad.sum()) / max(int(judged.sum()), 1),
+           "top1_agreement_non_tie": 1.0 - int(differ.sum()) / max(int(judged.sum()), 1),
            "top1_agreement_all": float((run_top == truth_top).double().mean()),
            "disagreements": [(int(i), int(t)) for i, t in bad.nonzero()[:20]]}
     if truth_routes is not None:
-        after = sure & taint & (run_top != truth_top)
         rec["router_ties"] = {
-            "rule": f"a sequence's positions from its first router choice unlike the truth's at a near tie (the truth's "
-                    f"top-{runner.cfg.num_experts_per_tok} boundary margin < ROUTER_TIE = {ROUTER_TIE}) on are not judged",
+            "rule": f"a disagreement at or after a sequence's first router choice unlike the truth's at a near tie (the "
+                    f"truth's top-{runner.cfg.num_experts_per_tok} boundary margin < ROUTER_TIE = {ROUTER_TIE}) is "
+                    f"excused, up to ceil(ROUTER_TIE_SHARE = {ROUTER_TIE_SHARE} x judged positions); any other fails",
             **routes, "tainted_sequences": int(taint.any(-1).sum()), "positions_after": int(taint.sum()),
-            "sure_positions_after": int((sure & taint).sum()),
-            "disagreements_after": [(int(i), int(t)) for i, t in after.nonzero()[:20]]}
+            "sure_positions_after": int((sure & taint).sum()), "excused_budget": budget,
+            "excused": int(excused.sum()), "within_budget": int(excused.sum()) <= budget,
+            "disagreements_after": [(int(i), int(t)) for i, t in excused.nonzero()[:20]]}
     ok = not bool(bad.any())
     if fw_err is not None:
         fw_top = framework.argmax(-1)

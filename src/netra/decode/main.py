@@ -156,9 +156,9 @@ def token_gates(ckpt: ck.Checkpoint, prompts, free_prompt, free_steps: int, devi
         f"(transformers BF16 {tf['framework_median_rel_err']:.3g}); pass {tf['pass']}")
     rt = tf["router_ties"]
     log(f"[{L} layers] router near-tie flips: {rt['tie_flips']} in {rt['tainted_sequences']} sequences (first "
-        f"{rt['tie_flip_sites'][:3]}: sequence, position, layer, truth margin), {rt['sure_positions_after']} clear "
-        f"positions after them not judged ({len(rt['disagreements_after'])} disagree there); {rt['clear_flips']} "
-        f"other choices unlike the truth's at a clear margin")
+        f"{rt['tie_flip_sites'][:3]}: sequence, position, layer, truth margin); of the {rt['sure_positions_after']} clear "
+        f"positions after them {rt['excused']} disagree (excused up to {rt['excused_budget']}); {rt['clear_flips']} "
+        f"other choices unlike the truth's at a clear margin (after a flip, the states differ)")
     run_tok = gates.runner_greedy(runner, free_prompt, free_steps)
     fd = gates.first_divergence(truth_tok, truth_margin, run_tok, tf["tolerance"])
     fd["framework"] = gates.first_divergence(truth_tok, truth_margin, fw_tok, tf["tolerance"])
