@@ -438,6 +438,11 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   (step_ab_current_shared_grp32_b32_59ebcec.json): 8.758 / 8.529 against 9.000 / 8.731 (late 8.881 / 8.661 against
   9.097 / 8.819): 242 / 202 us. Ready; the runner takes it once the gates have run at 17-32 sequences
   (MOE_SHARED_GROUP_ROWS = 32).
+- router_regs (a candidate after 9a313f8): moe_router_norm_e256_k2048 with each warp's 4 expert rows loaded into
+  registers before its griddepcontrol.wait (gen_moe_router.generate(reg_rows=True); 251 registers, one CTA per SM),
+  so after the wait it needs only h, the norm and the sums (experiments/proj/router/router_regs_variant.py). The
+  runner launches this router from 5 to 30 tokens. Prediction: batch 8 PDL 20-40 us less a step (0.5-1 us a layer),
+  plain the same or more; bitwise.
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
@@ -460,7 +465,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_push", "long_off", "long_splits_prev", "h_early", "h_early_prev", "top_early", "norm_w_early", "norm_w_early_carveout", "norm_w_pre", "norm_w_prev", "x_tpose", "moedown_stagger1", "moedown_stagger2", "moedown_stagger3", "moedown_stagger4", "moedown_stagger8",
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
-         "current_again",
+         "router_regs", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -555,6 +560,9 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
     if form == "router_smem":  # the norm router with its rows bulk-copied into shared memory at the start
         g = paths.generator("proj", "gen_moe_router")
         out[g.NORM_NAME] = (g.generate(norm=True, pdl=True, smem_rows=True), g.SMEM_BYTES)
+    if form == "router_regs":  # the norm router with its rows in registers before the wait (router_regs_variant.py)
+        g = paths.generator("proj", "gen_moe_router")
+        out[g.NORM_NAME] = (g.generate(norm=True, pdl=True, reg_rows=True), 0)
     if form == "router_bfly":  # the norm router choosing its top 8 by shfl.bfly argmax, as before 7f8a1fd; same contract
         g = paths.generator("proj", "gen_moe_router")
         out[g.NORM_NAME] = (g.generate(norm=True, pdl=True, select="bfly"), 0)

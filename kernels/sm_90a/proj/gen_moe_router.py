@@ -71,7 +71,7 @@ PREFETCH_MAX_M = 2  # beyond it every token's cluster would prefetch its own 24 
 
 def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS, prefetch: bool = False,
              ranks: int = ROUTER_RANKS, prefetch_experts: bool = False, pdl: bool = False,
-             select: str = "redux", smem_rows: bool = False, gate: bool = False) -> str:
+             select: str = "redux", smem_rows: bool = False, gate: bool = False, reg_rows: bool = False) -> str:
     """The PTX; ``start_barrier=False`` is the build measured at bab7443 (racecheck hazards).
     ``warps`` (a candidate at 16: experiments/proj/router/router_warps_variant.py): warps per
     CTA; each takes PER_RANK / warps experts, two rows' loads in flight at a time, so 16 warps
@@ -125,9 +125,16 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
     ``gate`` (GATE_NAME; a candidate, CPU-built: experiments/decode/step_ab.py gate_in_router): two more parameters,
     the BF16 shared_expert_gate row gate_w [1, K] and glogit [M, 1]; after the cluster barrier, while rank 0
     selects, rank 1's warp 0 sums x . gate_w as every expert row (the same lanes and order) into glogit[tok], BF16,
-    so the MoE block's gate | up launch needs no gate CTA."""
+    so the MoE block's gate | up launch needs no gate CTA.
+    ``reg_rows`` (a candidate, experiments/proj/router/router_regs_variant.py; the PDL norm build): every lane loads
+    its warp's 4 expert rows (128 words) into registers at the very start, before griddepcontrol.wait (weights never
+    change), in place of token 0's L2 prefetch and the two ld.global round trips after the norm; the sums then need
+    only h. About 200 registers a thread, so one 256-thread CTA per SM: for M <= 16 (8 M CTAs in one wave). The same
+    sums in the same order: bitwise."""
     assert select in ("bfly", "redux"), select
     assert not smem_rows or (ranks == ROUTER_RANKS and warps == WARPS and not prefetch), "smem_rows: the 8-rank build"
+    assert not reg_rows or (norm and pdl and not smem_rows and not gate and ranks == ROUTER_RANKS and warps == WARPS), \
+        "reg_rows: the 8-rank PDL norm build"
     assert ranks in (8, 16) and LOADS == 8, "x_out is written by ranks 0..7 (one 256-channel block each)"
     per_rank = NUM_EXPERTS // ranks
     assert not gate or (norm and ranks >= 2), "gate: the norm build (rank 1 sums the gate)"
@@ -167,7 +174,7 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
     e("{")
     e(".reg .pred %p, %q;")
     e(".reg .b32 %th, %warp, %lane, %rank, %tok, %t0, %t1, %ex, %dst, %bi, %oi;")
-    e(f".reg .b32 %x<{4 * LOADS}>, %w<{8 * LOADS}>;")
+    e(f".reg .b32 %x<{4 * LOADS}>, %w<{(4 * per_rank // warps if reg_rows else 8) * LOADS}>;")
     e(".reg .f32 %a, %b, %c, %d, %acc<2>, %bv, %ov;")
     e(".reg .f32 %v<8>, %sv<8>, %ev<8>, %sum;")
     e(".reg .b32 %si<8>;")
@@ -202,7 +209,20 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
     if smem_rows:  # first of all: the rows do not depend on the previous kernel
         thread_ids()
         _rows_to_smem(e, per_warp)
-    if (prefetch or pdl) and not smem_rows:  # first of all, and before the barrier: ptxas sinks them otherwise
+    if reg_rows:  # first of all: the rows do not depend on the previous kernel
+        thread_ids()
+        e(f"mad.lo.u32 %ex, %rank, {per_rank}, 0;")
+        e(f"mad.lo.u32 %ex, %warp, {per_warp}, %ex;  // this warp's first expert")
+        e(f"mul.lo.u32 %t0, %ex, {ROUTER_K};")
+        e("mad.lo.u32 %t0, %lane, 8, %t0;")
+        e("mul.wide.u32 %o64, %t0, 2;")
+        e("add.u64 %pa, %pw, %o64;")
+        e(f"// the warp's {per_warp} rows into registers: row r's word q in %w(32 r + q), as x's in %x")
+        for r in range(per_warp):
+            for i in range(LOADS):
+                b = 4 * LOADS * r + 4 * i
+                e(f"ld.global.nc.v4.u32 {{%w{b}, %w{b + 1}, %w{b + 2}, %w{b + 3}}}, [%pa+{r * ROUTER_K * 2 + 512 * i}];")
+    if (prefetch or pdl) and not smem_rows and not reg_rows:  # first of all, and before the barrier: ptxas sinks them otherwise
         thread_ids()
         if pdl:
             e("mov.u32 %t0, %ctaid.x;")
@@ -234,8 +254,9 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
         e(f"{xld}.v4.u32 {{%x{4 * i}, %x{4 * i + 1}, %x{4 * i + 2}, %x{4 * i + 3}}}, [%pa+{512 * i}];")
     if norm:
         norm_prologue(e)
-    e(f"mad.lo.u32 %ex, %rank, {per_rank}, 0;")
-    e(f"mad.lo.u32 %ex, %warp, {per_warp}, %ex;  // this warp's first expert")
+    if not reg_rows:
+        e(f"mad.lo.u32 %ex, %rank, {per_rank}, 0;")
+        e(f"mad.lo.u32 %ex, %warp, {per_warp}, %ex;  // this warp's first expert")
     e("mov.u32 %t0, logits;")
     e("mapa.shared::cluster.u32 %dst, %t0, 0;  // rank 0's logits")
     first_store = [True]
@@ -250,7 +271,7 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
             for i in range(LOADS):
                 b = 4 * LOADS * j + 4 * i
                 e(f"ld.shared.v4.u32 {{%w{b}, %w{b + 1}, %w{b + 2}, %w{b + 3}}}, [%t0+{(2 * pair + j) * ROUTER_K * 2 + 512 * i}];")
-        for j in range(0 if smem_rows else 2):
+        for j in range(0 if smem_rows or reg_rows else 2):
             e(f"add.u32 %t0, %ex, {2 * pair + j};")
             e(f"mul.lo.u32 %t0, %t0, {ROUTER_K};")
             e("mad.lo.u32 %t0, %lane, 8, %t0;")
@@ -260,7 +281,7 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
                 b = 4 * LOADS * j + 4 * i
                 e(f"ld.global.nc.v4.u32 {{%w{b}, %w{b + 1}, %w{b + 2}, %w{b + 3}}}, [%pa+{512 * i}];")
         for j in range(2):
-            _row_sum(e, j)
+            _row_sum(e, j, 2 * pair + j if reg_rows else j)
             e(f"cvt.f32.bf16 %acc{j}, %h;")
             if start_barrier and first_store[0]:
                 e("barrier.cluster.wait.aligned;  // every CTA of the cluster has started: rank 0's shared memory exists")
@@ -360,12 +381,14 @@ def _store_redux(e) -> None:
     e("@%p st.global.u64 [%pi], %o64;")
 
 
-def _row_sum(e, j: int) -> None:
-    """%h = bf16(x . row j): lane l's 64 products (words %x0..31 against %w{32 j}..) in k order by fma, low half
-    then high, then shfl.bfly 16, 8, 4, 2, 1 adds (every lane the same sum), rounded to BF16 (into %acc{j} first)."""
+def _row_sum(e, j: int, row: int | None = None) -> None:
+    """%h = bf16(x . row): lane l's 64 products (words %x0..31 against %w{32 row}.., row = j unless given) in k order
+    by fma, low half then high, then shfl.bfly 16, 8, 4, 2, 1 adds (every lane the same sum), rounded to BF16 (into
+    %acc{j} first)."""
+    row = j if row is None else row
     e(f"mov.f32 %acc{j}, 0f00000000;")
     for q in range(4 * LOADS):  # k order: word q of the lane's 32, low half then high
-        xw, ww = f"%x{q}", f"%w{4 * LOADS * j + q}"
+        xw, ww = f"%x{q}", f"%w{4 * LOADS * row + q}"
         e(f"shl.b32 %t0, {xw}, 16;")
         e(f"shl.b32 %t1, {ww}, 16;")
         e("mov.b32 %a, %t0;")
