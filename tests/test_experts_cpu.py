@@ -297,19 +297,15 @@ def test_router_split_build_is_current_and_the_op_falls_back_without_a_gpu():
     assert "bar[1:] if bar is not None and bar.numel() > 1" in src and src.count("bar[:1]") == 2
 
 
-def test_router_reg_rows_candidate_loads_its_rows_before_the_wait():
+def test_router_reg_rows_candidate_loads_its_rows_before_the_wait(tmp_path):
     """gen_moe_router.generate(norm=True, pdl=True, reg_rows=True) (experiments/proj/router/router_regs_variant.py:
     bitwise, the batch-8 PDL step 42-47 us faster at 4f7f359; ready, not promoted): each warp's 4 rows (32 16-byte
     loads) before griddepcontrol.wait and no row load after it, no L2 prefetch; in the SASS the 32 row loads precede
     the wait (ACQBULK), no spills or local memory, at most 255 registers; the promoted PTX is untouched by the option."""
     import re
     import subprocess
-    import tempfile
-    from pathlib import Path
 
-    from test_proj_cpu import _assembles_without_spills
-
-    from netra.runtime import toolchain
+    from netra.runtime import build, toolchain
 
     g = paths.generator("proj", "gen_moe_router")
     ptx = g.generate(norm=True, pdl=True, reg_rows=True)
@@ -317,12 +313,12 @@ def test_router_reg_rows_candidate_loads_its_rows_before_the_wait():
     rows = [ln for ln in head.splitlines() if "ld.global.nc.v4.u32 {%w" in ln]
     assert len(rows) == 32 and "prefetch" not in ptx
     assert not [ln for ln in tail.splitlines() if "ld." in ln and "{%w" in ln]
-    assert _assembles_without_spills(g.NORM_NAME, ptx)["registers"] <= 255
-    with tempfile.TemporaryDirectory() as d:
-        src, cubin = Path(d) / "r.ptx", Path(d) / "r.cubin"
-        src.write_text(ptx)
-        subprocess.run([toolchain.ptxas(), *toolchain.PTXAS_FLAGS, str(src), "-o", str(cubin)], check=True)
-        sass = subprocess.run([*toolchain.disassembler(), str(cubin)], capture_output=True, text=True, check=True).stdout
+    path = tmp_path / f"{g.NORM_NAME}.ptx"
+    path.write_text(ptx)
+    res = build.resource_usage(toolchain.ptxas(), path)
+    assert res["spill_stores"] == res["spill_loads"] == res["stack_frame"] == 0 and res["registers"] <= 255, res
+    cubin, _ = build._assemble(toolchain.ptxas(), path, tmp_path)
+    sass = subprocess.run([*toolchain.disassembler(), str(cubin)], capture_output=True, text=True, check=True).stdout
     wait = sass.index("ACQBULK")
     assert len(re.findall(r"LDG\.E\.128\.CONSTANT", sass[:wait])) == 32 and "LDL" not in sass and "STL" not in sass
     assert paths.ptx_path("sm_90a", "proj", g.NORM_NAME).read_text() == g.generate(norm=True, pdl=True)

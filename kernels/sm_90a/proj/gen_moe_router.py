@@ -175,7 +175,7 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
     e("{")
     e(".reg .pred %p, %q;")
     e(".reg .b32 %th, %warp, %lane, %rank, %tok, %t0, %t1, %ex, %dst, %bi, %oi;")
-    e(f".reg .b32 %x<{4 * LOADS}>, %w<{(4 * per_rank // warps if reg_rows else 8) * LOADS}>;")
+    e(f".reg .b32 %x<{4 * LOADS}>, %w<{(4 * per_warp if reg_rows else 8) * LOADS}>;")
     e(".reg .f32 %a, %b, %c, %d, %acc<2>, %bv, %ov;")
     e(".reg .f32 %v<8>, %sv<8>, %ev<8>, %sum;")
     e(".reg .b32 %si<8>;")

@@ -141,12 +141,11 @@ def teacher_forced(runner: DecodeRunner, truth: Tensor, prompts: Tensor, framewo
     excused = differ & taint
     budget = math.ceil(ROUTER_TIE_SHARE * int(sure.sum()))
     bad = differ & ~taint if int(excused.sum()) <= budget else differ
-    judged = sure
     rec = {"sequences": n, "steps": T, "tolerance": tol,
            "tolerance_rule": "max(LOGIT_TOL, median framework error)" if fw_err is not None else "LOGIT_TOL",
            "max_rel_err": float(run_err.max()), "median_rel_err": float(run_err.median()),
-           "near_ties": int((~sure).sum()), "top1_checked": int(judged.sum()),
-           "top1_agreement_non_tie": 1.0 - int(differ.sum()) / max(int(judged.sum()), 1),
+           "near_ties": int((~sure).sum()), "top1_checked": int(sure.sum()),
+           "top1_agreement_non_tie": 1.0 - int(differ.sum()) / max(int(sure.sum()), 1),
            "top1_agreement_all": float((run_top == truth_top).double().mean()),
            "disagreements": [(int(i), int(t)) for i, t in bad.nonzero()[:20]]}
     if truth_routes is not None:
