@@ -297,31 +297,45 @@ def test_router_split_build_is_current_and_the_op_falls_back_without_a_gpu():
     assert "bar[1:] if bar is not None and bar.numel() > 1" in src and src.count("bar[:1]") == 2
 
 
-def test_router_reg_rows_candidate_loads_its_rows_before_the_wait(tmp_path):
-    """gen_moe_router.generate(norm=True, pdl=True, reg_rows=True) (experiments/proj/router/router_regs_variant.py:
-    bitwise, the batch-8 PDL step 42-47 us faster at 4f7f359; ready, not promoted): each warp's 4 rows (32 16-byte
-    loads) before griddepcontrol.wait and no row load after it, no L2 prefetch; in the SASS the 32 row loads precede
-    the wait (ACQBULK), no spills or local memory, at most 255 registers; the promoted PTX is untouched by the option."""
+def test_router_regs_build_is_current_loads_its_rows_before_the_wait_and_falls_back_without_a_gpu():
+    """The registered register build (generate(norm=True, pdl=True, reg_rows=True)) is the committed PTX: the promoted
+    norm build's sums on rows loaded into registers before griddepcontrol.wait, no L2 prefetch and no row load after
+    it; in the SASS its 32 row loads precede the wait (ACQBULK), no spills or local memory, at most 255 registers; its
+    contract is the cluster build's up to 12 tokens; on the CPU moe_router_norm at 1 and 8 rows gives the framework
+    path's bits."""
     import re
-    import subprocess
 
-    from netra.runtime import build, toolchain
+    from test_proj_cpu import _assembles_without_spills
+
+    from netra.contracts.proj import MOE_ROUTER_NORM, MOE_ROUTER_NORM_REGS
+    from netra.runtime import build
 
     g = paths.generator("proj", "gen_moe_router")
+    name = MOE_ROUTER_NORM_REGS.name
     ptx = g.generate(norm=True, pdl=True, reg_rows=True)
+    assert g.REGS_NAME == name and paths.ptx_path("sm_90a", "proj", name).read_text() == ptx, "run gen_moe_router.py"
     head, tail = ptx.split("griddepcontrol.wait;", 1)
     rows = [ln for ln in head.splitlines() if "ld.global.nc.v4.u32 {%w" in ln]
-    assert len(rows) == 32 and "prefetch" not in ptx
-    assert not [ln for ln in tail.splitlines() if "ld." in ln and "{%w" in ln]
-    path = tmp_path / f"{g.NORM_NAME}.ptx"
-    path.write_text(ptx)
-    res = build.resource_usage(toolchain.ptxas(), path)
-    assert res["spill_stores"] == res["spill_loads"] == res["stack_frame"] == 0 and res["registers"] <= 255, res
-    cubin, _ = build._assemble(toolchain.ptxas(), path, tmp_path)
-    sass = subprocess.run([*toolchain.disassembler(), str(cubin)], capture_output=True, text=True, check=True).stdout
+    assert len(rows) == 32 and "prefetch" not in ptx and "{%w" not in "".join(
+        ln for ln in tail.splitlines() if "ld." in ln)
+    assert _assembles_without_spills(name, ptx)["registers"] <= 255
+    sass = build.disasm(name)
     wait = sass.index("ACQBULK")
     assert len(re.findall(r"LDG\.E\.128\.CONSTANT", sass[:wait])) == 32 and "LDL" not in sass and "STL" not in sass
-    assert paths.ptx_path("sm_90a", "proj", g.NORM_NAME).read_text() == g.generate(norm=True, pdl=True)
+    c = contracts.get(name)
+    assert c.dims["M"] == tuple(range(1, 13)) and c.grid_for({"M": 12}) == MOE_ROUTER_NORM.grid_for({"M": 12})
+    assert c.params == MOE_ROUTER_NORM.params and c.op == "moe_router_norm" and dops.ROUTER_REGS_ROWS == 8
+    tb = testbeds.get(name)
+    for M in (1, 8):
+        i = tb.make({"M": M}, torch.Generator().manual_seed(M), "cpu")
+        x = torch.full((M, 2048), float("nan"), dtype=torch.bfloat16)
+        top = torch.full((M, TOP_K), float("nan"), dtype=torch.bfloat16)
+        idx = torch.full((M, TOP_K), -1, dtype=torch.long)
+        dops.moe_router_norm(i["h"], i["norm_w"], 1e-6, i["w"], x, top, idx)
+        x2, t2, i2 = torch.empty_like(x), torch.empty_like(top), torch.empty_like(idx)
+        dops.rmsnorm(i["h"], i["norm_w"], 1e-6, out=x2)
+        dops.moe_router(x2, i["w"], t2, i2)
+        assert torch.equal(x, x2) and torch.equal(top, t2) and torch.equal(idx, i2)
 
 
 def test_router_framework_path_is_the_models_form_and_agrees_with_the_reference():

@@ -814,7 +814,7 @@ def test_router_kernel_picks_the_references_experts(M):
 @pytest.mark.parametrize("M", [1, 8, 32, 37])
 def test_router_norm_kernel_is_rmsnorm_then_the_router(M):
     """moe_router_norm takes moe_router_norm_e256_k2048 with no miss (37 tokens: launches of 32
-    and 5); x_out is bitwise rmsnorm_h2048's, the ids and weights bitwise the router kernel's on
+    and 5; up to ROUTER_REGS_ROWS tokens its register build); x_out is bitwise rmsnorm_h2048's, the ids and weights bitwise the router kernel's on
     it (so exactly the reference's), x_out within tolerance of float64; 10 launches bitwise."""
     from netra.decode import ops as dops
     from netra.lifecycle import testbeds
@@ -876,9 +876,42 @@ def test_router_split_kernel_is_the_cluster_build(M):
         x, top, idx = torch.empty_like(x), torch.empty_like(top), torch.empty_like(idx)
         with _pdl(False), _dispatch.count_launches() as counts:
             dops.moe_router_norm(i["h"], i["norm_w"], EPS, i["w"], x, top, idx, cnt if with_cnt else None)
-        used = name if with_cnt and M >= dops.ROUTER_SPLIT_ROWS else "moe_router_norm_e256_k2048"
+        used = (name if with_cnt and M >= dops.ROUTER_SPLIT_ROWS else "moe_router_norm_regs_e256_k2048"
+                if M <= dops.ROUTER_REGS_ROWS else "moe_router_norm_e256_k2048")
         assert counts[used] == 1 and sum(counts.values()) == 1 and _misses("moe_router_norm") == 0, dict(counts)
         assert all(torch.equal(bits(a), bits(want[k])) for k, a in (("x_out", x), ("top", top), ("idx", idx)))
+
+
+@pytest.mark.parametrize("M", [1, 5, 8, 12])
+def test_router_regs_kernel_is_the_cluster_build(M):
+    """moe_router_norm_regs_e256_k2048 (each warp's expert rows in registers from before its wait): x_out, top and idx
+    bitwise moe_router_norm_e256_k2048's on the same inputs over 6 launches, plainly and under set_pdl, every output
+    written (poisoned before each launch); moe_router_norm takes it up to ROUTER_REGS_ROWS rows with no miss, the
+    cluster build above."""
+    from netra.decode import ops as dops
+    from netra.lifecycle import testbeds
+    from netra.ops import _dispatch
+    from netra.ops import proj as kproj
+
+    name = "moe_router_norm_regs_e256_k2048"
+    tb = testbeds.get(name)
+    i = tb.make({"M": M}, torch.Generator().manual_seed(70 + M), "cuda")
+    bits = lambda t: t.contiguous().view(torch.uint8)  # noqa: E731
+    want = tb.peers["moe_router_norm"](i, {"eps": EPS})
+    assert not want["top"].isnan().any() and (want["idx"] >= 0).all()
+    for pdl in (False, True, False, True, False, True):
+        x = torch.full((M, 2048), float("nan"), dtype=torch.bfloat16, device="cuda")
+        top = torch.full((M, 8), float("nan"), dtype=torch.bfloat16, device="cuda")
+        idx = torch.full((M, 8), -1, dtype=torch.long, device="cuda")
+        with _pdl(pdl):
+            assert kproj.ROUTER_NORM_REGS(i["h"], i["w"], top, idx, i["norm_w"], x, EPS)
+        assert all(torch.equal(bits(a), bits(want[k])) for k, a in (("x_out", x), ("top", top), ("idx", idx)))
+    x, top, idx = torch.empty_like(x), torch.empty_like(top), torch.empty_like(idx)
+    with _pdl(False), _dispatch.count_launches() as counts:
+        dops.moe_router_norm(i["h"], i["norm_w"], EPS, i["w"], x, top, idx)
+    used = name if M <= dops.ROUTER_REGS_ROWS else "moe_router_norm_e256_k2048"
+    assert counts[used] == 1 and sum(counts.values()) == 1 and _misses("moe_router_norm") == 0, dict(counts)
+    assert all(torch.equal(bits(a), bits(want[k])) for k, a in (("x_out", x), ("top", top), ("idx", idx)))
 
 
 @pytest.mark.parametrize("M", [1, 5, 8, 11])

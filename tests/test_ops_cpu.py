@@ -307,7 +307,7 @@ def test_set_framework_all():
 def test_stats_shape():
     s = ops.stats()
     assert set(s) == (set(CALLS) | {c.name for c in contracts.all_contracts() if (c.op or "").startswith("fp8_linear")}
-                      | {"gdn_decode", "gdn_verify", "bf16_linear2", "moe_router", "moe_router_norm", "moe_router_norm_split_e256_k2048", "moe_down", "gdn_commit",
+                      | {"gdn_decode", "gdn_verify", "bf16_linear2", "moe_router", "moe_router_norm", "moe_router_norm_split_e256_k2048", "moe_router_norm_regs_e256_k2048", "moe_down", "gdn_commit",
                          "attention_decode_paged", "attention_decode_paged_qknorm", "attn_decode_d256_qknorm_c4",
                          "attn_decode_d256_qknorm_c8", "attn_decode_d256_qknorm_c4_long", "attn_decode_d256_qknorm_c8_long",
                          "gdn_verify_chunk_t16", "gdn_verify_chunk_t16_w8", "gdn_decode_b32_pdl",

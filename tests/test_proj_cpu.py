@@ -494,7 +494,7 @@ def test_set_pdl_rebinds_only_pdl_kernels_with_the_pdl_launcher(monkeypatch):
         assert pdl_names == {sh.name for sh in SHAPES + DENSE32 + FUSED + FUSED32 + (NORM_BA, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED, EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32, EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN) + EXPERTS + MOE_DOWNS} | {"bf16_gemv_n64_k2048",
                                                                                      "gdn_decode_b32_pdl",
                                                                                      "gdn_decode_b32_smem_pdl", "gdn_decode_b32_pipe_pdl",
-                                                                                     "moe_router_norm_e256_k2048", "moe_router_norm_split_e256_k2048",
+                                                                                     "moe_router_norm_e256_k2048", "moe_router_norm_split_e256_k2048", "moe_router_norm_regs_e256_k2048",
                                                                                      "moe_act_i512",
                                                                                      "fp8_gemv_n2048_k4608_moedown_grp",
                                                                                      "bf16_gemv_n248320_k2048_argmax",

@@ -32,7 +32,10 @@ kernels), sum, divide):
 moe_router_norm_split_e256_k2048 (generate_split, its docstring) computes the norm build's outputs, bitwise, with
 the experts split across CTAs instead of the tokens across clusters; the op takes it from 31 tokens.
 
-  python3 kernels/sm_90a/proj/gen_moe_router.py      (rewrites the three .ptx beside it)
+moe_router_norm_regs_e256_k2048 (generate(reg_rows=True), its docstring) is the norm build with each warp's rows in
+registers from the start; the op takes it up to 8 tokens.
+
+  python3 kernels/sm_90a/proj/gen_moe_router.py      (rewrites the four .ptx beside it)
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "src"))
 sys.path.insert(0, str(HERE))
 import rms_emit  # noqa: E402  (the warp's RMSNorm, shared with gen_fp8_gemv.ba_cta)
-from netra.contracts.proj import (MOE_I, MOE_ROUTER_NORM_SPLIT, NUM_EXPERTS, ROUTER_K, ROUTER_RANKS,  # noqa: E402
+from netra.contracts.proj import (MOE_I, MOE_ROUTER_NORM_REGS, MOE_ROUTER_NORM_SPLIT, NUM_EXPERTS, ROUTER_K, ROUTER_RANKS,  # noqa: E402
                                   ROUTER_SPLIT_EXPERTS, ROUTER_SPLIT_TOKENS, TOP_K)  # (written once)
 
 NAME = f"moe_router_e{NUM_EXPERTS}_k{ROUTER_K}"
@@ -60,6 +63,7 @@ NEG_INF = "0fFF800000"
 
 NORM_NAME = f"moe_router_norm_e{NUM_EXPERTS}_k{ROUTER_K}"  # with the post-attention norm (netra::moe_router_norm)
 GATE_NAME = f"moe_router_norm_gate_e{NUM_EXPERTS}_k{ROUTER_K}"  # and the shared_expert_gate (a candidate)
+REGS_NAME = MOE_ROUTER_NORM_REGS.name  # the norm build with its rows in registers (reg_rows): up to 12 tokens
 SMEM_BYTES = PER_RANK * ROUTER_K * 2 + 8 * WARPS  # smem_rows: the CTA's expert rows and the warps' mbarriers
 
 
@@ -126,7 +130,7 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
     the BF16 shared_expert_gate row gate_w [1, K] and glogit [M, 1]; after the cluster barrier, while rank 0
     selects, rank 1's warp 0 sums x . gate_w as every expert row (the same lanes and order) into glogit[tok], BF16,
     so the MoE block's gate | up launch needs no gate CTA.
-    ``reg_rows`` (a candidate, experiments/proj/router/router_regs_variant.py; the PDL norm build): every lane loads
+    ``reg_rows`` (REGS_NAME, promoted after experiments/proj/router/router_regs_variant.py; the PDL norm build): every lane loads
     its warp's 4 expert rows (128 words) into registers at the very start, before griddepcontrol.wait (weights never
     change), in place of token 0's L2 prefetch and the two ld.global round trips after the norm; the sums then need
     only h. 251 registers a thread, so one 256-thread CTA per SM (8 M CTAs in one wave up to 12 tokens; at 16 a second
@@ -139,7 +143,7 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
     assert ranks in (8, 16) and LOADS == 8, "x_out is written by ranks 0..7 (one 256-channel block each)"
     per_rank = NUM_EXPERTS // ranks
     assert not gate or (norm and ranks >= 2), "gate: the norm build (rank 1 sums the gate)"
-    name = GATE_NAME if gate else NORM_NAME if norm else NAME
+    name = GATE_NAME if gate else REGS_NAME if reg_rows else NORM_NAME if norm else NAME
     L: list[str] = []
 
     def e(s: str = ""):
@@ -760,7 +764,8 @@ def main() -> int:
     (HERE / f"{NAME}.ptx").write_text(generate())
     (HERE / f"{NORM_NAME}.ptx").write_text(generate(norm=True, pdl=True))
     (HERE / f"{SPLIT_NAME}.ptx").write_text(generate_split())
-    print(f"wrote {NAME}.ptx, {NORM_NAME}.ptx, {SPLIT_NAME}.ptx")  # (GATE_NAME: a candidate, built by its experiment scripts)
+    (HERE / f"{REGS_NAME}.ptx").write_text(generate(norm=True, pdl=True, reg_rows=True))
+    print(f"wrote {NAME}.ptx, {NORM_NAME}.ptx, {SPLIT_NAME}.ptx, {REGS_NAME}.ptx")  # (GATE_NAME: a candidate, built by its experiment scripts)
     return 0
 
 

@@ -995,6 +995,26 @@ MOE_ROUTER_NORM_SPLIT = dataclasses.replace(
 )
 
 
+# The same outputs (bitwise) with each warp's 4 expert rows loaded into registers before griddepcontrol.wait
+# (gen_moe_router.generate(reg_rows=True); experiments/proj/router/router_regs_variant.py, measured at 4f7f359), in place
+# of token 0's L2 prefetch and the two row round trips after the norm. 251 registers a thread, so one CTA per SM: 8 M
+# CTAs in one wave up to 12 tokens (at 16, a second wave: 8.77 us). us plain / PDL chain against moe_router_norm: M = 1
+# 5.24 / 3.80 against 5.38 / 4.55, M = 5 5.27 / 4.06 against 5.31 / 4.48, M = 8 5.35 / 4.40 against 5.34 / 4.58,
+# M = 12 5.43 / 4.70 against 5.42 / 4.65; in the PDL decode step at batch 8, 44 us less (its rows load while out_proj
+# runs). The op takes it up to netra.decode.ops.ROUTER_REGS_ROWS rows
+ROUTER_REGS_TOKENS = tuple(range(1, 13))
+MOE_ROUTER_NORM_REGS = dataclasses.replace(
+    MOE_ROUTER_NORM,
+    name=f"moe_router_norm_regs_e{NUM_EXPERTS}_k{ROUTER_K}",
+    summary=MOE_ROUTER_NORM.summary + "; each warp's 4 expert rows held in registers from the kernel's start",
+    dims={"M": ROUTER_REGS_TOKENS},
+    max_registers=255,  # 251: one 256-thread CTA per SM
+    pdl="each warp's expert rows into registers (ld.global.nc) before griddepcontrol.wait: weights never change while "
+        "kernels run; h by coherent loads after it, launch_dependents right after it",
+    peers=("moe_router_norm",),
+)
+
+
 # The same with the MoE block's BF16 shared_expert_gate computed by rank 1 while rank 0 selects (a candidate, not registered:
 # gen_moe_router.generate(gate=True)), so the gate | up launch after it needs no gate CTA (EXPERTS_SHARED_NOGATE)
 MOE_ROUTER_NORM_GATE = dataclasses.replace(
@@ -1349,6 +1369,6 @@ CONTRACTS = tuple(_contract(s) for s in SHAPES + DENSE32 + FUSED + FUSED32 + (NO
                                                                                EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32,
                                                                                EXPERTS_ROUTER,
                                                                                EXPERTS_ROUTER_DOWN)) + (
-    BF16_GEMV_N64_K2048, MOE_ROUTER, MOE_ROUTER_NORM, MOE_ROUTER_NORM_SPLIT, *(_contract_moe_down(s) for s in MOE_DOWNS),
+    BF16_GEMV_N64_K2048, MOE_ROUTER, MOE_ROUTER_NORM, MOE_ROUTER_NORM_SPLIT, MOE_ROUTER_NORM_REGS, *(_contract_moe_down(s) for s in MOE_DOWNS),
     MOE_ACT,
     MOE_DOWN_GRP_CONTRACT, LM_HEAD_CONTRACT)

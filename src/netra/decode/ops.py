@@ -365,6 +365,13 @@ def _(x, router, top, idx):
 # (its records: 7.04 at 30, 9.65 at 31). Batch-32 step (experiments/decode/step_ab_current_router_split4_b32_9a7452f
 # .json): 8.661 / 8.395 ms plain / PDL against 8.761 / 8.533; batch 8 (M = 8) 15-29 us slower, so not below 31
 ROUTER_SPLIT_ROWS = 31
+# Up to this many rows moe_router_norm launches moe_router_norm_regs_e256_k2048: the same bits, each warp's expert rows
+# loaded into registers before its wait. Measured at 4f7f359 (experiments/proj/router/router_regs_variant_4f7f359.json,
+# us plain / PDL chain, cluster build -> regs): M = 5 5.31 / 4.48 -> 5.27 / 4.06, 8 5.34 / 4.58 -> 5.35 / 4.40, 12
+# 5.42 / 4.65 -> 5.43 / 4.70, 16 6.25 / 5.85 -> 8.77 / 7.72 (a second wave). Batch-8 step (experiments/decode/
+# step_ab_current_router_regs_current_again_b8_4f7f359.json): 3.633 / 3.389 ms plain / PDL against 3.625-3.631 /
+# 3.431-3.436; batch 16 slower (5.715 / 5.420 against 5.588-5.601 / 5.334-5.348). Rows 9-12: not measured in a step
+ROUTER_REGS_ROWS = 8
 
 
 @decode_op("moe_router_norm", mutates_args=("x_out", "top", "idx", "cnt"))
@@ -372,9 +379,12 @@ def moe_router_norm(h: Tensor, norm_w: Tensor, eps: float, router: Tensor, x_out
                     idx: Tensor, cnt: Tensor | None = None) -> None:
     """x_out = rmsnorm(h) (zero-centred weight: the post-attention norm), then moe_router on it,
     in one launch: kernel moe_router_norm_e256_k2048 (M = 1..32 per launch; x_out bitwise
-    rmsnorm_h2048's), or from ROUTER_SPLIT_ROWS rows, given ``cnt`` (int64 [4], zero at
-    allocation, the caller's, for this op alone), moe_router_norm_split_e256_k2048 (the same
-    bits); otherwise rmsnorm, then moe_router."""
+    rmsnorm_h2048's), up to ROUTER_REGS_ROWS rows moe_router_norm_regs_e256_k2048, or from
+    ROUTER_SPLIT_ROWS rows, given ``cnt`` (int64 [4], zero at allocation, the caller's, for this
+    op alone), moe_router_norm_split_e256_k2048 (both the same bits); otherwise rmsnorm, then
+    moe_router."""
+    if h.shape[0] <= ROUTER_REGS_ROWS and proj.ROUTER_NORM_REGS(h, router, top, idx, norm_w, x_out, eps):
+        return
     if cnt is not None and h.shape[0] >= ROUTER_SPLIT_ROWS:
         logits = torch.empty(h.shape[0], router.shape[0], dtype=torch.bfloat16, device=h.device)
         if proj.ROUTER_NORM_SPLIT(h, router, top, idx, norm_w, x_out, eps, logits, cnt):

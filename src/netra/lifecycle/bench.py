@@ -226,6 +226,10 @@ def _public_call(name: str, b: dict):
         from ..decode import ops as dops
 
         return lambda: dops.moe_router_norm(b["h"], b["norm_w"], e, b["w"], b["x_out"], b["top"], b["idx"])
+    if name == "moe_router_norm_regs_e256_k2048":  # the build itself (the op takes it up to ROUTER_REGS_ROWS rows)
+        from ..ops import proj as kproj
+
+        return lambda: kproj.ROUTER_NORM_REGS(b["h"], b["w"], b["top"], b["idx"], b["norm_w"], b["x_out"], e)
     if name == "moe_router_norm_split_e256_k2048":  # the build itself (the op takes it from ROUTER_SPLIT_ROWS rows)
         from ..ops import proj as kproj
 

@@ -726,7 +726,8 @@ def _router_split_ref(i):
 
 
 def _router_norm_cluster_peer(i, s):
-    """moe_router_norm_e256_k2048 (what the op takes below ROUTER_SPLIT_ROWS rows): the promoted cluster build."""
+    """moe_router_norm_e256_k2048 (what the op takes from ROUTER_REGS_ROWS + 1 to ROUTER_SPLIT_ROWS - 1 rows): the
+    cluster build, the peer of the split and register builds."""
     from ..contracts.proj import TOP_K
     from ..ops import proj
 
@@ -886,6 +887,10 @@ def _proj_testbeds() -> dict:
 
     beds[MOE_ROUTER_NORM_SPLIT.name] = Testbed(MOE_ROUTER_NORM_SPLIT, _make_router_split, _router_split_ref, None,
                                                {"moe_router_norm": _router_norm_cluster_peer}, chained=("x_out",))
+    from ..contracts.proj import MOE_ROUTER_NORM_REGS  # the cluster build's bed, reference and outputs
+
+    beds[MOE_ROUTER_NORM_REGS.name] = Testbed(MOE_ROUTER_NORM_REGS, _make_router_norm, _router_norm_ref, None,
+                                              {"moe_router_norm": _router_norm_cluster_peer}, chained=("x_out",))
     for sh in MOE_DOWNS:
         beds[sh.name] = Testbed(contracts.get(sh.name), _make_moe_down, _moe_down_ref, None,
                                 {"moe_decode_unfused": _moe_down_peer}, scalars={})

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from ..contracts.proj import (DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN, EXPERTS_SHARED, EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32, FUSED, FUSED32, LM_HEAD as _LM, MOE_ACT, MOE_DOWN, MOE_DOWN_GRP,
-                              MOE_DOWN_S6, MOE_DOWN_WIDE_M, MOE_ROUTER_NORM_SPLIT, NORM_BA, SHAPES, TOP_K, frag_k)
+                              MOE_DOWN_S6, MOE_DOWN_WIDE_M, MOE_ROUTER_NORM_REGS, MOE_ROUTER_NORM_SPLIT, NORM_BA, SHAPES, TOP_K, frag_k)
 from ._dispatch import KernelOp
 
 KERNELS = {(s.S, s.KB): KernelOp("fp8_linear", s.name, key=s.name) for s in SHAPES}
@@ -56,6 +56,8 @@ ROUTER = KernelOp("moe_router", "moe_router_e256_k2048")  # the MoE router and i
 ROUTER_NORM = KernelOp("moe_router_norm", "moe_router_norm_e256_k2048")  # the same after the post-attention norm
 # the same outputs with the experts split across CTAs (a counter per token group): from netra.decode.ops.ROUTER_SPLIT_ROWS
 ROUTER_NORM_SPLIT = KernelOp("moe_router_norm", MOE_ROUTER_NORM_SPLIT.name, key=MOE_ROUTER_NORM_SPLIT.name)
+# and with each warp's expert rows in registers from the start: up to netra.decode.ops.ROUTER_REGS_ROWS rows
+ROUTER_NORM_REGS = KernelOp("moe_router_norm", MOE_ROUTER_NORM_REGS.name, key=MOE_ROUTER_NORM_REGS.name)
 MOE_DOWN_KERNEL = KernelOp("moe_down", MOE_DOWN.name)  # the routed and shared experts' down, weighted, + residual
 MOE_DOWN_KERNEL_S6 = KernelOp("moe_down", MOE_DOWN_S6.name, key=MOE_DOWN_S6.name)  # the same, 6 stages: from MOE_DOWN_WIDE_M rows
 
