@@ -444,8 +444,9 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   runner launches this router from 5 to 30 tokens. Prediction: batch 8 PDL 20-40 us less a step (0.5-1 us a layer),
   plain the same or more; bitwise. Measured at 4f7f359 (step_ab_current_router_regs_current_again{_b8,_b16}_4f7f359
   .json, ms plain / PDL): batch 8 3.633 / 3.389 against 3.625-3.631 / 3.431-3.436; batch 16 5.715 / 5.420 against
-  5.588-5.601 / 5.334-5.348 (its kernel takes a second wave at 16 tokens). Ready for promotion up to 8 tokens; not
-  promoted this session for want of its kernel records (the device refused every start after this A/B).
+  5.588-5.601 / 5.334-5.348 (its kernel takes a second wave at 16 tokens). Promoted up to 8 tokens
+  (netra.decode.ops.ROUTER_REGS_ROWS); since then the form swaps the cluster build above 8 as well, and router_regs_off
+  is the step without it.
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
@@ -468,7 +469,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_push", "long_off", "long_splits_prev", "h_early", "h_early_prev", "top_early", "norm_w_early", "norm_w_early_carveout", "norm_w_pre", "norm_w_prev", "x_tpose", "moedown_stagger1", "moedown_stagger2", "moedown_stagger3", "moedown_stagger4", "moedown_stagger8",
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
-         "router_regs", "current_again",
+         "router_regs", "router_regs_off", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -915,6 +916,7 @@ def main():
     real_grp_rows, real_grp32_rows, real_dense32_rows = dops.MOE_DOWN_GRP_ROWS, dops.EXPERTS_GROUP32_ROWS, dops.DENSE32_ROWS
     real_res32_rows = dops.RES32_ROWS
     real_rf_rows = dops.MOE_ROUTER_FUSED_ROWS
+    real_regs_rows = dops.ROUTER_REGS_ROWS
     real_c8_max_b = dops.ATTN_C8_MAX_B
     router_op = _dispatch.OPS["moe_router_norm"]
     real_router_contract = router_op.contract
@@ -986,6 +988,7 @@ def main():
             dops.DENSE32_ROWS = 1 << 30 if form == "dense32_off" else real_dense32_rows
             dops.RES32_ROWS = 1 << 30 if form == "res16" else real_res32_rows
             dops.MOE_ROUTER_FUSED_ROWS = 8 if form == "router_fused_rows8" else real_rf_rows
+            dops.ROUTER_REGS_ROWS = 0 if form == "router_regs_off" else real_regs_rows
             if form == "lm_head_off":  # the LM head by cuBLAS and torch.argmax (its framework path)
                 _dispatch.set_framework("lm_head_argmax", True)
             for op in (_dispatch.OPS["rmsnorm"], _dispatch.OPS["qk_rmsnorm"]):  # norm16: 16-row chunks, as before
