@@ -121,12 +121,21 @@ def test_layer_shadow_catches_a_wrong_op(monkeypatch):
     assert bad == [3], shadow  # the one attention layer
 
 
-def test_decode_main_gates_and_record_on_tiny_checkpoint(tmp_path):
+def test_decode_main_gates_and_record_on_tiny_checkpoint(tmp_path, monkeypatch):
+    import json
+
     from netra.decode import main as decode
 
     ck.write_synthetic(tmp_path, tiny(layers=8), seed=25)
+    monkeypatch.setattr(decode.paths, "results_dir", lambda arch="sm_90a": tmp_path / "results")
+    lines = []
     rec = decode.run(str(tmp_path), batches=(), n_prompts=2, prompt_len=12, free_steps=8, shadow_len=8,
-                     gate_layers=4, device="cpu", write=False, log=lambda *_: None)
+                     gate_layers=4, device="cpu", write=True, log=lines.append)
+    written = json.loads((tmp_path / "results" / "decode.json").read_text())  # written once: no run to profile
+    assert written["gates"]["depth_limited"]["teacher_forced"]["pass"] and written["runs"] == []
+    assert "positions" not in written["gates"]["teacher_forced"]  # those go to decode_positions.json
+    assert len(json.loads((tmp_path / "results" / "decode_positions.json").read_text())["full"]["truth_margin"]) == 2
+    assert [ln for ln in lines if ln.startswith("wrote ")] == [f"wrote {tmp_path / 'results' / 'decode.json'}"]
     depth = rec["gates"]["depth_limited"]
     assert depth["layers"] == 4 and depth["teacher_forced"]["steps"] == 12 and depth["teacher_forced"]["pass"]
     assert all("framework_moe_max_rel_err" in r for r in rec["gates"]["layer_shadow"]["layers"])

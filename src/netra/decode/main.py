@@ -291,19 +291,6 @@ def run(checkpoint: str | None = None, layers: int | None = None, batches=(1, 8,
             pdl_runs, pdl_check[str(b)] = _pdl_engine(packed, b, context, cfg, steps, device, log)
             runs.extend(pdl_runs or [])
 
-    # 5. op breakdowns, only after every engine is timed: a torch.profiler run leaves CUPTI
-    # active in the process, and a step timed after it was 0.11-0.14 ms slower at batch 1
-    # (experiments/decode/step_ab_after_profile_0a74e03.json)
-    for r in runs:
-        if r["engine"] in PROFILED and r["batch"] == batches[0]:
-            nops.set_framework("all", r["engine"] == "netra-framework-graph")
-            runner = DecodeRunner(packed, r["batch"], context, device=device)
-            r["op_breakdown"] = {"method": "torch.profiler device time over 4 eager steps, after all timing",
-                                 "rows": op_breakdown(runner)}
-            del runner
-            bench.release()
-    nops.set_framework("all", False)
-
     manifest_kernels = {}
     if any(r["kernels"] for r in runs) or used:
         from ..runtime import build
@@ -344,17 +331,40 @@ def run(checkpoint: str | None = None, layers: int | None = None, batches=(1, 8,
     positions = {"full": tf.pop("positions")}
     if gate_depth:
         positions["depth_limited"] = gate_depth["teacher_forced"].pop("positions")
-    if write:
-        path = paths.results_dir() / "decode.json"
+    path = paths.results_dir() / "decode.json"
+    if write:  # before the op breakdowns, so a run cut short while profiling keeps its timings and gates
         path.parent.mkdir(parents=True, exist_ok=True)
         side = path.with_name("decode_positions.json")
         side.write_text(json.dumps({"commit": rec["commit"], "measured_at": rec["measured_at"], **positions}) + "\n")
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(rec, indent=1, default=str) + "\n")
-        os.replace(tmp, path)
+        _write_json(path, rec)
         log(f"wrote {path}")
+
+    # 5. op breakdowns, only after every engine is timed: a torch.profiler run leaves CUPTI
+    # active in the process, and a step timed after it was 0.11-0.14 ms slower at batch 1
+    # (experiments/decode/step_ab_after_profile_0a74e03.json)
+    profiled = False
+    for r in runs:
+        if r["engine"] in PROFILED and r["batch"] == batches[0]:
+            nops.set_framework("all", r["engine"] == "netra-framework-graph")
+            runner = DecodeRunner(packed, r["batch"], context, device=device)
+            r["op_breakdown"] = {"method": "torch.profiler device time over 4 eager steps, after all timing",
+                                 "rows": op_breakdown(runner)}
+            profiled = True
+            del runner
+            bench.release()
+    nops.set_framework("all", False)
+    if write and profiled:  # the same record with the breakdowns
+        _write_json(path, rec)
+        log(f"wrote {path} (with the op breakdowns)")
+
     rec["gates"]["teacher_forced"]["positions"] = positions["full"]
     return rec
+
+
+def _write_json(path, rec: dict) -> None:
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(rec, indent=1, default=str) + "\n")
+    os.replace(tmp, path)
 
 
 def _pdl_engine(packed, b: int, context: int, cfg, steps: int, device, log) -> tuple[list[dict] | None, dict]:
