@@ -474,3 +474,17 @@ def test_moe_shared_group_takes_one_launch_from_the_group_rows(monkeypatch, B):
     assert outs[True][0][1] == ("fp8_linear_experts_shared" if grouped else "fp8_linear_experts")
     assert outs[False][0][1:3] == ["fp8_linear_experts", "fp8_linear_gate"]
     assert all(torch.equal(a, b) for a, b in zip(outs[False][1:], outs[True][1:]))
+
+
+def test_step_ab_forms_swap_in_ptx_whose_entry_is_the_kernel_they_replace():
+    """experiments/decode/step_ab.py loads each form's swapped PTX with loader.load_text(name, ptx), which looks the
+    function up by that name: a build whose entry carries another name (router_regs after its build got its own name)
+    would fail only on the device."""
+    import re
+
+    from netra import paths
+
+    sa = paths.load_module(paths.ROOT / "experiments" / "decode" / "step_ab.py", "step_ab")
+    wrong = [(form, name, re.findall(r"\.entry\s+(\w+)", ptx)) for form in sa.FORMS
+             for name, (ptx, _) in sa.previous_builds(form).items() if name not in re.findall(r"\.entry\s+(\w+)", ptx)]
+    assert not wrong, wrong

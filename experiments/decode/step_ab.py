@@ -566,7 +566,7 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
         out[g.NORM_NAME] = (g.generate(norm=True, pdl=True, smem_rows=True), g.SMEM_BYTES)
     if form == "router_regs":  # the norm router with its rows in registers before the wait (router_regs_variant.py)
         g = paths.generator("proj", "gen_moe_router")
-        out[g.NORM_NAME] = (g.generate(norm=True, pdl=True, reg_rows=True), 0)
+        out[g.NORM_NAME] = (g.generate(norm=True, pdl=True, reg_rows=True, name=g.NORM_NAME), 0)
     if form == "router_bfly":  # the norm router choosing its top 8 by shfl.bfly argmax, as before 7f8a1fd; same contract
         g = paths.generator("proj", "gen_moe_router")
         out[g.NORM_NAME] = (g.generate(norm=True, pdl=True, select="bfly"), 0)

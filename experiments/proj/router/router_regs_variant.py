@@ -42,7 +42,7 @@ def main():
     name = gen.NORM_NAME
     c = contracts.get(name)
     tb = testbeds.get(name)
-    module, fn = loader.load_text(name, gen.generate(norm=True, pdl=True, reg_rows=True))
+    module, fn = loader.load_text(name, gen.generate(norm=True, pdl=True, reg_rows=True, name=name))
     launchers = ({}, {"launch": rt_launch.pdl_launcher()})
     gos = {"promoted": tuple(rt_launch.make_guard_and_launch(c, function_handle=loader.load(name, 0).handle, device=0, **k)
                              for k in launchers),

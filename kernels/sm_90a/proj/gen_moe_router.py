@@ -75,7 +75,8 @@ PREFETCH_MAX_M = 2  # beyond it every token's cluster would prefetch its own 24 
 
 def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS, prefetch: bool = False,
              ranks: int = ROUTER_RANKS, prefetch_experts: bool = False, pdl: bool = False,
-             select: str = "redux", smem_rows: bool = False, gate: bool = False, reg_rows: bool = False) -> str:
+             select: str = "redux", smem_rows: bool = False, gate: bool = False, reg_rows: bool = False,
+             name: str | None = None) -> str:
     """The PTX; ``start_barrier=False`` is the build measured at bab7443 (racecheck hazards).
     ``warps`` (a candidate at 16: experiments/proj/router/router_warps_variant.py): warps per
     CTA; each takes PER_RANK / warps experts, two rows' loads in flight at a time, so 16 warps
@@ -134,8 +135,9 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
     its warp's 4 expert rows (128 words) into registers at the very start, before griddepcontrol.wait (weights never
     change), in place of token 0's L2 prefetch and the two ld.global round trips after the norm; the sums then need
     only h. 251 registers a thread, so one 256-thread CTA per SM (8 M CTAs in one wave up to 12 tokens; at 16 a second
-    wave). The same sums in the same order: bitwise. Measured at 4f7f359: the batch-8 PDL step 42-47 us faster; ready
-    for promotion up to 8 tokens, not promoted for want of its records (the device refused every later start)."""
+    wave). The same sums in the same order: bitwise. Measured at 4f7f359: the batch-8 PDL step 42-47 us faster; the op
+    takes it up to 8 tokens (records at 1afa351).
+    ``name``: the entry's name, when an experiment swaps a build in under another kernel's (default: the build's own)."""
     assert select in ("bfly", "redux"), select
     assert not smem_rows or (ranks == ROUTER_RANKS and warps == WARPS and not prefetch), "smem_rows: the 8-rank build"
     assert not reg_rows or (norm and pdl and not smem_rows and not gate and ranks == ROUTER_RANKS and warps == WARPS), \
@@ -143,7 +145,7 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
     assert ranks in (8, 16) and LOADS == 8, "x_out is written by ranks 0..7 (one 256-channel block each)"
     per_rank = NUM_EXPERTS // ranks
     assert not gate or (norm and ranks >= 2), "gate: the norm build (rank 1 sums the gate)"
-    name = GATE_NAME if gate else REGS_NAME if reg_rows else NORM_NAME if norm else NAME
+    name = name or (GATE_NAME if gate else REGS_NAME if reg_rows else NORM_NAME if norm else NAME)
     L: list[str] = []
 
     def e(s: str = ""):
