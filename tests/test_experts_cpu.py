@@ -324,7 +324,7 @@ def test_router_regs_build_is_current_loads_its_rows_before_the_wait_and_falls_b
     assert len(re.findall(r"LDG\.E\.128\.CONSTANT", sass[:wait])) == 32 and "LDL" not in sass and "STL" not in sass
     c = contracts.get(name)
     assert c.dims["M"] == tuple(range(1, 13)) and c.grid_for({"M": 12}) == MOE_ROUTER_NORM.grid_for({"M": 12})
-    assert c.params == MOE_ROUTER_NORM.params and c.op == "moe_router_norm" and dops.ROUTER_REGS_ROWS == 8
+    assert c.params == MOE_ROUTER_NORM.params and c.op == "moe_router_norm" and dops.ROUTER_REGS_ROWS == 12
     tb = testbeds.get(name)
     for M in (1, 8):
         i = tb.make({"M": M}, torch.Generator().manual_seed(M), "cpu")

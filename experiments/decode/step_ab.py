@@ -445,8 +445,10 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   plain the same or more; bitwise. Measured at 4f7f359 (step_ab_current_router_regs_current_again{_b8,_b16}_4f7f359
   .json, ms plain / PDL): batch 8 3.633 / 3.389 against 3.625-3.631 / 3.431-3.436; batch 16 5.715 / 5.420 against
   5.588-5.601 / 5.334-5.348 (its kernel takes a second wave at 16 tokens). Promoted up to 8 tokens
-  (netra.decode.ops.ROUTER_REGS_ROWS); since then the form swaps the cluster build above 8 as well, and router_regs_off
-  is the step without it.
+  (netra.decode.ops.ROUTER_REGS_ROWS); since then the form swaps the cluster build above it as well, and router_regs_off
+  is the step without it. At c2d934c (step_ab_current_router_regs_off_current_again_b8_c2d934c.json,
+  step_ab_current_router_regs_current_again_b12_c2d934c.json): batch 8 without it 3.608 / 3.416 against 3.616 /
+  3.369-3.370; batch 12 with it 4.790 / 4.568 against 4.783-4.786 / 4.609-4.612; so up to 12 since.
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 

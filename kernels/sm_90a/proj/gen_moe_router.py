@@ -33,7 +33,7 @@ moe_router_norm_split_e256_k2048 (generate_split, its docstring) computes the no
 the experts split across CTAs instead of the tokens across clusters; the op takes it from 31 tokens.
 
 moe_router_norm_regs_e256_k2048 (generate(reg_rows=True), its docstring) is the norm build with each warp's rows in
-registers from the start; the op takes it up to 8 tokens.
+registers from the start; the op takes it up to 12 tokens (netra.decode.ops.ROUTER_REGS_ROWS).
 
   python3 kernels/sm_90a/proj/gen_moe_router.py      (rewrites the four .ptx beside it)
 """
@@ -136,7 +136,7 @@ def generate(start_barrier: bool = True, norm: bool = False, warps: int = WARPS,
     change), in place of token 0's L2 prefetch and the two ld.global round trips after the norm; the sums then need
     only h. 251 registers a thread, so one 256-thread CTA per SM (8 M CTAs in one wave up to 12 tokens; at 16 a second
     wave). The same sums in the same order: bitwise. Measured at 4f7f359: the batch-8 PDL step 42-47 us faster; the op
-    takes it up to 8 tokens (records at 1afa351).
+    takes it up to 8 tokens since 1afa351 (its records), up to 12 since c2d934c's step A/B (batch 12, 41-44 us).
     ``name``: the entry's name, when an experiment swaps a build in under another kernel's (default: the build's own)."""
     assert select in ("bfly", "redux"), select
     assert not smem_rows or (ranks == ROUTER_RANKS and warps == WARPS and not prefetch), "smem_rows: the 8-rank build"

@@ -370,8 +370,11 @@ ROUTER_SPLIT_ROWS = 31
 # us plain / PDL chain, cluster build -> regs): M = 5 5.31 / 4.48 -> 5.27 / 4.06, 8 5.34 / 4.58 -> 5.35 / 4.40, 12
 # 5.42 / 4.65 -> 5.43 / 4.70, 16 6.25 / 5.85 -> 8.77 / 7.72 (a second wave). Batch-8 step (experiments/decode/
 # step_ab_current_router_regs_current_again_b8_4f7f359.json): 3.633 / 3.389 ms plain / PDL against 3.625-3.631 /
-# 3.431-3.436; batch 16 slower (5.715 / 5.420 against 5.588-5.601 / 5.334-5.348). Rows 9-12: not measured in a step
-ROUTER_REGS_ROWS = 8
+# 3.431-3.436; batch 16 slower (5.715 / 5.420 against 5.588-5.601 / 5.334-5.348). At c2d934c (step_ab_current_router_
+# regs_off_current_again_b8_c2d934c.json, step_ab_current_router_regs_current_again_b12_c2d934c.json): batch 8 without
+# it 3.608 / 3.416 against 3.616 / 3.369-3.370; batch 12 with it 4.790 / 4.568 against 4.783-4.786 / 4.609-4.612
+# (late 4.627 against 4.666 with PDL), logits bitwise: so up to its contract's 12 rows
+ROUTER_REGS_ROWS = 12
 
 
 @decode_op("moe_router_norm", mutates_args=("x_out", "top", "idx", "cnt"))
