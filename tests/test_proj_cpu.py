@@ -612,6 +612,34 @@ def test_norm_ba_op_falls_back_to_the_two_ops():
     assert max(metrics.output_error(got[n], ref[n]) for n in ref) <= contracts.get(NORM_BA.name).tolerance
 
 
+def test_norm_ba_op_above_the_kernel_rows_runs_b_a_first_under_ba_first(monkeypatch):
+    """Above the norm_ba kernel's 8 rows fp8_linear_norm_ba falls back to the norm, in_proj_qkv | z and b | a; with
+    decode.ops.BA_FIRST b | a comes right after the norm (so under PDL the in_proj's weights stream while it runs),
+    with the same outputs bit for bit; at the kernel's rows nothing changes."""
+    from netra.decode import ops as dops
+    from netra.lifecycle import testbeds
+
+    tb = testbeds.get(NORM_BA.name)
+    a, b = (tb.make({"M": 8}, torch.Generator().manual_seed(s), "cpu") for s in (5, 6))
+    i = {**a, "h": torch.cat([a["h"], b["h"][:4]])}
+    M = i["h"].shape[0]
+    assert M > max(contracts.get(NORM_BA.name).dims["M"])
+    calls = []
+    for name in ("rmsnorm", "bf16_linear2", "linear"):
+        real = getattr(dops, name)
+        monkeypatch.setattr(dops, name, lambda *x, _r=real, _n=name, **k: (calls.append(_n), _r(*x, **k))[1])
+    outs = {}
+    for first in (False, True):
+        monkeypatch.setattr(dops, "BA_FIRST", first)
+        o = (torch.empty(M, 12288, dtype=torch.bfloat16), torch.empty(M, 2048, dtype=torch.bfloat16),
+             torch.empty(M, 32, dtype=torch.bfloat16), torch.empty(M, 32, dtype=torch.bfloat16))
+        calls.clear()
+        dops.fp8_linear_norm_ba(i["h"], i["norm_w"], 1e-6, i["w"], i["scale"], o[0], o[1], i["w_b"], i["w_a"], o[2], o[3])
+        outs[first] = (o, list(calls))
+    assert outs[False][1] == ["rmsnorm", "linear", "bf16_linear2"] and outs[True][1] == ["rmsnorm", "bf16_linear2", "linear"]
+    assert all(torch.equal(x, y) for x, y in zip(outs[False][0], outs[True][0]))
+
+
 def test_experts_shared_build():
     """fp8_gemv_n1024_k2048_moe_shared: the gate | up experts' PTX with the shared expert's pairs (id E, its own weight
     and scale bases, rows to sout) and the gate CTA (the last, as the unsplit gate build's), assembled without spills;

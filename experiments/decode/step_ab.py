@@ -449,6 +449,12 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   is the step without it. At c2d934c (step_ab_current_router_regs_off_current_again_b8_c2d934c.json,
   step_ab_current_router_regs_current_again_b12_c2d934c.json): batch 8 without it 3.608 / 3.416 against 3.616 /
   3.369-3.370; batch 12 with it 4.790 / 4.568 against 4.783-4.786 / 4.609-4.612; so up to 12 since.
+- ba_first (a candidate after 7fd7cbe; run with --batch=16 or 32): above 8 rows, where the GDN layer's norm_ba
+  launch falls back to rmsnorm, in_proj_qkv | z and b | a, b | a right after the norm (netra.decode.ops.BA_FIRST).
+  The batch-32 PDL timeline at ce72796 (timeline_b1_b8_b32_ce72796.json) charges b | a 5.6 us a GDN layer after the
+  in_proj's end (167 us a step) for 256 KB; first, it runs while the in_proj's CTAs request their weights before their
+  wait. The same kernels on the same inputs, so bitwise. Prediction: batch 32 and 16 PDL 60-120 us less a step
+  (2-4 us a GDN layer; gdn_decode's state no longer streams during b | a, so not all of it), plainly 0-30.
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
@@ -471,7 +477,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_push", "long_off", "long_splits_prev", "h_early", "h_early_prev", "top_early", "norm_w_early", "norm_w_early_carveout", "norm_w_pre", "norm_w_prev", "x_tpose", "moedown_stagger1", "moedown_stagger2", "moedown_stagger3", "moedown_stagger4", "moedown_stagger8",
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
-         "router_regs", "router_regs_off", "current_again",
+         "router_regs", "router_regs_off", "ba_first", "ba_first_off", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -911,6 +917,7 @@ def main():
     real_router_norm = dops.moe_router_norm
     real_pipe_b, real_pipe_plain_b = dops.GDN_PIPE_PDL_B, dops.GDN_PIPE_B
     real_ba_fused, real_shared_merged, real_router_fused = dops.BA_FUSED, dops.MOE_SHARED_MERGED, dops.MOE_ROUTER_FUSED
+    real_ba_first = dops.BA_FIRST
     real_shared_grp, real_shared_grp_rows = dops.MOE_SHARED_GROUP, dops.MOE_SHARED_GROUP_ROWS
     real_attn_kernel, real_attn_qknorm, real_attn_cluster = dops.ATTN_KERNEL, dops.ATTN_QKNORM, dops.ATTN_CLUSTER
     real_attn_long = dops.ATTN_LONG
@@ -965,6 +972,7 @@ def main():
             dops.ATTN_LONG_RESIDENT = ({c: 1 << 30 for c in real_long_resident} if form == "long_splits_prev"
                                        else dict(real_long_resident))
             dops.BA_FUSED = real_ba_fused and form != "ba_unfused"
+            dops.BA_FIRST = form == "ba_first" or (real_ba_first and form != "ba_first_off")
             dops.GDN_PIPE_PDL_B = 1 << 30 if form == "pipe_prev" else real_pipe_b
             dops.GDN_PIPE_B = 1 << 30 if form == "pipe_prev" else real_pipe_plain_b
             if form in ("moe_prefetch", "moe_prefetch_lines"):
@@ -1073,6 +1081,7 @@ def main():
             dops.ATTN_CLUSTER = real_attn_cluster
             dops.ATTN_C8_MAX_B = real_c8_max_b
             dops.BA_FUSED = real_ba_fused
+            dops.BA_FIRST = real_ba_first
             dops.MOE_SHARED_MERGED = real_shared_merged
             dops.MOE_SHARED_GROUP, dops.MOE_SHARED_GROUP_ROWS = real_shared_grp, real_shared_grp_rows
             dops.MOE_ROUTER_FUSED = real_router_fused

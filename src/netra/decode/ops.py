@@ -134,6 +134,11 @@ def _(h, norm_weight, eps, weight, scale, out, x_out):
 # launch of their own after it: bitwise the same logits, 67-77 us less per batch-1 step plainly, 28-42 with PDL,
 # ~70 at batch 8 (experiments/decode/step_ab_router_redux_ba_fused{,_b8}_7f8a1fd.json). False: the two launches
 BA_FUSED = True
+# Above the norm_ba kernel's rows (where its launch falls back to the norm, in_proj_qkv | z and b | a launches), b | a
+# first, right after the norm: under PDL the in_proj's weights then stream while b | a runs, where b | a ran after the
+# in_proj's end (a candidate: experiments/decode/step_ab.py ba_first). The same kernels on the same inputs: the same bits.
+# False: the norm, the in_proj, then b | a
+BA_FIRST = False
 
 
 @decode_op("fp8_linear_norm_ba", mutates_args=("out", "x_out", "out_b", "out_a"))
@@ -144,6 +149,11 @@ def fp8_linear_norm_ba(h: Tensor, norm_weight: Tensor, eps: float, weight: Tenso
     M = 1..8; bitwise fp8_linear_norm's and bf16_linear2's kernels); otherwise those two ops."""
     k = proj.kernel_for(weight, proj.NORM_BA_KERNELS)
     if k is not None and k(h, weight, scale, out, norm_weight, x_out, eps, w_b, w_a, out_b, out_a):
+        return
+    if BA_FIRST and k is not None and h.shape[0] > max(k.contract.dims["M"]):  # rows no norm-fused kernel takes
+        rmsnorm(h, norm_weight, eps, out=x_out)
+        bf16_linear2(x_out, w_b, w_a, out_b, out_a)
+        linear(x_out, weight, scale, out)
         return
     fp8_linear_norm(h, norm_weight, eps, weight, scale, out, x_out)
     bf16_linear2(x_out, w_b, w_a, out_b, out_a)
