@@ -455,6 +455,10 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   in_proj's end (167 us a step) for 256 KB; first, it runs while the in_proj's CTAs request their weights before their
   wait. The same kernels on the same inputs, so bitwise. Prediction: batch 32 and 16 PDL 60-120 us less a step
   (2-4 us a GDN layer; gdn_decode's state no longer streams during b | a, so not all of it), plainly 0-30.
+- moedown_grp_from8 (after b763560; run with --batch=8): moe_down by moe_act_i512 and the grouped kernel from 8 rows
+  (netra.decode.ops.MOE_DOWN_GRP_ROWS = 8) instead of 9. Their records since the threshold was set (moedown_grp at
+  d3acdef M = 8 16.85 us as a PDL chain, moe_act 1.56; the 6-stage per-token build at 8cca9d2 19.88) say ~1.5 us a
+  layer; the step A/B at 128d508 had batch 8 within -13..+22 us. Prediction: batch 8 PDL 0-60 us less, bitwise.
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
@@ -477,7 +481,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_push", "long_off", "long_splits_prev", "h_early", "h_early_prev", "top_early", "norm_w_early", "norm_w_early_carveout", "norm_w_pre", "norm_w_prev", "x_tpose", "moedown_stagger1", "moedown_stagger2", "moedown_stagger3", "moedown_stagger4", "moedown_stagger8",
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
-         "router_regs", "router_regs_off", "ba_first", "ba_first_off", "current_again",
+         "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -992,7 +996,7 @@ def main():
                 keep.extend(mods)
                 dops.moe_decode = cand_moe
             dops.MOE_ROUTER_FUSED = real_router_fused and form != "router_unfused"
-            dops.MOE_DOWN_GRP_ROWS = 1 << 30 if form == "moedown_grp_off" else real_grp_rows
+            dops.MOE_DOWN_GRP_ROWS = 1 << 30 if form == "moedown_grp_off" else 8 if form == "moedown_grp_from8" else real_grp_rows
             dops.EXPERTS_GROUP32_ROWS = (1 << 30 if form == "experts_group32_off" else 8 if form == "experts_group32_from9"
                                          else real_grp32_rows)
             dops.DENSE32_ROWS = 1 << 30 if form == "dense32_off" else real_dense32_rows
