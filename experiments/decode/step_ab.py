@@ -455,10 +455,18 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   in_proj's end (167 us a step) for 256 KB; first, it runs while the in_proj's CTAs request their weights before their
   wait. The same kernels on the same inputs, so bitwise. Prediction: batch 32 and 16 PDL 60-120 us less a step
   (2-4 us a GDN layer; gdn_decode's state no longer streams during b | a, so not all of it), plainly 0-30.
+  Measured at b763560 (step_ab_current_ba_first_current_again_b32_b763560.json,
+  step_ab_current_ba_first_experts_group32_from9_current_again_b16_b763560.json), ms plain / PDL, bitwise: batch 32
+  8.596 / 8.290 against 8.585-8.596 / 8.328-8.332 (late 8.417 against 8.463-8.465), batch 16 5.591 / 5.327 against
+  5.592 / 5.340-5.341: 38-48 and 13-15 us with PDL, under the prediction; promoted (BA_FIRST = True), ba_first_off is
+  the step without it. experts_group32_from9 again in the batch-16 run: 5.618 / 5.365, slower, as at 81bf5ce.
 - moedown_grp_from8 (after b763560; run with --batch=8): moe_down by moe_act_i512 and the grouped kernel from 8 rows
   (netra.decode.ops.MOE_DOWN_GRP_ROWS = 8) instead of 9. Their records since the threshold was set (moedown_grp at
   d3acdef M = 8 16.85 us as a PDL chain, moe_act 1.56; the 6-stage per-token build at 8cca9d2 19.88) say ~1.5 us a
   layer; the step A/B at 128d508 had batch 8 within -13..+22 us. Prediction: batch 8 PDL 0-60 us less, bitwise.
+  Measured at b06b0c2 (step_ab_current_moedown_grp_from8_current_again_b8_b06b0c2.json), ms plain / PDL, bitwise:
+  3.675 / 3.459 against 3.628-3.650 / 3.404-3.410: 48-55 us slower with PDL, 25-46 plainly. Rejected; the kernels'
+  chain records do not carry into the step at 8 rows (not traced).
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 

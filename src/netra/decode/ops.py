@@ -136,9 +136,11 @@ def _(h, norm_weight, eps, weight, scale, out, x_out):
 BA_FUSED = True
 # Above the norm_ba kernel's rows (where its launch falls back to the norm, in_proj_qkv | z and b | a launches), b | a
 # first, right after the norm: under PDL the in_proj's weights then stream while b | a runs, where b | a ran after the
-# in_proj's end (a candidate: experiments/decode/step_ab.py ba_first). The same kernels on the same inputs: the same bits.
-# False: the norm, the in_proj, then b | a
-BA_FIRST = False
+# in_proj's end. The same kernels on the same inputs: the same bits. Measured at b763560 (experiments/decode/
+# step_ab_current_ba_first_current_again_b32_b763560.json, _b16_, ms plain / PDL): batch 32 8.596 / 8.290 against
+# 8.585-8.596 / 8.328-8.332 (late 8.417 against 8.463-8.465 with PDL), batch 16 5.591 / 5.327 against 5.592 /
+# 5.340-5.341. False: the norm, the in_proj, then b | a
+BA_FIRST = True
 
 
 @decode_op("fp8_linear_norm_ba", mutates_args=("out", "x_out", "out_b", "out_a"))
@@ -497,7 +499,8 @@ def gdn_decode(qkv: Tensor, z: Tensor, b: Tensor, a: Tensor, conv_weight: Tensor
     GDN_PIPE_PDL_B = 8 under set_pdl)."""
     if num_k_heads == 16:  # the kernel's head grouping; the contract checks every shape
         # under set_pdl (the decode runner's PDL capture) the build that loads the state before
-        # griddepcontrol.wait: the runner launches it right after bf16_linear2 (contract
+        # griddepcontrol.wait: the runner launches it right after the GDN in_proj (the norm_ba launch up to 8
+        # rows; above, the in_proj after bf16_linear2 under BA_FIRST, else bf16_linear2) (contract
         # gdn_decode_b32_pdl). Never two gdn_decode calls on the same pools back to back under set_pdl:
         # the second would read the state before the first has written it. The persistent pipeline of
         # value-head states from GDN_PIPE_PDL_B sequences under set_pdl and from GDN_PIPE_B plainly; below
