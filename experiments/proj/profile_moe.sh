@@ -11,6 +11,7 @@ for spec in fp8_gemv_n1024_k2048_moe_shared_grp:8 fp8_gemv_n2048_k4608_moedown_s
       -o "$OUT/ncu_${name}_m$M" python3 experiments/proj/profile_kernel.py "$name" "$M" > "$OUT/ncu_${name}_m$M.log" 2>&1
   ncu --import "$OUT/ncu_${name}_m$M.ncu-rep" --page details > "$OUT/ncu_${name}_m$M.txt" 2>&1
   rm -f "$OUT/ncu_${name}_m$M.ncu-rep"
+  grep -q "Duration" "$OUT/ncu_${name}_m$M.txt" && rm -f "$OUT/ncu_${name}_m$M.log"  # the device returns at most 8 files
   echo "== $name M = $M"
   grep -E "SM Frequency|Duration|DRAM Throughput|L2 Cache Throughput|L2 Hit Rate|Issue Slots Busy|Warp Cycles Per Issued|Achieved Occupancy|Registers Per|Dynamic Shared|No Eligible|One or More Eligible" "$OUT/ncu_${name}_m$M.txt" | head -24
 done
