@@ -57,7 +57,13 @@ def entry(e: Emit, c) -> None:
     e(")")
 
 
-def act(g: MoeDownGrp = MOE_DOWN_GRP) -> str:
+def act(g: MoeDownGrp = MOE_DOWN_GRP, trigger_first: bool = True) -> str:
+    """moe_act's PTX. ``trigger_first`` (after 0fdd70f; experiments/decode/step_ab.py act_trigger_prev): griddepcontrol.launch_dependents
+    before griddepcontrol.wait, so under PDL the grouped moe_down's CTAs launch once every moe_act CTA is resident,
+    during the gate | up launch's tail, and read the ids and request their first strips there (the ids are the router's,
+    complete before the gate | up launch's wait returned, and that launch triggers after its wait, so before any moe_act
+    CTA launched). moe_down's own wait still waits for moe_act's end. Nothing is written before the wait; the same
+    arithmetic. False: the build before (wait, then trigger)."""
     I, KB = g.I, g.KB
     e = Emit()
     e(f"// {MOE_ACT_NAME}: each (token, expert, 128-k block)'s down input as moedown converts it (netra.contracts.proj.MOE_ACT).")
@@ -81,8 +87,11 @@ def act(g: MoeDownGrp = MOE_DOWN_GRP) -> str:
     e("  and.b32 %lane, %th, 31;")
     e("  mov.u32 %t0, %ctaid.x;")
     e(f"  mad.lo.u32 %gw, %t0, {MOE_ACT_WARPS}, %warp;  // block (token, j, q) = gw / {J * KB}, gw % {J * KB} / {KB}, gw % {KB}")
+    if trigger_first:
+        e("  griddepcontrol.launch_dependents;  // first: moe_down reads only the ids (the router's) and weights before its wait")
     e("  griddepcontrol.wait;  // x, xs, top and glogit are the previous kernels' outputs")
-    e("  griddepcontrol.launch_dependents;")
+    if not trigger_first:
+        e("  griddepcontrol.launch_dependents;")
     e(f"  div.u32 %tok, %gw, {J * KB};")
     e("  setp.ge.u32 %p, %tok, %m;")
     e("  @%p ret;")
