@@ -57,13 +57,17 @@ def entry(e: Emit, c) -> None:
     e(")")
 
 
-def act(g: MoeDownGrp = MOE_DOWN_GRP, trigger_first: bool = True) -> str:
-    """moe_act's PTX. ``trigger_first`` (after 0fdd70f; experiments/decode/step_ab.py act_trigger_prev): griddepcontrol.launch_dependents
-    before griddepcontrol.wait, so under PDL the grouped moe_down's CTAs launch once every moe_act CTA is resident,
-    during the gate | up launch's tail, and read the ids and request their first strips there (the ids are the router's,
-    complete before the gate | up launch's wait returned, and that launch triggers after its wait, so before any moe_act
-    CTA launched). moe_down's own wait still waits for moe_act's end. Nothing is written before the wait; the same
-    arithmetic. False: the build before (wait, then trigger)."""
+def act(g: MoeDownGrp = MOE_DOWN_GRP, trigger_first: bool = False) -> str:
+    """moe_act's PTX. ``trigger_first`` (a candidate, ready: experiments/decode/step_ab.py act_trigger_first):
+    griddepcontrol.launch_dependents before griddepcontrol.wait, so under PDL the grouped moe_down's CTAs launch once
+    every moe_act CTA is resident, during the gate | up launch's tail, and read the ids and request their first strips
+    there (the ids are the router's, complete before the gate | up launch's wait returned, and that launch triggers
+    after its wait, so before any moe_act CTA launched). moe_down's own wait still waits for moe_act's end. Nothing is
+    written before the wait; the same arithmetic. Measured at 03bb931 (then committed as the build, the form named
+    act_trigger_prev): batch 16 100-107 us and batch 32 43-53 us less a PDL step, plainly level, logits bitwise; its
+    check, sanitizer and bench records in experiments/proj/moe_act_trigger_first_record_03bb931.json. Not promoted
+    only for want of a decode record (tests/test_evidence.py requires the record to have run the committed PTX).
+    False: the promoted build (wait, then trigger)."""
     I, KB = g.I, g.KB
     e = Emit()
     e(f"// {MOE_ACT_NAME}: each (token, expert, 128-k block)'s down input as moedown converts it (netra.contracts.proj.MOE_ACT).")
