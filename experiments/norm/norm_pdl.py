@@ -52,3 +52,20 @@ def pdl_build(name: str) -> str:
     """The PDL build of ``name`` derived from ``plain_build`` (the committed PTX, since promotion)."""
     act, wt = LOADS[name]
     return plain_build(name).replace(f"{act}\n{wt}\n", _pdl_lines(name))
+
+
+def trigger_first_build(name: str) -> str:
+    """A candidate (after 095693b; experiments/decode/step_ab.py norm_trigger_first): the committed PDL build with
+    ``griddepcontrol.launch_dependents`` before the weight load and ``griddepcontrol.wait``, so under PDL the next kernel
+    (above 8 rows GDN's b | a or attention's q | k | v, after the final norm the LM head) launches as soon as every norm
+    CTA is resident and requests its weights during the kernel ahead of the norm. Valid because those kernels read the
+    norm's output, and write anything, only after their own wait, and trigger after it (no deeper cascade). The same
+    instructions otherwise, so the same bits."""
+    ptx = (ROOT / "kernels" / "sm_90a" / "norm" / f"{name}.ptx").read_text()
+    act, wt = LOADS[name]
+    trig = "  griddepcontrol.launch_dependents;  // after the wait: one dependent grid at a time\n"
+    assert ptx.count(_pdl_lines(name)) == 1 and ptx.count(trig) == 1, f"{name}: its PDL lines moved"
+    first = ("  griddepcontrol.launch_dependents;  // first: the next kernel requests its weights during the one ahead\n"
+             f"{wt}\n" + WAIT.replace(trig, "") + f"{act.replace('ld.global.nc.', 'ld.global.')}\n")
+    return ptx.replace(_pdl_lines(name), first)
+
