@@ -638,6 +638,11 @@ def test_norm_ba_op_above_the_kernel_rows_runs_b_a_first_under_ba_first(monkeypa
         outs[first] = (o, list(calls))
     assert outs[False][1] == ["rmsnorm", "linear", "bf16_linear2"] and outs[True][1] == ["rmsnorm", "bf16_linear2", "linear"]
     assert all(torch.equal(x, y) for x, y in zip(outs[False][0], outs[True][0]))
+    calls.clear()  # at the kernel's rows (its miss here: no device) the order is the norm-fused op's
+    o = (torch.empty(8, 12288, dtype=torch.bfloat16), torch.empty(8, 2048, dtype=torch.bfloat16),
+         torch.empty(8, 32, dtype=torch.bfloat16), torch.empty(8, 32, dtype=torch.bfloat16))
+    dops.fp8_linear_norm_ba(a["h"], a["norm_w"], 1e-6, a["w"], a["scale"], o[0], o[1], a["w_b"], a["w_a"], o[2], o[3])
+    assert dops.BA_FIRST and calls == ["rmsnorm", "linear", "bf16_linear2"]
 
 
 def test_experts_shared_build():

@@ -62,10 +62,8 @@ def trigger_first_build(name: str) -> str:
     norm's output, and write anything, only after their own wait, and trigger after it (no deeper cascade). The same
     instructions otherwise, so the same bits."""
     ptx = (ROOT / "kernels" / "sm_90a" / "norm" / f"{name}.ptx").read_text()
-    act, wt = LOADS[name]
-    trig = "  griddepcontrol.launch_dependents;  // after the wait: one dependent grid at a time\n"
-    assert ptx.count(_pdl_lines(name)) == 1 and ptx.count(trig) == 1, f"{name}: its PDL lines moved"
-    first = ("  griddepcontrol.launch_dependents;  // first: the next kernel requests its weights during the one ahead\n"
-             f"{wt}\n" + WAIT.replace(trig, "") + f"{act.replace('ld.global.nc.', 'ld.global.')}\n")
-    return ptx.replace(_pdl_lines(name), first)
+    pdl, trig = _pdl_lines(name), WAIT.splitlines(keepends=True)[1]
+    assert ptx.count(pdl) == 1 and ptx.count(trig) == 1, f"{name}: its PDL lines moved"
+    first = "  griddepcontrol.launch_dependents;  // first: the next kernel requests its weights during the one ahead\n"
+    return ptx.replace(pdl, first + pdl.replace(trig, ""))
 

@@ -152,7 +152,7 @@ def fp8_linear_norm_ba(h: Tensor, norm_weight: Tensor, eps: float, weight: Tenso
     k = proj.kernel_for(weight, proj.NORM_BA_KERNELS)
     if k is not None and k(h, weight, scale, out, norm_weight, x_out, eps, w_b, w_a, out_b, out_a):
         return
-    if BA_FIRST and k is not None and h.shape[0] > max(k.contract.dims["M"]):  # rows no norm-fused kernel takes
+    if BA_FIRST and k is not None and h.shape[0] > k.max_rows:  # rows no norm-fused kernel takes
         rmsnorm(h, norm_weight, eps, out=x_out)
         bf16_linear2(x_out, w_b, w_a, out_b, out_a)
         linear(x_out, weight, scale, out)
