@@ -482,6 +482,7 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   (experiments/norm/norm_pdl.trigger_first_build), so the kernel after it (above 8 rows b | a or q | k | v, after the
   final norm the LM head) launches while the norm waits and requests its weights during the kernel ahead. Prediction:
   batch 32 PDL 20-60 us less a step (41 norm launches), batch 1 and 8 0-2 us (the final norm only); plainly level; bitwise.
+- both_trigger_first (after 2bd29f9): the two above together, to see whether their gains add.
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
@@ -504,7 +505,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_push", "long_off", "long_splits_prev", "h_early", "h_early_prev", "top_early", "norm_w_early", "norm_w_early_carveout", "norm_w_pre", "norm_w_prev", "x_tpose", "moedown_stagger1", "moedown_stagger2", "moedown_stagger3", "moedown_stagger4", "moedown_stagger8",
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
-         "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "act_trigger_first", "norm_trigger_first", "current_again",
+         "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "act_trigger_first", "norm_trigger_first", "both_trigger_first", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -602,7 +603,7 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
     if form == "router_regs":  # the norm router with its rows in registers before the wait (router_regs_variant.py)
         g = paths.generator("proj", "gen_moe_router")
         out[g.NORM_NAME] = (g.generate(norm=True, pdl=True, reg_rows=True, name=g.NORM_NAME), 0)
-    if form == "act_trigger_first":  # moe_act triggering its dependents before its wait (gen_moe_down_grp.act)
+    if form in ("act_trigger_first", "both_trigger_first"):  # moe_act triggering its dependents before its wait (gen_moe_down_grp.act)
         g = paths.generator("proj", "gen_moe_down_grp")
         out[g.MOE_ACT_NAME] = (g.act(trigger_first=True), 0)
     if form == "router_bfly":  # the norm router choosing its top 8 by shfl.bfly argmax, as before 7f8a1fd; same contract
@@ -690,7 +691,7 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
         g = paths.generator("attention", "gen_attn_decode")
         for c, k in ATTN_CLUSTER.items():
             out[k.name] = (g.generate(True, cluster=c, push=True), SMEM)
-    if form == "norm_trigger_first":  # rmsnorm_h2048 triggering its dependents before its wait (norm_pdl.py)
+    if form in ("norm_trigger_first", "both_trigger_first"):  # rmsnorm_h2048 triggering its dependents before its wait (norm_pdl.py)
         norm_pdl = paths.load_module(HERE.parent / "norm" / "norm_pdl.py", "norm_pdl")
         out["rmsnorm_h2048"] = (norm_pdl.trigger_first_build("rmsnorm_h2048"), 0)
     if form == "norm_prev":  # the two norm kernels without griddepcontrol (their ops' contracts lose pdl in main)
