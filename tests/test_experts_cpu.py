@@ -634,12 +634,12 @@ def test_moe_down_grp_ptx_is_current_and_assembles():
     assert MOE_DOWN_GRP.smem == MOE_DOWN_GRP_CONTRACT.dynamic_smem
     assert MOE_DOWN_GRP_CONTRACT.grid_for({"M": 32, "E": NUM_EXPERTS}) == (128, 1, 1)
     assert MOE_ACT.grid_for({"M": 32}) == (144, 1, 1) and MOE_ACT.grid_for({"M": 1}) == (5, 1, 1)
-    # the trigger-first candidate triggers its dependents before its wait (nothing stored or loaded before either); the
-    # promoted build after it
-    act = g.act(trigger_first=True)
+    # the promoted build triggers its dependents before its wait (nothing stored or loaded before either); the build
+    # before it (step_ab.py act_trigger_prev) after it
+    act = g.act()
     first = act[act.index(".entry"):act.index("griddepcontrol.wait;")]
     assert "griddepcontrol.launch_dependents;" in first and "ld.global" not in first and "st.global" not in first
-    prev = g.act()
+    prev = g.act(trigger_first=False)
     assert prev.index("griddepcontrol.wait;") < prev.index("griddepcontrol.launch_dependents;")
 
 

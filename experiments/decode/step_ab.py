@@ -467,7 +467,7 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   Measured at b06b0c2 (step_ab_current_moedown_grp_from8_current_again_b8_b06b0c2.json), ms plain / PDL, bitwise:
   3.675 / 3.459 against 3.628-3.650 / 3.404-3.410: 48-55 us slower with PDL, 25-46 plainly. Rejected; the kernels'
   chain records do not carry into the step at 8 rows (not traced).
-- act_trigger_first (after 0fdd70f; run with --batch=32 or 16): moe_act_i512 triggering its dependents before its
+- act_trigger_first, since promoted act_trigger_prev (after 0fdd70f; run with --batch=32 or 16): moe_act_i512 triggering its dependents before its
   griddepcontrol.wait (gen_moe_down_grp.act(trigger_first=True)), so that under PDL the grouped moe_down launches
   during the gate | up launch's tail and requests its first strips there. The batch-32 timeline at ce72796 charges
   moe_act 2.2 us a layer and has moe_down starting 1.5 us before moe_act ends. Prediction: batch 32 PDL 20-80 us less a
@@ -476,13 +476,16 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   trigger-first (step_ab_current_act_trigger_prev_current_again_b{32,16}_03bb931.json), ms plain / PDL, bitwise:
   batch 32 8.615-8.634 / 8.248-8.257 against 8.621 / 8.300 (late 8.368-8.383 against 8.423); batch 16 5.609-5.619 /
   5.250-5.257 against 5.620 / 5.357 (late 5.300-5.308 against 5.403). 43-53 and 100-107 us a PDL step, over the
-  prediction at 16. Ready; not promoted only for want of a decode record (returned to the candidate at the same
-  session's end; see gen_moe_down_grp.act).
+  prediction at 16. Not promoted then for want of a decode record. At 3e48abe again (step_ab_current_norm_trigger_
+  first_act_trigger_first_both_trigger_first_current_again_b{32,16}_3e48abe.json): batch 32 8.246 against 8.303-8.323,
+  batch 16 5.240 against 5.333-5.341 with PDL; promoted. The form is now act_trigger_prev (the build before).
 - norm_trigger_first (after 095693b; run with --batch=32): rmsnorm_h2048 triggering its dependents before its wait
   (experiments/norm/norm_pdl.trigger_first_build), so the kernel after it (above 8 rows b | a or q | k | v, after the
   final norm the LM head) launches while the norm waits and requests its weights during the kernel ahead. Prediction:
   batch 32 PDL 20-60 us less a step (41 norm launches), batch 1 and 8 0-2 us (the final norm only); plainly level; bitwise.
-- both_trigger_first (after 2bd29f9): the two above together, to see whether their gains add.
+  Measured at 3e48abe, ms plain / PDL, bitwise: batch 32 8.633 / 8.388 against 8.616-8.619 / 8.303-8.323; batch 16
+  5.599 / 5.384 against 5.600-5.607 / 5.333-5.341. 43-85 us a PDL step slower: rejected. With act_trigger_first
+  (both_trigger_first, a form of that run) 8.294 against act's 8.246 and 5.286 against 5.240: the loss adds.
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
@@ -505,7 +508,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_push", "long_off", "long_splits_prev", "h_early", "h_early_prev", "top_early", "norm_w_early", "norm_w_early_carveout", "norm_w_pre", "norm_w_prev", "x_tpose", "moedown_stagger1", "moedown_stagger2", "moedown_stagger3", "moedown_stagger4", "moedown_stagger8",
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
-         "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "act_trigger_first", "norm_trigger_first", "both_trigger_first", "current_again",
+         "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "act_trigger_prev", "norm_trigger_first", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -603,9 +606,9 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
     if form == "router_regs":  # the norm router with its rows in registers before the wait (router_regs_variant.py)
         g = paths.generator("proj", "gen_moe_router")
         out[g.NORM_NAME] = (g.generate(norm=True, pdl=True, reg_rows=True, name=g.NORM_NAME), 0)
-    if form in ("act_trigger_first", "both_trigger_first"):  # moe_act triggering its dependents before its wait (gen_moe_down_grp.act)
+    if form == "act_trigger_prev":  # moe_act triggering its dependents after its wait, as before 2bd29f9's successor
         g = paths.generator("proj", "gen_moe_down_grp")
-        out[g.MOE_ACT_NAME] = (g.act(trigger_first=True), 0)
+        out[g.MOE_ACT_NAME] = (g.act(trigger_first=False), 0)
     if form == "router_bfly":  # the norm router choosing its top 8 by shfl.bfly argmax, as before 7f8a1fd; same contract
         g = paths.generator("proj", "gen_moe_router")
         out[g.NORM_NAME] = (g.generate(norm=True, pdl=True, select="bfly"), 0)
@@ -691,7 +694,7 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
         g = paths.generator("attention", "gen_attn_decode")
         for c, k in ATTN_CLUSTER.items():
             out[k.name] = (g.generate(True, cluster=c, push=True), SMEM)
-    if form in ("norm_trigger_first", "both_trigger_first"):  # rmsnorm_h2048 triggering its dependents before its wait (norm_pdl.py)
+    if form == "norm_trigger_first":  # rmsnorm_h2048 triggering its dependents before its wait (norm_pdl.py)
         norm_pdl = paths.load_module(HERE.parent / "norm" / "norm_pdl.py", "norm_pdl")
         out["rmsnorm_h2048"] = (norm_pdl.trigger_first_build("rmsnorm_h2048"), 0)
     if form == "norm_prev":  # the two norm kernels without griddepcontrol (their ops' contracts lose pdl in main)

@@ -57,17 +57,15 @@ def entry(e: Emit, c) -> None:
     e(")")
 
 
-def act(g: MoeDownGrp = MOE_DOWN_GRP, trigger_first: bool = False) -> str:
-    """moe_act's PTX. ``trigger_first`` (a candidate, ready: experiments/decode/step_ab.py act_trigger_first):
-    griddepcontrol.launch_dependents before griddepcontrol.wait, so under PDL the grouped moe_down's CTAs launch once
-    every moe_act CTA is resident, during the gate | up launch's tail, and read the ids and request their first strips
-    there (the ids are the router's, complete before the gate | up launch's wait returned, and that launch triggers
-    after its wait, so before any moe_act CTA launched). moe_down's own wait still waits for moe_act's end. Nothing is
-    written before the wait; the same arithmetic. Measured at 03bb931 (then committed as the build, the form named
-    act_trigger_prev): batch 16 100-107 us and batch 32 43-53 us less a PDL step, plainly level, logits bitwise; its
-    check, sanitizer and bench records in experiments/proj/moe_act_trigger_first_record_03bb931.json. Not promoted
-    only for want of a decode record (tests/test_evidence.py requires the record to have run the committed PTX).
-    False: the promoted build (wait, then trigger)."""
+def act(g: MoeDownGrp = MOE_DOWN_GRP, trigger_first: bool = True) -> str:
+    """moe_act's PTX. ``trigger_first`` (promoted after 2bd29f9): griddepcontrol.launch_dependents before
+    griddepcontrol.wait, so under PDL the grouped moe_down's CTAs launch once every moe_act CTA is resident, during the
+    gate | up launch's tail, and read the ids and request their first strips there (the ids are the router's, complete
+    before the gate | up launch's wait returned, and that launch triggers after its wait, so before any moe_act CTA
+    launched). moe_down's own wait still waits for moe_act's end. Nothing is written before the wait; the same
+    arithmetic. Measured (step_ab.py act_trigger_first, logits bitwise, ms with PDL): at 03bb931 batch 16 100-107 us and
+    batch 32 43-53 us less a step; at 3e48abe 93-101 and 57-77; plainly level. False: the build before (wait, then
+    trigger), the step form act_trigger_prev."""
     I, KB = g.I, g.KB
     e = Emit()
     e(f"// {MOE_ACT_NAME}: each (token, expert, 128-k block)'s down input as moedown converts it (netra.contracts.proj.MOE_ACT).")
