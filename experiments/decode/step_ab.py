@@ -486,6 +486,14 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   Measured at 3e48abe, ms plain / PDL, bitwise: batch 32 8.633 / 8.388 against 8.616-8.619 / 8.303-8.323; batch 16
   5.599 / 5.384 against 5.600-5.607 / 5.333-5.341. 43-85 us a PDL step slower: rejected. With act_trigger_first
   (both_trigger_first, a form of that run) 8.294 against act's 8.246 and 5.286 against 5.240: the loss adds.
+- res_pre_all (after ffd615d; run with --batch=32, 16 and 8): fp8_gemv_n2048_k4096_res and its two-pass _p2 build
+  (out_proj, o_proj) requesting their CTA's whole strip (64 KB, the ring's two stages) before griddepcontrol.wait at
+  every M (generate(sh, pre_strips=1, x_first_m16=False); the committed builds request it after x above 8 rows and, at
+  2048 x 4096, at every M). The batch-32 timeline at ce72796 charges the p2 build 11.4 us a layer past gdn_decode's
+  end although its CTAs are resident 16.5 us before it, and its 8 MB take 2 us at the roofline: with the strip
+  in shared memory before the wait, what is left after it is x, the mma passes and the h store. Prediction: batch 32
+  PDL 80-160 us less a step (40 launches, 2-4 us each net of gdn_decode's 2 us of shared bandwidth), batch 16 40-80;
+  batch 8 and plainly level to 20 us worse (x queues behind the strip, as res_pre at 4c3658a); bitwise.
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
@@ -508,7 +516,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_push", "long_off", "long_splits_prev", "h_early", "h_early_prev", "top_early", "norm_w_early", "norm_w_early_carveout", "norm_w_pre", "norm_w_prev", "x_tpose", "moedown_stagger1", "moedown_stagger2", "moedown_stagger3", "moedown_stagger4", "moedown_stagger8",
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
-         "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "act_trigger_prev", "norm_trigger_first", "current_again",
+         "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "act_trigger_prev", "norm_trigger_first", "res_pre_all", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -736,6 +744,14 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
         for sh in FUSED:
             if sh.name == "fp8_gemv_n2048_k4096_res":
                 out[sh.name] = (g.generate(sh, pre_strips=1), contracts.get(sh.name).dynamic_smem)
+    if form == "res_pre_all":  # out_proj / o_proj's whole strip before the wait at every M, the two-pass build too
+        from netra.contracts.proj import FUSED32
+
+        g = paths.generator("proj", "gen_fp8_gemv")
+        for sh in FUSED + FUSED32:
+            if sh.name.startswith("fp8_gemv_n2048_k4096_res"):
+                out[sh.name] = (g.generate(sh, pre_strips=1, x_first_m16=False), contracts.get(sh.name).dynamic_smem)
+        assert set(out) == {"fp8_gemv_n2048_k4096_res", "fp8_gemv_n2048_k4096_res_p2"}, sorted(out)
     if form in ("gdn_early", "res_pre_gdn_early"):  # gdn_decode's PDL build triggering its dependents at its start
         g = paths.generator("gdn", "gen_gdn_decode")
         out["gdn_decode_b32_pdl"] = (g.generate(pdl=True, name="gdn_decode_b32_pdl", early_trigger=True), 0)

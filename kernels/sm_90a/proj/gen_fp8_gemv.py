@@ -1536,9 +1536,10 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     assert N % 128 == 0 and K % 128 == 0 and sh.KB % W == 0 and NS % NC == 0 and W <= 32
     p2 = sh.passes > 1
     assert not p2 or (sh.passes == 2 and sh.tokens == 16 and sh.ksplit == 1 and sh.fuse in ("", "res") and split_m8
-                      and x_rows and S <= sh.walkers and NS >= NC and pre == 0 and x_first_m16
+                      and x_rows and S <= sh.walkers and NS >= NC
+                      and ((pre == 0 and x_first_m16) or (pre == NS // NC and not x_first_m16))
                       and not (stage_x or stage_x_m16 or xpair or tgroups or pf or ids_early or x_direct)), \
-        "two passes: one strip per CTA, held whole by the ring, nothing requested before the wait"
+        "two passes: one strip per CTA, held whole by the ring, requested after x or all of it before the wait"
     assert not p2_early or p2
     e = Emit()
     e(f"// {sh.name}: out[M, {N}] = x[M, {K}] @ dequant(W)^T, M in 1..{16 * sh.passes}; FP8 E4M3 weights with 128x128")
