@@ -494,6 +494,11 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   in shared memory before the wait, what is left after it is x, the mma passes and the h store. Prediction: batch 32
   PDL 80-160 us less a step (40 launches, 2-4 us each net of gdn_decode's 2 us of shared bandwidth), batch 16 40-80;
   batch 8 and plainly level to 20 us worse (x queues behind the strip, as res_pre at 4c3658a); bitwise.
+- embed_index (after 168fd9b; run with --batch=1, 8 and 16): the step's embedding rows by aten::index into h
+  (netra.decode.runner.EMBED_INDEX) instead of torch.index_select, whose CUDA kernel for up to 16 indices
+  (indexSelectSmallIndex) loops over the indices in every thread: 7.2 us at batch 8 in the ce72796 timeline against
+  1.9 at 1 and 32 (vectorized_gather). Prediction: batch 8 4-6 us less a step, batch 16 8-12, batch 1 level, plainly
+  and with PDL; bitwise (both copy the rows).
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
@@ -516,7 +521,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_push", "long_off", "long_splits_prev", "h_early", "h_early_prev", "top_early", "norm_w_early", "norm_w_early_carveout", "norm_w_pre", "norm_w_prev", "x_tpose", "moedown_stagger1", "moedown_stagger2", "moedown_stagger3", "moedown_stagger4", "moedown_stagger8",
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
-         "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "act_trigger_prev", "norm_trigger_first", "res_pre_all", "current_again",
+         "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -1026,6 +1031,7 @@ def main():
                                        else dict(real_long_resident))
             dops.BA_FUSED = real_ba_fused and form != "ba_unfused"
             dops.BA_FIRST = form == "ba_first" or (real_ba_first and form != "ba_first_off")
+            rmod.EMBED_INDEX = form == "embed_index"
             dops.GDN_PIPE_PDL_B = 1 << 30 if form == "pipe_prev" else real_pipe_b
             dops.GDN_PIPE_B = 1 << 30 if form == "pipe_prev" else real_pipe_plain_b
             if form in ("moe_prefetch", "moe_prefetch_lines"):
@@ -1135,6 +1141,7 @@ def main():
             dops.ATTN_C8_MAX_B = real_c8_max_b
             dops.BA_FUSED = real_ba_fused
             dops.BA_FIRST = real_ba_first
+            rmod.EMBED_INDEX = False
             dops.MOE_SHARED_MERGED = real_shared_merged
             dops.MOE_SHARED_GROUP, dops.MOE_SHARED_GROUP_ROWS = real_shared_grp, real_shared_grp_rows
             dops.MOE_ROUTER_FUSED = real_router_fused

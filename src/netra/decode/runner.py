@@ -28,6 +28,11 @@ from ..model.checkpoint import Checkpoint
 from ..model.packed import Packed, pack
 from . import ops as dops
 
+# A candidate (experiments/decode/step_ab.py embed_index): the step's embedding rows by aten::index into h instead of
+# index_select, whose CUDA kernel for up to 16 indices (indexSelectSmallIndex) loops over the indices in every thread:
+# 7.2 us at batch 8 in the ce72796 timeline against 1.9 at 1 and 32. Both copy the rows exactly.
+EMBED_INDEX = False
+
 
 def _plain(wp):
     """(weight, scale) with a packed weight unpacked (prefill's framework path)."""
@@ -138,7 +143,10 @@ class DecodeRunner:
         """One decode step on the static buffers: reads tokens and positions, writes logits
         and next_tokens, advances positions. Captures into a CUDA graph."""
         c, eps = self.cfg, self.cfg.rms_norm_eps
-        torch.index_select(self.embed, 0, self.tokens, out=self.h)
+        if EMBED_INDEX:
+            torch.ops.aten.index.Tensor_out(self.embed, [self.tokens], out=self.h)
+        else:
+            torch.index_select(self.embed, 0, self.tokens, out=self.h)
         # the positions' RoPE rows, cache rows and length mask, once for the 10 attention layers
         if not dops.ATTN_KERNEL:
             self.attn_ctx = dops.attention_context(self.cos, self.sin, self.block_table, self.positions, self.page)
