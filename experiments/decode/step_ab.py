@@ -494,11 +494,22 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   in shared memory before the wait, what is left after it is x, the mma passes and the h store. Prediction: batch 32
   PDL 80-160 us less a step (40 launches, 2-4 us each net of gdn_decode's 2 us of shared bandwidth), batch 16 40-80;
   batch 8 and plainly level to 20 us worse (x queues behind the strip, as res_pre at 4c3658a); bitwise.
+  Measured at 168fd9b (step_ab_current_res_pre_all_current_again_b{32,16,8}_168fd9b.json), ms plain / PDL, bitwise:
+  batch 32 8.689 / 8.261 against 8.619-8.646 / 8.239-8.242; batch 16 5.673 / 5.260 against 5.590-5.591 / 5.245-5.249;
+  batch 8 3.672 / 3.429 against 3.631-3.645 / 3.390-3.396. Slower everywhere (PDL 11-40 us, plainly 40-80): rejected.
+  The strip in shared memory early does not shorten what follows the wait; the bench has the p2 build at M = 32
+  10.9 us plainly against a 4.1 us read floor, so its time is the two passes' x prologue, mma and stores, not the
+  weights (the timeline at 9ca14dc charges it 11.3 us a layer, unchanged).
 - embed_index (after 168fd9b; run with --batch=1, 8 and 16): the step's embedding rows by aten::index into h
   (netra.decode.runner.EMBED_INDEX) instead of torch.index_select, whose CUDA kernel for up to 16 indices
   (indexSelectSmallIndex) loops over the indices in every thread: 7.2 us at batch 8 in the ce72796 timeline against
   1.9 at 1 and 32 (vectorized_gather). Prediction: batch 8 4-6 us less a step, batch 16 8-12, batch 1 level, plainly
   and with PDL; bitwise (both copy the rows).
+  Measured at 9ca14dc (step_ab_current_embed_index_current_again{,_b8,_b16}_9ca14dc.json), ms plain / PDL, bitwise:
+  batch 8 3.600 / 3.379 against 3.611-3.614 / 3.372; batch 16 5.561 / 5.197 against 5.566 / 5.202-5.204; batch 1
+  1.583 / 1.436 against 1.572-1.587 / 1.422-1.435. Level within the currents' spread: rejected (why the 7.1 us kernel
+  costs the step nothing was not traced; it is the graph's first node, launched while the previous replay's LM head
+  may still be ending).
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 

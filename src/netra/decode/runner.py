@@ -28,9 +28,10 @@ from ..model.checkpoint import Checkpoint
 from ..model.packed import Packed, pack
 from . import ops as dops
 
-# A candidate (experiments/decode/step_ab.py embed_index): the step's embedding rows by aten::index into h instead of
-# index_select, whose CUDA kernel for up to 16 indices (indexSelectSmallIndex) loops over the indices in every thread:
-# 7.2 us at batch 8 in the ce72796 timeline against 1.9 at 1 and 32. Both copy the rows exactly.
+# Measured and rejected (experiments/decode/step_ab.py embed_index, at 9ca14dc): the step's embedding rows by
+# aten::index into h instead of index_select, whose CUDA kernel for up to 16 indices (indexSelectSmallIndex) takes
+# 7.1 us at batch 8 in the timelines against 1.9 at 1 and 32. The step did not move at batch 1, 8 or 16. Both copy
+# the rows exactly.
 EMBED_INDEX = False
 
 
