@@ -826,6 +826,17 @@ def test_res32_build():
     assert ptx16.count("    ret;") == 2 and ptx.count("    ret;") == 0  # each body copy's ret became the branch
     assert proj.RES_KERNELS32[(sh.S, sh.KB)].contract.name == sh.name and proj.RES_KERNELS32[(sh.S, sh.KB)].max_rows == 32
     assert dops.RES32_ROWS == 16 == max(c16.dims["M"])
+    # the rejected strip-first form (step_ab.py res_pre_all): the whole strip before the wait, no request after it
+    pre = g.generate(sh, pre_strips=1, x_first_m16=False)
+    _assembles_without_spills(sh.name, pre)
+    copies = lambda text: sum(ln.strip().startswith("cp.async.bulk") for ln in text.splitlines())  # noqa: E731
+    head, tail = pre.split("griddepcontrol.wait;", 1)
+    head16, tail16 = ptx.split("griddepcontrol.wait;", 1)
+    # the strip's 2 chunks as 4 pieces and their scales before the wait, where the promoted build has none; after it
+    # the two body copies' requests of the strip (16 each) are gone, the strip loop's requests of later strips stay
+    assert (copies(head), copies(head16)) == (16, 0) and copies(tail) == copies(tail16) - 32 and "REST_ISSUED" not in pre
+    with pytest.raises(AssertionError, match="two passes"):
+        g.generate(sh, pre_strips=1)  # x first above 8 rows with the strip before the wait: a second request
 
 
 def test_p2_early_candidate_assembles():
