@@ -510,6 +510,11 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   1.583 / 1.436 against 1.572-1.587 / 1.422-1.435. Level within the currents' spread: rejected (why the 7.1 us kernel
   costs the step nothing was not traced; it is the graph's first node, launched while the previous replay's LM head
   may still be ending).
+- sum_late (after b690e6f; run with --batch=32 and 16): the plain dense builds (the 16-token kernels' M > 8 copy and the
+  32-token builds) with each strip's sums beside the next strip's mma (generate(sh, sum_late="m16"),
+  experiments/proj/sum_late_variant.py). Batch 32 runs GDN's in_proj (12288 x 2048 _t32, 30 a step) and attention's
+  q | k | v (9216 x 2048 _t32, 10) on them, batch 16 the 16-token kernels' M > 8 copy. Prediction: batch 32 PDL 20-40
+  us less a step (0.5-1 us a launch), batch 16 10-20; bitwise.
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
@@ -532,7 +537,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_push", "long_off", "long_splits_prev", "h_early", "h_early_prev", "top_early", "norm_w_early", "norm_w_early_carveout", "norm_w_pre", "norm_w_prev", "x_tpose", "moedown_stagger1", "moedown_stagger2", "moedown_stagger3", "moedown_stagger4", "moedown_stagger8",
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
-         "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "current_again",
+         "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -768,6 +773,14 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
             if sh.name.startswith("fp8_gemv_n2048_k4096_res"):
                 out[sh.name] = (g.generate(sh, pre_strips=1, x_first_m16=False), contracts.get(sh.name).dynamic_smem)
         assert set(out) == {"fp8_gemv_n2048_k4096_res", "fp8_gemv_n2048_k4096_res_p2"}, sorted(out)
+    if form == "sum_late":  # the plain dense builds' sums beside the next strip's mma, above 8 rows (sum_late_variant.py)
+        from netra.contracts.proj import DENSE32
+
+        g = paths.generator("proj", "gen_fp8_gemv")
+        for sh in SHAPES + DENSE32:
+            if sh.fuse == "" and sh.ksplit == 1 and sh.passes == 1 and not sh.group:
+                out[sh.name] = (g.generate(sh, sum_late="m16"), contracts.get(sh.name).dynamic_smem)
+        assert {"fp8_gemv_n12288_k2048_t32", "fp8_gemv_n9216_k2048_t32", "fp8_gemv_n12288_k2048"} <= set(out), sorted(out)
     if form in ("gdn_early", "res_pre_gdn_early"):  # gdn_decode's PDL build triggering its dependents at its start
         g = paths.generator("gdn", "gen_gdn_decode")
         out["gdn_decode_b32_pdl"] = (g.generate(pdl=True, name="gdn_decode_b32_pdl", early_trigger=True), 0)

@@ -1104,6 +1104,36 @@ def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: 
             e(f"{done}_{r}:")
 
 
+def sum_prev(e: Emit, sh: Shape, swizzle: bool) -> None:
+    """sum_late: the previous strip's (%sprev, buffer %buf ^ 1) warp-order sums and BF16 stores, as sum_warps_store
+    does them for a plain build (output o = tid + threads r < 16 M: row o % 16, token o / 16), but predicated on
+    %psl (a previous strip exists) instead of branching, so that they share a basic block with the mma."""
+    W, N, rb, threads = sh.W, sh.N, sh.red_bytes, sh.threads
+    e("  // the previous strip's warp-order sums and BF16 stores (buffer buf ^ 1): here they issue beside this")
+    e("  // strip's conversions and mma instead of between its barrier and them")
+    e("  shl.b32 %sl1, %m, 4;")
+    e("  xor.b32 %sl2, %buf, 1;")
+    e(f"  mad.lo.u32 %sl2, %sl2, {W * rb}, %sbase;")
+    e(f"  add.u32 %sl2, %sl2, {sh.red_off};")
+    for r in range(-(-rb // 4 // threads)):
+        e(f"  add.u32 %sl0, %th, {r * threads};")
+        e("  setp.lt.and.u32 %pql, %sl0, %sl1, %psl;")
+        e("  and.b32 %sl3, %sl0, 15;")
+        e("  shr.u32 %sl4, %sl0, 4;")
+        red_index(e, "%sl0", swizzle)
+        e("  mad.lo.u32 %sl0, %sl0, 4, %sl2;")
+        e("  @%pql ld.shared.f32 %sf0, [%sl0];")
+        for w_ in range(1, W):
+            e(f"  @%pql ld.shared.f32 %sf1, [%sl0+{w_ * rb}];")
+            e("  add.f32 %sf0, %sf0, %sf1;")
+        e("  cvt.rn.bf16.f32 %sq, %sf0;")
+        e(f"  mad.lo.u32 %sl3, %sl4, {N}, %sl3;")
+        e("  mad.lo.u32 %sl3, %sprev, 16, %sl3;")
+        e("  mul.wide.u32 %slp, %sl3, 2;")
+        e("  add.u64 %slp, %po, %slp;")
+        e("  @%pql st.global.b16 [%slp], %sq;")
+
+
 def ksplit_offsets(e: Emit, sh: Shape) -> None:
     """ksplit: cluster c walks strips c, c + clusters, ...; rank r takes k half r of each (x columns,
     weight tiles and scales from r K / 2, r KB / 2), so the chunks and the x prologue are those of
@@ -1349,6 +1379,7 @@ V3 = dict(x_rows=False, skip_nt1=False, packed_amax=False, pre_strips=None, earl
 _L2 = {"hint": True}  # the weight copies' L2 policy in the build being generated (generate's l2_hint)
 _LAND = {"q": 1}  # mbarriers (pieces) per chunk in the build being generated (generate's land_split)
 _HE = {"on": False}  # h loaded at each strip's start, not after its sums (generate's h_early)
+_SL = {"on": False}  # each strip's sums beside the next strip's mma (generate's sum_late)
 _TOPE = {"on": False}  # moedown: the expert weights loaded with x, not per chunk after its conversion (top_early)
 _XT = {"on": False}  # x staged by fragment lane, stores and loads skipped past M (x_tpose; Fp8Gemv.x_tpose per build)
 _RNW = {"early": False}  # router: the norm weight loaded with h, not per block after the sums (norm_w_early)
@@ -1383,7 +1414,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
              stage_x_m16: bool | str = False, red_swizzle: bool | None = None, land_split: int | None = None,
              acc_split: bool = False, p2_early: bool = False, h_early: bool | None = None,
              top_early: bool | None = None, norm_w_early: bool | str | None = None, x_tpose: bool | None = None,
-             maxnreg: int | None = None) -> str:
+             maxnreg: int | None = None, sum_late: bool | str = False) -> str:
     """The PTX. The defaults are the promoted build (v3g); ``generate(sh, **V3)`` is v3 as promoted
     at cb9faad (bitwise the same outputs). ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x, on v3): x comes into
     shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
@@ -1482,7 +1513,12 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     loaded past M); the same fragments.
     ``maxnreg`` (None: the shape's ``Fp8Gemv.maxnreg``, 104 for norm_ba and the one-pass residual build since c4d8bee;
     0: none): a ``.maxnreg`` directive (ptxas ignores -maxrregcount there), so that one of gdn_decode's CTAs fits
-    beside a CTA of the kernel and PDL can start it early (experiments/decode/step_ab.py nreg104)."""
+    beside a CTA of the kernel and PDL can start it early (experiments/decode/step_ab.py nreg104).
+    ``sum_late`` (a candidate, experiments/proj/sum_late_variant.py; plain and norm kernels of one pass): each strip's
+    warp-order sum and BF16 store run at the next strip's start, predicated and without a branch, in the basic block
+    of that strip's conversions and mma, so they overlap them instead of sitting between the strip's barrier and the
+    next strip's work; the last strip's after the loop. True: every body copy; "m16": the M > 8 copy and the 32-token
+    body only. The same sums in the same order."""
     maxnreg = sh.maxnreg if maxnreg is None else maxnreg
     red_swizzle = sh.red_swizzle if red_swizzle is None else red_swizzle
     h_early = sh.h_early if h_early is None else h_early
@@ -1499,6 +1535,10 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     assert not h_early or (sh.fuse in ("res", "moedown") and sh.ksplit == 1 and sh.passes == 1 and sh.tokens != 32
                            and sh.red_bytes // 4 <= sh.threads), f"h_early: one pass of residual rows ({sh.name})"
     _HE["on"] = h_early
+    assert sum_late in (False, True, "m16"), sum_late
+    assert not sum_late or (sh.fuse in ("", "norm") and sh.ksplit == 1 and sh.passes == 1 and not sh.group
+                            and not sh.router and not h_early and not p2_early), f"sum_late: plain and norm builds ({sh.name})"
+    _SL["on"] = sum_late
     if land_split is None:  # the candidates measured on one-copy chunks keep them
         land_split = 1 if stage_x or stage_x_m16 or xpair or tgroups or l2_prefetch == "lines" else sh.pieces
     assert land_split in (1, 2, 4), land_split
@@ -1610,6 +1650,12 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
             e(f"  .reg .b32 %xr{nt}_{h}_<16>, %inv{nt}_{h};")
     e(f"  .reg .f32 %ws<{NC}>;")
     e("  .reg .b16 %q<8>;")
+    if sum_late:
+        e("  .reg .b32 %sprev, %sl<5>;  // sum_late: the previous strip, its sum's addresses")
+        e("  .reg .f32 %sf<2>;")
+        e("  .reg .b16 %sq;")
+        e("  .reg .b64 %slp;")
+        e("  .reg .pred %psl, %pql;  // a previous strip; this thread has one of its outputs")
     if top_early:
         e("  .reg .b16 %tw<3>, %gw<3>;  // top_early: the chunks' expert weights")
         e("  .reg .b32 %te0, %te1;")
@@ -3599,6 +3645,9 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
         e("  barrier.cluster.wait.acquire.aligned;  // the peer's slot mbarriers are initialized")
         e("  mov.u32 %it, 0;  // the strip's index in the cluster: its slot")
         e(f"  add.u32 %xb, %sbase, {sh.xbar_off};")
+    late = _SL["on"] is True or (_SL["on"] == "m16" and nts != (0,))
+    if late:
+        e("  setp.ne.u32 %psl, %th, %th;  // no previous strip yet")
     e("  mov.u32 %buf, 0;")
     e(f"STRIP{sfx}:")
     e("  mov.u32 %st0, %stage;  // this strip's first stage")
@@ -3624,6 +3673,8 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
         e(f"  mad.lo.u32 %t0, %stage, {sh.scl_bytes}, %sbase;")
         e("  mad.lo.u32 %t0, %warp, 4, %t0;")
         e(f"  ld.shared.f32 %ws{h}, [%t0+{sh.scl_off}];  // weight-block scale (s / 8, h W + warp)")
+        if late and h == 0:
+            sum_prev(e, sh, red_swizzle)
         skip = sh.tokens == 32 and sh.group
         if skip and h == 0:  # the n-tiles some token of which chose this strip's expert (its token bytes, 8 per n-tile)
             e(f"  shr.u32 %t0, %s, {S.bit_length() - 1};")
@@ -3741,6 +3792,9 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
     red = f"  mad.lo.u32 %t0, %buf, {W * sh.red_bytes}, %sbase;\n  add.u32 %t0, %t0, {sh.red_off};"
     if sh.ksplit > 1:
         split_keep(e, sh, red, "SUM_DONE" + sfx, red_swizzle)
+    elif late:
+        e("  mov.u32 %sprev, %s;  // summed at the next strip's start (sum_prev), or after the loop")
+        e("  setp.eq.u32 %psl, %th, %th;")
     else:
         sum_warps_store(e, sh.threads, W, N, red, "SUM_DONE" + sfx, res=sh.fuse in ("res", "moedown"),
                         moe=sh if sh.fuse in ("moe", "moedown") else None, swizzle=red_swizzle, rb=sh.red_bytes)
@@ -3754,6 +3808,8 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
         e("  add.u32 %s, %s, %nct;")
     e(f"  setp.lt.u32 %p, %s, {'%sv' if sh.fuse in ('moe', 'moedown') else S};")
     e(f"  @%p bra STRIP{sfx};")
+    if late:
+        sum_prev(e, sh, red_swizzle)
     if sh.ksplit > 1:  # every write into this CTA's slots has landed before it exits (it waits for them)
         split_finish(e, sh, sfx, res=sh.fuse == "res")
     e("  ret;")
