@@ -667,22 +667,29 @@ def test_moe_act_order_and_the_grouped_reference():
 
 
 def test_moe_down_takes_the_grouped_kernels_from_their_rows():
-    """On the CPU every kernel misses: from MOE_DOWN_GRP_ROWS rows moe_down asks moe_act first (counted), then the
-    per-token kernel, then the framework path; below it only the per-token kernel; with plain weights not even
-    moe_act. The answer is the framework's."""
+    """On the CPU every kernel misses: from MOE_DOWN_GRP_ROWS rows (MOE_DOWN_GRP_PDL_ROWS under set_pdl) moe_down asks
+    moe_act first (counted), then the per-token kernel, then the framework path; below it only the per-token kernel;
+    with plain weights not even moe_act. The answer is the framework's."""
     import netra.ops as ops
     from netra.decode import ops as dops
 
     tb = testbeds.get(MOE_DOWN.name)
-    for M in (dops.MOE_DOWN_GRP_ROWS - 1, dops.MOE_DOWN_GRP_ROWS):
-        i = tb.make({"M": M, "E": NUM_EXPERTS}, torch.Generator().manual_seed(M), "cpu")
-        ops.reset_stats()
-        h, out = i["h"].clone(), torch.empty_like(i["h"])
-        dops.moe_down(i["x"], i["w"], i["scale"], i["ids"], i["top"], i["xs"], i["ws"], i["ss"], i["glogit"], h, out)
-        st = ops.stats()
-        assert bool(sum(st["moe_act_i512"]["misses"].values())) == (M >= dops.MOE_DOWN_GRP_ROWS), st["moe_act_i512"]
-        ref = tb.reference(i)["out"]
-        assert (out.double() - ref).abs().max() <= 0.02 * ref.abs().max()
+    assert dops.MOE_DOWN_GRP_PDL_ROWS <= dops.MOE_DOWN_GRP_ROWS
+    for pdl, rows in ((False, dops.MOE_DOWN_GRP_ROWS), (True, dops.MOE_DOWN_GRP_PDL_ROWS)):  # each engine's threshold
+        ops.set_pdl(pdl)
+        try:
+            assert dops.moe_down_grp_rows() == rows
+            for M in (rows - 1, rows):
+                i = tb.make({"M": M, "E": NUM_EXPERTS}, torch.Generator().manual_seed(M), "cpu")
+                ops.reset_stats()
+                h, out = i["h"].clone(), torch.empty_like(i["h"])
+                dops.moe_down(i["x"], i["w"], i["scale"], i["ids"], i["top"], i["xs"], i["ws"], i["ss"], i["glogit"], h, out)
+                st = ops.stats()
+                assert bool(sum(st["moe_act_i512"]["misses"].values())) == (M >= rows), (pdl, M, st["moe_act_i512"])
+                ref = tb.reference(i)["out"]
+                assert (out.double() - ref).abs().max() <= 0.02 * ref.abs().max()
+        finally:
+            ops.set_pdl(False)
     # plain (unpacked) weights: no moe_act launch is asked for at all (the down kernel would refuse them)
     ops.reset_stats()
     h, out = i["h"].clone(), torch.empty_like(i["h"])

@@ -566,7 +566,7 @@ def test_moe_down_grouped_is_the_per_token_kernels(M):
     """moe_act_i512 then fp8_gemv_n2048_k4608_moedown_grp (each distinct expert's strips once): out and h bitwise the
     per-token kernels (8 tokens per launch) on the same inputs, with the drawn ids, a token repeating an expert, an id
     of E (that token's rows NaN, the others not) and every token on one token's experts; the moe_down op takes the pair
-    from MOE_DOWN_GRP_ROWS rows with no miss, plainly and under set_pdl."""
+    from MOE_DOWN_GRP_ROWS rows plainly and MOE_DOWN_GRP_PDL_ROWS under set_pdl, with no miss."""
     from netra.decode import ops as dops
     from netra.lifecycle import testbeds
     from netra.ops import _dispatch, proj
@@ -607,7 +607,7 @@ def test_moe_down_grouped_is_the_per_token_kernels(M):
         with _pdl(pdl), _dispatch.count_launches() as counts:
             out, h = torch.full_like(i["h"], float("nan")), i["h"].clone()
             dops.moe_down(i["x"], i["w"], i["scale"], i["ids"], i["top"], i["xs"], i["ws"], i["ss"], i["glogit"], h, out)
-        grp = M >= dops.MOE_DOWN_GRP_ROWS
+        grp = M >= (dops.MOE_DOWN_GRP_PDL_ROWS if pdl else dops.MOE_DOWN_GRP_ROWS)
         assert counts["fp8_gemv_n2048_k4608_moedown_grp"] == int(grp) and counts["moe_act_i512"] == int(grp), dict(counts)
         assert sum(ops.stats()[k]["misses"] and 1 or 0 for k in ("moe_act_i512", "fp8_gemv_n2048_k4608_moedown_grp")) == 0
         assert torch.equal(bits(out), bits(run(True, i["ids"])[0])) or not grp

@@ -467,6 +467,10 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   Measured at b06b0c2 (step_ab_current_moedown_grp_from8_current_again_b8_b06b0c2.json), ms plain / PDL, bitwise:
   3.675 / 3.459 against 3.628-3.650 / 3.404-3.410: 48-55 us slower with PDL, 25-46 plainly. Rejected; the kernels'
   chain records do not carry into the step at 8 rows (not traced).
+  Again at 43fbf7c, moe_act triggering first since 17dbbb6 (step_ab_current_moedown_grp_from8_current_again_b8_43fbf7c.json):
+  3.642 / 3.330 against 3.616 / 3.372 (both currents): 42 us less with PDL, 25 more plainly. Promoted for the PDL
+  engine only (netra.decode.ops.MOE_DOWN_GRP_PDL_ROWS = 8; MOE_DOWN_GRP_ROWS stays 9 for the plain engine).
+- moedown_grp_from9 (after 43fbf7c): the PDL engine's threshold back at 9 rows (the build before).
 - act_trigger_first, since promoted act_trigger_prev (after 0fdd70f; run with --batch=32 or 16): moe_act_i512 triggering its dependents before its
   griddepcontrol.wait (gen_moe_down_grp.act(trigger_first=True)), so that under PDL the grouped moe_down launches
   during the gate | up launch's tail and requests its first strips there. The batch-32 timeline at ce72796 charges
@@ -515,6 +519,10 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   experiments/proj/sum_late_variant.py). Batch 32 runs GDN's in_proj (12288 x 2048 _t32, 30 a step) and attention's
   q | k | v (9216 x 2048 _t32, 10) on them, batch 16 the 16-token kernels' M > 8 copy. Prediction: batch 32 PDL 20-40
   us less a step (0.5-1 us a launch), batch 16 10-20; bitwise.
+  Measured at 43fbf7c (step_ab_current_sum_late_current_again_b{32,16}_43fbf7c.json), ms plain / PDL, bitwise: batch 32
+  8.580 / 8.182 against 8.567-8.571 / 8.191-8.193 (level), batch 16 5.633 / 5.260 against 5.577-5.583 / 5.214-5.215 (45
+  us slower), as the kernels had it (sum_late_variant.py). sum_late_r16: the same with a sum's 16 loads in flight at once
+  (sum_late_regs=16).
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
@@ -537,7 +545,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_push", "long_off", "long_splits_prev", "h_early", "h_early_prev", "top_early", "norm_w_early", "norm_w_early_carveout", "norm_w_pre", "norm_w_prev", "x_tpose", "moedown_stagger1", "moedown_stagger2", "moedown_stagger3", "moedown_stagger4", "moedown_stagger8",
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
-         "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "current_again",
+         "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "moedown_grp_from9", "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -773,13 +781,14 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
             if sh.name.startswith("fp8_gemv_n2048_k4096_res"):
                 out[sh.name] = (g.generate(sh, pre_strips=1, x_first_m16=False), contracts.get(sh.name).dynamic_smem)
         assert set(out) == {"fp8_gemv_n2048_k4096_res", "fp8_gemv_n2048_k4096_res_p2"}, sorted(out)
-    if form == "sum_late":  # the plain dense builds' sums beside the next strip's mma, above 8 rows (sum_late_variant.py)
+    if form in ("sum_late", "sum_late_r16"):  # the plain dense builds' sums beside the next strip's mma, above 8 rows
         from netra.contracts.proj import DENSE32
 
         g = paths.generator("proj", "gen_fp8_gemv")
         for sh in SHAPES + DENSE32:
             if sh.fuse == "" and sh.ksplit == 1 and sh.passes == 1 and not sh.group:
-                out[sh.name] = (g.generate(sh, sum_late="m16"), contracts.get(sh.name).dynamic_smem)
+                out[sh.name] = (g.generate(sh, sum_late="m16", sum_late_regs=16 if form == "sum_late_r16" else 1),
+                                contracts.get(sh.name).dynamic_smem)
         assert {"fp8_gemv_n12288_k2048_t32", "fp8_gemv_n9216_k2048_t32", "fp8_gemv_n12288_k2048"} <= set(out), sorted(out)
     if form in ("gdn_early", "res_pre_gdn_early"):  # gdn_decode's PDL build triggering its dependents at its start
         g = paths.generator("gdn", "gen_gdn_decode")
@@ -1005,6 +1014,7 @@ def main():
     real_attn_long = dops.ATTN_LONG
     real_long_resident = dict(dops.ATTN_LONG_RESIDENT)
     real_grp_rows, real_grp32_rows, real_dense32_rows = dops.MOE_DOWN_GRP_ROWS, dops.EXPERTS_GROUP32_ROWS, dops.DENSE32_ROWS
+    real_grp_pdl_rows = dops.MOE_DOWN_GRP_PDL_ROWS
     real_res32_rows = dops.RES32_ROWS
     real_rf_rows = dops.MOE_ROUTER_FUSED_ROWS
     real_regs_rows = dops.ROUTER_REGS_ROWS
@@ -1076,6 +1086,8 @@ def main():
                 dops.moe_decode = cand_moe
             dops.MOE_ROUTER_FUSED = real_router_fused and form != "router_unfused"
             dops.MOE_DOWN_GRP_ROWS = 1 << 30 if form == "moedown_grp_off" else 8 if form == "moedown_grp_from8" else real_grp_rows
+            dops.MOE_DOWN_GRP_PDL_ROWS = (1 << 30 if form == "moedown_grp_off" else 9 if form == "moedown_grp_from9"
+                                          else 8 if form == "moedown_grp_from8" else real_grp_pdl_rows)
             dops.EXPERTS_GROUP32_ROWS = (1 << 30 if form == "experts_group32_off" else 8 if form == "experts_group32_from9"
                                          else real_grp32_rows)
             dops.DENSE32_ROWS = 1 << 30 if form == "dense32_off" else real_dense32_rows
@@ -1170,6 +1182,7 @@ def main():
             dops.MOE_SHARED_GROUP, dops.MOE_SHARED_GROUP_ROWS = real_shared_grp, real_shared_grp_rows
             dops.MOE_ROUTER_FUSED = real_router_fused
             dops.MOE_DOWN_GRP_ROWS = real_grp_rows
+            dops.MOE_DOWN_GRP_PDL_ROWS = real_grp_pdl_rows
             dops.EXPERTS_GROUP32_ROWS = real_grp32_rows
             dops.DENSE32_ROWS = real_dense32_rows
             dops.RES32_ROWS = real_res32_rows

@@ -14,7 +14,15 @@ Prediction (written before the run): M = 32 t32 builds 0.5-1.0 us faster (5 of t
 16-token builds at M = 9..16: 12288 x 2048 0.2-0.5 us, 9216 / 8192 0.1-0.3, 4096 x 2048 0.05-0.15 (one overlap), 2048 x
 4096 nothing (one strip a CTA); M <= 8 (option True) within 0.05 (16 threads' sums at M = 1).
 
-  PYTHONPATH=src python3 experiments/proj/sum_late_variant.py --out "$OUT"
+Measured at 43fbf7c (sum_late_m16_variant_43fbf7c.json, sum_late_all_variant_43fbf7c.json; bitwise everywhere), us
+plain / PDL chain, promoted -> candidate: 12288 x 2048 _t32 M = 32 14.37 / 13.03 -> 13.77 / 12.49 (as predicted), but
+M = 17 and 24 0.5-0.7 slower, 9216 x 2048 _t32 0.6-1.3 slower at every M; the 16-token builds' M > 8 copy much slower
+(12288 x 2048 M = 16 9.08 / 7.76 -> 10.71 / 9.42, 4096 x 2048 4.92 -> 5.37, 2048 x 4096 5.75 -> 6.12); True (the M <= 8
+copy too) 0.4 us slower at M = 1 and 8. The miss, read in the SASS: ptxas spread the 16 (load, add) pairs of one
+register among the HMMA, so each add waits ~30 cycles for its load in the middle of the warp's in-order mma stream:
+~16 stalls a strip. ``--regs=R`` (sum_late_regs): R loads in flight, each into its own register, then their adds.
+
+  PYTHONPATH=src python3 experiments/proj/sum_late_variant.py [--regs=R ...] --out "$OUT"
 """
 
 from __future__ import annotations
@@ -35,6 +43,12 @@ def main():
                "fp8_gemv_n2048_k4096")
     shapes = [(sh, lambda c: [d for d in c.cases() if d["M"] in (17, 24, 32)]) for sh in DENSE32]
     shapes += [(sh, lambda c: [d for d in c.cases() if d["M"] in (1, 8, 9, 16)]) for sh in SHAPES if sh.name in names16]
+    regs = [int(a[len("--regs="):]) for a in sys.argv[1:] if a.startswith("--regs=")]
+    if regs:  # the loads of a sum in flight at once (sum_late_regs), the M > 8 copy and the 32-token body
+        for r in regs:
+            variant_ab.run(f"sum_late_m16_r{r}", {"sum_late": "m16", "sum_late_regs": r}, shapes,
+                           variant_ab.out_path(f"sum_late_m16_r{r}_variant.json", HERE))
+        return
     variant_ab.run("sum_late_m16", {"sum_late": "m16"}, shapes, variant_ab.out_path("sum_late_m16_variant.json", HERE))
     both = [(sh, lambda c: [d for d in c.cases() if d["M"] in (1, 8)]) for sh in SHAPES
             if sh.name in ("fp8_gemv_n12288_k2048", "fp8_gemv_n4096_k2048")]

@@ -1122,10 +1122,18 @@ def sum_prev(e: Emit, sh: Shape, swizzle: bool) -> None:
         e("  shr.u32 %sl4, %sl0, 4;")
         red_index(e, "%sl0", swizzle)
         e("  mad.lo.u32 %sl0, %sl0, 4, %sl2;")
-        e("  @%pql ld.shared.f32 %sf0, [%sl0];")
-        for w_ in range(1, W):
-            e(f"  @%pql ld.shared.f32 %sf1, [%sl0+{w_ * rb}];")
-            e("  add.f32 %sf0, %sf0, %sf1;")
+        nb = _SL["regs"]
+        if nb <= 1:  # each load into one register, its add right after (ptxas spreads the pairs among the mma)
+            e("  @%pql ld.shared.f32 %sf0, [%sl0];")
+            for w_ in range(1, W):
+                e(f"  @%pql ld.shared.f32 %sf1, [%sl0+{w_ * rb}];")
+                e("  add.f32 %sf0, %sf0, %sf1;")
+        else:  # nb loads in flight into their own registers, then their adds in warp order
+            for b0 in range(0, W, nb):
+                for w_ in range(b0, min(W, b0 + nb)):
+                    e(f"  @%pql ld.shared.f32 %sv{w_ - b0}, [%sl0+{w_ * rb}];")
+                for w_ in range(b0, min(W, b0 + nb)):
+                    e(f"  add.f32 %sf0, %sf0, %sv{w_ - b0};" if w_ else "  mov.f32 %sf0, %sv0;")
         e("  cvt.rn.bf16.f32 %sq, %sf0;")
         e(f"  mad.lo.u32 %sl3, %sl4, {N}, %sl3;")
         e("  mad.lo.u32 %sl3, %sprev, 16, %sl3;")
@@ -1379,7 +1387,7 @@ V3 = dict(x_rows=False, skip_nt1=False, packed_amax=False, pre_strips=None, earl
 _L2 = {"hint": True}  # the weight copies' L2 policy in the build being generated (generate's l2_hint)
 _LAND = {"q": 1}  # mbarriers (pieces) per chunk in the build being generated (generate's land_split)
 _HE = {"on": False}  # h loaded at each strip's start, not after its sums (generate's h_early)
-_SL = {"on": False}  # each strip's sums beside the next strip's mma (generate's sum_late)
+_SL = {"on": False, "regs": 1}  # each strip's sums beside the next strip's mma (generate's sum_late, sum_late_regs)
 _TOPE = {"on": False}  # moedown: the expert weights loaded with x, not per chunk after its conversion (top_early)
 _XT = {"on": False}  # x staged by fragment lane, stores and loads skipped past M (x_tpose; Fp8Gemv.x_tpose per build)
 _RNW = {"early": False}  # router: the norm weight loaded with h, not per block after the sums (norm_w_early)
@@ -1414,7 +1422,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
              stage_x_m16: bool | str = False, red_swizzle: bool | None = None, land_split: int | None = None,
              acc_split: bool = False, p2_early: bool = False, h_early: bool | None = None,
              top_early: bool | None = None, norm_w_early: bool | str | None = None, x_tpose: bool | None = None,
-             maxnreg: int | None = None, sum_late: bool | str = False) -> str:
+             maxnreg: int | None = None, sum_late: bool | str = False, sum_late_regs: int = 1) -> str:
     """The PTX. The defaults are the promoted build (v3g); ``generate(sh, **V3)`` is v3 as promoted
     at cb9faad (bitwise the same outputs). ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x, on v3): x comes into
     shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
@@ -1518,7 +1526,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     warp-order sum and BF16 store run at the next strip's start, predicated and without a branch, in the basic block
     of that strip's conversions and mma, so they overlap them instead of sitting between the strip's barrier and the
     next strip's work; the last strip's after the loop. True: every body copy; "m16": the M > 8 copy and the 32-token
-    body only. The same sums in the same order."""
+    body only. The same sums in the same order. ``sum_late_regs``: how many of a sum's loads are in flight at once,
+    each into its own register, before their adds (1: one load, one add, as measured first at 43fbf7c)."""
     maxnreg = sh.maxnreg if maxnreg is None else maxnreg
     red_swizzle = sh.red_swizzle if red_swizzle is None else red_swizzle
     h_early = sh.h_early if h_early is None else h_early
@@ -1539,6 +1548,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     assert not sum_late or (sh.fuse in ("", "norm") and sh.ksplit == 1 and sh.passes == 1 and not sh.group
                             and not sh.router and not h_early and not p2_early), f"sum_late: plain and norm builds ({sh.name})"
     _SL["on"] = sum_late
+    _SL["regs"] = sum_late_regs
     if land_split is None:  # the candidates measured on one-copy chunks keep them
         land_split = 1 if stage_x or stage_x_m16 or xpair or tgroups or l2_prefetch == "lines" else sh.pieces
     assert land_split in (1, 2, 4), land_split
@@ -1652,7 +1662,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     e("  .reg .b16 %q<8>;")
     if sum_late:
         e("  .reg .b32 %sprev, %sl<5>;  // sum_late: the previous strip, its sum's addresses")
-        e("  .reg .f32 %sf<2>;")
+        e(f"  .reg .f32 %sf<2>, %sv<{max(1, sum_late_regs)}>;")
         e("  .reg .b16 %sq;")
         e("  .reg .b64 %slp;")
         e("  .reg .pred %psl, %pql;  // a previous strip; this thread has one of its outputs")

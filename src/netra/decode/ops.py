@@ -440,6 +440,16 @@ def moe_down_unfused(x: Tensor, w2: Tensor, s2: Tensor, ids: Tensor, top: Tensor
 # moedown_grp_off, experiments/decode/step_ab_moedown_grp_off_b{8,32}_128d508.json) batch 32 1.29 / 1.30 ms less plain
 # / PDL (12.18 / 11.96 -> 10.89 / 10.66), batch 8 within -13..+22 us: so from 9
 MOE_DOWN_GRP_ROWS = 9
+# Under set_pdl from 8: since moe_act triggers its dependents first (17dbbb6) the batch-8 PDL step is 42 us shorter
+# with the pair (step_ab.py moedown_grp_from8 at 43fbf7c, experiments/decode/step_ab_current_moedown_grp_from8_current_
+# again_b8_43fbf7c.json: 3.330 against 3.372 ms, bitwise) and 25 us longer plainly (3.642 against 3.616), so the plain
+# engine keeps 9. At b06b0c2, before the trigger moved, 8 rows were 48-55 us slower with PDL.
+MOE_DOWN_GRP_PDL_ROWS = 8
+
+
+def moe_down_grp_rows() -> int:
+    """The rows from which moe_down takes the grouped pair: MOE_DOWN_GRP_PDL_ROWS under set_pdl, else MOE_DOWN_GRP_ROWS."""
+    return MOE_DOWN_GRP_PDL_ROWS if _dispatch._PDL else MOE_DOWN_GRP_ROWS
 
 
 @decode_op("moe_down", mutates_args=("h", "out"))
@@ -451,9 +461,9 @@ def moe_down(x: Tensor, w2: Tensor, s2: Tensor, ids: Tensor, top: Tensor, xs: Te
     expert's in xs [B, 2Is]; w2 [E, H, I] the experts' down (packed or plain), shared_w2
     [H, Is]. Kernel fp8_gemv_n2048_k4608_moedown (packed weights, E = 256, k = 8, 8 tokens per
     launch: silu * up in its x prologue, one GEMV over the 9 experts' K with the weights folded
-    into the x scales, the residual add as its epilogue); from MOE_DOWN_GRP_ROWS tokens (up to 32) moe_act_i512 then
+    into the x scales, the residual add as its epilogue); from moe_down_grp_rows() tokens (up to 32) moe_act_i512 then
     fp8_gemv_n2048_k4608_moedown_grp, the same bits with each distinct expert read once; otherwise moe_down_unfused."""
-    if x.shape[0] >= MOE_DOWN_GRP_ROWS and proj.moe_down_grouped(x, w2, s2, ids, top, xs, shared_w2, shared_s2, glogit,
+    if x.shape[0] >= moe_down_grp_rows() and proj.moe_down_grouped(x, w2, s2, ids, top, xs, shared_w2, shared_s2, glogit,
                                                                   h, out):
         return
     # 8 tokens per launch; a chunk the guard refuses takes the unfused path alone (h gains each row once)
