@@ -17,8 +17,10 @@ of the first chunk, the spacing of the chunks, and the tail after the last chunk
 is turned into ns with each SM's own rate over the whole replay.
 
 ``--m89``: only 4096 x 2048 and 2048 x 4096, at M = 1, 8, 9, 16 (where does the M = 9 jump go).
+``--t32``: the 32-token dense builds (netra.contracts.proj.DENSE32: one body of 4 n-tiles, labels _M32) at M = 1, 16
+and 32, beside the 16-token 12288 x 2048 at M = 1 and 16 (where do the 32-token builds' microseconds go).
 
-  python3 experiments/proj/trace_v3.py [--build v3|v3c|v3d|v3e|v3f|v3g] [--m89] --out "$OUT"     (on the H200, PYTHONPATH=src)
+  python3 experiments/proj/trace_v3.py [--build v3|v3c|v3d|v3e|v3f|v3g] [--m89 | --t32] --out "$OUT"     (on the H200, PYTHONPATH=src)
 """
 
 import ctypes
@@ -34,7 +36,7 @@ import torch
 from cuda.bindings import driver as cu
 
 from netra import paths
-from netra.contracts.proj import SHAPES
+from netra.contracts.proj import DENSE32, SHAPES
 from netra.lifecycle import bench, check, testbeds
 from netra.runtime import launch as rt_launch
 from netra.runtime import loader
@@ -62,7 +64,8 @@ def trace_text(sh, build: str = "promoted") -> str:
     if build == "promoted":
         assert src == paths.ptx_path("sm_90a", "proj", sh.name).read_text(), f"{sh.name}: generator and committed PTX differ"
     split = BUILDS[build].get("split_m8", inspect.signature(gen.generate).parameters["split_m8"].default)
-    once, body = 1, 2 if split else 1  # split_m8 (the promoted default since v3g): the strip loop twice (labels _M8)
+    once, body = 1, 2 if split and sh.tokens != 32 else 1  # split_m8 (the promoted default since v3g): the strip loop
+    # twice (labels _M8); the 32-token builds have one body (labels _M32)
     # (anchor lines, lines inserted before, lines inserted after, expected matches); the anchors stay
     edits = [
         ("  .reg .b64 %px, %pw, %ps, %po, %pa, %pb, %pt64, %pol;", "",
@@ -85,7 +88,7 @@ def trace_text(sh, build: str = "promoted") -> str:
     lines = src.splitlines()
 
     def key(x: str) -> str:  # matched line by line: indentation, comments and the _M8 label suffix ignored
-        return x.split("//")[0].strip().replace("_M8", "")
+        return x.split("//")[0].strip().replace("_M8", "").replace("_M32", "")
 
     for anchor, before, after, count in edits:
         a = [key(x) for x in anchor.splitlines()]
@@ -168,7 +171,7 @@ def analyse(tr, sh) -> dict:
 
 
 def run_case(name: str, fn, M: int) -> dict:
-    sh = next(s for s in SHAPES if s.name == name)
+    sh = next(s for s in SHAPES + DENSE32 if s.name == name)
     tb = testbeds.get(name)
     go = rt_launch.make_guard_and_launch(tb.contract, function_handle=loader.load(name, 0).handle, device=0)
     dims = {"M": M}
@@ -213,10 +216,11 @@ def main():
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else os.path.dirname(__file__)
     build = sys.argv[sys.argv.index("--build") + 1] if "--build" in sys.argv else "promoted"
     fns, keep = {}, []
-    m89 = "--m89" in sys.argv
-    names = ("fp8_gemv_n4096_k2048", "fp8_gemv_n2048_k4096") if m89 else NAMES
+    m89, t32 = "--m89" in sys.argv, "--t32" in sys.argv
+    names = (("fp8_gemv_n4096_k2048", "fp8_gemv_n2048_k4096") if m89 else
+             tuple(s.name for s in DENSE32) + ("fp8_gemv_n12288_k2048",) if t32 else NAMES)
     for name in names:
-        sh = next(s for s in SHAPES if s.name == name)
+        sh = next(s for s in SHAPES + DENSE32 if s.name == name)
         module, fn = loader.load_text(name, trace_text(sh, build), dynamic_smem=sh.smem)
         keep.append(module)
         fns[name] = fn
@@ -224,10 +228,10 @@ def main():
            "slots": __doc__.split("Launched")[0].split("CTA):")[1].strip(), "shapes": {}}
     for name in names:
         res["shapes"][name] = {}
-        for M in (1, 8, 9, 16) if m89 else (1, 16):
+        for M in (1, 8, 9, 16) if m89 else (1, 16, 32) if t32 and name.endswith("_t32") else (1, 16):
             res["shapes"][name][f"M{M}"] = run_case(name, fns[name], M)
             torch.cuda.empty_cache()
-        out = ("trace_v3" if build == "promoted" else f"trace_{build}") + ("_m89" if m89 else "") + ".json"
+        out = ("trace_v3" if build == "promoted" else f"trace_{build}") + ("_m89" if m89 else "_t32" if t32 else "") + ".json"
         json.dump(res, open(os.path.join(out_dir, out), "w"),
                   indent=1)
     del keep
