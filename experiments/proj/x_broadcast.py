@@ -22,7 +22,10 @@ Timed by the bench's graph method (CUDA events, median of 7 replays), x either o
 launch (hot in L2, as in the decode step) or rotated over enough copies to pass 4x the L2 (cold, as
 the lifecycle bench's inputs), plainly; the empty kernel with the same grid in the same run.
 
-  PYTHONPATH=src python3 experiments/proj/x_broadcast.py --out "$OUT"
+``--t32``: the same for the 32-token dense builds' x (4 n-tiles, K = 2048, grid 132, M = 1, 16, 32; patterns rows and
+prologue): trace_v3_t32_8217d9d.json has their x prologue ending 3.1 / 4.1 / 4.8 us into the CTA at M = 1 / 16 / 32.
+
+  PYTHONPATH=src python3 experiments/proj/x_broadcast.py [--bulk | --t32] --out "$OUT"
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ SMEM = 136 << 10  # one CTA per SM, as the projection kernels' 98-131 KB; room f
 CONST = 0x9E3779B9
 
 
-def text(K: int, pattern: str) -> str:
+def text(K: int, pattern: str, nts: int = 2) -> str:
     from netra import paths
 
     g = paths.generator("proj", "gen_fp8_gemv")
@@ -47,7 +50,7 @@ def text(K: int, pattern: str) -> str:
     g.header(e)
     e()
     e(".extern .shared .align 128 .b8 dsm[];")
-    e(f".visible .entry x_broadcast_{pattern}_k{K}(")
+    e(f".visible .entry x_broadcast_{pattern}_k{K}{'_t32' if nts == 4 else ''}(")
     e("  .param .u64 x,")
     e("  .param .u64 sink,")
     e("  .param .u32 M")
@@ -56,7 +59,7 @@ def text(K: int, pattern: str) -> str:
     e("{")
     e("  .reg .pred %p, %pv;")
     e("  .reg .b32 %th, %warp, %lane, %g, %tig, %m, %t0, %t1, %t2, %tok, %kb, %acc;")
-    for nt in range(2):
+    for nt in range(nts):
         for h in range(NC):
             e(f"  .reg .b32 %xr{nt}_{h}_<16>, %inv{nt}_{h};")
     e("  .reg .b64 %px, %pa, %pt64, %ps;")
@@ -69,7 +72,7 @@ def text(K: int, pattern: str) -> str:
     e("  shr.u32 %g, %lane, 2;")
     e("  and.b32 %tig, %lane, 3;")
     for h in range(NC):
-        for nt in range(2):
+        for nt in range(nts):
             (g.x_direct_load if pattern == "direct" else g.x_rows_load)(e, h, nt, W, K)
     if pattern == "prologue":  # the promoted kernels' x prologue itself: rows -> fragments, amax, f16
         e("  .reg .b32 %xst, %t3, %inv<1>;")
@@ -78,7 +81,7 @@ def text(K: int, pattern: str) -> str:
         e("  mov.u32 %xst, dsm;")
         e("  mad.lo.u32 %xst, %warp, 2048, %xst;")
         for h in range(NC):
-            for nt in range(2):
+            for nt in range(nts):
                 g.x_rows_to_fragments(e, h, nt)
                 g.x_convert(e, h, nt, True)
                 e(f"  xor.b32 %inv0, %inv0, %inv{nt}_{h};")
@@ -88,7 +91,7 @@ def text(K: int, pattern: str) -> str:
     e("  mad.lo.u32 %t0, %th, 16, %t0;")
     i = 0
     for h in range(NC):
-        for nt in range(2):
+        for nt in range(nts):
             for j in range(4):
                 regs = ", ".join(f"%xr{nt}_{h}_{4 * j + c}" for c in range(4))
                 e(f"  st.shared.v4.u32 [%t0+{8192 * i}], {{{regs}}};")
@@ -235,6 +238,31 @@ def main():
     empty = rt_launch.raw_launcher(loader.load("empty_kernel", 0))
     sink = torch.zeros(4, dtype=torch.int32, device="cuda")
     res, keep = {}, []
+    if "--t32" in sys.argv:  # the 32-token builds' x: 4 n-tiles of 8 tokens, K = 2048, grid 132, M up to 32
+        K, grid = 2048, 132
+        xs = torch.randn(1024, 32, K, device="cuda").to(torch.bfloat16)  # 1024 x 128 KB: past 4x the L2
+        for pattern in ("rows", "prologue"):
+            mod, fn = loader.load_text(f"x_broadcast_{pattern}_k{K}_t32", text(K, pattern, 4), dynamic_smem=SMEM)
+            keep.append(mod)
+            go = launcher(fn)
+            for M in (1, 16, 32):
+                copies = min(1024, bench.copies_for(M * K * 2))
+                row = {}
+                row["x_same_us"], _ = bench.graph_time(lambda i: go(grid, xs[0].data_ptr(), sink.data_ptr(), M), copies)
+                row["x_rotated_us"], _ = bench.graph_time(lambda i: go(grid, xs[i].data_ptr(), sink.data_ptr(), M), copies)
+                row["empty_kernel_us"], _ = bench.graph_time(lambda i: empty((grid, 1, 1), (512, 1, 1)), copies)
+                row["copies"] = copies
+                row["x_bytes_from_l2"] = grid * M * K * 2
+                res[f"{pattern} K={K} grid={grid} M={M} t32"] = row
+                print(pattern, K, grid, M, "t32", {k2: round(v, 2) for k2, v in row.items()}, flush=True)
+        json.dump({"method": bench.METHOD.format(R=bench.REPLAYS) + "; plain launches; x rotated over min(1024, "
+                   "copies_for) copies or the same buffer; one CTA per SM (136 KB dynamic shared memory)",
+                   "kernel": "x_broadcast_{rows,prologue}_k2048_t32: every CTA loads all of x [M, 2048] BF16 for 4 "
+                             "n-tiles with the promoted row loads (rows), and turns them into the f16 fragments "
+                             "(prologue), nothing else", "cases": res},
+                  open(os.path.join(out_dir, "x_broadcast_t32.json"), "w"), indent=1)
+        del keep
+        return
     for K in (2048, 4096):
         xs = torch.randn(2048, 16, K, device="cuda").to(torch.bfloat16)  # 2048 x 64-128 KB: past 4x the L2 at M = 16
         for pattern in PATTERNS:
