@@ -347,6 +347,31 @@ def x_direct_load(e: Emit, h: int, nt: int, W: int, K: int) -> None:
         e(f"  @%pv {_XLD[0]}.v4.u32 {{{regs}}}, [%pa+{64 * j}];")
 
 
+def x_prepped_layout(sh: Shape) -> tuple[int, int]:
+    """x_prepped: (bytes of the fragments, bytes in all). Fragments: word r of lane l, k block kb, n-tile nt at
+    4 (((nt KB + kb) 32 + l) 16 + r); then the inverse scales: f32 of token 8 nt + g, k block kb at
+    frag_bytes + 4 ((nt KB + kb) 8 + g)."""
+    frag = sh.NT * sh.KB * 32 * 64
+    return frag, frag + sh.NT * sh.KB * 8 * 4
+
+
+def x_prepped_load(e: Emit, sh: Shape, h: int, nt: int) -> None:
+    """x_prepped: this lane's 16 fragment words of k block h W + warp, n-tile nt, and its token's inverse scale."""
+    X = f"%xr{nt}_{h}_"
+    e(f"  // x_prepped: n-tile {nt}, k block {h} * {sh.W} + warp: 64 bytes of fragments, the inverse scale")
+    e(f"  add.u32 %kb, %warp, {h * sh.W + nt * sh.KB};")
+    e("  mad.lo.u32 %t0, %kb, 32, %lane;")
+    e("  mul.wide.u32 %pt64, %t0, 64;")
+    e("  add.u64 %pa, %px, %pt64;")
+    for j in range(4):
+        regs = ", ".join(f"{X}{4 * j + c}" for c in range(4))
+        e(f"  ld.global.v4.u32 {{{regs}}}, [%pa+{16 * j}];")
+    e("  mad.lo.u32 %t0, %kb, 8, %g;")
+    e("  mul.wide.u32 %pt64, %t0, 4;")
+    e("  add.u64 %pa, %px, %pt64;")
+    e(f"  ld.global.u32 %inv{nt}_{h}, [%pa+{x_prepped_layout(sh)[0]}];")
+
+
 def x_rows_load_gu(e: Emit, sh: Shape, h: int) -> None:
     """moedown: as x_rows_load (n-tile 0), but x is silu(gate) * up of each expert's gate | up
     rows: k block kb = h W + warp is block kb % 4 of expert j = kb / 4, whose gate | up row of
@@ -1387,6 +1412,7 @@ V3 = dict(x_rows=False, skip_nt1=False, packed_amax=False, pre_strips=None, earl
 _L2 = {"hint": True}  # the weight copies' L2 policy in the build being generated (generate's l2_hint)
 _LAND = {"q": 1}  # mbarriers (pieces) per chunk in the build being generated (generate's land_split)
 _HE = {"on": False}  # h loaded at each strip's start, not after its sums (generate's h_early)
+_XP = {"on": False}  # x as converted fragments (generate's x_prepped, a diagnostic build)
 _SL = {"on": False, "regs": 1}  # each strip's sums beside the next strip's mma (generate's sum_late, sum_late_regs)
 _TOPE = {"on": False}  # moedown: the expert weights loaded with x, not per chunk after its conversion (top_early)
 _XT = {"on": False}  # x staged by fragment lane, stores and loads skipped past M (x_tpose; Fp8Gemv.x_tpose per build)
@@ -1422,7 +1448,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
              stage_x_m16: bool | str = False, red_swizzle: bool | None = None, land_split: int | None = None,
              acc_split: bool = False, p2_early: bool = False, h_early: bool | None = None,
              top_early: bool | None = None, norm_w_early: bool | str | None = None, x_tpose: bool | None = None,
-             maxnreg: int | None = None, sum_late: bool | str = False, sum_late_regs: int = 1) -> str:
+             maxnreg: int | None = None, sum_late: bool | str = False, sum_late_regs: int = 1,
+             x_prepped: bool = False) -> str:
     """The PTX. The defaults are the promoted build (v3g); ``generate(sh, **V3)`` is v3 as promoted
     at cb9faad (bitwise the same outputs). ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x, on v3): x comes into
     shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
@@ -1527,7 +1554,12 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     of that strip's conversions and mma, so they overlap them instead of sitting between the strip's barrier and the
     next strip's work; the last strip's after the loop. True: every body copy; "m16": the M > 8 copy and the 32-token
     body only. The same sums in the same order. ``sum_late_regs``: how many of a sum's loads are in flight at once,
-    each into its own register, before their adds (1: one load, one add, as measured first at 43fbf7c)."""
+    each into its own register, before their adds (1: one load, one add, as measured first at 43fbf7c).
+    ``x_prepped`` (a diagnostic build, experiments/proj/x_prepped_variant.py; the 32-token dense builds): the x
+    parameter points at x already converted, as the prologue would leave it (x_prepped_layout: per n-tile, k block and
+    lane the 16 f16x2 fragment registers, then per n-tile, k block and token the inverse scale), so the prologue is
+    four 16-byte loads and one 4-byte load per n-tile: what a launch would cost if the kernel before it wrote x in
+    that form. Not a contract's kernel (its x is not the contract's x)."""
     maxnreg = sh.maxnreg if maxnreg is None else maxnreg
     red_swizzle = sh.red_swizzle if red_swizzle is None else red_swizzle
     h_early = sh.h_early if h_early is None else h_early
@@ -1548,6 +1580,9 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     assert not sum_late or (sh.fuse in ("", "norm") and sh.ksplit == 1 and sh.passes == 1 and not sh.group
                             and not sh.router and not h_early and not p2_early), f"sum_late: plain and norm builds ({sh.name})"
     _SL["on"] = sum_late
+    assert not x_prepped or (sh.tokens == 32 and not sh.group and sh.fuse == "" and x_rows and not x_direct
+                             and not stage_x_m16), f"x_prepped: the 32-token dense builds ({sh.name})"
+    _XP["on"] = x_prepped
     _SL["regs"] = sum_late_regs
     if land_split is None:  # the candidates measured on one-copy chunks keep them
         land_split = 1 if stage_x or stage_x_m16 or xpair or tgroups or l2_prefetch == "lines" else sh.pieces
@@ -3562,6 +3597,8 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
                 x_rows_load_gu(e, sh, h)
             elif x_direct is True:
                 x_direct_load(e, h, nt, W, K)
+            elif _XP["on"]:
+                x_prepped_load(e, sh, h, nt)
             elif x_rows:
                 x_rows_load(e, h, nt, W, K, smem=sh.xs_off if sh.router_poll else None)
             else:
@@ -3612,7 +3649,7 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
     if sh.fuse == "moedown":  # after the chunks are requested: the products wait on the gate | up loads
         for h in range(NC):
             silu_mul(e, h)
-    if x_rows and x_direct is not True:
+    if x_rows and x_direct is not True and not _XP["on"]:
         e("  mad.lo.u32 %xst, %warp, 2048, %sbase;  // the warp's 2 KB of the reduction buffers")
         e(f"  add.u32 %xst, %xst, {sh.red_off};")
     if skip_nt1:
@@ -3638,6 +3675,8 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
         for h in range(NC):
             for nt in tiles:
                 x_convert(e, h, nt, packed_amax, scale_bf16x2)
+    elif _XP["on"]:
+        e("  // x_prepped: the fragments and inverse scales came converted")
     else:
         if x_rows and x_direct is not True:
             for h in range(NC):
@@ -3649,7 +3688,7 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
                 x_convert(e, h, nt, packed_amax, scale_bf16x2)
                 if sh.fuse == "moedown":
                     moedown_mult(e, sh, h, nt)
-    if x_rows and x_direct is not True:
+    if x_rows and x_direct is not True and not _XP["on"]:
         e("  bar.sync 0;  // every warp is done with its x region before any strip's partials land there")
     if sh.ksplit > 1:
         e("  barrier.cluster.wait.acquire.aligned;  // the peer's slot mbarriers are initialized")
