@@ -92,7 +92,7 @@ def main():
     for sh in DENSE32:
         c = contracts.get(sh.name)
         tb = testbeds.get(sh.name)
-        module, fn = loader.load_text(sh.name + "_xp", g.generate(sh, x_prepped=True), dynamic_smem=c.dynamic_smem)
+        module, fn = loader.load_text(sh.name, g.generate(sh, x_prepped=True), dynamic_smem=c.dynamic_smem)
         keep.append(module)
         h = loader.load(sh.name, 0).handle
         gos = [rt_launch.make_guard_and_launch(c, function_handle=h, device=0, **k)
