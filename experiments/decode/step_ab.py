@@ -471,6 +471,10 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   3.642 / 3.330 against 3.616 / 3.372 (both currents): 42 us less with PDL, 25 more plainly. Promoted for the PDL
   engine only (netra.decode.ops.MOE_DOWN_GRP_PDL_ROWS = 8; MOE_DOWN_GRP_ROWS stays 9 for the plain engine).
 - moedown_grp_from9 (after 43fbf7c): the PDL engine's threshold back at 9 rows (the build before).
+- moedown_grp_pdl_from2 .. _from7 (after 2d12f3c; run with --batch=B for B from 4 to 7): the PDL engine's threshold at
+  N rows (the plain engine's unchanged), so batches N..7 take moe_act and the grouped moe_down too. From 2 to 4 tokens the
+  MoE block is the router-fused launch, then moe_down (from 2 tokens its 6-stage per-token build). Prediction: batch 6
+  and 7 10-40 us less a PDL step (fewer distinct experts than pairs: at 6 tokens ~44 of 48), batch 4 level or slower.
 - act_trigger_first, since promoted act_trigger_prev (after 0fdd70f; run with --batch=32 or 16): moe_act_i512 triggering its dependents before its
   griddepcontrol.wait (gen_moe_down_grp.act(trigger_first=True)), so that under PDL the grouped moe_down launches
   during the gate | up launch's tail and requests its first strips there. The batch-32 timeline at ce72796 charges
@@ -545,7 +549,8 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "router_fused_rows8", "experts_group32_from9", "lm_head_off", "norm16", "ba16", "res16", "p2_early", "norm_prev", "attn_prev", "moedown_ids", "moedown_ids_raw", "qknorm_prev", "cluster", "cluster_c4", "cluster_c8", "cluster_prev", "cluster_push", "long_off", "long_splits_prev", "h_early", "h_early_prev", "top_early", "norm_w_early", "norm_w_early_carveout", "norm_w_pre", "norm_w_prev", "x_tpose", "moedown_stagger1", "moedown_stagger2", "moedown_stagger3", "moedown_stagger4", "moedown_stagger8",
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
-         "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "moedown_grp_from9", "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "current_again",
+         "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "moedown_grp_from9",
+         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -1087,7 +1092,9 @@ def main():
             dops.MOE_ROUTER_FUSED = real_router_fused and form != "router_unfused"
             dops.MOE_DOWN_GRP_ROWS = 1 << 30 if form == "moedown_grp_off" else 8 if form == "moedown_grp_from8" else real_grp_rows
             dops.MOE_DOWN_GRP_PDL_ROWS = (1 << 30 if form == "moedown_grp_off" else 9 if form == "moedown_grp_from9"
-                                          else 8 if form == "moedown_grp_from8" else real_grp_pdl_rows)
+                                          else 8 if form == "moedown_grp_from8"
+                                          else int(form[len("moedown_grp_pdl_from"):]) if form.startswith("moedown_grp_pdl_from")
+                                          else real_grp_pdl_rows)
             dops.EXPERTS_GROUP32_ROWS = (1 << 30 if form == "experts_group32_off" else 8 if form == "experts_group32_from9"
                                          else real_grp32_rows)
             dops.DENSE32_ROWS = 1 << 30 if form == "dense32_off" else real_dense32_rows
