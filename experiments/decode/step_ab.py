@@ -475,6 +475,11 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   N rows (the plain engine's unchanged), so batches N..7 take moe_act and the grouped moe_down too. From 2 to 4 tokens the
   MoE block is the router-fused launch, then moe_down (from 2 tokens its 6-stage per-token build). Prediction: batch 6
   and 7 10-40 us less a PDL step (fewer distinct experts than pairs: at 6 tokens ~44 of 48), batch 4 level or slower.
+  Measured at 4a61c05 (step_ab_current_moedown_grp_pdl_from*_b{2,3,4,5,6,7}_4a61c05.json), ms with PDL, bitwise, the
+  candidate against both currents: batch 2 1.843 against 1.872-1.873, 3 2.131 against 2.155-2.158, 4 2.393 (from 4 and
+  from 2) against 2.437, 5 2.606 against 2.604-2.614, 6 2.869 (from 6 and 5) against 2.862-2.864, 7 3.159 against
+  3.164-3.166; plainly within -10..+10 us everywhere. So 25-44 us less at 2-4 tokens, level at 5-7: the wrong half of the
+  prediction. Promoted as MOE_DOWN_GRP_PDL_ROWS = 2 (with the 42 us at 8 rows).
 - act_trigger_first, since promoted act_trigger_prev (after 0fdd70f; run with --batch=32 or 16): moe_act_i512 triggering its dependents before its
   griddepcontrol.wait (gen_moe_down_grp.act(trigger_first=True)), so that under PDL the grouped moe_down launches
   during the gate | up launch's tail and requests its first strips there. The batch-32 timeline at ce72796 charges

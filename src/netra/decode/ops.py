@@ -440,11 +440,13 @@ def moe_down_unfused(x: Tensor, w2: Tensor, s2: Tensor, ids: Tensor, top: Tensor
 # moedown_grp_off, experiments/decode/step_ab_moedown_grp_off_b{8,32}_128d508.json) batch 32 1.29 / 1.30 ms less plain
 # / PDL (12.18 / 11.96 -> 10.89 / 10.66), batch 8 within -13..+22 us: so from 9
 MOE_DOWN_GRP_ROWS = 9
-# Under set_pdl from 8: since moe_act triggers its dependents first (17dbbb6) the batch-8 PDL step is 42 us shorter
-# with the pair (step_ab.py moedown_grp_from8 at 43fbf7c, experiments/decode/step_ab_current_moedown_grp_from8_current_
-# again_b8_43fbf7c.json: 3.330 against 3.372 ms, bitwise) and 25 us longer plainly (3.642 against 3.616), so the plain
-# engine keeps 9. At b06b0c2, before the trigger moved, 8 rows were 48-55 us slower with PDL.
-MOE_DOWN_GRP_PDL_ROWS = 8
+# Under set_pdl from 2: since moe_act triggers its dependents first (17dbbb6) the pair shortens the PDL step at 8
+# rows by 42 us (step_ab.py moedown_grp_from8 at 43fbf7c, experiments/decode/step_ab_current_moedown_grp_from8_current_
+# again_b8_43fbf7c.json: 3.330 against 3.372 ms, bitwise; 25 us longer plainly, so the plain engine keeps 9), and at
+# 2 / 3 / 4 rows by 29 / 25 / 44 us, at 5 / 6 / 7 within -8..+5 us (step_ab.py moedown_grp_pdl_fromN at 4a61c05,
+# experiments/decode/step_ab_current_moedown_grp_pdl_from*_4a61c05.json, bitwise; plainly level). At b06b0c2, before
+# the trigger moved, 8 rows were 48-55 us slower with PDL. One token is the one-launch MoE block's.
+MOE_DOWN_GRP_PDL_ROWS = 2
 
 
 def moe_down_grp_rows() -> int:
