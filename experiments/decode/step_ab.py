@@ -349,8 +349,8 @@ current, each swap, current again, so drift shows as a difference between the tw
   Again at d7ab861, after moe_act's trigger moved and moe_down went grouped from 2 rows under PDL
   (step_ab_current_router_fused_rows8_current_again_b{5,6,8}_d7ab861.json), ms plain / PDL against both currents:
   batch 5 2.860 / 2.682 against 2.823-2.824 / 2.611-2.612, batch 6 3.171 / 3.005 against 3.086-3.092 / 2.879-2.882,
-  batch 8 3.814 / 3.600 against 3.637-3.644 / 3.361. 71-239 us slower with PDL: MOE_ROUTER_FUSED_ROWS = 4 stands. (The
-  6 and 8 rows run the router-fused launch's outputs through another shared gate | up build, so not bitwise there.)
+  batch 8 3.814 / 3.600 against 3.637-3.644 / 3.361, bitwise at all three (the logits, plain and PDL). 71-239 us slower
+  with PDL: MOE_ROUTER_FUSED_ROWS = 4 stands.
 - experts_group32_from9 (after a75351d; run with --batch=16): the routed gate | up's 32-token grouped build from 9
   tokens instead of above 16. Its variant run at 3413de0 (experiments/proj/experts_group32_variant_3413de0.json): M =
   16 matched the 16-token build plainly and was 6 us faster as a PDL chain (52.9 against 58.9 us; the n-tile skip).
