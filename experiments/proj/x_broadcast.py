@@ -227,6 +227,21 @@ def launcher(fn):
     return go
 
 
+def time_row(go, empty, xs, sink, grid: int, M: int, K: int, most: int) -> dict:
+    """One case: the kernel with x the same buffer every launch and rotated over min(most, copies_for) copies, and the
+    empty kernel of the same grid, by the bench's graph method."""
+    from netra.lifecycle import bench
+
+    copies = min(most, bench.copies_for(M * K * 2))
+    row = {}
+    row["x_same_us"], _ = bench.graph_time(lambda i: go(grid, xs[0].data_ptr(), sink.data_ptr(), M), copies)
+    row["x_rotated_us"], _ = bench.graph_time(lambda i: go(grid, xs[i].data_ptr(), sink.data_ptr(), M), copies)
+    row["empty_kernel_us"], _ = bench.graph_time(lambda i: empty((grid, 1, 1), (512, 1, 1)), copies)
+    row["copies"] = copies
+    row["x_bytes_from_l2"] = grid * M * K * 2
+    return row
+
+
 def main():
     from netra.lifecycle import bench
     from netra.runtime import launch as rt_launch
@@ -246,13 +261,7 @@ def main():
             keep.append(mod)
             go = launcher(fn)
             for M in (1, 16, 32):
-                copies = min(1024, bench.copies_for(M * K * 2))
-                row = {}
-                row["x_same_us"], _ = bench.graph_time(lambda i: go(grid, xs[0].data_ptr(), sink.data_ptr(), M), copies)
-                row["x_rotated_us"], _ = bench.graph_time(lambda i: go(grid, xs[i].data_ptr(), sink.data_ptr(), M), copies)
-                row["empty_kernel_us"], _ = bench.graph_time(lambda i: empty((grid, 1, 1), (512, 1, 1)), copies)
-                row["copies"] = copies
-                row["x_bytes_from_l2"] = grid * M * K * 2
+                row = time_row(go, empty, xs, sink, grid, M, K, 1024)
                 res[f"{pattern} K={K} grid={grid} M={M} t32"] = row
                 print(pattern, K, grid, M, "t32", {k2: round(v, 2) for k2, v in row.items()}, flush=True)
         json.dump({"method": bench.METHOD.format(R=bench.REPLAYS) + "; plain launches; x rotated over min(1024, "
@@ -272,13 +281,7 @@ def main():
             go = launcher(fn)
             for grid in (128, 132):
                 for M in (1, 4, 8, 9, 16):
-                    copies = min(2048, bench.copies_for(M * K * 2))
-                    row = {}
-                    row["x_same_us"], _ = bench.graph_time(lambda i: go(grid, xs[0].data_ptr(), sink.data_ptr(), M), copies)
-                    row["x_rotated_us"], _ = bench.graph_time(lambda i: go(grid, xs[i].data_ptr(), sink.data_ptr(), M), copies)
-                    row["empty_kernel_us"], _ = bench.graph_time(lambda i: empty((grid, 1, 1), (512, 1, 1)), copies)
-                    row["copies"] = copies
-                    row["x_bytes_from_l2"] = grid * M * K * 2
+                    row = time_row(go, empty, xs, sink, grid, M, K, 2048)
                     res[f"{pattern} K={K} grid={grid} M={M}"] = row
                     print(pattern, K, grid, M, {k2: round(v, 2) for k2, v in row.items()}, flush=True)
         xs = None
