@@ -1274,3 +1274,55 @@ def test_lm_head_ptx_is_current_and_framework_path_is_the_reference():
     assert sum(ops.OPS["lm_head_argmax"].misses.values()) == before + 1  # the guard refused the shape
     dops.lm_head_argmax(h, w, logits, tokens)  # without a workspace: the framework path, no guard call
     assert sum(ops.OPS["lm_head_argmax"].misses.values()) == before + 1
+
+
+@pytest.mark.parametrize("sh", DENSE32 + tuple(s for s in SHAPES if s.name == "fp8_gemv_n12288_k2048"), ids=lambda s: s.name)
+def test_sum_late_candidate(sh):
+    """generate(sum_late=..., sum_late_regs=...) (experiments/proj/sum_late_variant.py; measured and rejected): off by
+    default; the strip loop's sums move out of the loop's tail (no SUM_DONE label in the copies it changes) to the
+    next strip's start and once after the loop, predicated (%pql), with the same 16 loads and 15 adds per output; it
+    assembles without spills in both forms; a residual build is refused."""
+    g = _generator()
+    off = g.generate(sh)
+    assert off == g.generate(sh, sum_late=False)
+    for regs in (1, 16):
+        on = g.generate(sh, sum_late="m16", sum_late_regs=regs)
+        assert on != off and "%pql" in on
+        _assembles_without_spills(sh.name, on)
+        body = on.split("BODY_M16:", 1)[1] if sh.tokens == 16 else on.split("griddepcontrol.wait;", 1)[1]
+        assert "SUM_DONE" not in body
+        assert body.count("@%pql ld.shared.f32") == 2 * sh.W and body.count("@%pql st.global.b16") == 2
+        assert len(re.findall(r"add\.f32 %sf0, %sf0, %s[fv]\d+;", body)) == 2 * (sh.W - 1)
+    with pytest.raises(AssertionError, match="sum_late"):
+        g.generate(next(s for s in FUSED if s.fuse == "res"), sum_late=True)
+
+
+@pytest.mark.parametrize("sh", DENSE32, ids=lambda s: s.name)
+def test_x_prepped_diagnostic(sh):
+    """generate(x_prepped=True) (experiments/proj/x_prepped_variant.py, a diagnostic): its prologue loads x's
+    fragments (4 16-byte loads per n-tile) and inverse scales from the x parameter and converts nothing; it assembles
+    without spills. The experiment's torch `prep` lays them out as x_prepped_layout says: each word's two f16, times
+    its token's inverse scale, are x (zeros past M)."""
+    g = _generator()
+    ptx = g.generate(sh, x_prepped=True)
+    _assembles_without_spills(sh.name, ptx)
+    pro = ptx.split("griddepcontrol.wait;", 1)[1].split("STRIP_M32:", 1)[0]
+    assert "cvt.rn.f16x2.f32" not in pro and "st.shared" not in pro
+    assert pro.count("ld.global.v4.u32") == 4 * sh.NT and pro.count("ld.global.u32 %inv") == sh.NT
+    with pytest.raises(AssertionError, match="x_prepped"):
+        g.generate(next(s for s in SHAPES if s.name == "fp8_gemv_n12288_k2048"), x_prepped=True)
+    xv = paths.load_module(paths.ROOT / "experiments" / "proj" / "x_prepped_variant.py", "x_prepped_variant")
+    M = 20
+    x = (torch.randn(M, sh.K, generator=torch.Generator().manual_seed(1)) * 3).to(torch.bfloat16)
+    x[3, 128:256] = 0
+    buf = xv.prep(x, sh)
+    frag_bytes, total = g.x_prepped_layout(sh)
+    assert buf.numel() == total
+    frag = buf[:frag_bytes].view(torch.float16).view(sh.NT, sh.KB, 32, 16, 2).float()
+    inv = buf[frag_bytes:].view(torch.float32).view(sh.NT, sh.KB, 8)
+    got = frag * inv[:, :, torch.arange(32) // 4, None, None]  # lane l = 4 g + tig: token 8 nt + g
+    # word r = 2 i + hh of lane (g, tig), half e: token 8 nt + g, k = 128 kb + 16 i + 8 hh + 2 tig + e
+    want = torch.zeros(sh.NT * 8, sh.K)
+    want[:M] = x.float()
+    want = want.view(sh.NT, 8, sh.KB, 8, 2, 4, 2).permute(0, 2, 1, 5, 3, 4, 6).reshape(sh.NT, sh.KB, 32, 16, 2)
+    assert torch.allclose(got, want, rtol=2 ** -10, atol=0)
