@@ -15,7 +15,13 @@ wait: t32_s{4,5}_variant_8217d9d.json).
 Timed by the bench's method (CUDA-graph replay of C launches over C copies of x / prepped x, weights and outputs past
 4x the L2, CUDA events, median of 7 replays), plainly and as a PDL chain, the promoted kernel in the same run.
 
-  PYTHONPATH=src python3 experiments/proj/x_prepped_variant.py --out "$OUT"
+``--grouped``: the same for the routed gate | up grouped by distinct expert for up to 32 tokens
+(fp8_gemv_n1024_k2048_moe_grp_t32; the runner's batch-32 build is its shared variant, whose gate CTA reads x itself),
+launched through its contract's guard with x a view of the prepped buffer (the guard sees a [M, 2048] BF16 tensor; the
+kernel reads the whole buffer behind it). Its prologue is the dense builds' (4 n-tiles of every token's x), ahead of
+~80 strips a CTA at M = 32. Prediction: 0.5-1 us less a launch at M = 32, 40 launches a batch-32 step.
+
+  PYTHONPATH=src python3 experiments/proj/x_prepped_variant.py [--grouped] --out "$OUT"
 """
 
 from __future__ import annotations
@@ -76,6 +82,65 @@ class Launcher:
             check_cu(cu.cuLaunchKernel(self.fn, *geo), "cuLaunchKernel")
 
 
+def grouped(out_dir: str) -> None:
+    from netra import contracts, paths
+    from netra.contracts.proj import EXPERTS_GROUP32 as sh
+    from netra.lifecycle import bench, check, testbeds
+    from netra.runtime import launch as rt_launch
+    from netra.runtime import loader
+
+    g = paths.generator("proj", "gen_fp8_gemv")
+    c, tb = contracts.get(sh.name), testbeds.get(sh.name)
+    module, fn = loader.load_text(sh.name, g.generate(sh, x_prepped=True), dynamic_smem=c.dynamic_smem)
+    h = loader.load(sh.name, 0).handle
+    kinds = ({}, {"launch": rt_launch.pdl_launcher()})
+    prom = [rt_launch.make_guard_and_launch(c, function_handle=h, device=0, **k) for k in kinds]
+    cand = [rt_launch.make_guard_and_launch(c, function_handle=int(fn), device=0, **k) for k in kinds]
+    res = {"method": bench.METHOD.format(R=bench.REPLAYS) + "; plain and PDL-chain graphs of the promoted kernel and of "
+                     "the x_prepped build, both through the contract's guard, on the same copies", "kernels": {sh.name: {}}}
+    bits = lambda t: t.contiguous().view(torch.uint16)  # noqa: E731
+
+    def as_x(buf, M):  # the guard's x: [M, 2048] BF16 over the prepped buffer's first bytes
+        return buf[: M * sh.K * 2].view(torch.bfloat16).view(M, sh.K)
+
+    for M in (17, 32):
+        dims = {"M": M, "E": 256}
+        row, same = {}, True
+        for seed in (0, 1):
+            b = check.Bench(tb, dims, seed)
+            b.reset()
+            assert prom[0](*tb.args(b.bufs)) is None
+            torch.cuda.synchronize()
+            want = {k: v.clone() for k, v in b.results().items()}
+            xp = prep(b.bufs["x"], sh)
+            for pdl in (0, 1):
+                b.reset()
+                assert cand[pdl](*tb.args({**b.bufs, "x": as_x(xp, M)})) is None
+                torch.cuda.synchronize()
+                got = b.results()
+                same = same and all(torch.equal(bits(got[k]), bits(want[k])) for k in want)
+        row["bitwise_equal_to_promoted"] = bool(same)
+        base = check.Bench(tb, dims, 5)
+        base.reset()
+        nread, nwrite = c.nbytes(dims)
+        copies = bench.copies_for(nread + nwrite)
+        ins = [bench.replicate({k: v for k, v in base.inputs.items() if not k.startswith("_")}) for _ in range(copies)]
+        xps = [prep(i["x"], sh) for i in ins]
+        outs = [tb.alloc_outputs(dims, "cuda") for _ in range(copies)]
+        args = [tb.args({**i, **o}) for i, o in zip(ins, outs)]
+        cargs = [tb.args({**i, **o, "x": as_x(xp, M)}) for i, o, xp in zip(ins, outs, xps)]
+        row["copies"] = copies
+        for pdl, tag in ((0, "us"), (1, "pdl_chain_us")):
+            row.setdefault("promoted", {})[tag], _ = bench.graph_time(lambda k: prom[pdl](*args[k]), copies)
+            row.setdefault("x_prepped", {})[tag], _ = bench.graph_time(lambda k: cand[pdl](*cargs[k]), copies)
+        res["kernels"][sh.name][f"M={M}"] = row
+        print(sh.name, M, row, flush=True)
+        ins = xps = outs = args = cargs = None  # noqa: F841
+        torch.cuda.empty_cache()
+        json.dump(res, open(os.path.join(out_dir, "x_prepped_grouped_variant.json"), "w"), indent=1)
+    del module
+
+
 def main():
     from netra import contracts, paths
     from netra.contracts.proj import DENSE32
@@ -84,6 +149,9 @@ def main():
     from netra.runtime import loader
 
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
+    if "--grouped" in sys.argv:
+        grouped(out_dir)
+        return
     g = paths.generator("proj", "gen_fp8_gemv")
     res = {"method": bench.METHOD.format(R=bench.REPLAYS) + "; plain and PDL-chain graphs of the promoted kernel and of "
                      "the x_prepped build on the same copies", "kernels": {}}

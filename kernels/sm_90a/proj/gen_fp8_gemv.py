@@ -1555,7 +1555,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     next strip's work; the last strip's after the loop. True: every body copy; "m16": the M > 8 copy and the 32-token
     body only. The same sums in the same order. ``sum_late_regs``: how many of a sum's loads are in flight at once,
     each into its own register, before their adds (1: one load, one add, as measured first at 43fbf7c).
-    ``x_prepped`` (a diagnostic build, experiments/proj/x_prepped_variant.py; the 32-token dense builds): the x
+    ``x_prepped`` (a diagnostic build, experiments/proj/x_prepped_variant.py; the 32-token dense builds and the routed
+    grouped one, whose shared variant's gate CTA reads x itself): the x
     parameter points at x already converted, as the prologue would leave it (x_prepped_layout: per n-tile, k block and
     lane the 16 f16x2 fragment registers, then per n-tile, k block and token the inverse scale), so the prologue is
     four 16-byte loads and one 4-byte load per n-tile: what a launch would cost if the kernel before it wrote x in
@@ -1580,8 +1581,9 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     assert not sum_late or (sh.fuse in ("", "norm") and sh.ksplit == 1 and sh.passes == 1 and not sh.group
                             and not sh.router and not h_early and not p2_early), f"sum_late: plain and norm builds ({sh.name})"
     _SL["on"] = sum_late
-    assert not x_prepped or (sh.tokens == 32 and not sh.group and sh.fuse == "" and x_rows and not x_direct
-                             and not stage_x_m16), f"x_prepped: the 32-token dense builds ({sh.name})"
+    assert not x_prepped or (sh.tokens == 32 and (sh.fuse == "" or (sh.group and not sh.shared and not sh.router))
+                             and x_rows and not x_direct and not stage_x_m16), \
+        f"x_prepped: the 32-token dense and routed grouped builds ({sh.name})"
     _XP["on"] = x_prepped
     _SL["regs"] = sum_late_regs
     if land_split is None:  # the candidates measured on one-copy chunks keep them
