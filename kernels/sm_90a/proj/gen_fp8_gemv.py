@@ -1581,11 +1581,11 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     assert not sum_late or (sh.fuse in ("", "norm") and sh.ksplit == 1 and sh.passes == 1 and not sh.group
                             and not sh.router and not h_early and not p2_early), f"sum_late: plain and norm builds ({sh.name})"
     _SL["on"] = sum_late
+    _SL["regs"] = sum_late_regs
     assert not x_prepped or (sh.tokens == 32 and (sh.fuse == "" or (sh.group and not sh.shared and not sh.router))
                              and x_rows and not x_direct and not stage_x_m16), \
         f"x_prepped: the 32-token dense and routed grouped builds ({sh.name})"
     _XP["on"] = x_prepped
-    _SL["regs"] = sum_late_regs
     if land_split is None:  # the candidates measured on one-copy chunks keep them
         land_split = 1 if stage_x or stage_x_m16 or xpair or tgroups or l2_prefetch == "lines" else sh.pieces
     assert land_split in (1, 2, 4), land_split
