@@ -13,10 +13,7 @@ launch would save that. Prediction: 1-2 us less at M = 17 and 32, plainly and as
 wait: t32_s{4,5}_variant_8217d9d.json).
 
 Timed by the bench's method (CUDA-graph replay of C launches over C copies of x / prepped x, weights and outputs past
-4x the L2, CUDA events, median of 7 replays), plainly and as a PDL chain, the promoted kernel in the same run. Both go
-through the contract's guard, the candidate with x a [M, K] BF16 view of the prepped buffer's first bytes (the kernel
-reads the whole buffer behind it); the dense record at 2d12f3c launched the candidate by cuLaunchKernel directly, the
-same launch in the graph.
+4x the L2, CUDA events, median of 7 replays), plainly and as a PDL chain, the promoted kernel in the same run.
 
 ``--grouped``: the same for the routed gate | up grouped by distinct expert for up to 32 tokens
 (fp8_gemv_n1024_k2048_moe_grp_t32; the runner's batch-32 build is its shared variant, whose gate CTA reads x itself),
@@ -29,6 +26,7 @@ kernel reads the whole buffer behind it). Its prologue is the dense builds' (4 n
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import sys
@@ -57,10 +55,36 @@ def prep(x: torch.Tensor, sh) -> torch.Tensor:
     return torch.cat([f.view(torch.uint8).flatten(), inv.view(torch.uint8).flatten()])
 
 
-def run(sh, res: dict, out_path: str) -> None:
-    """The x_prepped build of ``sh`` beside the promoted one, both through the contract's guard; the candidate's x is a
-    [M, K] BF16 view of the prepped buffer's first bytes (the guard checks that; the kernel reads the whole buffer)."""
+class Launcher:
+    """cuLaunchKernel / the PDL launcher of the candidate: (x -> the prepped buffer, w, scale, out, M)."""
+
+    def __init__(self, fn, contract, pdl: bool):
+        from netra.runtime import launch as rt_launch
+
+        self.fn, self.c = fn, contract
+        self.vals = [ctypes.c_uint64(), ctypes.c_uint64(), ctypes.c_uint64(), ctypes.c_uint64(), ctypes.c_uint32()]
+        self.ptrs = (ctypes.c_void_p * 5)(*[ctypes.addressof(v) for v in self.vals])
+        self.pdl = rt_launch.pdl_launcher() if pdl else None
+
+    def __call__(self, xp, w, scale, out, M):
+        from cuda.bindings import driver as cu
+
+        from netra.runtime.driver import check as check_cu
+
+        for v, a in zip(self.vals, (xp.data_ptr(), w.data_ptr(), scale.data_ptr(), out.data_ptr(), M)):
+            v.value = a
+        c = self.c
+        geo = (*c.grid_for({"M": M}), c.threads, 1, 1, c.dynamic_smem, torch.cuda.current_stream().cuda_stream,
+               ctypes.addressof(self.ptrs), 0)
+        if self.pdl is not None:
+            assert self.pdl(self.fn, *geo) == 0
+        else:
+            check_cu(cu.cuLaunchKernel(self.fn, *geo), "cuLaunchKernel")
+
+
+def grouped(out_dir: str) -> None:
     from netra import contracts, paths
+    from netra.contracts.proj import EXPERTS_GROUP32 as sh
     from netra.lifecycle import bench, check, testbeds
     from netra.runtime import launch as rt_launch
     from netra.runtime import loader
@@ -72,28 +96,29 @@ def run(sh, res: dict, out_path: str) -> None:
     kinds = ({}, {"launch": rt_launch.pdl_launcher()})
     prom = [rt_launch.make_guard_and_launch(c, function_handle=h, device=0, **k) for k in kinds]
     cand = [rt_launch.make_guard_and_launch(c, function_handle=int(fn), device=0, **k) for k in kinds]
-    res["kernels"][sh.name] = {}
+    res = {"method": bench.METHOD.format(R=bench.REPLAYS) + "; plain and PDL-chain graphs of the promoted kernel and of "
+                     "the x_prepped build, both through the contract's guard, on the same copies", "kernels": {sh.name: {}}}
     bits = lambda t: t.contiguous().view(torch.uint16)  # noqa: E731
 
-    def as_x(buf, M):
+    def as_x(buf, M):  # the guard's x: [M, 2048] BF16 over the prepped buffer's first bytes
         return buf[: M * sh.K * 2].view(torch.bfloat16).view(M, sh.K)
 
     for M in (17, 32):
-        dims = {"M": M, **({"E": 256} if "E" in c.dims else {})}
+        dims = {"M": M, "E": 256}
         row, same = {}, True
         for seed in (0, 1):
             b = check.Bench(tb, dims, seed)
             b.reset()
             assert prom[0](*tb.args(b.bufs)) is None
             torch.cuda.synchronize()
-            want = b.results()
+            want = {k: v.clone() for k, v in b.results().items()}
             xp = prep(b.bufs["x"], sh)
             for pdl in (0, 1):
                 b.reset()
                 assert cand[pdl](*tb.args({**b.bufs, "x": as_x(xp, M)})) is None
                 torch.cuda.synchronize()
                 got = b.results()
-                same = same and all(torch.equal(bits(got[k]), bits(want[k])) and not got[k].isnan().any() for k in want)
+                same = same and all(torch.equal(bits(got[k]), bits(want[k])) for k in want)
         row["bitwise_equal_to_promoted"] = bool(same)
         base = check.Bench(tb, dims, 5)
         base.reset()
@@ -112,21 +137,71 @@ def run(sh, res: dict, out_path: str) -> None:
         print(sh.name, M, row, flush=True)
         ins = xps = outs = args = cargs = None  # noqa: F841
         torch.cuda.empty_cache()
-        json.dump(res, open(out_path, "w"), indent=1)
+        json.dump(res, open(os.path.join(out_dir, "x_prepped_grouped_variant.json"), "w"), indent=1)
     del module
 
 
 def main():
-    from netra.contracts.proj import DENSE32, EXPERTS_GROUP32
-    from netra.lifecycle import bench
+    from netra import contracts, paths
+    from netra.contracts.proj import DENSE32
+    from netra.lifecycle import bench, check, testbeds
+    from netra.runtime import launch as rt_launch
+    from netra.runtime import loader
 
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
-    grouped = "--grouped" in sys.argv
-    out = os.path.join(out_dir, "x_prepped_grouped_variant.json" if grouped else "x_prepped_variant.json")
+    if "--grouped" in sys.argv:
+        grouped(out_dir)
+        return
+    g = paths.generator("proj", "gen_fp8_gemv")
     res = {"method": bench.METHOD.format(R=bench.REPLAYS) + "; plain and PDL-chain graphs of the promoted kernel and of "
-                     "the x_prepped build, both through the contract's guard, on the same copies", "kernels": {}}
-    for sh in (EXPERTS_GROUP32,) if grouped else DENSE32:
-        run(sh, res, out)
+                     "the x_prepped build on the same copies", "kernels": {}}
+    keep = []
+    bits = lambda t: t.contiguous().view(torch.uint16)  # noqa: E731
+    for sh in DENSE32:
+        c = contracts.get(sh.name)
+        tb = testbeds.get(sh.name)
+        module, fn = loader.load_text(sh.name, g.generate(sh, x_prepped=True), dynamic_smem=c.dynamic_smem)
+        keep.append(module)
+        h = loader.load(sh.name, 0).handle
+        gos = [rt_launch.make_guard_and_launch(c, function_handle=h, device=0, **k)
+               for k in ({}, {"launch": rt_launch.pdl_launcher()})]
+        cand = [Launcher(fn, c, pdl) for pdl in (False, True)]
+        rows = {}
+        for M in (17, 32):
+            row = {}
+            same = True
+            for seed in (0, 1):
+                b = check.Bench(tb, {"M": M}, seed)
+                b.reset()
+                assert gos[0](*tb.args(b.bufs)) is None
+                torch.cuda.synchronize()
+                want = b.results()["out"].clone()
+                xp = prep(b.bufs["x"], sh)
+                for pdl in (0, 1):
+                    o = torch.full_like(want, float("nan"))
+                    cand[pdl](xp, b.bufs["w"], b.bufs["scale"], o, M)
+                    torch.cuda.synchronize()
+                    same = same and torch.equal(bits(o), bits(want)) and not o.isnan().any()
+            row["bitwise_equal_to_promoted"] = bool(same)
+            base = check.Bench(tb, {"M": M}, 5)
+            base.reset()
+            copies = bench.copies_for(sh.N * sh.K)
+            ins = [bench.replicate({k: base.bufs[k] for k in ("x", "w", "scale")}) for _ in range(copies)]
+            xps = [prep(i["x"], sh) for i in ins]
+            outs = [torch.empty(M, sh.N, dtype=torch.bfloat16, device="cuda") for _ in range(copies)]
+            row["copies"] = copies
+            for pdl, tag in ((0, "us"), (1, "pdl_chain_us")):
+                row.setdefault("promoted", {})[tag], _ = bench.graph_time(
+                    lambda k: gos[pdl](ins[k]["x"], ins[k]["w"], ins[k]["scale"], outs[k]), copies)
+                row.setdefault("x_prepped", {})[tag], _ = bench.graph_time(
+                    lambda k: cand[pdl](xps[k], ins[k]["w"], ins[k]["scale"], outs[k], M), copies)
+            rows[f"M={M}"] = row
+            print(sh.name, M, row, flush=True)
+            ins = xps = outs = None  # noqa: F841
+            torch.cuda.empty_cache()
+        res["kernels"][sh.name] = rows
+        json.dump(res, open(os.path.join(out_dir, "x_prepped_variant.json"), "w"), indent=1)
+    del keep
 
 
 if __name__ == "__main__":
