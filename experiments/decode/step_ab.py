@@ -537,6 +537,11 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   8.580 / 8.182 against 8.567-8.571 / 8.191-8.193 (level), batch 16 5.633 / 5.260 against 5.577-5.583 / 5.214-5.215 (45
   us slower), as the kernels had it (sum_late_variant.py). sum_late_r16: the same with a sum's 16 loads in flight at once
   (sum_late_regs=16).
+- grp_ahead1, grp_ahead1_he, grp_ahead2_he, grp_he (after d27c4ee; run with --batch=8, 32 and 2): the grouped moe_down
+  (fp8_gemv_n2048_k4608_moedown_grp, taken from 2 rows under PDL and 9 plainly) with each warp's next strip asked of
+  L2 while it works (gen_moe_down_grp.down(l2_ahead=1)), with that and h loaded after the wait (h_early=True), and
+  with h_early alone; grp_ahead2_he asks for the next two (experiments/proj/moedown_grp_ahead_variant.py). Prediction: batch 32 PDL 120-200 us less a step
+  (3-5 us a launch, 40 launches), batch 8 40-120, batch 2 within 10; bitwise.
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
@@ -560,7 +565,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
          "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "moedown_grp_from9",
-         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "current_again",
+         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -658,6 +663,12 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
     if form == "router_regs":  # the norm router with its rows in registers before the wait (router_regs_variant.py)
         g = paths.generator("proj", "gen_moe_router")
         out[g.NORM_NAME] = (g.generate(norm=True, pdl=True, reg_rows=True, name=g.NORM_NAME), 0)
+    if form in ("grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he"):  # the grouped moe_down's candidates
+        from netra.contracts.proj import MOE_DOWN_GRP_CONTRACT as cg
+
+        g = paths.generator("proj", "gen_moe_down_grp")
+        ahead = 0 if form == "grp_he" else int(form[len("grp_ahead")])
+        out[cg.name] = (g.down(l2_ahead=ahead, h_early=form.endswith("_he")), cg.dynamic_smem)
     if form == "act_trigger_prev":  # moe_act triggering its dependents after its wait, as before 2bd29f9's successor
         g = paths.generator("proj", "gen_moe_down_grp")
         out[g.MOE_ACT_NAME] = (g.act(trigger_first=False), 0)

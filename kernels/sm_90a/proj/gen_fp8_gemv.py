@@ -1269,9 +1269,12 @@ def store_out(e: Emit, res: bool, base: str = "%po", strong: bool = False) -> No
       else "  st.global.b16 [%pb], %q0;")
 
 
-def residual_add(e: Emit) -> None:
-    """%q0 = bf16(h + %q0) with h the BF16 at [%pb] (fp32 add: the model's two BF16 ops); the caller stores it back."""
-    if _HE["on"]:
+def residual_add(e: Emit, h: str | None = None) -> None:
+    """%q0 = bf16(h + %q0) with h the BF16 at [%pb] (fp32 add: the model's two BF16 ops); the caller stores it back.
+    ``h``: the register that already holds h (gen_moe_down_grp.down's h_early)."""
+    if h is not None:
+        e(f"  mov.b16 %q1, {h};  // h, loaded after the wait")
+    elif _HE["on"]:
         e("  mov.b16 %q1, %qh;  // h, loaded at the strip's start")
     else:
         e("  ld.global.b16 %q1, [%pb];  // h: read and written by this thread only")

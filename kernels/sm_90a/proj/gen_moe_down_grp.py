@@ -181,7 +181,29 @@ def issue(e: Emit, g: MoeDownGrp) -> None:
     e(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%ta+{g.scl_off}], [%pa], {4 * KB}, [%bf];")
 
 
-def down(g: MoeDownGrp = MOE_DOWN_GRP) -> str:
+def prefetch_task(e: Emit, g: MoeDownGrp, k: int, label: str) -> None:
+    """(Lane 0.) An L2 prefetch of the strip of task %u + k W (a routed expert's: k >= 1), if that task exists:
+    DRAM -> L2 only, so the warp's later copy of it into its stage hits L2 (down's l2_ahead)."""
+    e(f"  add.u32 %un, %u, {k * g.W};")
+    e("  setp.ge.u32 %pp, %un, %off;")
+    e(f"  @%pp bra {label};")
+    e("  shl.b32 %t0, %un, 2;")
+    e("  add.u32 %t0, %t0, %sbase;")
+    e(f"  ld.shared.u32 %t1, [%t0+{g.list_off - 4}];  // the expert id")
+    e(f"  mad.lo.u32 %t2, %t1, {g.S}, %s;")
+    e(f"  mul.wide.u32 %pt64, %t2, {g.SB};")
+    e("  add.u64 %pa, %pw, %pt64;")
+    e(f"  cp.async.bulk.prefetch.L2.global [%pa], {g.SB};")
+    e(f"{label}:")
+
+
+def down(g: MoeDownGrp = MOE_DOWN_GRP, l2_ahead: int = 0, h_early: bool = False) -> str:
+    """The grouped down kernel's PTX. The defaults are the promoted build. Candidates (experiments/proj/
+    moedown_grp_ahead_variant.py; the same arithmetic, so the same bits): ``l2_ahead`` = D > 0: each warp's lane 0
+    also asks L2 for the strips of its next D tasks (the first D with its first copy before the wait, then task
+    u + D W with each copy of task u), so a warp, which holds one stage, finds its next strip in L2 instead of
+    waiting a DRAM round trip after each task; ``h_early``: thread o < 16 M loads the h it adds to right after
+    griddepcontrol.wait instead of after the sums (the residual builds' h_early), its round trip off the tail."""
     N, KB, W, MX = g.N, g.KB, g.W, g.M_MAX
     assert KB == 4 and W == 16 and g.threads >= 16 * MX and MX == 32 and g.threads >= TOP_K * MX
     assert g.threads * 16 == NUM_EXPERTS * MX, "one 16-byte store per thread zeroes the token masks"
@@ -198,6 +220,12 @@ def down(g: MoeDownGrp = MOE_DOWN_GRP) -> str:
     e("{")
     e("  .reg .pred %p, %pq, %pe, %pv, %psh, %pka, %pkb;")
     e("  .reg .b32 %th, %warp, %lane, %g, %tig, %m, %s, %ne, %sbase, %t0, %t1, %t2, %t3, %ej, %bf, %ta;")
+    if l2_ahead:
+        e("  .reg .pred %pp;")
+        e("  .reg .b32 %un;")
+    if h_early:
+        e("  .reg .pred %phe;")
+        e("  .reg .b16 %qh;")
     e("  .reg .b32 %u, %nt, %phase, %total, %col, %pi, %pa_, %pb_, %off;")
     e("  .reg .b32 %b<64>, %wa<16>, %a<4>;")
     e("  .reg .b16 %q<4>;")
@@ -285,9 +313,22 @@ def down(g: MoeDownGrp = MOE_DOWN_GRP) -> str:
     e("  @%p bra ISSUED0;")
     e("  // lane 0: this warp's first strip, before the wait (weights never change while kernels run)")
     issue(e, g)
+    for k in range(1, l2_ahead + 1):
+        prefetch_task(e, g, k, f"PF0_{k}")
     e("ISSUED0:")
     e("  griddepcontrol.wait;  // xa, xm (moe_act's) and h from here")
     e("  griddepcontrol.launch_dependents;")
+    if h_early:
+        e("  // h_early: thread o < 16 M loads its h (token o / 16, row o % 16) now, added after the sums")
+        e("  shl.b32 %t1, %m, 4;")
+        e("  setp.lt.u32 %phe, %th, %t1;")
+        e("  shr.u32 %t2, %th, 4;")
+        e("  and.b32 %t3, %th, 15;")
+        e(f"  mad.lo.u32 %t0, %t2, {N}, %t3;")
+        e("  mad.lo.u32 %t0, %s, 16, %t0;")
+        e("  mul.wide.u32 %pt64, %t0, 2;")
+        e("  add.u64 %pb, %ph, %pt64;")
+        e("  @%phe ld.global.b16 %qh, [%pb];")
     e("  mov.u32 %phase, 0;")
     e("TASK:")
     e("  setp.ge.u32 %p, %u, %off;")
@@ -417,6 +458,8 @@ def down(g: MoeDownGrp = MOE_DOWN_GRP) -> str:
     e("  @%p bra TASK;")
     e("  fence.proxy.async.shared::cta;  // the generic reads of the stage before the async-proxy writes")
     issue(e, g)
+    if l2_ahead:
+        prefetch_task(e, g, l2_ahead, "PFL")
     e("  bra.uni TASK;")
     e("TASKS_DONE:")
     e("  bar.sync 0;  // every partial and xs")
@@ -442,7 +485,7 @@ def down(g: MoeDownGrp = MOE_DOWN_GRP) -> str:
     e("  add.u64 %pb, %pout, %pt64;")
     e("  st.global.b16 [%pb], %q0;")
     e("  add.u64 %pb, %ph, %pt64;")
-    residual_add(e)
+    residual_add(e, h="%qh" if h_early else None)
     e("  st.global.b16 [%pb], %q0;")
     e("END:")
     e("  ret;")
