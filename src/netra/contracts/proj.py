@@ -274,8 +274,12 @@ class Fp8Gemv:
         return (self.bar_off + 8 * self.NS * self.pieces + 15) // 16 * 16
 
     @property
+    def xch_slot(self) -> int:  # one slot: [rank][16 tokens rows] fp32
+        return 2 * 16 * self.tokens * 4
+
+    @property
     def xbar_off(self) -> int:
-        return self.xch_off + 2048 * self.slots
+        return self.xch_off + self.xch_slot * self.slots
 
     # router: then the CTA's ROUTER_ROWS router rows (BF16, bulk-copied before the wait) and their mbarrier
     @property
