@@ -89,7 +89,8 @@ def f64_check(gos: tuple, tb, ms, tolerance: float, firsts: dict, name: str) -> 
             for launch in gos:
                 b = check.Bench(tb, {"M": m}, seed)
                 b.reset()
-                assert launch(*tb.args(b.bufs)) is None
+                r = launch(*tb.args(b.bufs))
+                assert r is None, r
                 torch.cuda.synchronize()
                 ref = tb.reference_for(b.original_inputs(), b.bufs)
                 worst = max(worst, max(metrics.output_error(b.bufs[n], ref[n]) for n in tb.output_names()))
