@@ -542,6 +542,10 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   L2 while it works (gen_moe_down_grp.down(l2_ahead=1)), with that and h loaded after the wait (h_early=True), and
   with h_early alone; grp_ahead2_he asks for the next two (experiments/proj/moedown_grp_ahead_variant.py). Prediction: batch 32 PDL 120-200 us less a step
   (3-5 us a launch, 40 launches), batch 8 40-120, batch 2 within 10; bitwise.
+- ks2_t32 (after bed4354; run with --batch=32, 24 and 17): the 17-32-row dense builds (GDN in_proj, attention q | k | v,
+  the two-pass out_proj / o_proj) on their k-split 32-token builds (Fp8Gemv(..., ksplit=2, tokens=32),
+  experiments/proj/ks2_t32_variant.py). Not bitwise (the halves of k are one more fp32 add): the logits are compared
+  as the other k-split forms'. Prediction from the kernels: batch 32 PDL 100-200 us less a step.
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
@@ -565,7 +569,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
          "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "moedown_grp_from9",
-         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "current_again",
+         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -643,7 +647,16 @@ def swapped_shape(form: str, sh):
         return dataclasses.replace(sh, ksplit=2)
     if form == "pdl_s2" and sh.N * sh.K >= 8 << 20 and sh.fuse in ("", "norm", "res"):
         return dataclasses.replace(sh, stages=2, ksplit=2 if sh.K == 4096 else 1)
+    if form == "ks2_t32" and (sh.tokens == 32 or sh.passes == 2):
+        return dataclasses.replace(sh, ksplit=2, tokens=32, passes=1)
     return None
+
+
+def swap_shapes(form: str) -> tuple:
+    """The promoted Fp8Gemv shapes that swapped_shape may replace for ``form``."""
+    from netra.contracts.proj import DENSE32, FUSED, FUSED32, SHAPES
+
+    return SHAPES + FUSED + (DENSE32 + FUSED32 if form == "ks2_t32" else ())
 
 
 def previous_builds(form: str) -> dict[str, tuple[str, int]]:
@@ -730,10 +743,10 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
         g = paths.generator("proj", "gen_fp8_gemv")
         s6 = dataclasses.replace(MOE_DOWN, stages=6)
         out[MOE_DOWN.name] = (g.generate(s6).replace(s6.name, MOE_DOWN.name), s6.smem)  # its .entry under the promoted name
-    if form in ("ks2_prev", "res_ks2", "pdl_s2"):  # builds under their own names (main swaps the ops' contracts)
+    if form in ("ks2_prev", "res_ks2", "pdl_s2", "ks2_t32"):  # builds under their own names (main swaps the ops' contracts)
         g = paths.generator("proj", "gen_fp8_gemv")
         opts = {"pre_strips": None, "x_first_m16": False} if form == "pdl_s2" else {}
-        for sh in SHAPES + FUSED:
+        for sh in swap_shapes(form):
             u = swapped_shape(form, sh)
             if u is not None:
                 out[u.name] = (g.generate(u, **opts), u.smem)
@@ -1139,9 +1152,9 @@ def main():
                                                          dynamic_smem=previous_builds(form)[real_router_contract.name][1])
             if form in ("router_prev", "all_prev"):
                 router_op.contract = dataclasses.replace(real_router_contract, pdl="")
-            if form in ("ks2_prev", "res_ks2", "pdl_s2"):  # the swapped builds' contracts (grid, threads, shared memory)
-                from netra.contracts.proj import FUSED, SHAPES, _contract
-                for sh in SHAPES + FUSED:
+            if form in ("ks2_prev", "res_ks2", "pdl_s2", "ks2_t32"):  # the swapped builds' contracts (grid, threads, smem)
+                from netra.contracts.proj import _contract
+                for sh in swap_shapes(form):
                     u = swapped_shape(form, sh)
                     if u is not None:
                         op = _dispatch.OPS[sh.name]
