@@ -1184,76 +1184,97 @@ def ksplit_offsets(e: Emit, sh: Shape) -> None:
     e("  mov.u32 %nct, %nclusterid.x;")
 
 
+def split_passes(sh: Shape) -> int:
+    """ksplit: how many outputs a thread finishes (16 M outputs, one per thread up to the block: 2 for 32 tokens on
+    8 warps, whose threads are 256)."""
+    return -(-16 * sh.tokens // sh.threads)
+
+
 def split_keep(e: Emit, sh: Shape, red_base: str, done: str, swizzle: bool = False) -> None:
     """ksplit, after a strip's partials: thread o < 16 M sums output o's (row o % 16, token o / 16)
     partials over the warps in warp order, on this rank's half of k, into slot it = the strip's
     index in the cluster, [rank][o]: here where the row is this rank's (rows 8 r .. 8 r + 7), else
     by st.async into the peer's slot (completing the peer's slot mbarrier). The sums wait until
-    every strip is streamed (split_finish), so neither rank waits for the other inside the loop."""
-    assert sh.threads >= 256, "one output per thread"
-    e("  shl.b32 %t1, %m, 4;")
-    e("  setp.ge.u32 %p, %th, %t1;")
-    e(f"  @%p bra {done};")
-    if swizzle:
-        e("  mov.u32 %tok, %th;")
-        red_index(e, "%tok", swizzle)
-    e(red_base)
-    e(f"  mad.lo.u32 %t0, {'%tok' if swizzle else '%th'}, 4, %t0;")
-    e("  ld.shared.f32 %f0, [%t0];")
-    for w_ in range(1, sh.W):
-        e(f"  ld.shared.f32 %f1, [%t0+{w_ * sh.red_bytes}];")
-        e("  add.f32 %f0, %f0, %f1;")
-    e("  bfe.u32 %t2, %th, 3, 1;  // the row's owner: row / 8")
-    e("  setp.eq.u32 %pown, %t2, %rank;")
-    e(f"  mad.lo.u32 %t0, %it, {sh.xch_slot}, %sbase;")
-    e(f"  mad.lo.u32 %t0, %rank, {sh.xch_slot // 2}, %t0;")
-    e("  mad.lo.u32 %t0, %th, 4, %t0;")
-    e(f"  add.u32 %t0, %t0, {sh.xch_off};  // slot it, [rank][o]")
-    e("  @%pown st.shared.f32 [%t0], %f0;")
-    e(f"  @%pown bra {done};")
-    e("  mapa.shared::cluster.u32 %ta, %t0, %peer;")
-    e("  mad.lo.u32 %t3, %it, 8, %xb;")
-    e("  mapa.shared::cluster.u32 %t3, %t3, %peer;")
-    e("  st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%ta], %f0, [%t3];")
-    e(f"{done}:")
+    every strip is streamed (split_finish), so neither rank waits for the other inside the loop.
+    With more outputs than threads (split_passes), thread t takes o = t, t + threads, ..."""
+    passes = split_passes(sh)
+    assert passes == 1 or sh.threads % 16 == 0
+    for q in range(passes):
+        o = "%th" if passes == 1 else "%o"
+        lbl = done if q == passes - 1 else f"{done}_{q}"
+        if passes > 1:
+            e(f"  add.u32 %o, %th, {q * sh.threads};  // output o, pass {q}")
+        e("  shl.b32 %t1, %m, 4;")
+        e(f"  setp.ge.u32 %p, {o}, %t1;")
+        e(f"  @%p bra {lbl};")
+        if swizzle:
+            e(f"  mov.u32 %tok, {o};")
+            red_index(e, "%tok", swizzle)
+        e(red_base)
+        e(f"  mad.lo.u32 %t0, {'%tok' if swizzle else o}, 4, %t0;")
+        e("  ld.shared.f32 %f0, [%t0];")
+        for w_ in range(1, sh.W):
+            e(f"  ld.shared.f32 %f1, [%t0+{w_ * sh.red_bytes}];")
+            e("  add.f32 %f0, %f0, %f1;")
+        e(f"  bfe.u32 %t2, {o}, 3, 1;  // the row's owner: row / 8")
+        e("  setp.eq.u32 %pown, %t2, %rank;")
+        e(f"  mad.lo.u32 %t0, %it, {sh.xch_slot}, %sbase;")
+        e(f"  mad.lo.u32 %t0, %rank, {sh.xch_slot // 2}, %t0;")
+        e(f"  mad.lo.u32 %t0, {o}, 4, %t0;")
+        e(f"  add.u32 %t0, %t0, {sh.xch_off};  // slot it, [rank][o]")
+        e("  @%pown st.shared.f32 [%t0], %f0;")
+        e(f"  @%pown bra {lbl};")
+        e("  mapa.shared::cluster.u32 %ta, %t0, %peer;")
+        e("  mad.lo.u32 %t3, %it, 8, %xb;")
+        e("  mapa.shared::cluster.u32 %t3, %t3, %peer;")
+        e("  st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%ta], %f0, [%t3];")
+        e(f"{lbl}:")
     e("  add.u32 %it, %it, 1;")
 
 
 def split_finish(e: Emit, sh: Shape, sfx: str, res: bool = False) -> None:
     """ksplit, after the strip loop: for each strip of the cluster, this rank's rows (o < 16 M with
     row / 8 = rank): wait for the peer's half (the slot's mbarrier, one phase), rank 0's sum plus
-    rank 1's, BF16 out (with ``res``: as sum_warps_store, the product, then h + product)."""
+    rank 1's, BF16 out (with ``res``: as sum_warps_store, the product, then h + product). With more
+    outputs than threads, one walk over the strips per output a thread takes (split_passes)."""
+    passes = split_passes(sh)
     e("  // the rows this rank owns, for every strip of the cluster: the peer's sums, added, stored")
-    e("  shl.b32 %t1, %m, 4;")
-    e("  setp.ge.u32 %p, %th, %t1;")
-    e(f"  @%p bra FIN{sfx};")
-    e("  bfe.u32 %t2, %th, 3, 1;")
-    e("  setp.ne.u32 %p, %t2, %rank;")
-    e(f"  @%p bra FIN{sfx};")
-    e("  mov.u32 %it, 0;")
-    e("  mov.u32 %s, %clusterid.x;")
-    e("  and.b32 %t2, %th, 15;")
-    e("  shr.u32 %t3, %th, 4;")
-    e(f"FINS{sfx}:")
-    e("  mad.lo.u32 %bf, %it, 8, %xb;")
-    e(f"FINW{sfx}:")
-    e("  mbarrier.try_wait.parity.shared::cta.b64 %p, [%bf], 0;")
-    e(f"  @!%p bra FINW{sfx};")
-    e(f"  mad.lo.u32 %t0, %it, {sh.xch_slot}, %sbase;")
-    e("  mad.lo.u32 %t0, %th, 4, %t0;")
-    e(f"  ld.shared.f32 %f0, [%t0+{sh.xch_off}];")
-    e(f"  ld.shared.f32 %f1, [%t0+{sh.xch_off + sh.xch_slot // 2}];")
-    e("  add.f32 %f0, %f0, %f1;")
-    e("  cvt.rn.bf16.f32 %q0, %f0;")
-    e(f"  mad.lo.u32 %t0, %t3, {sh.N}, %t2;")
-    e("  mad.lo.u32 %t0, %s, 16, %t0;")
-    e("  mul.wide.u32 %pt64, %t0, 2;")
-    store_out(e, res)
-    e("  add.u32 %it, %it, 1;")
-    e("  add.u32 %s, %s, %nct;")
-    e(f"  setp.lt.u32 %p, %s, {sh.S};")
-    e(f"  @%p bra FINS{sfx};")
-    e(f"FIN{sfx}:")
+    for q in range(passes):
+        o = "%th" if passes == 1 else "%o"
+        fin = f"FIN{sfx}" + ("" if q == passes - 1 else f"_{q}")
+        x = "" if passes == 1 else f"_{q}"
+        if passes > 1:
+            e(f"  add.u32 %o, %th, {q * sh.threads};  // output o, pass {q}")
+        e("  shl.b32 %t1, %m, 4;")
+        e(f"  setp.ge.u32 %p, {o}, %t1;")
+        e(f"  @%p bra {fin};")
+        e(f"  bfe.u32 %t2, {o}, 3, 1;")
+        e("  setp.ne.u32 %p, %t2, %rank;")
+        e(f"  @%p bra {fin};")
+        e("  mov.u32 %it, 0;")
+        e("  mov.u32 %s, %clusterid.x;")
+        e(f"  and.b32 %t2, {o}, 15;")
+        e(f"  shr.u32 %t3, {o}, 4;")
+        e(f"FINS{sfx}{x}:")
+        e("  mad.lo.u32 %bf, %it, 8, %xb;")
+        e(f"FINW{sfx}{x}:")
+        e("  mbarrier.try_wait.parity.shared::cta.b64 %p, [%bf], 0;")
+        e(f"  @!%p bra FINW{sfx}{x};")
+        e(f"  mad.lo.u32 %t0, %it, {sh.xch_slot}, %sbase;")
+        e(f"  mad.lo.u32 %t0, {o}, 4, %t0;")
+        e(f"  ld.shared.f32 %f0, [%t0+{sh.xch_off}];")
+        e(f"  ld.shared.f32 %f1, [%t0+{sh.xch_off + sh.xch_slot // 2}];")
+        e("  add.f32 %f0, %f0, %f1;")
+        e("  cvt.rn.bf16.f32 %q0, %f0;")
+        e(f"  mad.lo.u32 %t0, %t3, {sh.N}, %t2;")
+        e("  mad.lo.u32 %t0, %s, 16, %t0;")
+        e("  mul.wide.u32 %pt64, %t0, 2;")
+        store_out(e, res)
+        e("  add.u32 %it, %it, 1;")
+        e("  add.u32 %s, %s, %nct;")
+        e(f"  setp.lt.u32 %p, %s, {sh.S};")
+        e(f"  @%p bra FINS{sfx}{x};")
+        e(f"{fin}:")
 
 
 def store_out(e: Emit, res: bool, base: str = "%po", strong: bool = False) -> None:
@@ -1691,6 +1712,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     if ks:
         e("  .reg .pred %pown;")
         e("  .reg .b32 %rank, %peer, %it, %xb;")
+        if split_passes(sh) > 1:
+            e("  .reg .b32 %o;")
     e("  .reg .b32 %wa<16>, %a<4>;")
     if land_split > 1:
         e("  .reg .b32 %lsc;")
