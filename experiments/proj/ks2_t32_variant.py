@@ -17,7 +17,7 @@ the float64 reference on NaN-poisoned outputs (2 seeds, plain and PDL, 5 bitwise
 promoted build by the bench's method (CUDA-graph replay, >= 16 rotated copies of inputs and weights), plainly and as a PDL
 chain, with the read floor of the same run.
 
-  PYTHONPATH=src python3 experiments/proj/ks2_t32_variant.py --out "$OUT"
+  PYTHONPATH=src python3 experiments/proj/ks2_t32_variant.py [--only=SUBSTRING] --out "$OUT"
 """
 
 from __future__ import annotations
@@ -50,7 +50,8 @@ def main():
     out = variant_ab.out_path("ks2_t32_variant.json", HERE)
     pdl = rt_launch.pdl_launcher()
     keep = []
-    for sh in pc.DENSE32 + pc.FUSED32:
+    only = [a[len("--only="):] for a in sys.argv if a.startswith("--only=")]
+    for sh in [s for s in pc.DENSE32 + pc.FUSED32 if not only or only[0] in s.name]:
         sh2 = dataclasses.replace(sh, ksplit=2, tokens=32, passes=1)
         c, tb, c2 = contracts.get(sh.name), testbeds.get(sh.name), pc._contract(sh2)
         ms = {d["M"] for d in c.cases()}
