@@ -698,3 +698,25 @@ def test_moe_down_takes_the_grouped_kernels_from_their_rows():
     assert sum(ops.stats()["moe_act_i512"]["misses"].values()) == 0
     assert (out.double() - ref).abs().max() <= 0.02 * ref.abs().max()
 
+
+
+def test_moe_down_grp_candidates():
+    """down(l2_ahead=D, h_early=...) (experiments/proj/moedown_grp_ahead_variant.py; measured and rejected): off by
+    default; l2_ahead asks L2 for D tasks' strips with the first copy (before the wait) and one more with each later
+    copy; h_early loads h once, right after the wait, and adds that register after the sums. Both assemble without
+    spills."""
+    from netra.contracts.proj import MOE_DOWN_GRP_CONTRACT as c
+    from test_proj_cpu import _assembles_without_spills
+
+    g = paths.generator("proj", "gen_moe_down_grp")
+    assert g.down() == g.down(l2_ahead=0, h_early=False)
+    for d in (1, 2):
+        ptx = g.down(l2_ahead=d)
+        head, tail = ptx.split("griddepcontrol.wait;", 1)
+        assert head.count("cp.async.bulk.prefetch.L2.global") == d and tail.count("cp.async.bulk.prefetch.L2.global") == 1
+        assert _assembles_without_spills(c.name, ptx)["registers"] <= c.max_registers
+    ptx = g.down(h_early=True)
+    after = ptx.split("griddepcontrol.launch_dependents;", 1)[1]
+    assert after.index("@%phe ld.global.b16 %qh") < after.index("TASK:")
+    assert "ld.global.b16 %q1" not in ptx and ptx.count("mov.b16 %q1, %qh;") == 1
+    assert _assembles_without_spills(c.name, ptx)["registers"] <= c.max_registers
