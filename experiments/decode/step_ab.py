@@ -542,10 +542,11 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   L2 while it works (gen_moe_down_grp.down(l2_ahead=1)), with that and h loaded after the wait (h_early=True), and
   with h_early alone; grp_ahead2_he asks for the next two (experiments/proj/moedown_grp_ahead_variant.py). Prediction: batch 32 PDL 120-200 us less a step
   (3-5 us a launch, 40 launches), batch 8 40-120, batch 2 within 10; bitwise.
-- ks2_t32 (after bed4354; run with --batch=32, 24 and 17): the 17-32-row dense builds (GDN in_proj, attention q | k | v,
-  the two-pass out_proj / o_proj) on their k-split 32-token builds (Fp8Gemv(..., ksplit=2, tokens=32),
-  experiments/proj/ks2_t32_variant.py). Not bitwise (the halves of k are one more fp32 add): the logits are compared
-  as the other k-split forms'. Prediction from the kernels: batch 32 PDL 100-200 us less a step.
+- ks2_t32 (after bed4354; run with --batch=32, 24 and 17): out_proj / o_proj above 16 rows on the k-split 32-token
+  residual build (Fp8Gemv(..., ksplit=2, tokens=32, passes=1), one pass) instead of the two-pass build
+  (experiments/proj/ks2_t32_variant.py --only=res; the dense k-split builds were slower and are not swapped). Not
+  bitwise (the halves of k are one more fp32 add). Not run yet: the build hung on the device until the fix after
+  b727386, and that fix has not run. Prediction: batch 32 PDL 40-120 us less a step if the kernel gains 1-3 us.
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
@@ -647,7 +648,7 @@ def swapped_shape(form: str, sh):
         return dataclasses.replace(sh, ksplit=2)
     if form == "pdl_s2" and sh.N * sh.K >= 8 << 20 and sh.fuse in ("", "norm", "res"):
         return dataclasses.replace(sh, stages=2, ksplit=2 if sh.K == 4096 else 1)
-    if form == "ks2_t32" and (sh.tokens == 32 or sh.passes == 2):
+    if form == "ks2_t32" and sh.passes == 2:  # (the dense k-split builds were slower: ks2_t32_variant_dense_7bc544d.json)
         return dataclasses.replace(sh, ksplit=2, tokens=32, passes=1)
     return None
 

@@ -1849,7 +1849,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         e("  // the ids before the wait: written two or more grids back (the op's PDL contract), read coherently")
         ids_load(e, sh, "ld.relaxed.gpu.global.u64")
         ids_store(e, sh, barrier=False)
-    xf = x_first_m16 and split_m8 and sh.fuse != "norm"
+    # the M > 8 copy takes x first; a 32-token build has one body for every M, which expects its first strips in flight
+    xf = x_first_m16 and split_m8 and sh.fuse != "norm" and not (sh.tokens == 32 and pre)
     if pf == "lines":
         e("  // every later strip of this CTA asked of L2 by single-line prefetches (all threads), before the wait")
         if xf:
