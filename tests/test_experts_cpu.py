@@ -715,6 +715,13 @@ def test_moe_down_grp_candidates():
         head, tail = ptx.split("griddepcontrol.wait;", 1)
         assert head.count("cp.async.bulk.prefetch.L2.global") == d and tail.count("cp.async.bulk.prefetch.L2.global") == 1
         assert _assembles_without_spills(c.name, ptx)["registers"] <= c.max_registers
+    # the experiment's planted ids (moedown_grp_variant.id_variants, shared by both scripts)
+    grpv = paths.load_module(paths.ROOT / "experiments" / "proj" / "moedown_grp_variant.py", "moedown_grp_variant")
+    paths.load_module(paths.ROOT / "experiments" / "proj" / "moedown_grp_ahead_variant.py", "moedown_grp_ahead_variant")
+    ids = torch.randperm(NUM_EXPERTS, generator=torch.Generator().manual_seed(5))[:24].view(3, 8)
+    v = grpv.id_variants(ids)
+    assert set(v) == {"drawn", "planted", "few"} and torch.equal(v["drawn"], ids) and set(grpv.id_variants(ids[:1])) == {"drawn"}
+    assert v["planted"][1, 5] == ids[1, 2] and v["planted"][2, 0] == NUM_EXPERTS and (v["few"] == ids[0]).all()
     ptx = g.down(h_early=True)
     after = ptx.split("griddepcontrol.launch_dependents;", 1)[1]
     assert after.index("@%phe ld.global.b16 %qh") < after.index("TASK:")

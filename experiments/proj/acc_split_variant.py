@@ -53,22 +53,18 @@ def main():
     keep = []
     for sh in SHAPES + FUSED:
         c, tb = contracts.get(sh.name), testbeds.get(sh.name)
-        ms = {d["M"] for d in c.cases()}
         module, fn = loader.load_text(sh.name, g.generate(sh, **OPTIONS), dynamic_smem=c.dynamic_smem)
         keep.append(module)
         gos = {name: tuple(rt_launch.make_guard_and_launch(c, function_handle=handle, device=0, **k)
                            for k in ({}, {"launch": pdl}))
                for name, handle in (("promoted", loader.load(c.name, 0).handle), (LABEL, int(fn)))}
         rows, firsts = {}, {}
-        for name, pair in gos.items():  # correctness first: float64 reference, NaN-poisoned outputs
-            rows[name + "_check"] = variant_ab.f64_check(pair, tb, [m for m in CHECK_M if m in ms], c.tolerance, firsts, name)
+        variant_ab.f64_checks(gos, tb, c, CHECK_M, rows, firsts)
         rows[LABEL + "_check"]["bitwise_promoted"] = all(
             metrics.first_mismatch(firsts[(LABEL, m, s)][n], firsts[("promoted", m, s)][n]) is None
             for (_, m, s) in [k for k in firsts if k[0] == "promoted"] for n in firsts[("promoted", m, s)])
         print(sh.name, rows, flush=True)
-        for m in [m for m in TIME_M if m in ms]:
-            rows[f"M={m}"] = variant_ab.time_builds(gos, tb, m, floors, rows)
-            print(sh.name, m, rows[f"M={m}"], flush=True)
+        variant_ab.time_rows(gos, tb, c, TIME_M, floors, rows, sh.name)
         res["kernels"][sh.name] = rows
         json.dump(res, open(out, "w"), indent=1)  # after every kernel
     del keep

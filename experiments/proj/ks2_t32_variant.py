@@ -54,7 +54,6 @@ def main():
     for sh in [s for s in pc.DENSE32 + pc.FUSED32 if not only or only[0] in s.name]:
         sh2 = dataclasses.replace(sh, ksplit=2, tokens=32, passes=1)
         c, tb, c2 = contracts.get(sh.name), testbeds.get(sh.name), pc._contract(sh2)
-        ms = {d["M"] for d in c.cases()}
         module, fn = loader.load_text(sh2.name, g.generate(sh2), dynamic_smem=c2.dynamic_smem)
         keep.append(module)
         gos = {"promoted": tuple(rt_launch.make_guard_and_launch(c, function_handle=loader.load(c.name, 0).handle, device=0,
@@ -62,13 +61,9 @@ def main():
                LABEL: tuple(rt_launch.make_guard_and_launch(c2, function_handle=int(fn), device=0, **k)
                             for k in ({}, {"launch": pdl}))}
         rows, firsts = {"candidate": sh2.name, "grid": c2.grid, "dynamic_smem": c2.dynamic_smem}, {}
-        for name, pair in gos.items():  # correctness first: float64 reference, NaN-poisoned outputs
-            rows[name + "_check"] = variant_ab.f64_check(pair, tb, [m for m in CHECK_M if m in ms], c.tolerance, firsts,
-                                                         name)
+        variant_ab.f64_checks(gos, tb, c, CHECK_M, rows, firsts)
         print(sh.name, rows, flush=True)
-        for m in [m for m in TIME_M if m in ms]:
-            rows[f"M={m}"] = variant_ab.time_builds(gos, tb, m, floors, rows)
-            print(sh.name, m, rows[f"M={m}"], flush=True)
+        variant_ab.time_rows(gos, tb, c, TIME_M, floors, rows, sh.name)
         res["kernels"][sh.name] = rows
         json.dump(res, open(out, "w"), indent=1)  # after every kernel
     del keep

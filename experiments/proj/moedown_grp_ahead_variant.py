@@ -40,7 +40,7 @@ BUILDS = {"promoted": {}, "h_early": {"h_early": True}, "ahead1": {"l2_ahead": 1
 
 def main():
     from netra.contracts import proj as pc
-    from netra.lifecycle import bench, testbeds
+    from netra.lifecycle import bench
     from netra.runtime import launch as rt_launch
     from netra.runtime import loader
 
@@ -59,16 +59,8 @@ def main():
         grp[name] = [rt_launch.make_guard_and_launch(cg, function_handle=int(f), device=0, **k) for k in kinds]
     res = {"method": bench.METHOD.format(R=bench.REPLAYS), "builds": BUILDS, "correctness": {}, "timing_us": {}}
     bits = lambda t: t.contiguous().view(torch.uint8)  # noqa: E731
-
-    def draw(M, seed):
-        g = torch.Generator().manual_seed(1000 * M + seed)
-        return testbeds._make_moe_down({"M": M, "E": 256}, g, "cuda")
-
-    def bufs_for(i):
-        M = i["x"].shape[0]
-        return {"xa": torch.empty(M, 9 * 512, dtype=torch.float16, device="cuda"),
-                "xm": torch.empty(M, 36, dtype=torch.float32, device="cuda"),
-                "out": torch.empty(M, 2048, dtype=torch.bfloat16, device="cuda"), "h": i["h"].clone()}
+    grpv = paths.load_module(HERE / "moedown_grp_variant.py", "moedown_grp_variant")
+    draw, bufs_for, timing_copies = grpv.draw, grpv.bufs_for, grpv.timing_copies
 
     def pair(name):
         def go(i, b, pdl=0):
@@ -91,16 +83,7 @@ def main():
         row = {n: True for n in BUILDS if n != "promoted"}
         for seed in range(2):
             i = draw(M, seed)
-            variants = {"drawn": i["ids"].clone()}
-            if M >= 2:
-                ids = i["ids"].clone()
-                ids[1, 5] = ids[1, 2]  # a token repeating an expert
-                ids[M - 1, 0] = 256  # not an expert: that token's rows NaN
-                variants["planted"] = ids
-                few = i["ids"].clone()
-                few[:, :] = i["ids"][0][None, :]
-                variants["few"] = few
-            for vname, v in variants.items():
+            for vname, v in grpv.id_variants(i["ids"]).items():
                 i["ids"].copy_(v)
                 want = run(pair("promoted"), i)
                 assert want["out"].isnan().sum() == (2048 if vname == "planted" else 0), "promoted: unwritten rows"
@@ -121,11 +104,7 @@ def main():
     res["pass"] = ok
     order = list(BUILDS) + ["promoted_again"]
     for M in TIME_M:
-        base = {k: v for k, v in draw(M, 5).items() if not k.startswith("_")}
-        nbytes = M * 9 * (2048 * 512) + M * 4 * 1024 * 9
-        copies = bench.copies_for(nbytes)
-        ins = [bench.replicate(base) for _ in range(copies)]
-        bs = [bufs_for(x) for x in ins]
+        base, copies, ins, bs = timing_copies(M)
         row = {"copies": copies, "distinct_experts": int(base["ids"].unique().numel()), "scrub_wait_s": bench.settle()}
         for tag in order:
             fn = pair(tag.replace("_again", ""))

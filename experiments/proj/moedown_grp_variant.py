@@ -31,9 +31,51 @@ CHECK_M = (1, 2, 3, 5, 8, 9, 12, 16, 17, 24, 31, 32)
 TIME_M = (1, 4, 8, 16, 24, 32)
 
 
+def draw(M: int, seed: int) -> dict:
+    """A moe_down test bed's inputs on the GPU (the bench's draw: uniform expert ids)."""
+    from netra.lifecycle import testbeds
+
+    return testbeds._make_moe_down({"M": M, "E": 256}, torch.Generator().manual_seed(1000 * M + seed), "cuda")
+
+
+def bufs_for(i: dict) -> dict:
+    """The grouped pair's buffers for inputs ``i``: moe_act's xa and xm, out, and a copy of h."""
+    M = i["x"].shape[0]
+    return {"xa": torch.empty(M, 9 * 512, dtype=torch.float16, device="cuda"),
+            "xm": torch.empty(M, 36, dtype=torch.float32, device="cuda"),
+            "out": torch.empty(M, 2048, dtype=torch.bfloat16, device="cuda"), "h": i["h"].clone()}
+
+
+def id_variants(ids: torch.Tensor) -> dict:
+    """The expert-id tables each check runs: as drawn; from 2 tokens also planted (token 1 repeating an expert, the
+    last token's first id E: that token's rows NaN) and few (every token on token 0's experts)."""
+    M = ids.shape[0]
+    out = {"drawn": ids.clone()}
+    if M >= 2:
+        planted = ids.clone()
+        planted[1, 5] = planted[1, 2]  # a token repeating an expert
+        planted[M - 1, 0] = 256  # not an expert: that token's rows NaN
+        out["planted"] = planted
+        few = ids.clone()
+        few[:, :] = ids[0][None, :]
+        out["few"] = few
+    return out
+
+
+def timing_copies(M: int) -> tuple:
+    """(inputs, copies, input copies, buffer copies) for timing at M: enough rotated copies of every input, the 268 MB
+    expert stack included, to pass 4x the L2 (netra.lifecycle.bench.copies_for)."""
+    from netra.lifecycle import bench
+
+    base = {k: v for k, v in draw(M, 5).items() if not k.startswith("_")}
+    copies = bench.copies_for(M * 9 * (2048 * 512) + M * 4 * 1024 * 9)
+    ins = [bench.replicate(base) for _ in range(copies)]
+    return base, copies, ins, [bufs_for(x) for x in ins]
+
+
 def main():
     from netra.contracts import proj as pc
-    from netra.lifecycle import bench, testbeds
+    from netra.lifecycle import bench
     from netra.runtime import launch as rt_launch
     from netra.runtime import loader
 
@@ -53,16 +95,6 @@ def main():
     res = {"method": bench.METHOD.format(R=bench.REPLAYS), "kernels": [ca.name, cg.name], "correctness": {},
            "timing_us": {}}
     bits = lambda t: t.contiguous().view(torch.uint8)  # noqa: E731
-
-    def draw(M, seed):
-        g = torch.Generator().manual_seed(1000 * M + seed)
-        return testbeds._make_moe_down({"M": M, "E": 256}, g, "cuda")
-
-    def bufs_for(i):
-        M = i["x"].shape[0]
-        return {"xa": torch.empty(M, 9 * 512, dtype=torch.float16, device="cuda"),
-                "xm": torch.empty(M, 36, dtype=torch.float32, device="cuda"),
-                "out": torch.empty(M, 2048, dtype=torch.bfloat16, device="cuda"), "h": i["h"].clone()}
 
     def cand(i, b, pdl=0):
         assert act[pdl](i["x"], i["top"], i["xs"], i["glogit"], b["xa"], b["xm"]) is None
@@ -92,16 +124,7 @@ def main():
         row = {"bitwise": True}
         for seed in range(2):
             i = draw(M, seed)
-            variants = {"drawn": i["ids"].clone()}
-            if M >= 2:
-                ids = i["ids"].clone()
-                ids[1, 5] = ids[1, 2]  # a token repeating an expert
-                ids[M - 1, 0] = 256  # not an expert: that token's rows NaN
-                variants["planted"] = ids
-                few = i["ids"].clone()
-                few[:, :] = i["ids"][0][None, :]
-                variants["few"] = few
-            for name, v in variants.items():
+            for name, v in id_variants(i["ids"]).items():
                 i["ids"].copy_(v)
                 want, got = run(promoted, i), run(cand, i)
                 same = all(torch.equal(bits(got[k]), bits(want[k])) for k in ("out", "h"))
@@ -122,11 +145,7 @@ def main():
         json.dump(res, open(out, "w"), indent=1)
     res["pass"] = ok
     for M in TIME_M:
-        base = {k: v for k, v in draw(M, 5).items() if not k.startswith("_")}
-        nbytes = M * 9 * (2048 * 512) + M * 4 * 1024 * 9
-        copies = bench.copies_for(nbytes)
-        ins = [bench.replicate(base) for _ in range(copies)]
-        bs = [bufs_for(x) for x in ins]
+        base, copies, ins, bs = timing_copies(M)
         row = {"copies": copies, "distinct_experts": int(base["ids"].unique().numel())}
         for tag, fn in (("promoted", promoted), ("candidate", cand)):
             t, _ = bench.graph_time(lambda k: fn(ins[k], bs[k]), copies)

@@ -101,6 +101,22 @@ def f64_check(gos: tuple, tb, ms, tolerance: float, firsts: dict, name: str) -> 
             "deterministic": repeats_bitwise(gos[0], tb, {"M": max(ms)}), "pdl_bitwise_plain": same_pdl}
 
 
+def f64_checks(gos: dict, tb, c, check_ms, rows: dict, firsts: dict) -> None:
+    """f64_check of every build in ``gos`` (name -> (plain, PDL) launches) at the Ms of ``check_ms`` that contract
+    ``c`` has, into rows[name + "_check"]; correctness first, before any timing."""
+    ms = {d["M"] for d in c.cases()}
+    for name, pair in gos.items():  # float64 reference, NaN-poisoned outputs
+        rows[name + "_check"] = f64_check(pair, tb, [m for m in check_ms if m in ms], c.tolerance, firsts, name)
+
+
+def time_rows(gos: dict, tb, c, time_ms, floors, rows: dict, tag: str) -> None:
+    """time_builds at every M of ``time_ms`` that contract ``c`` has, into rows["M=m"], each printed with ``tag``."""
+    ms = {d["M"] for d in c.cases()}
+    for m in [m for m in time_ms if m in ms]:
+        rows[f"M={m}"] = time_builds(gos, tb, m, floors, rows)
+        print(tag, m, rows[f"M={m}"], flush=True)
+
+
 def time_builds(gos: dict, tb, m: int, floors, checks: dict) -> dict:
     """Each build in ``gos`` (name -> (plain, PDL) launches) that passed its check, timed at M = ``m`` by the
     bench's method, plainly and as a PDL chain, with the read floor of the same run."""

@@ -274,7 +274,7 @@ class Fp8Gemv:
         return (self.bar_off + 8 * self.NS * self.pieces + 15) // 16 * 16
 
     @property
-    def xch_slot(self) -> int:  # one slot: [rank][16 tokens rows] fp32
+    def xch_slot(self) -> int:  # one slot: [rank][16 rows x tokens] fp32
         return 2 * 16 * self.tokens * 4
 
     @property
@@ -630,7 +630,7 @@ def _contract_res(s: Fp8Gemv) -> Contract:
             Scalar("M", "u32", value="M"),
             Tensor("out", "bf16", ("M", s.N), "out", doc="the product (the mixer's output, for the layer shadow)"),
         ),
-        reduction_order=f"as {Fp8Gemv(s.N, s.K, s.use).name}; the BF16 product then added to h in fp32 and rounded "
+        reduction_order=f"as {Fp8Gemv(s.N, s.K, s.use, ksplit=s.ksplit).name}; the BF16 product then added to h in fp32 and rounded "
                         "(as the model's two BF16 ops)" + ("; tokens 16 .. M - 1 in a second pass over the same strip, "
                                                            "so bitwise the 16-row build on rows 0 .. 15 and 16 .. M - 1"
                                                            if s.passes > 1 else ""),
