@@ -497,17 +497,16 @@ def test_dense32_is_the_16_token_kernels(M):
 
 
 @pytest.mark.parametrize("M", [17, 24, 25, 32])
-def test_res32_is_the_16_row_build(M):
-    """fp8_gemv_n2048_k4096_res_p2 (two passes over each CTA's strip): fp8_linear_add above RES32_ROWS rows launches it
-    once, with no miss, plainly and under set_pdl; h and out bitwise the 16-row residual build on chunks of 16 rows
-    (pass 2 by the M <= 8 body copy at 17 and 24, the M > 8 one at 25 and 32); within tolerance of float64."""
-    from netra.contracts.proj import FUSED, FUSED32
-    from netra.decode import ops as dops
+def test_res_p2_is_the_16_row_build(M):
+    """fp8_gemv_n2048_k4096_res_p2 (two passes over each CTA's strip; the runner's above 16 rows until RES32, now its
+    bench peer), launched by its op entry plainly and with PDL: h and out bitwise the 16-row residual build on chunks of
+    16 rows (pass 2 by the M <= 8 body copy at 17 and 24, the M > 8 one at 25 and 32); within tolerance of float64."""
+    from netra.contracts.proj import FUSED, RES_P2
     from netra.lifecycle import testbeds
-    from netra.ops import _dispatch
+    from netra.ops import proj
     from netra.runtime import launch, loader
 
-    (sh,) = FUSED32
+    sh = RES_P2
     (one,) = [s for s in FUSED if s.fuse == "res"]
     tb = testbeds.get(sh.name)
     i = tb.make({"M": M}, torch.Generator().manual_seed(870 + M), "cuda")
@@ -517,12 +516,43 @@ def test_res32_is_the_16_row_build(M):
         s = slice(lo, min(M, lo + 16))
         assert g16(i["x"][s], i["w"], i["scale"], want_h[s], want[s]) is None
     for pdl in (False, True):
+        with _pdl(pdl):
+            h, out = i["h"].clone(), torch.full((M, sh.N), float("nan"), dtype=torch.bfloat16, device="cuda")
+            assert not proj.kernel_for(i["w"], proj.RES_P2_KERNELS).rows(i["x"], i["w"], i["scale"], h, out)
+        assert torch.equal(out.view(torch.uint16), want.view(torch.uint16)), (M, pdl)
+        assert torch.equal(h.view(torch.uint16), want_h.view(torch.uint16)), (M, pdl)
+    ref = tb.reference(i)
+    assert metrics.rel_err(out, ref["out"]) <= tb.contract.tolerance
+    assert metrics.rel_err(h, ref["h"]) <= tb.contract.tolerance
+
+
+@pytest.mark.parametrize("M", [17, 24, 25, 32])
+def test_res32_in_the_op(M):
+    """fp8_gemv_n2048_k4096_res_ks2_t32 (RES32, k split over clusters of 2): fp8_linear_add above RES32_ROWS rows
+    launches it once, with no miss, plainly and under set_pdl; NaN-poisoned out fully written; PDL bitwise plain and
+    repeats bitwise; h is out added to the old h in fp32 and rounded (bitwise); out and h within tolerance of float64."""
+    from netra.contracts.proj import FUSED, RES32
+    from netra.decode import ops as dops
+    from netra.lifecycle import testbeds
+    from netra.ops import _dispatch
+
+    sh = RES32
+    (one,) = [s for s in FUSED if s.fuse == "res"]
+    tb = testbeds.get(sh.name)
+    i = tb.make({"M": M}, torch.Generator().manual_seed(880 + M), "cuda")
+    got = []
+    for pdl in (False, True, False):
         with _pdl(pdl), _dispatch.count_launches() as counts:
             h, out = i["h"].clone(), torch.full((M, sh.N), float("nan"), dtype=torch.bfloat16, device="cuda")
             dops.fp8_linear_add(i["x"], i["w"], i["scale"], h, out)
         assert counts[sh.name] == 1 and counts[one.name] == 0 and _misses(sh.name) == 0, dict(counts)
-        assert torch.equal(out.view(torch.uint16), want.view(torch.uint16)), (M, pdl)
-        assert torch.equal(h.view(torch.uint16), want_h.view(torch.uint16)), (M, pdl)
+        got.append((h, out))
+    for h, out in got[1:]:
+        assert torch.equal(out.view(torch.uint16), got[0][1].view(torch.uint16)), M
+        assert torch.equal(h.view(torch.uint16), got[0][0].view(torch.uint16)), M
+    h, out = got[0]
+    assert not out.isnan().any()
+    assert torch.equal(h.view(torch.uint16), (i["h"].float() + out.float()).to(torch.bfloat16).view(torch.uint16))
     ref = tb.reference(i)
     assert metrics.rel_err(out, ref["out"]) <= tb.contract.tolerance
     assert metrics.rel_err(h, ref["h"]) <= tb.contract.tolerance

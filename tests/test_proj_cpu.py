@@ -11,7 +11,7 @@ import torch
 
 import netra.ops as ops
 from netra import contracts, paths
-from netra.contracts.proj import DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN, EXPERTS_SHARED, EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32, FUSED, FUSED32, MOE_DOWN_S6, MOE_DOWNS, NORM_BA, SHAPES, Fp8Gemv
+from netra.contracts.proj import DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN, EXPERTS_SHARED, EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32, FUSED, FUSED32, MOE_DOWN_S6, MOE_DOWNS, NORM_BA, RES32, RES_P2, SHAPES, Fp8Gemv
 
 KSPLIT = tuple(s for s in SHAPES + FUSED if s.ksplit > 1)
 UNSPLIT = tuple(dataclasses.replace(s, ksplit=1) for s in SHAPES)  # the builds the candidates were measured on
@@ -800,10 +800,10 @@ def test_res32_build():
     is the 16-row build's plus the second pass (PASS_END: a barrier, x, h and out 16 rows on, M - 16, back to PASS)
     and a skip of the chunk requests in that pass, nothing else; no spills at 128 registers; the residual contract
     but for M <= 32 (both body copies in pass 2 among its check and sanitizer cases); fp8_linear_add takes it above
-    RES32_ROWS rows."""
+    RES32_ROWS rows until RES32 replaced it (now RES32's bench peer)."""
     from netra.decode import ops as dops
 
-    (sh,) = FUSED32
+    sh = RES_P2
     one = Fp8Gemv(sh.N, sh.K, sh.use, sh.fuse)
     g = _generator()
     ptx, ptx16 = g.generate(sh), g.generate(one, h_early=False)  # (h_early: the 16-row build's since fdd15d3, not p2's)
@@ -824,7 +824,7 @@ def test_res32_build():
                     f"add.u64 %po, %po, {32 * sh.N};", f"add.u64 %pmo, %pmo, {32 * sh.N};", "mov.u32 %s, %ctaid.x;",
                     "bra.uni PASS;"], body
     assert ptx16.count("    ret;") == 2 and ptx.count("    ret;") == 0  # each body copy's ret became the branch
-    assert proj.RES_KERNELS32[(sh.S, sh.KB)].contract.name == sh.name and proj.RES_KERNELS32[(sh.S, sh.KB)].max_rows == 32
+    assert proj.RES_P2_KERNELS[(sh.S, sh.KB)].contract.name == sh.name and proj.RES_P2_KERNELS[(sh.S, sh.KB)].max_rows == 32
     assert dops.RES32_ROWS == 16 == max(c16.dims["M"])
     # the rejected strip-first form (step_ab.py res_pre_all): the whole strip before the wait, no request after it
     pre = g.generate(sh, pre_strips=1, x_first_m16=False)
@@ -842,8 +842,8 @@ def test_res32_build():
 def test_p2_early_candidate_assembles():
     """The two-pass candidate (experiments/proj/p2_early_variant.py): no spills at 128 registers; the second pass's x
     loads (both n-tiles, bounded by M - 16) once, in the M > 8 copy after the last chunk's mma; each body copy skips
-    its own loads in the second pass, and PASS_END no longer moves x; the promoted build untouched."""
-    (sh,) = FUSED32
+    its own loads in the second pass, and PASS_END no longer moves x; the committed build untouched."""
+    sh = RES_P2
     g = _generator()
     ptx = g.generate(sh, p2_early=True)
     res = _assembles_without_spills(sh.name, ptx)
@@ -1328,12 +1328,12 @@ def test_x_prepped_diagnostic(sh):
     assert torch.allclose(got, want, rtol=2 ** -10, atol=0)
 
 
-@pytest.mark.parametrize("sh", DENSE32 + FUSED32, ids=lambda s: s.name)
+@pytest.mark.parametrize("sh", DENSE32 + (RES_P2,), ids=lambda s: s.name)
 def test_ksplit_32_tokens(sh):
-    """The k split at 32 tokens (experiments/proj/ks2_t32_variant.py; the dense builds measured and rejected, the
-    residual one hung on the device: fixed since, not yet run): the exchange slot holds both ranks' 16 x 32 sums, the contract
-    takes M up to 32 on a grid of clusters, the 8-warp builds finish two outputs a thread (each a send per strip and a
-    walk over the slots), and every build assembles without spills."""
+    """The k split at 32 tokens (experiments/proj/ks2_t32_variant.py; the dense builds measured and rejected; the
+    residual one hung on the device, was fixed, and is the runner's above 16 rows since f851efc: RES32): the exchange
+    slot holds both ranks' 16 x 32 sums, the contract takes M up to 32 on a grid of clusters, the 8-warp builds finish two
+    outputs a thread (each a send per strip and a walk over the slots), and every build assembles without spills."""
     import dataclasses
 
     from netra.contracts.proj import _contract
@@ -1354,3 +1354,22 @@ def test_ksplit_32_tokens(sh):
     assert ptx.count("st.async.shared::cluster") == g.split_passes(ks)  # one body of 4 n-tiles
     assert ptx.count("mbarrier.try_wait.parity.shared::cta.b64 %p, [%bf], 0;") == g.split_passes(ks)
     _assembles_without_spills(ks.name, ptx)
+
+
+def test_res32_is_the_runners_build_above_16_rows():
+    """RES32 (fp8_gemv_n2048_k4096_res_ks2_t32, promoted after f851efc): fp8_linear_add's kernel above RES32_ROWS rows;
+    the residual contract's arguments and tolerance at M up to 32 over clusters of 2 (66 clusters walk the 128 strips);
+    the contract names the k split in its reduction order and the PDL range as every M; its bench peers include the
+    two-pass build it replaced; the committed PTX is the generator's."""
+    from netra.decode import ops as dops
+    from netra.lifecycle import testbeds
+
+    c, p2, c16 = contracts.get(RES32.name), contracts.get(RES_P2.name), contracts.get(FUSED[2].name)
+    assert RES32 == dataclasses.replace(RES_P2, ksplit=2, tokens=32, passes=1) and FUSED[2].fuse == "res"
+    assert proj.RES_KERNELS32[(RES32.S, RES32.KB)].contract.name == RES32.name
+    assert proj.RES_KERNELS32[(RES32.S, RES32.KB)].max_rows == 32 and dops.RES32_ROWS == 16 == max(c16.dims["M"])
+    assert c.params == p2.params == c16.params and c.dims == p2.dims and c.tolerance == p2.tolerance
+    assert c.op == "fp8_linear_add" and c.grid == ("132", "1", "1") and RES32.walkers == 66 and RES32.slots == 2
+    assert "k split" in c.reduction_order and "M <= 8" not in c.pdl and c.max_registers == 128
+    assert {"netra_res_p2", "netra_res_16_rows", "cublas_bf16"} <= set(testbeds.get(RES32.name).peers)
+    assert paths.ptx_path("sm_90a", "proj", RES32.name).read_text() == _generator().generate(RES32)

@@ -545,8 +545,12 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
 - ks2_t32 (after bed4354; run with --batch=32, 24 and 17): out_proj / o_proj above 16 rows on the k-split 32-token
   residual build (Fp8Gemv(..., ksplit=2, tokens=32, passes=1), one pass) instead of the two-pass build
   (experiments/proj/ks2_t32_variant.py --only=res; the dense k-split builds were slower and are not swapped). Not
-  bitwise (the halves of k are one more fp32 add). Not run yet: the build hung on the device until the fix after
-  b727386, and that fix has not run. Prediction: batch 32 PDL 40-120 us less a step if the kernel gains 1-3 us.
+  bitwise (the halves of k are one more fp32 add). Prediction: batch 32 PDL 40-120 us less a step if the kernel gains
+  1-3 us. Measured at f851efc (step_ab_current_ks2_t32_current_again_b32_f851efc.json): 8.095 ms with PDL against
+  8.212 / 8.207, plainly 8.516 against 8.577 / 8.579; promoted (netra.contracts.proj.RES32), so on the runner since
+  then this form swaps nothing.
+- res_p2_prev (after the promotion of RES32): out_proj / o_proj above 16 rows on the two-pass build again
+  (fp8_gemv_n2048_k4096_res_p2, netra.contracts.proj.RES_P2), as before f851efc.
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
@@ -570,7 +574,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
          "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "moedown_grp_from9",
-         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "current_again",
+         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -650,6 +654,8 @@ def swapped_shape(form: str, sh):
         return dataclasses.replace(sh, stages=2, ksplit=2 if sh.K == 4096 else 1)
     if form == "ks2_t32" and sh.passes == 2:  # (the dense k-split builds were slower: ks2_t32_variant_dense_7bc544d.json)
         return dataclasses.replace(sh, ksplit=2, tokens=32, passes=1)
+    if form == "res_p2_prev" and sh.fuse == "res" and sh.tokens == 32:
+        return dataclasses.replace(sh, ksplit=1, tokens=16, passes=2)
     return None
 
 
@@ -657,7 +663,7 @@ def swap_shapes(form: str) -> tuple:
     """The promoted Fp8Gemv shapes that swapped_shape may replace for ``form``."""
     from netra.contracts.proj import DENSE32, FUSED, FUSED32, SHAPES
 
-    return SHAPES + FUSED + (DENSE32 + FUSED32 if form == "ks2_t32" else ())
+    return SHAPES + FUSED + (DENSE32 + FUSED32 if form in ("ks2_t32", "res_p2_prev") else ())
 
 
 def previous_builds(form: str) -> dict[str, tuple[str, int]]:
@@ -744,7 +750,7 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
         g = paths.generator("proj", "gen_fp8_gemv")
         s6 = dataclasses.replace(MOE_DOWN, stages=6)
         out[MOE_DOWN.name] = (g.generate(s6).replace(s6.name, MOE_DOWN.name), s6.smem)  # its .entry under the promoted name
-    if form in ("ks2_prev", "res_ks2", "pdl_s2", "ks2_t32"):  # builds under their own names (main swaps the ops' contracts)
+    if form in ("ks2_prev", "res_ks2", "pdl_s2", "ks2_t32", "res_p2_prev"):  # builds under their own names (main swaps the ops' contracts)
         g = paths.generator("proj", "gen_fp8_gemv")
         opts = {"pre_strips": None, "x_first_m16": False} if form == "pdl_s2" else {}
         for sh in swap_shapes(form):
@@ -779,10 +785,10 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
         for name in norm_pdl.LOADS:
             out[name] = (norm_pdl.plain_build(name), 0)
     if form == "p2_early":  # the two-pass residual build, the second pass's x loaded early; same contract
-        from netra.contracts.proj import FUSED32
+        from netra.contracts.proj import RES_P2
 
         g = paths.generator("proj", "gen_fp8_gemv")
-        for sh in FUSED32:
+        for sh in (RES_P2,):  # (the runner's above 16 rows when measured; RES32 since f851efc)
             out[sh.name] = (g.generate(sh, p2_early=True), contracts.get(sh.name).dynamic_smem)
     if form == "k4096_chunks_first":  # out_proj / o_proj (and the plain 2048 x 4096) with their strip before x at M <= 8
         g = paths.generator("proj", "gen_fp8_gemv")
@@ -818,7 +824,7 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
 
         g = paths.generator("proj", "gen_fp8_gemv")
         for sh in FUSED + FUSED32:
-            if sh.name.startswith("fp8_gemv_n2048_k4096_res"):
+            if sh.name.startswith("fp8_gemv_n2048_k4096_res") and sh.ksplit == 1:  # (RES32, promoted later, not in this form)
                 out[sh.name] = (g.generate(sh, pre_strips=1, x_first_m16=False), contracts.get(sh.name).dynamic_smem)
         assert set(out) == {"fp8_gemv_n2048_k4096_res", "fp8_gemv_n2048_k4096_res_p2"}, sorted(out)
     if form in ("sum_late", "sum_late_r16"):  # the plain dense builds' sums beside the next strip's mma, above 8 rows
@@ -1153,7 +1159,7 @@ def main():
                                                          dynamic_smem=previous_builds(form)[real_router_contract.name][1])
             if form in ("router_prev", "all_prev"):
                 router_op.contract = dataclasses.replace(real_router_contract, pdl="")
-            if form in ("ks2_prev", "res_ks2", "pdl_s2", "ks2_t32"):  # the swapped builds' contracts (grid, threads, smem)
+            if form in ("ks2_prev", "res_ks2", "pdl_s2", "ks2_t32", "res_p2_prev"):  # the swapped builds' contracts (grid, threads, smem)
                 from netra.contracts.proj import _contract
                 for sh in swap_shapes(form):
                     u = swapped_shape(form, sh)

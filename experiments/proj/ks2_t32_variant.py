@@ -51,7 +51,7 @@ def main():
     pdl = rt_launch.pdl_launcher()
     keep = []
     only = [a[len("--only="):] for a in sys.argv if a.startswith("--only=")]
-    for sh in [s for s in pc.DENSE32 + pc.FUSED32 if not only or only[0] in s.name]:
+    for sh in [s for s in pc.DENSE32 + (pc.RES_P2,) if not only or only[0] in s.name]:
         sh2 = dataclasses.replace(sh, ksplit=2, tokens=32, passes=1)
         c, tb, c2 = contracts.get(sh.name), testbeds.get(sh.name), pc._contract(sh2)
         module, fn = loader.load_text(sh2.name, g.generate(sh2), dynamic_smem=c2.dynamic_smem)

@@ -27,10 +27,10 @@ sys.path.insert(0, str(HERE))
 def main():
     import variant_ab
 
-    from netra.contracts.proj import FUSED32
+    from netra.contracts.proj import RES_P2
 
     cases = lambda c: [{"M": m} for m in (1, 16, 17, 24, 25, 32)]  # noqa: E731
-    variant_ab.run("p2_early", {"p2_early": True}, [(sh, cases) for sh in FUSED32],
+    variant_ab.run("p2_early", {"p2_early": True}, [(sh, cases) for sh in (RES_P2,)],
                    variant_ab.out_path("p2_early_variant.json", HERE))
 
 

@@ -391,8 +391,15 @@ FUSED = (
 )
 # the residual build for up to 32 rows in one launch (GDN out_proj, attention o_proj at batch 32): two passes of 16 tokens
 # over each CTA's one strip (128 strips, 128 CTAs, both chunks in the ring), so the weight is read once where two launches
-# of 16 rows read it twice; its x of 32 tokens at K = 4096 would not fit the registers the 4-n-tile _t32 builds use
-FUSED32 = tuple(dataclasses.replace(s, passes=2) for s in FUSED if s.fuse == "res")
+# of 16 rows read it twice; its x of 32 tokens at K = 4096 would not fit the registers the 4-n-tile _t32 builds use.
+# The runner's above 16 rows from 444ca0f until RES32 replaced it; kept as RES32's peer
+RES_P2 = dataclasses.replace(next(s for s in FUSED if s.fuse == "res"), passes=2)
+# the same rows with k split over clusters of 2 (66 clusters walk the 128 strips): each CTA loads and converts half of x,
+# so 32 tokens fit the 4-n-tile body in one pass. M = 32 10.74 -> 8.81 us plainly, 10.32 -> 7.81 as a PDL chain; the
+# batch-32 step 115 us less with PDL (experiments/proj/ks2_t32_variant_res_f851efc.json). Not bitwise RES_P2: the two
+# halves of k meet in one more fp32 add
+RES32 = dataclasses.replace(RES_P2, ksplit=2, tokens=32, passes=1)
+FUSED32 = (RES_P2, RES32)
 # GDN's first projections in one launch: the input norm, in_proj_qkv | in_proj_z (FP8, 128 CTAs walking the
 # strips) and in_proj_b | in_proj_a (BF16, BA_STRIPS more CTAs, bitwise bf16_gemv_n64_k2048 on the same x), so
 # the GDN layer loses the b | a launch (the issue's "may be fused into a neighbouring FP8 launch")
@@ -542,7 +549,8 @@ def _contract_ksplit(s: Fp8Gemv) -> Contract:
         reduction_order=f"per strip, on each rank's half of k: mma.sync k16 steps in k order (fp32), times the "
                         f"block's weight scale and the token's inverse x scale, the {s.W} warps' partials in warp "
                         "order; then rank 0's sum plus rank 1's (one fp32 add)",
-        pdl="w and scale (the first strip's chunks, M <= 8): weights are never written while kernels run")
+        pdl=f"w and scale (the first strip's chunks{', M <= 8' if s.tokens == 16 else ''}): weights are never written "
+            "while kernels run")  # (a 32-token build has one body for every M: it requests them before the wait at every M)
 
 
 # The norm prologue is serial work before the first mma (all x loads, two block barriers, the
@@ -630,7 +638,11 @@ def _contract_res(s: Fp8Gemv) -> Contract:
             Scalar("M", "u32", value="M"),
             Tensor("out", "bf16", ("M", s.N), "out", doc="the product (the mixer's output, for the layer shadow)"),
         ),
-        reduction_order=f"as {Fp8Gemv(s.N, s.K, s.use, ksplit=s.ksplit).name}; the BF16 product then added to h in fp32 and rounded "
+        reduction_order=(f"as {Fp8Gemv(s.N, s.K, s.use).name}" if s.ksplit == 1 else
+                         f"k split in halves over clusters of {s.ksplit}: per strip, on each rank's half of k, mma.sync k16 "
+                         "steps in k order (fp32), times the block's weight scale and the token's inverse x scale, the "
+                         f"{s.W} warps' partials in warp order; then rank 0's sum plus rank 1's (one fp32 add)")
+                        + "; the BF16 product then added to h in fp32 and rounded "
                         "(as the model's two BF16 ops)" + ("; tokens 16 .. M - 1 in a second pass over the same strip, "
                                                            "so bitwise the 16-row build on rows 0 .. 15 and 16 .. M - 1"
                                                            if s.passes > 1 else ""),

@@ -166,8 +166,8 @@ def _(h, norm_weight, eps, weight, scale, out, x_out, w_b, w_a, out_b, out_a):
     return None
 
 
-# above this many rows fp8_linear_add takes the residual build's two-pass form (netra.contracts.proj.FUSED32): one launch
-# for up to 32 rows, reading the weight once where launches of 16 rows read it twice
+# above this many rows fp8_linear_add takes the residual build for 32 rows (netra.contracts.proj.RES32, k split over
+# clusters of 2): one launch for up to 32 rows, reading the weight once where launches of 16 rows read it twice
 RES32_ROWS = 16
 
 
@@ -176,7 +176,7 @@ def fp8_linear_add(x: Tensor, weight: Tensor, scale: Tensor, h: Tensor, out: Ten
     """out = x @ dequant(weight, scale)^T (BF16), then h += out in place (the model's two ops):
     the residual add as the projection's epilogue; out is the mixer's output for whoever reads
     it (the layer shadow). Kernel fp8_gemv_n2048_k4096_res (packed weight, M = 1..16), above
-    RES32_ROWS rows fp8_gemv_n2048_k4096_res_p2 (M = 1..32, bitwise launches of 16 rows);
+    RES32_ROWS rows fp8_gemv_n2048_k4096_res_ks2_t32 (M = 1..32; k split, so not bitwise launches of 16 rows);
     otherwise fp8_linear, then the add."""
     k = proj.kernel_for(weight, proj.RES_KERNELS32) if x.shape[0] > RES32_ROWS else None
     k = k or proj.kernel_for(weight, proj.RES_KERNELS)

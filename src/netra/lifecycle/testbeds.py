@@ -392,6 +392,17 @@ def _res16_peer(i, s):
     return {"h": i["h"], "out": out}
 
 
+def _res_p2_peer(i, s):
+    """fp8_gemv_n2048_k4096_res_p2, h in place (the two-pass build fp8_linear_add launched above 16 rows before
+    netra.contracts.proj.RES32)."""
+    from ..ops import proj
+
+    out = torch.empty_like(i["h"])
+    if proj.kernel_for(i["w"], proj.RES_P2_KERNELS).rows(i["x"], i["w"], i["scale"], i["h"], out):
+        raise RuntimeError("fp8_gemv_n2048_k4096_res_p2 refused the rows")
+    return {"h": i["h"], "out": out}
+
+
 def _res_cublas_peer(i, s):
     y = i["x"] @ i["_w_bf16"].T
     return {"h": i["h"] + y, "out": y}
@@ -858,8 +869,10 @@ def _proj_testbeds() -> dict:
                 scalars={})
         else:
             peers = {"netra_unfused": _res_unfused_peer, "cublas_bf16": _res_cublas_peer}
-            if sh.passes > 1:
+            if sh.passes > 1 or sh.tokens > 16:
                 peers["netra_res_16_rows"] = _res16_peer
+            if sh.tokens > 16:
+                peers["netra_res_p2"] = _res_p2_peer
             beds[sh.name] = Testbed(contracts.get(sh.name), _make_fp8_res(sh), _res_ref, None, peers, scalars={})
     beds[NORM_BA.name] = Testbed(contracts.get(NORM_BA.name), _make_fp8_norm_ba(NORM_BA), _norm_ba_ref, None, {
         "netra_unfused": _norm_ba_unfused_peer,
