@@ -1364,8 +1364,9 @@ def test_res32_is_the_runners_build_above_16_rows():
     from netra.decode import ops as dops
     from netra.lifecycle import testbeds
 
-    c, p2, c16 = contracts.get(RES32.name), contracts.get(RES_P2.name), contracts.get(FUSED[2].name)
-    assert RES32 == dataclasses.replace(RES_P2, ksplit=2, tokens=32, passes=1) and FUSED[2].fuse == "res"
+    one = next(s for s in FUSED if s.fuse == "res")
+    c, p2, c16 = contracts.get(RES32.name), contracts.get(RES_P2.name), contracts.get(one.name)
+    assert RES32 == dataclasses.replace(RES_P2, ksplit=2, tokens=32, passes=1) == dataclasses.replace(one, ksplit=2, tokens=32)
     assert proj.RES_KERNELS32[(RES32.S, RES32.KB)].contract.name == RES32.name
     assert proj.RES_KERNELS32[(RES32.S, RES32.KB)].max_rows == 32 and dops.RES32_ROWS == 16 == max(c16.dims["M"])
     assert c.params == p2.params == c16.params and c.dims == p2.dims and c.tolerance == p2.tolerance

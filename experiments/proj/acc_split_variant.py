@@ -49,15 +49,12 @@ def main():
     floors = (rt_launch.raw_launcher(loader.load("empty_kernel", 0)), rt_launch.raw_launcher(loader.load("read_floor", 0)))
     res = {"method": bench.METHOD.format(R=bench.REPLAYS), "candidate": {LABEL: OPTIONS}, "kernels": {}}
     out = variant_ab.out_path("acc_split_variant.json", HERE)
-    pdl = rt_launch.pdl_launcher()
     keep = []
     for sh in SHAPES + FUSED:
         c, tb = contracts.get(sh.name), testbeds.get(sh.name)
         module, fn = loader.load_text(sh.name, g.generate(sh, **OPTIONS), dynamic_smem=c.dynamic_smem)
         keep.append(module)
-        gos = {name: tuple(rt_launch.make_guard_and_launch(c, function_handle=handle, device=0, **k)
-                           for k in ({}, {"launch": pdl}))
-               for name, handle in (("promoted", loader.load(c.name, 0).handle), (LABEL, int(fn)))}
+        gos = {"promoted": variant_ab.plain_and_pdl(c, loader.load(c.name, 0).handle), LABEL: variant_ab.plain_and_pdl(c, int(fn))}
         rows, firsts = {}, {}
         variant_ab.f64_checks(gos, tb, c, CHECK_M, rows, firsts)
         rows[LABEL + "_check"]["bitwise_promoted"] = all(

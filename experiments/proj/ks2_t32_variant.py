@@ -48,7 +48,6 @@ def main():
     floors = (rt_launch.raw_launcher(loader.load("empty_kernel", 0)), rt_launch.raw_launcher(loader.load("read_floor", 0)))
     res = {"method": bench.METHOD.format(R=bench.REPLAYS), "candidate": LABEL, "kernels": {}}
     out = variant_ab.out_path("ks2_t32_variant.json", HERE)
-    pdl = rt_launch.pdl_launcher()
     keep = []
     only = [a[len("--only="):] for a in sys.argv if a.startswith("--only=")]
     for sh in [s for s in pc.DENSE32 + (pc.RES_P2,) if not only or only[0] in s.name]:
@@ -56,10 +55,8 @@ def main():
         c, tb, c2 = contracts.get(sh.name), testbeds.get(sh.name), pc._contract(sh2)
         module, fn = loader.load_text(sh2.name, g.generate(sh2), dynamic_smem=c2.dynamic_smem)
         keep.append(module)
-        gos = {"promoted": tuple(rt_launch.make_guard_and_launch(c, function_handle=loader.load(c.name, 0).handle, device=0,
-                                                                 **k) for k in ({}, {"launch": pdl})),
-               LABEL: tuple(rt_launch.make_guard_and_launch(c2, function_handle=int(fn), device=0, **k)
-                            for k in ({}, {"launch": pdl}))}
+        gos = {"promoted": variant_ab.plain_and_pdl(c, loader.load(c.name, 0).handle),
+               LABEL: variant_ab.plain_and_pdl(c2, int(fn))}
         rows, firsts = {"candidate": sh2.name, "grid": c2.grid, "dynamic_smem": c2.dynamic_smem}, {}
         variant_ab.f64_checks(gos, tb, c, CHECK_M, rows, firsts)
         print(sh.name, rows, flush=True)

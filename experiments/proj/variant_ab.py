@@ -48,10 +48,7 @@ def run(label: str, options: dict, shape_cases, out_path: str, candidate_shape=N
         if carveout is not None:
             set_carveout(fn, carveout)
         h = loader.load(c.name, 0).handle
-        gos = {}
-        for name, handle, cc in (("promoted", h, c), (label, int(fn), c2)):
-            gos[name] = tuple(rt_launch.make_guard_and_launch(cc, function_handle=handle, device=0, **k)
-                              for k in ({}, {"launch": rt_launch.pdl_launcher()}))
+        gos = {"promoted": plain_and_pdl(c, h), label: plain_and_pdl(c2, int(fn))}
         rows = {}
         for case in cases(c):
             outs = []
@@ -73,6 +70,14 @@ def run(label: str, options: dict, shape_cases, out_path: str, candidate_shape=N
         json.dump(res, open(out_path, "w"), indent=1)  # after every kernel
     del keep
     return res
+
+
+def plain_and_pdl(c, handle: int) -> tuple:
+    """The guard-and-launch of function ``handle`` under contract ``c``, plainly and with programmatic serialization."""
+    from netra.runtime import launch as rt_launch
+
+    return tuple(rt_launch.make_guard_and_launch(c, function_handle=handle, device=0, **k)
+                 for k in ({}, {"launch": rt_launch.pdl_launcher()}))
 
 
 def f64_check(gos: tuple, tb, ms, tolerance: float, firsts: dict, name: str) -> dict:

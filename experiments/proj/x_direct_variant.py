@@ -94,9 +94,7 @@ def main():
         c, tb = contracts.get(sh.name), testbeds.get(sh.name)
         tbx = repacked(tb)
         beds = {}
-        pdl = rt_launch.pdl_launcher()
-        gos = {"promoted": tuple(rt_launch.make_guard_and_launch(c, function_handle=loader.load(c.name, 0).handle, device=0, **k)
-                                 for k in ({}, {"launch": pdl}))}
+        gos = {"promoted": variant_ab.plain_and_pdl(c, loader.load(c.name, 0).handle)}
         beds["promoted"] = tb
         for label in [w for w in which if applies(w, sh)]:
             opts, s2 = CANDIDATES[label], shape_of(label, sh)
@@ -104,8 +102,7 @@ def main():
             c2 = dataclasses.replace(c2, dynamic_smem=g.x_stage_layout(sh)[2] + 8) if "stage_x_m16" in opts else c2
             module, fn = loader.load_text(s2.name, g.generate(s2, **opts), dynamic_smem=c2.dynamic_smem)
             keep.append(module)
-            gos[label] = tuple(rt_launch.make_guard_and_launch(c2, function_handle=int(fn), device=0, **k)
-                               for k in ({}, {"launch": pdl}))
+            gos[label] = variant_ab.plain_and_pdl(c2, int(fn))
             beds[label] = tbx if label in REPACKED else tb
         rows = {}
         firsts = {}

@@ -639,9 +639,8 @@ def _contract_res(s: Fp8Gemv) -> Contract:
             Tensor("out", "bf16", ("M", s.N), "out", doc="the product (the mixer's output, for the layer shadow)"),
         ),
         reduction_order=(f"as {Fp8Gemv(s.N, s.K, s.use).name}" if s.ksplit == 1 else
-                         f"k split in halves over clusters of {s.ksplit}: per strip, on each rank's half of k, mma.sync k16 "
-                         "steps in k order (fp32), times the block's weight scale and the token's inverse x scale, the "
-                         f"{s.W} warps' partials in warp order; then rank 0's sum plus rank 1's (one fp32 add)")
+                         f"k split in halves over clusters of {s.ksplit}: "
+                         + _contract_ksplit(Fp8Gemv(s.N, s.K, s.use, ksplit=s.ksplit)).reduction_order)
                         + "; the BF16 product then added to h in fp32 and rounded "
                         "(as the model's two BF16 ops)" + ("; tokens 16 .. M - 1 in a second pass over the same strip, "
                                                            "so bitwise the 16-row build on rows 0 .. 15 and 16 .. M - 1"

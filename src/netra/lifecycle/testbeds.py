@@ -381,26 +381,27 @@ def _res_unfused_peer(i, s):
     return {"h": i["h"] + y, "out": y}
 
 
-def _res16_peer(i, s):
-    """fp8_gemv_n2048_k4096_res on chunks of 16 rows, h in place (what fp8_linear_add launched above 16 rows before the
-    two-pass build, netra.contracts.proj.FUSED32)."""
+def _res_kernel_rows(i, table: str) -> dict:
+    """The residual kernel of netra.ops.proj's ``table`` on every row (in launches of its rows), h in place."""
     from ..ops import proj
 
     out = torch.empty_like(i["h"])
-    if proj.kernel_for(i["w"], proj.RES_KERNELS).rows(i["x"], i["w"], i["scale"], i["h"], out):
-        raise RuntimeError("fp8_gemv_n2048_k4096_res refused a chunk of 16 rows")
+    k = proj.kernel_for(i["w"], getattr(proj, table))
+    if k.rows(i["x"], i["w"], i["scale"], i["h"], out):
+        raise RuntimeError(f"{k.contract.name} refused rows")
     return {"h": i["h"], "out": out}
+
+
+def _res16_peer(i, s):
+    """fp8_gemv_n2048_k4096_res on chunks of 16 rows, h in place (what fp8_linear_add launched above 16 rows before the
+    two-pass build, netra.contracts.proj.RES_P2)."""
+    return _res_kernel_rows(i, "RES_KERNELS")
 
 
 def _res_p2_peer(i, s):
     """fp8_gemv_n2048_k4096_res_p2, h in place (the two-pass build fp8_linear_add launched above 16 rows before
     netra.contracts.proj.RES32)."""
-    from ..ops import proj
-
-    out = torch.empty_like(i["h"])
-    if proj.kernel_for(i["w"], proj.RES_P2_KERNELS).rows(i["x"], i["w"], i["scale"], i["h"], out):
-        raise RuntimeError("fp8_gemv_n2048_k4096_res_p2 refused the rows")
-    return {"h": i["h"], "out": out}
+    return _res_kernel_rows(i, "RES_P2_KERNELS")
 
 
 def _res_cublas_peer(i, s):
