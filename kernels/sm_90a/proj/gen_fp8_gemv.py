@@ -1295,6 +1295,9 @@ def residual_add(e: Emit, h: str | None = None) -> None:
     ``h``: the register that already holds h (gen_moe_down_grp.down's h_early)."""
     if h is not None:
         e(f"  mov.b16 %q1, {h};  // h, loaded after the wait")
+    elif _HE["on"] == "split":
+        e("  setp.eq.u32 %p, %it, 0;")
+        e("  selp.b16 %q1, %qh0, %qh1, %p;  // h of strip it, loaded before the walk")
     elif _HE["on"]:
         e("  mov.b16 %q1, %qh;  // h, loaded at the strip's start")
     else:
@@ -1323,6 +1326,30 @@ def h_early_load(e: Emit, sh: Shape) -> None:
     e("  mul.wide.u32 %hep, %he0, 2;")
     e("  add.u64 %hep, %po, %hep;")
     e("  @%phe ld.global.b16 %qh, [%hep];")
+
+
+def h_early_split(e: Emit, sh: Shape) -> None:
+    """h_early for a k-split build (one output a thread, at most two strips a cluster): thread o < 16 M whose row
+    (o % 16) this rank owns loads h at output o of the cluster's strips %clusterid.x and + %nct into %qh0 / %qh1 before
+    the walk; split_finish adds the one of strip it (selp) in place of its load after the peer's sums."""
+    e("  // h of this thread's outputs in the cluster's (at most two) strips now: their L2 round trip off the tail")
+    e("  shl.b32 %he0, %m, 4;")
+    e("  setp.lt.u32 %phe, %th, %he0;")
+    e("  bfe.u32 %he1, %th, 3, 1;")
+    e("  setp.eq.and.u32 %phe, %he1, %rank, %phe;  // the row's owner finishes it")
+    e("  shr.u32 %he0, %th, 4;")
+    e(f"  mul.lo.u32 %he0, %he0, {sh.N};")
+    e("  and.b32 %he1, %th, 15;")
+    e("  add.u32 %he0, %he0, %he1;")
+    e("  mov.u32 %he1, %clusterid.x;")
+    e("  mad.lo.u32 %he0, %he1, 16, %he0;")
+    e("  mul.wide.u32 %hep, %he0, 2;")
+    e("  add.u64 %hep, %po, %hep;")
+    e("  @%phe ld.global.b16 %qh0, [%hep];")
+    e("  add.u32 %he1, %he1, %nct;")
+    e(f"  setp.lt.and.u32 %phe, %he1, {sh.S}, %phe;  // the cluster's second strip, if it has one")
+    e("  mad.wide.u32 %hep, %nct, 32, %hep;  // 16 rows x 2 bytes further a cluster")
+    e("  @%phe ld.global.b16 %qh1, [%hep];")
 
 
 def bfly_sum(e: Emit, reg: str, tmp: str) -> None:
@@ -1599,8 +1626,10 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     assert not norm_w_early or sh.router, f"norm_w_early: the router-fused build only ({sh.name})"
     _RNW["early"] = norm_w_early
     assert not h_early or (sh.fuse in ("res", "moedown") and sh.ksplit == 1 and sh.passes == 1 and sh.tokens != 32
-                           and sh.red_bytes // 4 <= sh.threads), f"h_early: one pass of residual rows ({sh.name})"
-    _HE["on"] = h_early
+                           and sh.red_bytes // 4 <= sh.threads) or (sh.fuse == "res" and sh.ksplit == 2
+                           and split_passes(sh) == 1 and -(-sh.S // sh.walkers) <= 2), \
+        f"h_early: one pass of residual rows, or a k split of one output a thread and two strips a cluster ({sh.name})"
+    _HE["on"] = "split" if h_early and sh.ksplit > 1 else h_early
     assert sum_late in (False, True, "m16"), sum_late
     assert not sum_late or (sh.fuse in ("", "norm") and sh.ksplit == 1 and sh.passes == 1 and not sh.group
                             and not sh.router and not h_early and not p2_early), f"sum_late: plain and norm builds ({sh.name})"
@@ -1735,7 +1764,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         e("  .reg .b64 %tep;")
         e("  .reg .pred %pte, %ptq, %ptr;")
     if h_early:
-        e("  .reg .b16 %qh;  // h_early: this thread's h")
+        e("  .reg .b16 %qh0, %qh1;  // h_early: this thread's h of the cluster's two strips" if sh.ksplit > 1
+          else "  .reg .b16 %qh;  // h_early: this thread's h")
         e("  .reg .b32 %he0, %he1;")
         e("  .reg .b64 %hep;")
         e("  .reg .pred %phe;")
@@ -3726,10 +3756,12 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
     late = _SL["on"] is True or (_SL["on"] == "m16" and nts != (0,))
     if late:
         e("  setp.ne.u32 %psl, %th, %th;  // no previous strip yet")
+    if _HE["on"] == "split":
+        h_early_split(e, sh)
     e("  mov.u32 %buf, 0;")
     e(f"STRIP{sfx}:")
     e("  mov.u32 %st0, %stage;  // this strip's first stage")
-    if _HE["on"]:
+    if _HE["on"] is True:
         h_early_load(e, sh)
     for h in range(NC):
         e(f"  // chunk {h}: wait for its bytes, take this warp's tile and scale")
