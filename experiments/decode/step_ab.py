@@ -551,6 +551,10 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   then this form swaps nothing.
 - res_p2_prev (after the promotion of RES32): out_proj / o_proj above 16 rows on the two-pass build again
   (fp8_gemv_n2048_k4096_res_p2, netra.contracts.proj.RES_P2), as before f851efc.
+- grp_s4, grp_s5 (after db2d438; run with --batch=8 and 32): the grouped routed + shared gate | up builds
+  (fp8_gemv_n1024_k2048_moe_shared_grp from 5 to 16 tokens, _t32 above) with 4 weight stages, or the 16-token one with
+  5 (the t32 build has room for 4 only), under the promoted names (experiments/proj/grp_stages_variant.py). Bitwise.
+  Prediction: batch 8 0-80 us less a step, batch 32 0-200.
 - res32_he (after db2d438; run with --batch=32): the k-split 32-token residual build (RES32) loading h before its walk
   (gen_fp8_gemv.generate(h_early=True), h_early_split; experiments/proj/h_early_split_variant.py), bitwise. Prediction:
   batch 32 5-12 us less a step, plainly and with PDL.
@@ -577,7 +581,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
          "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "moedown_grp_from9",
-         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "current_again",
+         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "grp_s4", "grp_s5", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -723,6 +727,13 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
         for sh in FUSED + MOE_DOWNS:
             if sh.name in ("fp8_gemv_n2048_k4096_res", "fp8_gemv_n2048_k4608_moedown", "fp8_gemv_n2048_k4608_moedown_s6"):
                 out[sh.name] = (g.generate(sh, h_early=form == "h_early"), contracts.get(sh.name).dynamic_smem)
+    if form in ("grp_s4", "grp_s5"):  # the grouped gate | up builds with a deeper ring, under the promoted names
+        from netra.contracts.proj import EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32
+
+        g = paths.generator("proj", "gen_fp8_gemv")
+        for sh, st in ((EXPERTS_SHARED_GROUP, int(form[-1])), (EXPERTS_SHARED_GROUP32, 4)):
+            u = dataclasses.replace(sh, stages=st)
+            out[sh.name] = (g.generate(u).replace(u.name, sh.name), u.smem)  # its .entry under the promoted name
     if form == "res32_he":  # the k-split 32-token residual build with h loaded before its walk; same contract, same bits
         from netra.contracts.proj import RES32
 
@@ -1201,6 +1212,11 @@ def main():
                 nop = _dispatch.OPS[EXPERTS_ROUTER.name]
                 real_contracts[EXPERTS_ROUTER.name] = nop.contract
                 nop.contract = dataclasses.replace(nop.contract, dynamic_smem=previous_builds(form)[EXPERTS_ROUTER.name][1])
+            if form in ("grp_s4", "grp_s5"):  # the swapped builds' shared memory at launch
+                for name, (_, smem) in previous_builds(form).items():
+                    gop = _dispatch.OPS[name]
+                    real_contracts[name] = gop.contract
+                    gop.contract = dataclasses.replace(gop.contract, dynamic_smem=smem)
             if form == "moedown_s6":  # the swapped build's shared memory at launch
                 down_op.contract = dataclasses.replace(real_down_contract, dynamic_smem=previous_builds(form)[
                     real_down_contract.name][1])
