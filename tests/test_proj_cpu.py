@@ -875,6 +875,38 @@ def test_h_early_candidate_assembles(sh):
         g.generate(SHAPES[0], h_early=True)
 
 
+def test_h_early_split_candidate_assembles():
+    """RES32 loading h of its cluster's (at most two) strips before the walk (generate(h_early=True): h_early_split;
+    experiments/proj/h_early_split_variant.py): no spills within the contract's registers; the two predicated loads
+    once, after the x prologue and before the strip loop; split_finish selects one (selp) instead of loading h after
+    the peer's sums; the committed PTX is the generator's default; builds of two passes still refuse h_early."""
+    g = _generator()
+    ptx = g.generate(RES32, h_early=True)
+    res = _assembles_without_spills(RES32.name, ptx)
+    assert res["registers"] <= contracts.get(RES32.name).max_registers
+    assert "ld.global.b16 %q1, [%pb]" not in ptx
+    assert ptx.count("selp.b16 %q1, %qh0, %qh1, %p;") == ptx.count("add.rn.f32 %f0, %f1, %f0;") >= 1
+    for q in ("%qh0", "%qh1"):
+        assert ptx.count(f"@%phe ld.global.b16 {q}, [%hep];") == 1
+        at = ptx.index(f"@%phe ld.global.b16 {q}")
+        assert ptx.index("griddepcontrol.wait;") < ptx.index("barrier.cluster.wait") < at < ptx.index("\nSTRIP")
+    assert -(-RES32.S // RES32.walkers) <= 2
+    assert paths.ptx_path("sm_90a", "proj", RES32.name).read_text() == g.generate(RES32)
+    with pytest.raises(AssertionError, match="h_early"):
+        g.generate(RES_P2, h_early=True)
+
+
+@pytest.mark.parametrize("sh,stages", [(EXPERTS_SHARED_GROUP, 4), (EXPERTS_SHARED_GROUP, 5), (EXPERTS_SHARED_GROUP32, 4)],
+                         ids=lambda v: getattr(v, "name", str(v)))
+def test_grp_stages_candidate_assembles(sh, stages):
+    """The grouped gate | up builds with a deeper ring (experiments/proj/grp_stages_variant.py, step forms grp_s4 / grp_s5):
+    no spills, the shared memory within the SM's 227 KB; the t32 build has no room for 5."""
+    u = dataclasses.replace(sh, stages=stages)
+    res = _assembles_without_spills(u.name, _generator().generate(u))
+    assert res["registers"] <= contracts.get(sh.name).max_registers and u.NS == stages
+    assert sh.smem < u.smem <= 227 * 1024 < dataclasses.replace(EXPERTS_SHARED_GROUP32, stages=5).smem
+
+
 @pytest.mark.parametrize("sh", MOE_DOWNS, ids=lambda s: s.name)
 def test_top_early_build(sh):
     """moe_down's builds loading every chunk's expert weight with x (Fp8Gemv.top_early, the committed builds since
