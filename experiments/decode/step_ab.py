@@ -557,7 +557,10 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   Prediction: batch 8 0-80 us less a step, batch 32 0-200.
 - res32_he (after db2d438; run with --batch=32): the k-split 32-token residual build (RES32) loading h before its walk
   (gen_fp8_gemv.generate(h_early=True), h_early_split; experiments/proj/h_early_split_variant.py), bitwise. Prediction:
-  batch 32 5-12 us less a step, plainly and with PDL.
+  batch 32 5-12 us less a step, plainly and with PDL. Measured at 415d92d
+  (step_ab_current_res32_he_grp_s4_current_again_b32_415d92d.json): 8.543 / 8.115 ms plain / PDL against 8.578 / 8.157
+  and 8.558 / 8.131; promoted (Fp8Gemv.h_early), so on the runner since then this form swaps nothing.
+- res32_he_prev (after the promotion of res32_he): RES32 without h_early, as before.
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
@@ -581,7 +584,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
          "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "moedown_grp_from9",
-         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "grp_s4", "grp_s5", "current_again",
+         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -734,11 +737,11 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
         for sh, st in ((EXPERTS_SHARED_GROUP, int(form[-1])), (EXPERTS_SHARED_GROUP32, 4)):
             u = dataclasses.replace(sh, stages=st)
             out[sh.name] = (g.generate(u).replace(u.name, sh.name), u.smem)  # its .entry under the promoted name
-    if form == "res32_he":  # the k-split 32-token residual build with h loaded before its walk; same contract, same bits
+    if form in ("res32_he", "res32_he_prev"):  # the k-split 32-token residual build with / without h loaded before its walk
         from netra.contracts.proj import RES32
 
         g = paths.generator("proj", "gen_fp8_gemv")
-        out[RES32.name] = (g.generate(RES32, h_early=True), contracts.get(RES32.name).dynamic_smem)
+        out[RES32.name] = (g.generate(RES32, h_early=form == "res32_he"), contracts.get(RES32.name).dynamic_smem)
     if form == "top_early":  # moe_down's builds loading every chunk's expert weight with x; same contracts, same bits
         from netra.contracts.proj import MOE_DOWNS
 

@@ -178,9 +178,14 @@ class Fp8Gemv:
         Measured (experiments/proj/h_early_variant_fdd15d3.json, us plain / PDL chain, against the builds before):
         2048 x 4096 res M = 1 4.60 / 3.94 against 4.57 / 4.13, M = 16 5.88 / 5.24 against 6.03 / 5.52; moedown_s6
         M = 4 12.37 / 11.91 against 13.29 / 12.68, M = 8 20.74 / 20.27 against 20.91 / 20.48; the 3-stage moedown
-        (M <= 3) 0.02-0.15 slower, so off there."""
+        (M <= 3) 0.02-0.15 slower, so off there. On RES32 (the k split for 32 rows) since 415d92d: h of the cluster's
+        two strips before the walk (gen_fp8_gemv.h_early_split), M = 17 / 32 7.56 / 8.31 us plainly against 8.18 /
+        8.72, as a chain 6.66 / 7.31 against 7.02 / 7.77; the batch-32 step 8.115 ms with PDL against 8.157 / 8.131
+        (experiments/proj/h_early_split_variant_415d92d.json, experiments/decode/step_ab_current_res32_he_grp_s4_
+        current_again_b32_415d92d.json)."""
         return (self.fuse == "res" and self.passes == 1 and self.ksplit == 1) or (self.fuse == "moedown"
-                                                                                  and self.stages == 6)
+                                                                                  and self.stages == 6) \
+            or (self.fuse == "res" and self.ksplit == 2 and self.tokens == 32 and self.passes == 1)
 
     @property
     def top_early(self) -> bool:
