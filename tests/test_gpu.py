@@ -309,6 +309,33 @@ def test_norm_ba_is_bitwise_the_norm_kernel_then_the_ba_kernel(M):
             assert _misses(NORM_BA.name) == 0, ops.stats()[NORM_BA.name]
 
 
+@pytest.mark.parametrize("M", [1, 8, 16, 17, 24, 32])
+def test_ba_t32_is_bitwise_the_ba_kernel_and_the_32_token_kernel(M):
+    """fp8_gemv_n12288_k2048_ba_t32 (one launch: the 32-token in_proj_qkv | z and 4 CTAs of b | a in rounds of 16
+    tokens) gives bitwise what bf16_gemv_n64_k2048 and fp8_gemv_n12288_k2048_t32 give, NaN-poisoned outputs, plainly
+    and under set_pdl; above 16 rows through the op (fp8_linear_ba), at and below it the kernel itself."""
+    from netra.contracts.proj import DENSE32_BA
+    from netra.decode import ops as dops
+    from netra.lifecycle import testbeds
+    from netra.ops import proj as kproj
+
+    i = testbeds.get(DENSE32_BA.name).make({"M": M}, torch.Generator().manual_seed(300 + M), "cuda")
+    nan = lambda *shape: torch.full(shape, float("nan"), dtype=torch.bfloat16, device="cuda")  # noqa: E731
+    want = [nan(M, DENSE32_BA.N), nan(M, 32), nan(M, 32)]
+    assert kproj.KERNELS32[(DENSE32_BA.S, DENSE32_BA.KB)](i["x"], i["w"], i["scale"], want[0])
+    dops.bf16_linear2(i["x"], i["w_b"], i["w_a"], want[1], want[2])
+    for pdl in (False, True):
+        with _pdl(pdl):
+            got = [nan(M, DENSE32_BA.N), nan(M, 32), nan(M, 32)]
+            args = (i["x"], i["w"], i["scale"], got[0], i["w_b"], i["w_a"], got[1], got[2])
+            if M > dops.BA32_ROWS:
+                dops.fp8_linear_ba(*args)
+            else:
+                assert kproj.fp8_linear_ba(*args)
+        assert all(torch.equal(a, b) for a, b in zip(got, want)), (M, pdl)
+        assert _misses(DENSE32_BA.name) == 0, ops.stats()[DENSE32_BA.name]
+
+
 @pytest.mark.parametrize("M", [1, 3, 8, 9, 16])
 def test_experts_shared_is_the_experts_kernel_and_the_shared_gate_up(M):
     """fp8_linear_experts_shared (one launch): the routed pairs bitwise fp8_linear_experts' kernel, the shared

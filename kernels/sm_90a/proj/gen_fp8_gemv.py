@@ -88,7 +88,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "src"))
 sys.path.insert(0, str(HERE))
 import rms_emit  # noqa: E402  (the warp's RMSNorm, shared with gen_moe_router.norm_prologue)
-from netra.contracts.proj import BA_K, BA_ROWS, BA_STRIPS, DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN, EXPERTS_SHARED, EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32, FUSED, FUSED32, MOE_DOWNS, NORM_BA, NUM_EXPERTS, ROUTER_FUSED_TOKENS, ROUTER_K, ROUTER_ROWS, SHAPES, SMS, TOP_K, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
+from netra.contracts.proj import BA_K, BA_ROWS, BA_STRIPS, DENSE32, DENSE32_BA, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN, EXPERTS_SHARED, EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32, FUSED, FUSED32, MOE_DOWNS, NORM_BA, NUM_EXPERTS, ROUTER_FUSED_TOKENS, ROUTER_K, ROUTER_ROWS, SHAPES, SMS, TOP_K, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
 import gen_moe_router as gmr  # noqa: E402  (the router's row sum and selection, for router_phase)
 
 
@@ -1661,7 +1661,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     assert sh.fuse in ("", "norm", "res", "gate", "moe", "moedown") and (sh.fuse != "norm" or (x_rows and sh.NC == 1))
     assert not sh.group or (sh.fuse == "moe" and sh.pairs_per_x == TOP_K and not sh.router and not ids_early
                             and x_rows and sh.ksplit == 1), "group: the routed gate | up kernel's promoted form"
-    assert not sh.ba or (sh.fuse == "norm" and sh.ksplit == 1 and not tgroups), "b | a CTAs: the norm kernels"
+    assert not sh.ba or ((sh.fuse == "norm" or (sh.fuse == "" and sh.tokens == 32)) and sh.ksplit == 1 and not tgroups), \
+        "b | a CTAs: the norm kernels and the plain 32-token ones"
     N, K, S, W, NC, SB, NS = sh.N, sh.K, sh.S, sh.W, sh.NC, sh.SB, sh.NS
     x_first_m16 = sh.x_first if x_first_m16 is None else x_first_m16
     pre_strips = sh.pre_strips if pre_strips == "shape" else pre_strips
@@ -2196,24 +2197,36 @@ def gate_cta(e: Emit, sh: Shape) -> None:
 # ldmatrix start in 8 different 16-byte bank groups, as bf16_gemv_n64_k2048's), the 16 warps' partials, one mbarrier
 BA_RB = 2 * BA_K + 16
 BA_W, BA_X = 0, 16 * BA_RB
-BA_RED = BA_X + 8 * BA_RB
-BA_BAR = BA_RED + 16 * 1024
+
+
+def ba_layout(sh: Shape) -> tuple[int, int]:
+    """The b | a CTA's partial slots and mbarrier offsets: after 8 x rows (the norm build) or 16 (a round of the plain
+    32-token build)."""
+    red = BA_X + (8 if sh.fuse == "norm" else 16) * BA_RB
+    return red, red + 16 * 1024
 
 
 def ba_cta(e: Emit, sh: Shape) -> None:
     """The last BA_STRIPS CTAs of a ``ba`` build: CTA nct + q computes rows 16 (q % 2) .. + 15 of w_b (q < 2) or
-    w_a for M <= 8 tokens, bitwise as bf16_gemv_n64_k2048 (its cluster of 4 ranks x 4 warps is here one CTA of
-    16 warps): thread 0 bulk-copies the 16 weight rows before griddepcontrol.wait; after it warp t < M makes x[t]
-    = rmsnorm(h[t]) (bitwise rmsnorm_h2048, as moe_router_norm's prologue: lane l holds channels 256 i + 8 l ..),
-    into padded shared rows (rows M..7 zero); warp w takes the k16 steps 8 w .. 8 w + 7 (ldmatrix, mma.sync
-    m16n8k16 bf16 -> f32 from zero, in k order), stores its partial [register][lane] to slot w; warps 0..3 add the
-    16 slots in slot order (k order) and store the tokens < M."""
-    assert sh.fuse == "norm" and sh.W == 16 and sh.K == BA_K and BA_BAR + 8 <= sh.smem, (sh.name, sh.smem)
+    w_a, bitwise as bf16_gemv_n64_k2048 (its cluster of 4 ranks x 4 warps is here one CTA of 16 warps): thread 0
+    bulk-copies the 16 weight rows before griddepcontrol.wait; after it the x rows go to padded shared rows (rows past
+    M zero): the norm build (M <= 8) makes x[t] = rmsnorm(h[t]) by warp t (bitwise rmsnorm_h2048, as moe_router_norm's
+    prologue: lane l holds channels 256 i + 8 l ..); the plain 32-token build (ba_rounds) loads x[16 r + w] by warp w
+    in rounds r of 16 tokens. Warp w takes the k16 steps 8 w .. 8 w + 7 (ldmatrix, mma.sync m16n8k16 bf16 -> f32 from
+    zero, in k order) for each n-tile of 8 tokens, stores its partial [n-tile][register][lane] to slot w; warps
+    4 nt + r add the 16 slots in slot order (k order) and store the tokens < M."""
+    norm = sh.fuse == "norm"
+    assert (norm or (sh.fuse == "" and sh.tokens == 32)) and sh.W == 16 and sh.K == BA_K, sh.name
+    xrows = 8 if norm else 16  # x rows in shared memory at once (one round)
+    nts = xrows // 8  # n-tiles per round
+    red, bar = ba_layout(sh)
+    assert bar + 8 <= sh.smem, (sh.name, bar, sh.smem)
     e("BA:")
     e("  {")
     e("  .reg .pred %bp, %bq;")
-    e("  .reg .b32 %bstrip, %bbar, %bsa, %bsb, %bt<6>, %bx<32>, %bnw<4>, %ba<4>, %bb<2>, %bo, %btok, %brow;")
-    e("  .reg .f32 %bf<8>, %bv<8>, %bss<8>, %br, %bc<4>, %bacc, %bg;")
+    e("  .reg .b32 %bstrip, %bbar, %bsa, %bsb, %bt<6>, %bx<32>, %bnw<4>, %ba<4>, %bb<2>, %bo, %btok, %brow"
+      + (";" if norm else ", %brnd;"))
+    e(f"  .reg .f32 %bf<8>, %bv<8>, %bss<8>, %br, %bc<{4 * nts}>, %bacc, %bg;")
     e("  .reg .b16 %bh;")
     e("  .reg .b64 %bpw, %bpa, %bpo;")
     e("  sub.u32 %bstrip, %s, %nct;  // 0, 1: w_b's rows 0-15, 16-31; 2, 3: w_a's")
@@ -2225,7 +2238,7 @@ def ba_cta(e: Emit, sh: Shape) -> None:
     e("  and.b32 %bt0, %bstrip, 1;")
     e(f"  mul.wide.u32 %bpa, %bt0, {16 * 2 * BA_K};  // the strip's first row")
     e("  add.u64 %bpw, %bpw, %bpa;")
-    e(f"  add.u32 %bbar, %sbase, {BA_BAR};")
+    e(f"  add.u32 %bbar, %sbase, {bar};")
     e("  setp.ne.u32 %bp, %th, 0;")
     e("  @%bp bra BA_ISSUED;")
     e("  mbarrier.init.shared::cta.b64 [%bbar], 1;")
@@ -2235,29 +2248,41 @@ def ba_cta(e: Emit, sh: Shape) -> None:
         e(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%sbase+{BA_W + r * BA_RB}], "
           f"[%bpw+{r * 2 * BA_K}], {2 * BA_K}, [%bbar];  // row {r}: weights, before the wait")
     e("BA_ISSUED:")
-    e("  griddepcontrol.wait;  // h is the previous kernel's output")
+    e("  griddepcontrol.wait;  // " + ("h" if norm else "x") + " is the previous kernel's output")
     e("  griddepcontrol.launch_dependents;")
-    e("  // x[t] = rmsnorm(h[t]) by warp t < M into padded row t; warps M..7 zero their row")
-    e("  setp.ge.u32 %bp, %warp, 8;")
-    e("  @%bp bra BA_NORMED;")
+    loads = BA_K // 256
+    if norm:
+        e("  // x[t] = rmsnorm(h[t]) by warp t < M into padded row t; warps M..7 zero their row")
+        e("  setp.ge.u32 %bp, %warp, 8;")
+        e("  @%bp bra BA_NORMED;")
+    else:
+        e("  mov.u32 %brnd, 0;  // the round's first token")
+        e("BA_ROUND:")
+        e("  // x[16 round + w] by warp w into padded row w (zero past M)")
     e(f"  mad.lo.u32 %bt0, %warp, {BA_RB}, %sbase;")
     e("  mad.lo.u32 %bt0, %lane, 16, %bt0;")
     e(f"  add.u32 %bt0, %bt0, {BA_X};  // row warp, channels 8 lane .. (+ 256 i)")
-    e("  setp.ge.u32 %bp, %warp, %m;")
+    if norm:
+        e("  setp.ge.u32 %bp, %warp, %m;")
+    else:
+        e("  add.u32 %btok, %brnd, %warp;")
+        e("  setp.ge.u32 %bp, %btok, %m;")
     e("  @%bp bra BA_ZERO;")
-    e(f"  mad.lo.u32 %bt1, %warp, {BA_K}, 0;")
+    e(f"  mad.lo.u32 %bt1, {'%warp' if norm else '%btok'}, {BA_K}, 0;")
     e("  mad.lo.u32 %bt1, %lane, 8, %bt1;")
     e("  mul.wide.u32 %bpa, %bt1, 2;")
     e("  add.u64 %bpa, %px, %bpa;")
-    loads = BA_K // 256
+    what = "h" if norm else "x"
     for i in range(loads):
-        e(f"  {_XLD[0]}.v4.u32 {{%bx{4 * i}, %bx{4 * i + 1}, %bx{4 * i + 2}, %bx{4 * i + 3}}}, [%bpa+{512 * i}];  // h[t, 256 {i} + 8 lane ..]")
+        e(f"  {_XLD[0]}.v4.u32 {{%bx{4 * i}, %bx{4 * i + 1}, %bx{4 * i + 2}, %bx{4 * i + 3}}}, [%bpa+{512 * i}];  // {what}[t, 256 {i} + 8 lane ..]")
     ind = lambda line: e("  " + line)  # noqa: E731  (this scope's indentation)
-    rms_emit.sums(ind, "%bx", "%bf", "%bss", "%br", "%bg", "%bt5", "%eps", loads, BA_K)
-    e("  mul.wide.u32 %bpa, %lane, 16;")
-    e("  add.u64 %bpa, %pn, %bpa;")
+    if norm:
+        rms_emit.sums(ind, "%bx", "%bf", "%bss", "%br", "%bg", "%bt5", "%eps", loads, BA_K)
+        e("  mul.wide.u32 %bpa, %lane, 16;")
+        e("  add.u64 %bpa, %pn, %bpa;")
     for i in range(loads):
-        rms_emit.scale(ind, i, "%bx", "%bf", "%bv", "%bnw", "%br", "%bt5", "%bpa")
+        if norm:
+            rms_emit.scale(ind, i, "%bx", "%bf", "%bv", "%bnw", "%br", "%bt5", "%bpa")
         e(f"  st.shared.v4.b32 [%bt0+{512 * i}], {{%bx{4 * i}, %bx{4 * i + 1}, %bx{4 * i + 2}, %bx{4 * i + 3}}};")
     e("  bra.uni BA_NORMED;")
     e("BA_ZERO:")
@@ -2266,7 +2291,7 @@ def ba_cta(e: Emit, sh: Shape) -> None:
     e("BA_NORMED:")
     e("  bar.sync 0;  // x's rows; thread 0 has initialized the mbarrier")
     e("BA_CP_WAIT:")
-    e("  mbarrier.try_wait.parity.shared::cta.b64 %bp, [%bbar], 0;")
+    e("  mbarrier.try_wait.parity.shared::cta.b64 %bp, [%bbar], 0;" + ("" if norm else "  // later rounds: at once"))
     e("  @!%bp bra BA_CP_WAIT;")
     e("  // ldmatrix rows: lane l gives row (l >> 3 & 1) 8 + l % 8, k + (l >> 4) 8 of A; token l % 8, k + (l >> 3 & 1) 8 of B")
     e("  and.b32 %bt0, %lane, 7;")
@@ -2282,33 +2307,46 @@ def ba_cta(e: Emit, sh: Shape) -> None:
     e("  mad.lo.u32 %bsb, %bt2, 16, %bsb;")
     e("  mad.lo.u32 %bsb, %warp, 256, %bsb;")
     e(f"  add.u32 %bsb, %bsb, {BA_X};")
-    for i in range(4):
+    for i in range(4 * nts):
         e(f"  mov.f32 %bc{i}, 0f00000000;")
     for i in range(8):
         e(f"  ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{%ba0, %ba1, %ba2, %ba3}}, [%bsa+{32 * i}];")
-        e(f"  ldmatrix.sync.aligned.m8n8.x2.shared.b16 {{%bb0, %bb1}}, [%bsb+{32 * i}];")
-        e("  mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%bc0, %bc1, %bc2, %bc3}, {%ba0, %ba1, %ba2, %ba3}, "
-          "{%bb0, %bb1}, {%bc0, %bc1, %bc2, %bc3};")
-    e("  // the warp's partial to slot warp, [register][lane]")
+        for nt in range(nts):
+            c = ", ".join(f"%bc{4 * nt + j}" for j in range(4))
+            e(f"  ldmatrix.sync.aligned.m8n8.x2.shared.b16 {{%bb0, %bb1}}, [%bsb+{32 * i + 8 * BA_RB * nt}];")
+            e(f"  mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{{c}}}, {{%ba0, %ba1, %ba2, %ba3}}, "
+              f"{{%bb0, %bb1}}, {{{c}}};")
+    e("  // the warp's partial to slot warp, " + ("[register][lane]" if norm else "[n-tile][register][lane]"))
     e("  mad.lo.u32 %bt0, %warp, 1024, %sbase;")
     e("  mad.lo.u32 %bt0, %lane, 4, %bt0;")
-    for i in range(4):
-        e(f"  st.shared.f32 [%bt0+{BA_RED + 128 * i}], %bc{i};")
+    for i in range(4 * nts):
+        e(f"  st.shared.f32 [%bt0+{red + 128 * i}], %bc{i};")
     e("  bar.sync 0;")
-    e("  setp.ge.u32 %bp, %warp, 4;")
-    e("  @%bp bra BA_DONE;")
-    e("  // warps 0..3: register r = warp of every slot, summed in slot order (k order); token 2 tig + r % 2,")
-    e("  // row g + 8 (r / 2)")
+    e(f"  setp.ge.u32 %bp, %warp, {4 * nts};")
+    e("  @%bp bra " + ("BA_DONE;" if norm else "BA_NEXT;"))
+    if norm:
+        e("  // warps 0..3: register r = warp of every slot, summed in slot order (k order); token 2 tig + r % 2,")
+        e("  // row g + 8 (r / 2)")
+    else:
+        e("  // warps 4 nt + r: register r of n-tile nt of every slot, summed in slot order (k order); token")
+        e("  // 16 round + 8 nt + 2 tig + r % 2, row g + 8 (r / 2)")
     e("  mad.lo.u32 %bt0, %warp, 128, %sbase;")
     e("  mad.lo.u32 %bt0, %lane, 4, %bt0;")
-    e(f"  ld.shared.f32 %bacc, [%bt0+{BA_RED}];")
+    e(f"  ld.shared.f32 %bacc, [%bt0+{red}];")
     for sl in range(1, 16):
-        e(f"  ld.shared.f32 %bg, [%bt0+{BA_RED + 1024 * sl}];")
+        e(f"  ld.shared.f32 %bg, [%bt0+{red + 1024 * sl}];")
         e("  add.f32 %bacc, %bacc, %bg;")
     e("  shl.b32 %btok, %tig, 1;")
     e("  and.b32 %bt1, %warp, 1;")
     e("  add.u32 %btok, %btok, %bt1;")
-    e("  shr.u32 %bt1, %warp, 1;")
+    if not norm:
+        e("  shr.u32 %bt1, %warp, 2;")
+        e("  mad.lo.u32 %btok, %bt1, 8, %btok;")
+        e("  add.u32 %btok, %btok, %brnd;")
+        e("  and.b32 %bt1, %warp, 3;")
+        e("  shr.u32 %bt1, %bt1, 1;")
+    else:
+        e("  shr.u32 %bt1, %warp, 1;")
     e("  mad.lo.u32 %brow, %bt1, 8, %g;")
     e("  and.b32 %bt1, %bstrip, 1;")
     e("  mad.lo.u32 %brow, %bt1, 16, %brow;  // the row of w_b or w_a")
@@ -2322,6 +2360,13 @@ def ba_cta(e: Emit, sh: Shape) -> None:
     e("  mul.wide.u32 %bpa, %bt1, 2;")
     e("  add.u64 %bpa, %bpo, %bpa;")
     e("  @%bp st.global.b16 [%bpa], %bh;")
+    if not norm:
+        e("BA_NEXT:")
+        e("  add.u32 %brnd, %brnd, 16;")
+        e("  setp.ge.u32 %bp, %brnd, %m;")
+        e("  @%bp bra BA_DONE;")
+        e("  bar.sync 0;  // every sum of this round has read the slots before the next round's partials")
+        e("  bra.uni BA_ROUND;")
     e("BA_DONE:")
     e("  ret;")
     e("  }")
@@ -3928,7 +3973,7 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
 def main(argv=None) -> int:
     experts = (EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED, EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32, EXPERTS_ROUTER,
                EXPERTS_ROUTER_DOWN)  # (contracts.proj.EXPERTS_SHARED_NOGATE: a candidate)
-    for sh in SHAPES + DENSE32 + FUSED + FUSED32 + (NORM_BA,) + EXPERTS + experts + MOE_DOWNS:
+    for sh in SHAPES + DENSE32 + FUSED + FUSED32 + (NORM_BA, DENSE32_BA) + EXPERTS + experts + MOE_DOWNS:
         (HERE / f"{sh.name}.ptx").write_text(generate(sh))
         grid = "min(P S, 132)" if sh.fuse == "moe" else sh.grid
         print(f"wrote {sh.name}.ptx ({sh.threads} threads, grid {grid}, {sh.NS} stages, {sh.smem} B dynamic smem)")

@@ -33,7 +33,8 @@ class Fp8Gemv:
     stages: int = 0  # the ring's stages when not 0 (named _s<stages>); otherwise the rule in NS
     ksplit: int = 1  # 2: clusters of 2 CTAs split k in halves (named _ks2); rank r adds the peer's sums of rows 8 r ..
     warps: int = 0  # the warps per CTA when not 0 (named _w<warps>; a candidate: 32 at K = 4096, one k block per warp)
-    ba: bool = False  # "norm" only (named _ba): BA_STRIPS more CTAs compute GDN in_proj_b | in_proj_a (gen_fp8_gemv.ba_cta)
+    ba: bool = False  # "norm", or a plain 32-token build (named _ba): BA_STRIPS more CTAs compute GDN in_proj_b | in_proj_a
+    # (gen_fp8_gemv.ba_cta)
     shared: bool = False  # "moe" gate | up only (named _shared): M more pairs, the shared expert's, and its gate by one CTA
     shared_gate: bool = True  # with shared: False (named _shared_nogate): no gate CTA (the router computes the logit)
     group: bool = False  # "moe" gate | up (named _grp): each distinct expert's strips once for every token that chose
@@ -124,7 +125,8 @@ class Fp8Gemv:
         1.487-1.497), plainly within 13 us; the same carveout for the GDN layer's kernels added nothing. The kernels
         alone (experiments/proj/maxnreg_variant_c4d8bee.json): within 0.1 us as PDL chains at every M run, plainly
         res M = 1 and 16 0.13 / 0.19 us slower, norm_ba within 0.09."""
-        return 104 if (self.fuse == "res" and self.passes == 1 and self.ksplit == 1) or self.ba else 0
+        return 104 if (self.fuse == "res" and self.passes == 1 and self.ksplit == 1) or (self.ba and self.fuse == "norm") \
+            else 0
 
     @property
     def grid(self) -> int:  # persistent: CTA c takes strips c, c + grid, ... (ksplit: cluster c, c + walkers, ...)
@@ -410,6 +412,12 @@ FUSED32 = (RES_P2, RES32)
 # the GDN layer loses the b | a launch (the issue's "may be fused into a neighbouring FP8 launch")
 NORM_BA = Fp8Gemv(12288, 2048, "input_layernorm, then GDN in_proj_qkv | in_proj_z, and in_proj_b | in_proj_a "
                   "(BF16) by 4 more CTAs", "norm", ba=True)
+# the same above NORM_TOKENS rows, after the norm's own launch: the 32-token in_proj_qkv | z (DENSE32) with the b | a
+# CTAs, which read the normed x in rounds of 16 tokens. Its 768 strips are 6 for each of 128 CTAs, where 132 CTAs walked 6
+# or 5, so the b | a launch (2.6-3.4 us a GDN layer at batch 32: experiments/decode/timeline_b1_b8_b32_3f95dc0.json)
+# goes without lengthening the walk
+DENSE32_BA = dataclasses.replace(next(s for s in DENSE32 if s.N == 12288), ba=True,
+                                 use="GDN in_proj_qkv | in_proj_z, and in_proj_b | in_proj_a (BF16) by 4 more CTAs")
 
 # The routed experts of Qwen3.6's MoE block (256 experts, top 8, width 512: design/qwen36.md),
 # whose shapes are the shared expert's: the same kernels with an expert id per (token, expert)
@@ -510,6 +518,8 @@ def _contract(s: Fp8Gemv) -> Contract:
         return _contract_gate(s)
     if s.ksplit > 1:
         return _contract_ksplit(s)
+    if s.ba:
+        return _contract_ba(s)
     return Contract(
         name=s.name,
         family="proj",
@@ -584,12 +594,7 @@ def _contract_norm(s: Fp8Gemv) -> Contract:
         c,
         summary=c.summary + f"; and out_b[M, {BA_ROWS}] = x @ w_b^T, out_a[M, {BA_ROWS}] = x @ w_a^T (BF16 GDN in_proj_b, "
                 f"in_proj_a) by the last {BA_STRIPS} CTAs, one 16-row strip each",
-        params=c.params + (
-            Tensor("w_b", "bf16", (BA_ROWS, BA_K), "in"),
-            Tensor("w_a", "bf16", (BA_ROWS, BA_K), "in"),
-            Tensor("out_b", "bf16", ("M", BA_ROWS), "out", align=4),
-            Tensor("out_a", "bf16", ("M", BA_ROWS), "out", align=4),
-        ),
+        params=c.params + _ba_params(),
         reduction_order=c.reduction_order + "; out_b, out_a: as bf16_gemv_n64_k2048 on the same x (per strip, warp w "
                         "the k16 steps 8 w .. 8 w + 7 by mma.sync bf16 in k order, the 16 warp partials added in warp "
                         "order), so bitwise its outputs",
@@ -600,6 +605,38 @@ def _contract_norm(s: Fp8Gemv) -> Contract:
             "launch_dependents right after it",
         reference=c.reference + "; out_b, out_a: x @ w^T in float64 on the BF16-rounded float64 norm",
         peers=("netra_unfused", "cublas_bf16"),
+    )
+
+
+def _ba_params() -> tuple:
+    return (Tensor("w_b", "bf16", (BA_ROWS, BA_K), "in"),
+            Tensor("w_a", "bf16", (BA_ROWS, BA_K), "in"),
+            Tensor("out_b", "bf16", ("M", BA_ROWS), "out", align=4),
+            Tensor("out_a", "bf16", ("M", BA_ROWS), "out", align=4))
+
+
+def _contract_ba(s: Fp8Gemv) -> Contract:
+    """A plain 32-token build with the b | a CTAs (DENSE32_BA): the plain contract, plus w_b, w_a, out_b, out_a."""
+    assert s.fuse == "" and s.tokens == 32 and s.K == BA_K and s.walkers * -(-s.S // s.walkers) == s.S, s.name
+    c = _contract(dataclasses.replace(s, ba=False))
+    return dataclasses.replace(
+        c,
+        name=s.name,
+        summary=c.summary + f"; and out_b[M, {BA_ROWS}] = x @ w_b^T, out_a[M, {BA_ROWS}] = x @ w_a^T (BF16 GDN in_proj_b, "
+                f"in_proj_a) by the last {BA_STRIPS} CTAs, one 16-row strip each, in rounds of 16 tokens",
+        params=c.params + _ba_params(),
+        reduction_order=c.reduction_order + "; out_b, out_a: as bf16_gemv_n64_k2048 (per strip, warp w the k16 steps "
+                        "8 w .. 8 w + 7 by mma.sync bf16 in k order, the 16 warp partials added in warp order), so "
+                        "bitwise its outputs",
+        bytes_read=c.bytes_read + f" + {2 * 2 * BA_ROWS * BA_K}",
+        bytes_written=c.bytes_written + f" + M * {2 * 2 * BA_ROWS}",
+        grid=(str(s.grid), "1", "1"),
+        op="fp8_linear_ba",
+        pdl=c.pdl + "; the b | a CTAs: their 16 weight rows (bulk copies) before the wait, x after it, "
+            "launch_dependents right after it",
+        reference=c.reference + "; out_b, out_a: x @ w^T in float64",
+        peers=("netra_unfused", "cublas_bf16"),
+        sanitize_cases=({"M": 1}, {"M": 17}, {"M": 32}),
     )
 
 
@@ -1386,7 +1423,7 @@ LM_HEAD_CONTRACT = Contract(
 )
 
 
-CONTRACTS = tuple(_contract(s) for s in SHAPES + DENSE32 + FUSED + FUSED32 + (NORM_BA,) + EXPERTS + (EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED,
+CONTRACTS = tuple(_contract(s) for s in SHAPES + DENSE32 + FUSED + FUSED32 + (NORM_BA, DENSE32_BA) + EXPERTS + (EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED,
                                                                                EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32,
                                                                                EXPERTS_ROUTER,
                                                                                EXPERTS_ROUTER_DOWN)) + (

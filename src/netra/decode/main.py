@@ -180,7 +180,7 @@ ABLATE = ("fp8_linear", "fp8_linear_norm", "fp8_linear_add", "fp8_linear_experts
 # 10 attention layers)
 ABLATE_OPS = {"fp8_linear": ("fp8_linear", "fp8_linear_norm", "fp8_linear_add", "fp8_linear_gate", "fp8_linear_experts",
                               "moe_down", "fp8_linear_norm_ba", "fp8_linear_experts_shared", "fp8_linear_experts_router",
-                             "fp8_linear_experts_router_down"),
+                             "fp8_linear_experts_router_down", "fp8_linear_ba"),
               "fp8_linear_experts": ("fp8_linear_experts", "fp8_linear_experts_shared", "fp8_linear_experts_router",
                                      "fp8_linear_experts_router_down"),
               "fp8_linear_norm": ("fp8_linear_norm", "fp8_linear_norm_ba"),
@@ -192,7 +192,7 @@ ABLATE_OPS = {"fp8_linear": ("fp8_linear", "fp8_linear_norm", "fp8_linear_add", 
               "moe_down": ("moe_down", "fp8_linear_experts_router_down"),
               # the router-fused launch alone off: the one-launch block goes too (its fallback is that launch)
               "fp8_linear_experts_router": ("fp8_linear_experts_router", "fp8_linear_experts_router_down"),
-              "bf16_linear2": ("bf16_linear2", "fp8_linear_norm_ba"),
+              "bf16_linear2": ("bf16_linear2", "fp8_linear_norm_ba", "fp8_linear_ba"),
               # attention off: both its kernels (the qknorm op's fallback is qk_rmsnorm_d256, then the attention op's
               # framework path: RoPE, the append, the gather and SDPA per layer); the qknorm op alone off measures the
               # fusion (qk_rmsnorm_d256, then attn_decode_d256)

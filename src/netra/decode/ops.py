@@ -20,7 +20,7 @@ from torch import Tensor
 
 from ..contracts import attn as A
 from ..contracts.gdn import GDN_PIPE_B, GDN_PIPE_PDL_B, GDN_SMEM_B
-from ..contracts.proj import SMS
+from ..contracts.proj import DENSE32_BA, SMS
 from ..ops import _dispatch, attn, gdn, proj
 from ..ops.norm import qk_rmsnorm, rmsnorm
 
@@ -154,8 +154,7 @@ def fp8_linear_norm_ba(h: Tensor, norm_weight: Tensor, eps: float, weight: Tenso
         return
     if BA_FIRST and k is not None and h.shape[0] > k.max_rows:  # rows no norm-fused kernel takes
         rmsnorm(h, norm_weight, eps, out=x_out)
-        bf16_linear2(x_out, w_b, w_a, out_b, out_a)
-        linear(x_out, weight, scale, out)
+        fp8_linear_ba(x_out, weight, scale, out, w_b, w_a, out_b, out_a)
         return
     fp8_linear_norm(h, norm_weight, eps, weight, scale, out, x_out)
     bf16_linear2(x_out, w_b, w_a, out_b, out_a)
@@ -163,6 +162,30 @@ def fp8_linear_norm_ba(h: Tensor, norm_weight: Tensor, eps: float, weight: Tenso
 
 @fp8_linear_norm_ba.register_fake
 def _(h, norm_weight, eps, weight, scale, out, x_out, w_b, w_a, out_b, out_a):
+    return None
+
+
+# above this many rows (and up to 32) fp8_linear_ba takes fp8_gemv_n12288_k2048_ba_t32: GDN's in_proj_qkv | z and its
+# b | a in one launch after the norm (netra.contracts.proj.DENSE32_BA); False: bf16_linear2, then fp8_linear (BA_FIRST)
+BA32 = True
+BA32_ROWS = DENSE32_ROWS
+
+
+@decode_op("fp8_linear_ba", mutates_args=("out", "out_b", "out_a"))
+def fp8_linear_ba(x: Tensor, weight: Tensor, scale: Tensor, out: Tensor, w_b: Tensor, w_a: Tensor, out_b: Tensor,
+                  out_a: Tensor) -> None:
+    """out = x @ dequant(weight, scale)^T, out_b = x @ w_b^T, out_a = x @ w_a^T: GDN's four input projections of the
+    normed x. Kernel fp8_gemv_n12288_k2048_ba_t32 (packed weight, BA32_ROWS < M <= 32; bitwise fp8_linear's 32-token
+    kernel and bf16_linear2's); otherwise bf16_linear2, then fp8_linear."""
+    if BA32 and BA32_ROWS < x.shape[0] <= DENSE32_BA.tokens and proj.fp8_linear_ba(x, weight, scale, out, w_b, w_a,
+                                                                                  out_b, out_a):
+        return
+    bf16_linear2(x, w_b, w_a, out_b, out_a)
+    linear(x, weight, scale, out)
+
+
+@fp8_linear_ba.register_fake
+def _(x, weight, scale, out, w_b, w_a, out_b, out_a):
     return None
 
 

@@ -372,6 +372,38 @@ def _norm_ba_unfused_peer(i, s):
     return {"x_out": x, "out": out, "out_b": ob, "out_a": oa}
 
 
+def _make_fp8_ba(shape):
+    """The plain kernel's bed, plus w_b and w_a as bf16_gemv_n64_k2048's (x: the normed input's scale)."""
+    plain = _make_fp8_gemv(shape)
+
+    def make(dims, gen, device):
+        i = plain(dims, gen, device)
+        ba = _make_ba(dims, gen, device)
+        return {**i, "w_b": ba["w_b"], "w_a": ba["w_a"]}
+
+    return make
+
+
+def _ba_ref(i):
+    from ..reference.proj import fp8_linear
+
+    x = i["x"].double()
+    return {"out": fp8_linear(i["x"], i["_w_plain"], i["scale"]), "out_b": x @ i["w_b"].double().T,
+            "out_a": x @ i["w_a"].double().T}
+
+
+def _ba_unfused_peer(i, s):
+    """What the runner ran before above 16 rows: the b | a kernel (bf16_linear2), then the in_proj (fp8_linear)."""
+    from ..decode import ops as dops
+
+    x = i["x"]
+    out = torch.empty(x.shape[0], i["w"].shape[0] * 16, dtype=x.dtype, device=x.device)
+    ob, oa = (torch.empty(x.shape[0], i[w].shape[0], dtype=x.dtype, device=x.device) for w in ("w_b", "w_a"))
+    dops.bf16_linear2(x, i["w_b"], i["w_a"], ob, oa)
+    dops.linear(x, i["w"], i["scale"], out)
+    return {"out": out, "out_b": ob, "out_a": oa}
+
+
 def _res_unfused_peer(i, s):
     """fp8_gemv_n2048_k4096, then the BF16 add in PyTorch (out of place: the bench replays it)."""
     from ..decode.ops import linear
@@ -852,7 +884,7 @@ def _proj_testbeds() -> dict:
                                   EXPERTS_SHARED_GROUP32, FUSED,
                                   FUSED32,
                                   MOE_ACT, MOE_DOWN_GRP,
-                                  MOE_DOWNS, NORM_BA, SHAPES)
+                                  MOE_DOWNS, NORM_BA, DENSE32_BA, SHAPES)
     from ..reference.proj import fp8_linear
 
     beds = {sh.name: Testbed(contracts.get(sh.name), _make_fp8_gemv(sh),
@@ -875,6 +907,10 @@ def _proj_testbeds() -> dict:
             if sh.tokens > 16:
                 peers["netra_res_p2"] = _res_p2_peer
             beds[sh.name] = Testbed(contracts.get(sh.name), _make_fp8_res(sh), _res_ref, None, peers, scalars={})
+    beds[DENSE32_BA.name] = Testbed(contracts.get(DENSE32_BA.name), _make_fp8_ba(DENSE32_BA), _ba_ref, None, {
+        "netra_unfused": _ba_unfused_peer,
+        "cublas_bf16": lambda i, s: {"out": i["x"] @ i["_w_bf16"].T, "out_b": i["x"] @ i["w_b"].T,
+                                     "out_a": i["x"] @ i["w_a"].T}}, scalars={})
     beds[NORM_BA.name] = Testbed(contracts.get(NORM_BA.name), _make_fp8_norm_ba(NORM_BA), _norm_ba_ref, None, {
         "netra_unfused": _norm_ba_unfused_peer,
         "cublas_bf16": lambda i, s: (lambda x: {"out": x @ i["_w_bf16"].T, "out_b": x @ i["w_b"].T,
