@@ -309,31 +309,33 @@ def test_norm_ba_is_bitwise_the_norm_kernel_then_the_ba_kernel(M):
             assert _misses(NORM_BA.name) == 0, ops.stats()[NORM_BA.name]
 
 
-@pytest.mark.parametrize("M", [1, 8, 16, 17, 24, 32])
-def test_ba_t32_is_bitwise_the_ba_kernel_and_the_32_token_kernel(M):
-    """fp8_gemv_n12288_k2048_ba_t32 (one launch: the 32-token in_proj_qkv | z and 4 CTAs of b | a in rounds of 16
-    tokens) gives bitwise what bf16_gemv_n64_k2048 and fp8_gemv_n12288_k2048_t32 give, NaN-poisoned outputs, plainly
-    and under set_pdl; above 16 rows through the op (fp8_linear_ba), at and below it the kernel itself."""
-    from netra.contracts.proj import DENSE32_BA
+@pytest.mark.parametrize("tokens,M", [(16, 1), (16, 8), (16, 9), (16, 16), (32, 1), (32, 16), (32, 17), (32, 24), (32, 32)])
+def test_plain_ba_is_bitwise_the_ba_kernel_and_the_in_proj_kernel(tokens, M):
+    """fp8_gemv_n12288_k2048_ba / _ba_t32 (one launch: the 16- / 32-token in_proj_qkv | z and 4 CTAs of b | a in
+    rounds of 8 / 16 tokens) give bitwise what bf16_gemv_n64_k2048 and the in_proj's build for the same tokens give,
+    NaN-poisoned outputs, plainly and under set_pdl, no miss; the op (fp8_linear_ba) at 9..32 rows, where it picks the
+    build as fp8_linear does, the build itself at the others."""
+    from netra.contracts.proj import PLAIN_BA
     from netra.decode import ops as dops
     from netra.lifecycle import testbeds
     from netra.ops import proj as kproj
 
-    i = testbeds.get(DENSE32_BA.name).make({"M": M}, torch.Generator().manual_seed(300 + M), "cuda")
+    ba = next(s for s in PLAIN_BA if s.tokens == tokens)
+    i = testbeds.get(ba.name).make({"M": M}, torch.Generator().manual_seed(300 + M), "cuda")
     nan = lambda *shape: torch.full(shape, float("nan"), dtype=torch.bfloat16, device="cuda")  # noqa: E731
-    want = [nan(M, DENSE32_BA.N), nan(M, 32), nan(M, 32)]
-    assert kproj.KERNELS32[(DENSE32_BA.S, DENSE32_BA.KB)](i["x"], i["w"], i["scale"], want[0])
+    want = [nan(M, ba.N), nan(M, 32), nan(M, 32)]
+    assert (kproj.KERNELS32 if tokens == 32 else kproj.KERNELS)[(ba.S, ba.KB)](i["x"], i["w"], i["scale"], want[0])
     dops.bf16_linear2(i["x"], i["w_b"], i["w_a"], want[1], want[2])
     for pdl in (False, True):
         with _pdl(pdl):
-            got = [nan(M, DENSE32_BA.N), nan(M, 32), nan(M, 32)]
+            got = [nan(M, ba.N), nan(M, 32), nan(M, 32)]
             args = (i["x"], i["w"], i["scale"], got[0], i["w_b"], i["w_a"], got[1], got[2])
-            if M > dops.BA32_ROWS:
+            if 8 < M and (M > dops.DENSE32_ROWS) == (tokens == 32):
                 dops.fp8_linear_ba(*args)
             else:
-                assert kproj.fp8_linear_ba(*args)
+                assert kproj.fp8_linear_ba(*args, tokens)
         assert all(torch.equal(a, b) for a, b in zip(got, want)), (M, pdl)
-        assert _misses(DENSE32_BA.name) == 0, ops.stats()[DENSE32_BA.name]
+        assert _misses(ba.name) == 0, ops.stats()[ba.name]
 
 
 @pytest.mark.parametrize("M", [1, 3, 8, 9, 16])

@@ -11,7 +11,7 @@ import torch
 
 import netra.ops as ops
 from netra import contracts, paths
-from netra.contracts.proj import DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN, EXPERTS_SHARED, EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32, FUSED, FUSED32, MOE_DOWN_S6, MOE_DOWNS, NORM_BA, DENSE32_BA, RES32, RES_P2, SHAPES, Fp8Gemv
+from netra.contracts.proj import DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN, EXPERTS_SHARED, EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32, FUSED, FUSED32, MOE_DOWN_S6, MOE_DOWNS, NORM_BA, PLAIN_BA, RES32, RES_P2, SHAPES, Fp8Gemv
 
 KSPLIT = tuple(s for s in SHAPES + FUSED if s.ksplit > 1)
 UNSPLIT = tuple(dataclasses.replace(s, ksplit=1) for s in SHAPES)  # the builds the candidates were measured on
@@ -25,7 +25,7 @@ def _generator():
     return paths.generator("proj", "gen_fp8_gemv")
 
 
-@pytest.mark.parametrize("sh", SHAPES + DENSE32 + FUSED + FUSED32 + (NORM_BA, DENSE32_BA, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED,
+@pytest.mark.parametrize("sh", SHAPES + DENSE32 + FUSED + FUSED32 + (NORM_BA,) + PLAIN_BA + (EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED,
                                                                 EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32, EXPERTS_ROUTER,
                                                                 EXPERTS_ROUTER_DOWN),
                          ids=lambda s: s.name)
@@ -491,7 +491,7 @@ def test_set_pdl_rebinds_only_pdl_kernels_with_the_pdl_launcher(monkeypatch):
         ops.set_pdl(True)
         ops.prepare()
         pdl_names = {k.contract.name for k in ops.OPS.values() if k.contract.pdl}
-        assert pdl_names == {sh.name for sh in SHAPES + DENSE32 + FUSED + FUSED32 + (NORM_BA, DENSE32_BA, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED, EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32, EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN) + EXPERTS + MOE_DOWNS} | {"bf16_gemv_n64_k2048",
+        assert pdl_names == {sh.name for sh in SHAPES + DENSE32 + FUSED + FUSED32 + (NORM_BA,) + PLAIN_BA + (EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED, EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32, EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN) + EXPERTS + MOE_DOWNS} | {"bf16_gemv_n64_k2048",
                                                                                      "gdn_decode_b32_pdl",
                                                                                      "gdn_decode_b32_smem_pdl", "gdn_decode_b32_pipe_pdl",
                                                                                      "moe_router_norm_e256_k2048", "moe_router_norm_split_e256_k2048", "moe_router_norm_regs_e256_k2048",
@@ -571,49 +571,52 @@ def test_norm_ba_build():
     assert ba.count("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%sbase+") >= 16
 
 
-def test_ba_t32_build():
-    """fp8_gemv_n12288_k2048_ba_t32: the plain 32-token build's PTX with the b | a CTAs branched off first and their
-    code after it (the FP8 path the same text but for the stride), assembled without spills within the contract's
-    registers; its 128 walkers take 6 strips each, as the plain build's busiest CTAs; its shared memory holds a round of
-    16 x rows, the 16 weight rows, the slots and the mbarrier within the plain build's; the contract adds the four
-    tensors after the plain kernel's and keeps its rows (1..32)."""
+@pytest.mark.parametrize("ba", PLAIN_BA, ids=lambda s: s.name)
+def test_plain_ba_build(ba):
+    """fp8_gemv_n12288_k2048_ba and _ba_t32: the plain 16- / 32-token build's PTX with the b | a CTAs branched off first
+    and their code after it (the FP8 path the same text but for the stride), assembled without spills within the
+    contract's registers; the 128 walkers take 6 strips each, as the plain build's busiest CTAs; the shared memory holds
+    a round of x rows (8 / 16), the 16 weight rows, the slots and the mbarrier within the plain build's; the contract
+    adds the four tensors after the plain kernel's and keeps its rows."""
     g = _generator()
-    sh = next(s for s in DENSE32 if s.N == 12288)
-    ba, plain = g.generate(DENSE32_BA), g.generate(sh)
-    assert DENSE32_BA.name == "fp8_gemv_n12288_k2048_ba_t32" and DENSE32_BA.walkers == 128
-    assert -(-sh.S // sh.walkers) == DENSE32_BA.S // DENSE32_BA.walkers == 6
-    fp8_part = ba.split("\nBA:\n")[0]
+    sh = next(s for s in SHAPES + DENSE32 if s.N == 12288 and s.tokens == ba.tokens)
+    ptx, plain = g.generate(ba), g.generate(sh)
+    assert ba.name == sh.name + "_ba" if ba.tokens == 16 else ba.name == "fp8_gemv_n12288_k2048_ba_t32"
+    assert ba.walkers == 128 and -(-sh.S // sh.walkers) == ba.S // ba.walkers == 6
+    fp8_part = ptx.split("\nBA:\n")[0]
     branch = ("    sub.u32 %nct, %nct, 4;  // the last 4 CTAs are b | a's; the others stream the FP8 weights\n"
               "    setp.ge.u32 %p, %s, %nct;\n    @%p bra BA;\n")
     assert branch in fp8_part
     body = lambda t: t.split(".reqntid")[1]  # noqa: E731  (after the entry's parameters)
     assert body(fp8_part.replace(branch, "")).rstrip() == body(plain).rsplit("}", 1)[0].rstrip()
-    res = _assembles_without_spills(DENSE32_BA.name, ba)
-    c, cp = contracts.get(DENSE32_BA.name), contracts.get(sh.name)
+    res = _assembles_without_spills(ba.name, ptx)
+    c, cp = contracts.get(ba.name), contracts.get(sh.name)
     assert res["registers"] <= c.max_registers == cp.max_registers
-    assert c.dynamic_smem == cp.dynamic_smem == DENSE32_BA.smem >= g.ba_layout(DENSE32_BA)[1] + 8
+    assert c.dynamic_smem == cp.dynamic_smem == ba.smem >= g.ba_layout(ba)[1] + 8
+    assert g.ba_rows(ba) == ba.tokens // 2
     assert [t.name for t in c.params] == [t.name for t in cp.params] + ["w_b", "w_a", "out_b", "out_a"]
     assert c.grid == cp.grid == ("132", "1", "1") and c.op == "fp8_linear_ba" and "bitwise" in c.reduction_order
-    assert c.dims["M"] == cp.dims["M"] == tuple(range(1, 33))
-    assert ba.count("griddepcontrol.wait;") == plain.count("griddepcontrol.wait;") + 1
-    assert "BA_ROUND:" in ba and ba.count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == 16
+    assert c.dims["M"] == cp.dims["M"] == tuple(range(1, ba.tokens + 1))
+    assert ptx.count("griddepcontrol.wait;") == plain.count("griddepcontrol.wait;") + 1
+    assert "BA_ROUND:" in ptx and ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == ba.tokens // 2
 
 
-def test_ba_op_is_the_ba_op_then_the_linear_op_on_the_framework_path():
-    """fp8_linear_ba without a device (the kernel's miss) is bf16_linear2 then fp8_linear, bit for bit, at 20 rows,
-    within the contract's tolerance of the float64 reference."""
+@pytest.mark.parametrize("M", [12, 20])
+def test_ba_op_is_the_ba_op_then_the_linear_op_on_the_framework_path(M):
+    """fp8_linear_ba without a device (the kernel's miss) is bf16_linear2 then fp8_linear, bit for bit, at 12 and 20
+    rows, within the contract's tolerance of the float64 reference."""
     from netra.decode import ops as dops
     from netra.lifecycle import metrics, testbeds
 
-    tb = testbeds.get(DENSE32_BA.name)
-    i = tb.make({"M": 20}, torch.Generator().manual_seed(7), "cpu")
-    o = [torch.empty(20, n, dtype=torch.bfloat16) for n in (12288, 32, 32)]
+    tb = testbeds.get(next(s for s in PLAIN_BA if s.tokens >= M).name)
+    i = tb.make({"M": M}, torch.Generator().manual_seed(7), "cpu")
+    o = [torch.empty(M, n, dtype=torch.bfloat16) for n in (12288, 32, 32)]
     dops.fp8_linear_ba(i["x"], i["w"], i["scale"], o[0], i["w_b"], i["w_a"], o[1], o[2])
     peer = tb.peers["netra_unfused"](i, {})
     got = dict(zip(("out", "out_b", "out_a"), o))
     assert all(torch.equal(got[n], peer[n]) for n in got)
     ref = tb.reference(i)
-    assert max(metrics.output_error(got[n], ref[n]) for n in ref) <= contracts.get(DENSE32_BA.name).tolerance
+    assert max(metrics.output_error(got[n], ref[n]) for n in ref) <= tb.contract.tolerance
 
 
 def test_maxnreg_builds_leave_room_for_gdn_decode():
@@ -635,7 +638,7 @@ def test_maxnreg_builds_leave_room_for_gdn_decode():
         for gdn in ("gdn_decode_b32", "gdn_decode_b32_pdl"):
             assert regs(c) + regs(contracts.get(gdn)) <= 65536, (sh.name, gdn)
         assert regs(dataclasses.replace(c, max_registers=128)) + regs(contracts.get("gdn_decode_b32_pdl")) > 65536
-    for sh in SHAPES + DENSE32 + FUSED32 + EXPERTS + (DENSE32_BA,):
+    for sh in SHAPES + DENSE32 + FUSED32 + EXPERTS + PLAIN_BA:
         assert not sh.maxnreg and ".maxnreg" not in g.generate(sh), sh.name
 
 

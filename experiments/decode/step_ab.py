@@ -561,11 +561,11 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   (step_ab_current_res32_he_grp_s4_current_again_b32_415d92d.json): 8.543 / 8.115 ms plain / PDL against 8.578 / 8.157
   and 8.558 / 8.131; promoted (Fp8Gemv.h_early), so on the runner since then this form swaps nothing.
 - res32_he_prev (after the promotion of res32_he): RES32 without h_early, as before.
-- ba32_off (after 80c3ce2; run with --batch=32): GDN's input projections above 16 rows as before (the norm, bf16_linear2,
-  then the 32-token in_proj_qkv | z), where the runner now launches the norm, then fp8_gemv_n12288_k2048_ba_t32 (the
-  32-token in_proj with the b | a CTAs: decode.ops.BA32, contracts.proj.DENSE32_BA). The same bits. Prediction: the
-  runner 50-90 us less a batch-32 step with PDL (the b | a launch's 2.6-3.4 us increment in 30 layers, less what the
-  in_proj gains from it), 60-110 plainly.
+- ba_plain_off (after 80c3ce2; run with --batch=32 or 16): GDN's input projections above 8 rows as before (the norm,
+  bf16_linear2, then in_proj_qkv | z), where the runner now launches the norm, then the in_proj's build with the b | a
+  CTAs (fp8_gemv_n12288_k2048_ba up to 16 rows, _ba_t32 above: decode.ops.BA_PLAIN, contracts.proj.PLAIN_BA). The same
+  bits. Prediction: 50-90 us less a batch-32 step with PDL (the b | a launch's 2.6-3.4 us increment in 30 layers, less
+  what the in_proj gains from it), 60-110 plainly; batch 16 alike.
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
@@ -589,7 +589,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
          "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "moedown_grp_from9",
-         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba32_off", "current_again",
+         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -1082,7 +1082,7 @@ def main():
     real_pipe_b, real_pipe_plain_b = dops.GDN_PIPE_PDL_B, dops.GDN_PIPE_B
     real_ba_fused, real_shared_merged, real_router_fused = dops.BA_FUSED, dops.MOE_SHARED_MERGED, dops.MOE_ROUTER_FUSED
     real_ba_first = dops.BA_FIRST
-    real_ba32 = dops.BA32
+    real_ba_plain = dops.BA_PLAIN
     real_shared_grp, real_shared_grp_rows = dops.MOE_SHARED_GROUP, dops.MOE_SHARED_GROUP_ROWS
     real_attn_kernel, real_attn_qknorm, real_attn_cluster = dops.ATTN_KERNEL, dops.ATTN_QKNORM, dops.ATTN_CLUSTER
     real_attn_long = dops.ATTN_LONG
@@ -1139,7 +1139,7 @@ def main():
                                        else dict(real_long_resident))
             dops.BA_FUSED = real_ba_fused and form != "ba_unfused"
             dops.BA_FIRST = form == "ba_first" or (real_ba_first and form != "ba_first_off")
-            dops.BA32 = real_ba32 and form != "ba32_off"
+            dops.BA_PLAIN = real_ba_plain and form != "ba_plain_off"
             rmod.EMBED_INDEX = form == "embed_index"
             dops.GDN_PIPE_PDL_B = 1 << 30 if form == "pipe_prev" else real_pipe_b
             dops.GDN_PIPE_B = 1 << 30 if form == "pipe_prev" else real_pipe_plain_b

@@ -88,7 +88,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "src"))
 sys.path.insert(0, str(HERE))
 import rms_emit  # noqa: E402  (the warp's RMSNorm, shared with gen_moe_router.norm_prologue)
-from netra.contracts.proj import BA_K, BA_ROWS, BA_STRIPS, DENSE32, DENSE32_BA, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN, EXPERTS_SHARED, EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32, FUSED, FUSED32, MOE_DOWNS, NORM_BA, NUM_EXPERTS, ROUTER_FUSED_TOKENS, ROUTER_K, ROUTER_ROWS, SHAPES, SMS, TOP_K, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
+from netra.contracts.proj import BA_K, BA_ROWS, BA_STRIPS, DENSE32, PLAIN_BA, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN, EXPERTS_SHARED, EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32, FUSED, FUSED32, MOE_DOWNS, NORM_BA, NUM_EXPERTS, ROUTER_FUSED_TOKENS, ROUTER_K, ROUTER_ROWS, SHAPES, SMS, TOP_K, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
 import gen_moe_router as gmr  # noqa: E402  (the router's row sum and selection, for router_phase)
 
 
@@ -1661,8 +1661,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     assert sh.fuse in ("", "norm", "res", "gate", "moe", "moedown") and (sh.fuse != "norm" or (x_rows and sh.NC == 1))
     assert not sh.group or (sh.fuse == "moe" and sh.pairs_per_x == TOP_K and not sh.router and not ids_early
                             and x_rows and sh.ksplit == 1), "group: the routed gate | up kernel's promoted form"
-    assert not sh.ba or ((sh.fuse == "norm" or (sh.fuse == "" and sh.tokens == 32)) and sh.ksplit == 1 and not tgroups), \
-        "b | a CTAs: the norm kernels and the plain 32-token ones"
+    assert not sh.ba or (sh.fuse in ("norm", "") and sh.ksplit == 1 and not tgroups), "b | a CTAs: the norm and plain kernels"
     N, K, S, W, NC, SB, NS = sh.N, sh.K, sh.S, sh.W, sh.NC, sh.SB, sh.NS
     x_first_m16 = sh.x_first if x_first_m16 is None else x_first_m16
     pre_strips = sh.pre_strips if pre_strips == "shape" else pre_strips
@@ -2199,10 +2198,15 @@ BA_RB = 2 * BA_K + 16
 BA_W, BA_X = 0, 16 * BA_RB
 
 
+def ba_rows(sh: Shape) -> int:
+    """The b | a CTA's x rows in shared memory at once: 8 (the norm build's M <= 8; a round of the plain 16-token
+    build, whose shared memory holds no more) or 16 (a round of the plain 32-token build)."""
+    return 16 if sh.fuse == "" and sh.tokens == 32 else 8
+
+
 def ba_layout(sh: Shape) -> tuple[int, int]:
-    """The b | a CTA's partial slots and mbarrier offsets: after 8 x rows (the norm build) or 16 (a round of the plain
-    32-token build)."""
-    red = BA_X + (8 if sh.fuse == "norm" else 16) * BA_RB
+    """The b | a CTA's partial slots and mbarrier offsets, after its ba_rows x rows."""
+    red = BA_X + ba_rows(sh) * BA_RB
     return red, red + 16 * 1024
 
 
@@ -2211,13 +2215,14 @@ def ba_cta(e: Emit, sh: Shape) -> None:
     w_a, bitwise as bf16_gemv_n64_k2048 (its cluster of 4 ranks x 4 warps is here one CTA of 16 warps): thread 0
     bulk-copies the 16 weight rows before griddepcontrol.wait; after it the x rows go to padded shared rows (rows past
     M zero): the norm build (M <= 8) makes x[t] = rmsnorm(h[t]) by warp t (bitwise rmsnorm_h2048, as moe_router_norm's
-    prologue: lane l holds channels 256 i + 8 l ..); the plain 32-token build (ba_rounds) loads x[16 r + w] by warp w
-    in rounds r of 16 tokens. Warp w takes the k16 steps 8 w .. 8 w + 7 (ldmatrix, mma.sync m16n8k16 bf16 -> f32 from
-    zero, in k order) for each n-tile of 8 tokens, stores its partial [n-tile][register][lane] to slot w; warps
-    4 nt + r add the 16 slots in slot order (k order) and store the tokens < M."""
+    prologue: lane l holds channels 256 i + 8 l ..); a plain build loads x[R r + w] by warp w < R in rounds r of R
+    tokens (ba_rows: 16 in the 32-token build, 8 in the 16-token one). Warp w takes the k16 steps 8 w .. 8 w + 7
+    (ldmatrix, mma.sync m16n8k16 bf16 -> f32 from zero, in k order) for each n-tile of 8 tokens, stores its partial
+    [n-tile][register][lane] to slot w; warps 4 nt + r add the 16 slots in slot order (k order) and store the tokens
+    < M."""
     norm = sh.fuse == "norm"
-    assert (norm or (sh.fuse == "" and sh.tokens == 32)) and sh.W == 16 and sh.K == BA_K, sh.name
-    xrows = 8 if norm else 16  # x rows in shared memory at once (one round)
+    assert (norm or (sh.fuse == "" and sh.tokens in (16, 32))) and sh.W == 16 and sh.K == BA_K, sh.name
+    xrows = ba_rows(sh)  # x rows in shared memory at once (one round)
     nts = xrows // 8  # n-tiles per round
     red, bar = ba_layout(sh)
     assert bar + 8 <= sh.smem, (sh.name, bar, sh.smem)
@@ -2258,7 +2263,10 @@ def ba_cta(e: Emit, sh: Shape) -> None:
     else:
         e("  mov.u32 %brnd, 0;  // the round's first token")
         e("BA_ROUND:")
-        e("  // x[16 round + w] by warp w into padded row w (zero past M)")
+        e(f"  // x[round + w] by warp w < {xrows} into padded row w (zero past M)")
+        if xrows < sh.W:
+            e(f"  setp.ge.u32 %bp, %warp, {xrows};")
+            e("  @%bp bra BA_NORMED;")
     e(f"  mad.lo.u32 %bt0, %warp, {BA_RB}, %sbase;")
     e("  mad.lo.u32 %bt0, %lane, 16, %bt0;")
     e(f"  add.u32 %bt0, %bt0, {BA_X};  // row warp, channels 8 lane .. (+ 256 i)")
@@ -2329,7 +2337,7 @@ def ba_cta(e: Emit, sh: Shape) -> None:
         e("  // row g + 8 (r / 2)")
     else:
         e("  // warps 4 nt + r: register r of n-tile nt of every slot, summed in slot order (k order); token")
-        e("  // 16 round + 8 nt + 2 tig + r % 2, row g + 8 (r / 2)")
+        e("  // round + 8 nt + 2 tig + r % 2, row g + 8 (r / 2)")
     e("  mad.lo.u32 %bt0, %warp, 128, %sbase;")
     e("  mad.lo.u32 %bt0, %lane, 4, %bt0;")
     e(f"  ld.shared.f32 %bacc, [%bt0+{red}];")
@@ -2362,7 +2370,7 @@ def ba_cta(e: Emit, sh: Shape) -> None:
     e("  @%bp st.global.b16 [%bpa], %bh;")
     if not norm:
         e("BA_NEXT:")
-        e("  add.u32 %brnd, %brnd, 16;")
+        e(f"  add.u32 %brnd, %brnd, {xrows};")
         e("  setp.ge.u32 %bp, %brnd, %m;")
         e("  @%bp bra BA_DONE;")
         e("  bar.sync 0;  // every sum of this round has read the slots before the next round's partials")
@@ -3973,7 +3981,7 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
 def main(argv=None) -> int:
     experts = (EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED, EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32, EXPERTS_ROUTER,
                EXPERTS_ROUTER_DOWN)  # (contracts.proj.EXPERTS_SHARED_NOGATE: a candidate)
-    for sh in SHAPES + DENSE32 + FUSED + FUSED32 + (NORM_BA, DENSE32_BA) + EXPERTS + experts + MOE_DOWNS:
+    for sh in SHAPES + DENSE32 + FUSED + FUSED32 + (NORM_BA,) + PLAIN_BA + EXPERTS + experts + MOE_DOWNS:
         (HERE / f"{sh.name}.ptx").write_text(generate(sh))
         grid = "min(P S, 132)" if sh.fuse == "moe" else sh.grid
         print(f"wrote {sh.name}.ptx ({sh.threads} threads, grid {grid}, {sh.NS} stages, {sh.smem} B dynamic smem)")

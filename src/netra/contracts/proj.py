@@ -418,6 +418,9 @@ NORM_BA = Fp8Gemv(12288, 2048, "input_layernorm, then GDN in_proj_qkv | in_proj_
 # goes without lengthening the walk
 DENSE32_BA = dataclasses.replace(next(s for s in DENSE32 if s.N == 12288), ba=True,
                                  use="GDN in_proj_qkv | in_proj_z, and in_proj_b | in_proj_a (BF16) by 4 more CTAs")
+# and the 16-token build with them (9..16 rows), rounds of 8 tokens (its shared memory holds no more)
+DENSE16_BA = dataclasses.replace(DENSE32_BA, tokens=16)
+PLAIN_BA = (DENSE16_BA, DENSE32_BA)
 
 # The routed experts of Qwen3.6's MoE block (256 experts, top 8, width 512: design/qwen36.md),
 # whose shapes are the shared expert's: the same kernels with an expert id per (token, expert)
@@ -617,13 +620,13 @@ def _ba_params() -> tuple:
 
 def _contract_ba(s: Fp8Gemv) -> Contract:
     """A plain 32-token build with the b | a CTAs (DENSE32_BA): the plain contract, plus w_b, w_a, out_b, out_a."""
-    assert s.fuse == "" and s.tokens == 32 and s.K == BA_K and s.walkers * -(-s.S // s.walkers) == s.S, s.name
+    assert s.fuse == "" and s.tokens in (16, 32) and s.K == BA_K and s.walkers * -(-s.S // s.walkers) == s.S, s.name
     c = _contract(dataclasses.replace(s, ba=False))
     return dataclasses.replace(
         c,
         name=s.name,
         summary=c.summary + f"; and out_b[M, {BA_ROWS}] = x @ w_b^T, out_a[M, {BA_ROWS}] = x @ w_a^T (BF16 GDN in_proj_b, "
-                f"in_proj_a) by the last {BA_STRIPS} CTAs, one 16-row strip each, in rounds of 16 tokens",
+                f"in_proj_a) by the last {BA_STRIPS} CTAs, one 16-row strip each, in rounds of {s.tokens // 2} tokens",
         params=c.params + _ba_params(),
         reduction_order=c.reduction_order + "; out_b, out_a: as bf16_gemv_n64_k2048 (per strip, warp w the k16 steps "
                         "8 w .. 8 w + 7 by mma.sync bf16 in k order, the 16 warp partials added in warp order), so "
@@ -636,7 +639,7 @@ def _contract_ba(s: Fp8Gemv) -> Contract:
             "launch_dependents right after it",
         reference=c.reference + "; out_b, out_a: x @ w^T in float64",
         peers=("netra_unfused", "cublas_bf16"),
-        sanitize_cases=({"M": 1}, {"M": 17}, {"M": 32}),
+        sanitize_cases=({"M": 1}, {"M": 17}, {"M": 32}) if s.tokens == 32 else ({"M": 1}, {"M": 9}, {"M": 16}),
     )
 
 
@@ -1423,7 +1426,7 @@ LM_HEAD_CONTRACT = Contract(
 )
 
 
-CONTRACTS = tuple(_contract(s) for s in SHAPES + DENSE32 + FUSED + FUSED32 + (NORM_BA, DENSE32_BA) + EXPERTS + (EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED,
+CONTRACTS = tuple(_contract(s) for s in SHAPES + DENSE32 + FUSED + FUSED32 + (NORM_BA,) + PLAIN_BA + EXPERTS + (EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED,
                                                                                EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32,
                                                                                EXPERTS_ROUTER,
                                                                                EXPERTS_ROUTER_DOWN)) + (

@@ -20,7 +20,7 @@ from torch import Tensor
 
 from ..contracts import attn as A
 from ..contracts.gdn import GDN_PIPE_B, GDN_PIPE_PDL_B, GDN_SMEM_B
-from ..contracts.proj import DENSE32_BA, SMS
+from ..contracts.proj import SMS
 from ..ops import _dispatch, attn, gdn, proj
 from ..ops.norm import qk_rmsnorm, rmsnorm
 
@@ -165,20 +165,21 @@ def _(h, norm_weight, eps, weight, scale, out, x_out, w_b, w_a, out_b, out_a):
     return None
 
 
-# above this many rows (and up to 32) fp8_linear_ba takes fp8_gemv_n12288_k2048_ba_t32: GDN's in_proj_qkv | z and its
-# b | a in one launch after the norm (netra.contracts.proj.DENSE32_BA); False: bf16_linear2, then fp8_linear (BA_FIRST)
-BA32 = True
-BA32_ROWS = DENSE32_ROWS
+# GDN's in_proj_qkv | z and its b | a in one launch after the norm above the norm_ba kernel's rows
+# (netra.contracts.proj.PLAIN_BA: fp8_gemv_n12288_k2048_ba up to DENSE32_ROWS rows, _ba_t32 up to 32, as fp8_linear
+# picks the in_proj's build); False: bf16_linear2, then fp8_linear (BA_FIRST's order)
+BA_PLAIN = True
 
 
 @decode_op("fp8_linear_ba", mutates_args=("out", "out_b", "out_a"))
 def fp8_linear_ba(x: Tensor, weight: Tensor, scale: Tensor, out: Tensor, w_b: Tensor, w_a: Tensor, out_b: Tensor,
                   out_a: Tensor) -> None:
     """out = x @ dequant(weight, scale)^T, out_b = x @ w_b^T, out_a = x @ w_a^T: GDN's four input projections of the
-    normed x. Kernel fp8_gemv_n12288_k2048_ba_t32 (packed weight, BA32_ROWS < M <= 32; bitwise fp8_linear's 32-token
-    kernel and bf16_linear2's); otherwise bf16_linear2, then fp8_linear."""
-    if BA32 and BA32_ROWS < x.shape[0] <= DENSE32_BA.tokens and proj.fp8_linear_ba(x, weight, scale, out, w_b, w_a,
-                                                                                  out_b, out_a):
+    normed x. Kernels fp8_gemv_n12288_k2048_ba (M <= DENSE32_ROWS) and _ba_t32 (up to 32 rows), packed weight, bitwise
+    fp8_linear's kernel for those rows and bf16_linear2's; otherwise bf16_linear2, then fp8_linear."""
+    M = x.shape[0]
+    if BA_PLAIN and M <= 32 and proj.fp8_linear_ba(x, weight, scale, out, w_b, w_a, out_b, out_a,
+                                                    32 if M > DENSE32_ROWS else 16):
         return
     bf16_linear2(x, w_b, w_a, out_b, out_a)
     linear(x, weight, scale, out)

@@ -275,11 +275,12 @@ def _public_call(name: str, b: dict):
         if op == "fp8_linear_norm_ba":
             return lambda: dops.fp8_linear_norm_ba(b["h"], b["norm_w"], e, b["w"], b["scale"], b["out"], b["x_out"],
                                                    b["w_b"], b["w_a"], b["out_b"], b["out_a"])
-        if op == "fp8_linear_ba":  # the build itself at every M (the decode op takes it above BA32_ROWS rows)
+        if op == "fp8_linear_ba":  # the build itself at every M (the decode op picks the build by the rows)
             from ..ops import proj as kproj
 
+            t = contracts.get(name).dims["M"][-1]  # the build's tokens
             return lambda: kproj.fp8_linear_ba(b["x"], b["w"], b["scale"], b["out"], b["w_b"], b["w_a"], b["out_b"],
-                                               b["out_a"])
+                                               b["out_a"], t)
         if op == "fp8_linear_gate":
             return lambda: dops.fp8_linear_gate(b["x"], b["w"], b["scale"], b["gate_w"], b["out"], b["gate_out"])
         if op == "fp8_linear_add":

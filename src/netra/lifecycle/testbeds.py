@@ -393,7 +393,8 @@ def _ba_ref(i):
 
 
 def _ba_unfused_peer(i, s):
-    """What the runner ran before above 16 rows: the b | a kernel (bf16_linear2), then the in_proj (fp8_linear)."""
+    """What the runner ran before above 8 rows: the b | a kernel (bf16_linear2), then the in_proj (fp8_linear: the 16-row
+    build up to 16 rows, the 32-token one above)."""
     from ..decode import ops as dops
 
     x = i["x"]
@@ -884,7 +885,7 @@ def _proj_testbeds() -> dict:
                                   EXPERTS_SHARED_GROUP32, FUSED,
                                   FUSED32,
                                   MOE_ACT, MOE_DOWN_GRP,
-                                  MOE_DOWNS, NORM_BA, DENSE32_BA, SHAPES)
+                                  MOE_DOWNS, NORM_BA, PLAIN_BA, SHAPES)
     from ..reference.proj import fp8_linear
 
     beds = {sh.name: Testbed(contracts.get(sh.name), _make_fp8_gemv(sh),
@@ -907,10 +908,11 @@ def _proj_testbeds() -> dict:
             if sh.tokens > 16:
                 peers["netra_res_p2"] = _res_p2_peer
             beds[sh.name] = Testbed(contracts.get(sh.name), _make_fp8_res(sh), _res_ref, None, peers, scalars={})
-    beds[DENSE32_BA.name] = Testbed(contracts.get(DENSE32_BA.name), _make_fp8_ba(DENSE32_BA), _ba_ref, None, {
-        "netra_unfused": _ba_unfused_peer,
-        "cublas_bf16": lambda i, s: {"out": i["x"] @ i["_w_bf16"].T, "out_b": i["x"] @ i["w_b"].T,
-                                     "out_a": i["x"] @ i["w_a"].T}}, scalars={})
+    for sh in PLAIN_BA:
+        beds[sh.name] = Testbed(contracts.get(sh.name), _make_fp8_ba(sh), _ba_ref, None, {
+            "netra_unfused": _ba_unfused_peer,
+            "cublas_bf16": lambda i, s: {"out": i["x"] @ i["_w_bf16"].T, "out_b": i["x"] @ i["w_b"].T,
+                                         "out_a": i["x"] @ i["w_a"].T}}, scalars={})
     beds[NORM_BA.name] = Testbed(contracts.get(NORM_BA.name), _make_fp8_norm_ba(NORM_BA), _norm_ba_ref, None, {
         "netra_unfused": _norm_ba_unfused_peer,
         "cublas_bf16": lambda i, s: (lambda x: {"out": x @ i["_w_bf16"].T, "out_b": x @ i["w_b"].T,

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from ..contracts.proj import (DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN, EXPERTS_SHARED, EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32, FUSED, LM_HEAD as _LM, MOE_ACT, MOE_DOWN, MOE_DOWN_GRP,
-                              MOE_DOWN_S6, MOE_DOWN_WIDE_M, MOE_ROUTER_NORM_REGS, MOE_ROUTER_NORM_SPLIT, NORM_BA, DENSE32_BA, RES32, RES_P2, SHAPES, TOP_K,
+                              MOE_DOWN_S6, MOE_DOWN_WIDE_M, MOE_ROUTER_NORM_REGS, MOE_ROUTER_NORM_SPLIT, NORM_BA, PLAIN_BA, RES32, RES_P2, SHAPES, TOP_K,
                               frag_k)
 from ._dispatch import KernelOp
 
@@ -30,8 +30,9 @@ RES_KERNELS32 = {(RES32.S, RES32.KB): KernelOp("fp8_linear_add", RES32.name, key
 RES_P2_KERNELS = {(RES_P2.S, RES_P2.KB): KernelOp("fp8_linear_add", RES_P2.name, key=RES_P2.name)}
 # the GDN layer's norm, in_proj_qkv | z and in_proj_b | a in one launch (the same packed weight's (S, KB) as its norm kernel)
 NORM_BA_KERNELS = {(NORM_BA.S, NORM_BA.KB): KernelOp("fp8_linear_norm_ba", NORM_BA.name, key=NORM_BA.name)}
-# above that kernel's rows (after the norm's own launch): the 32-token in_proj_qkv | z with the b | a CTAs
-BA32_KERNELS = {(DENSE32_BA.S, DENSE32_BA.KB): KernelOp("fp8_linear_ba", DENSE32_BA.name, key=DENSE32_BA.name)}
+# above that kernel's rows (after the norm's own launch): the 16- and 32-token in_proj_qkv | z with the b | a CTAs, by
+# the build's tokens
+BA_PLAIN_KERNELS = {sh.tokens: {(sh.S, sh.KB): KernelOp("fp8_linear_ba", sh.name, key=sh.name)} for sh in PLAIN_BA}
 GATE_KERNELS = {(s.S, s.KB): KernelOp("fp8_linear_gate", s.name, key=s.name) for s in FUSED if s.fuse == "gate"}
 # the routed experts' kernels, by the stacked packed weight's (S, KB) per expert
 EXPERT_KERNELS = {(s.S, s.KB): KernelOp("fp8_linear_experts", s.name, key=s.name) for s in EXPERTS}
@@ -60,10 +61,11 @@ BA = KernelOp("bf16_linear2", "bf16_gemv_n64_k2048")  # GDN in_proj_b | in_proj_
 
 
 def fp8_linear_ba(x: Tensor, weight: Tensor, scale: Tensor, out: Tensor, w_b: Tensor, w_a: Tensor, out_b: Tensor,
-                  out_a: Tensor) -> bool:
-    """fp8_gemv_n12288_k2048_ba_t32 itself at any of its rows (1..32; the decode op fp8_linear_ba takes it above
-    netra.decode.ops.BA32_ROWS): False (the miss counted) where it has no build for the weight or its guard refuses."""
-    k = kernel_for(weight, BA32_KERNELS)
+                  out_a: Tensor, tokens: int) -> bool:
+    """The plain in_proj_qkv | z build with the b | a CTAs for ``tokens`` (16: fp8_gemv_n12288_k2048_ba, 32: _ba_t32)
+    at any of its rows (the decode op fp8_linear_ba picks the build as fp8_linear does): False (the miss counted)
+    where it has no build for the weight or its guard refuses."""
+    k = kernel_for(weight, BA_PLAIN_KERNELS[tokens])
     return k is not None and k(x, weight, scale, out, w_b, w_a, out_b, out_a)
 ROUTER = KernelOp("moe_router", "moe_router_e256_k2048")  # the MoE router and its top-k, one launch
 ROUTER_NORM = KernelOp("moe_router_norm", "moe_router_norm_e256_k2048")  # the same after the post-attention norm
