@@ -556,19 +556,27 @@ def test_norm_ba_build():
     ba, plain = g.generate(NORM_BA), g.generate(sh, x_tpose=NORM_BA.x_tpose, maxnreg=NORM_BA.maxnreg)
     assert NORM_BA.name == sh.name + "_ba" and NORM_BA.walkers == 128 and NORM_BA.S % NORM_BA.walkers == 0
     assert -(-sh.S // sh.walkers) == NORM_BA.S // NORM_BA.walkers  # the busiest CTA's strips: no more than before
-    fp8_part = ba.split("\nBA:\n")[0]
+    _check_ba_build(g, NORM_BA, sh, ba, plain, "fp8_linear_norm_ba")
+    assert ba.count("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%sbase+") >= 16
+
+
+def _check_ba_build(g, ba, sh, ptx: str, plain: str, op: str):
+    """A b | a build's PTX is its FP8 build's (``plain``, of shape ``sh``) with the b | a CTAs branched off first and
+    their code after it, assembles without spills within its contract's registers, fits its CTA's rows in its shared
+    memory; the contract adds the four tensors after the FP8 build's, keeps its grid. Returns both contracts."""
+    fp8_part = ptx.split("\nBA:\n")[0]
     branch = ("    sub.u32 %nct, %nct, 4;  // the last 4 CTAs are b | a's; the others stream the FP8 weights\n"
               "    setp.ge.u32 %p, %s, %nct;\n    @%p bra BA;\n")
     assert branch in fp8_part
     body = lambda t: t.split(".reqntid")[1]  # noqa: E731  (after the entry's parameters)
     assert body(fp8_part.replace(branch, "")).rstrip() == body(plain).rsplit("}", 1)[0].rstrip()
-    res = _assembles_without_spills(NORM_BA.name, ba)
-    c, cn = contracts.get(NORM_BA.name), contracts.get(sh.name)
-    assert res["registers"] <= c.max_registers and c.dynamic_smem == NORM_BA.smem >= g.ba_layout(NORM_BA)[1] + 8
-    assert [t.name for t in c.params] == [t.name for t in cn.params] + ["w_b", "w_a", "out_b", "out_a"]
-    assert c.grid == cn.grid == ("132", "1", "1") and c.op == "fp8_linear_norm_ba" and "bitwise" in c.reduction_order
-    assert ba.count("griddepcontrol.wait;") == plain.count("griddepcontrol.wait;") + 1
-    assert ba.count("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%sbase+") >= 16
+    res = _assembles_without_spills(ba.name, ptx)
+    c, cp = contracts.get(ba.name), contracts.get(sh.name)
+    assert res["registers"] <= c.max_registers and c.dynamic_smem == ba.smem >= g.ba_layout(ba)[1] + 8
+    assert [t.name for t in c.params] == [t.name for t in cp.params] + ["w_b", "w_a", "out_b", "out_a"]
+    assert c.grid == cp.grid == ("132", "1", "1") and c.op == op and "bitwise" in c.reduction_order
+    assert ptx.count("griddepcontrol.wait;") == plain.count("griddepcontrol.wait;") + 1
+    return c, cp
 
 
 @pytest.mark.parametrize("ba", PLAIN_BA, ids=lambda s: s.name)
@@ -583,21 +591,9 @@ def test_plain_ba_build(ba):
     ptx, plain = g.generate(ba), g.generate(sh)
     assert ba.name == sh.name + "_ba" if ba.tokens == 16 else ba.name == "fp8_gemv_n12288_k2048_ba_t32"
     assert ba.walkers == 128 and -(-sh.S // sh.walkers) == ba.S // ba.walkers == 6
-    fp8_part = ptx.split("\nBA:\n")[0]
-    branch = ("    sub.u32 %nct, %nct, 4;  // the last 4 CTAs are b | a's; the others stream the FP8 weights\n"
-              "    setp.ge.u32 %p, %s, %nct;\n    @%p bra BA;\n")
-    assert branch in fp8_part
-    body = lambda t: t.split(".reqntid")[1]  # noqa: E731  (after the entry's parameters)
-    assert body(fp8_part.replace(branch, "")).rstrip() == body(plain).rsplit("}", 1)[0].rstrip()
-    res = _assembles_without_spills(ba.name, ptx)
-    c, cp = contracts.get(ba.name), contracts.get(sh.name)
-    assert res["registers"] <= c.max_registers == cp.max_registers
-    assert c.dynamic_smem == cp.dynamic_smem == ba.smem >= g.ba_layout(ba)[1] + 8
-    assert g.ba_rows(ba) == ba.tokens // 2
-    assert [t.name for t in c.params] == [t.name for t in cp.params] + ["w_b", "w_a", "out_b", "out_a"]
-    assert c.grid == cp.grid == ("132", "1", "1") and c.op == "fp8_linear_ba" and "bitwise" in c.reduction_order
+    c, cp = _check_ba_build(g, ba, sh, ptx, plain, "fp8_linear_ba")
+    assert c.max_registers == cp.max_registers and c.dynamic_smem == cp.dynamic_smem and g.ba_rows(ba) == ba.tokens // 2
     assert c.dims["M"] == cp.dims["M"] == tuple(range(1, ba.tokens + 1))
-    assert ptx.count("griddepcontrol.wait;") == plain.count("griddepcontrol.wait;") + 1
     assert "BA_ROUND:" in ptx and ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == ba.tokens // 2
 
 

@@ -592,54 +592,42 @@ def _contract_norm(s: Fp8Gemv) -> Contract:
     c = _contract_norm_plain(s)
     if not s.ba:
         return c
+    return _with_ba(c, s, "fp8_linear_norm_ba", "", "h", "on the BF16-rounded float64 norm")
+
+
+def _contract_ba(s: Fp8Gemv) -> Contract:
+    """A plain build with the b | a CTAs (PLAIN_BA): the plain contract, plus w_b, w_a, out_b, out_a."""
+    assert s.fuse == "" and s.tokens in (16, 32), s.name
+    c = _contract(dataclasses.replace(s, ba=False))
+    return _with_ba(dataclasses.replace(c, name=s.name), s, "fp8_linear_ba", f", in rounds of {s.tokens // 2} tokens", "x",
+                    "on x", sanitize_cases=({"M": 1}, {"M": 17}, {"M": 32}) if s.tokens == 32 else
+                    ({"M": 1}, {"M": 9}, {"M": 16}))
+
+
+def _with_ba(c: Contract, s: Fp8Gemv, op: str, rounds: str, x: str, ref: str, **kw) -> Contract:
+    """The FP8 build's contract c with the last BA_STRIPS CTAs computing GDN's in_proj_b | in_proj_a of its x."""
     assert s.K == BA_K and s.walkers * -(-s.S // s.walkers) == s.S, "the FP8 CTAs take the same number of strips each"
     return dataclasses.replace(
         c,
         summary=c.summary + f"; and out_b[M, {BA_ROWS}] = x @ w_b^T, out_a[M, {BA_ROWS}] = x @ w_a^T (BF16 GDN in_proj_b, "
-                f"in_proj_a) by the last {BA_STRIPS} CTAs, one 16-row strip each",
-        params=c.params + _ba_params(),
+                f"in_proj_a) by the last {BA_STRIPS} CTAs, one 16-row strip each{rounds}",
+        params=c.params + (
+            Tensor("w_b", "bf16", (BA_ROWS, BA_K), "in"),
+            Tensor("w_a", "bf16", (BA_ROWS, BA_K), "in"),
+            Tensor("out_b", "bf16", ("M", BA_ROWS), "out", align=4),
+            Tensor("out_a", "bf16", ("M", BA_ROWS), "out", align=4),
+        ),
         reduction_order=c.reduction_order + "; out_b, out_a: as bf16_gemv_n64_k2048 on the same x (per strip, warp w "
                         "the k16 steps 8 w .. 8 w + 7 by mma.sync bf16 in k order, the 16 warp partials added in warp "
                         "order), so bitwise its outputs",
         bytes_read=c.bytes_read + f" + {2 * 2 * BA_ROWS * BA_K}",
         bytes_written=c.bytes_written + f" + M * {2 * 2 * BA_ROWS}",
-        op="fp8_linear_norm_ba",
-        pdl=c.pdl + "; the b | a CTAs: their 16 weight rows (bulk copies) before the wait, h after it, "
+        op=op,
+        pdl=c.pdl + f"; the b | a CTAs: their 16 weight rows (bulk copies) before the wait, {x} after it, "
             "launch_dependents right after it",
-        reference=c.reference + "; out_b, out_a: x @ w^T in float64 on the BF16-rounded float64 norm",
+        reference=c.reference + f"; out_b, out_a: x @ w^T in float64 {ref}",
         peers=("netra_unfused", "cublas_bf16"),
-    )
-
-
-def _ba_params() -> tuple:
-    return (Tensor("w_b", "bf16", (BA_ROWS, BA_K), "in"),
-            Tensor("w_a", "bf16", (BA_ROWS, BA_K), "in"),
-            Tensor("out_b", "bf16", ("M", BA_ROWS), "out", align=4),
-            Tensor("out_a", "bf16", ("M", BA_ROWS), "out", align=4))
-
-
-def _contract_ba(s: Fp8Gemv) -> Contract:
-    """A plain 32-token build with the b | a CTAs (DENSE32_BA): the plain contract, plus w_b, w_a, out_b, out_a."""
-    assert s.fuse == "" and s.tokens in (16, 32) and s.K == BA_K and s.walkers * -(-s.S // s.walkers) == s.S, s.name
-    c = _contract(dataclasses.replace(s, ba=False))
-    return dataclasses.replace(
-        c,
-        name=s.name,
-        summary=c.summary + f"; and out_b[M, {BA_ROWS}] = x @ w_b^T, out_a[M, {BA_ROWS}] = x @ w_a^T (BF16 GDN in_proj_b, "
-                f"in_proj_a) by the last {BA_STRIPS} CTAs, one 16-row strip each, in rounds of {s.tokens // 2} tokens",
-        params=c.params + _ba_params(),
-        reduction_order=c.reduction_order + "; out_b, out_a: as bf16_gemv_n64_k2048 (per strip, warp w the k16 steps "
-                        "8 w .. 8 w + 7 by mma.sync bf16 in k order, the 16 warp partials added in warp order), so "
-                        "bitwise its outputs",
-        bytes_read=c.bytes_read + f" + {2 * 2 * BA_ROWS * BA_K}",
-        bytes_written=c.bytes_written + f" + M * {2 * 2 * BA_ROWS}",
-        grid=(str(s.grid), "1", "1"),
-        op="fp8_linear_ba",
-        pdl=c.pdl + "; the b | a CTAs: their 16 weight rows (bulk copies) before the wait, x after it, "
-            "launch_dependents right after it",
-        reference=c.reference + "; out_b, out_a: x @ w^T in float64",
-        peers=("netra_unfused", "cublas_bf16"),
-        sanitize_cases=({"M": 1}, {"M": 17}, {"M": 32}) if s.tokens == 32 else ({"M": 1}, {"M": 9}, {"M": 16}),
+        **kw,
     )
 
 

@@ -341,12 +341,10 @@ def _norm_unfused_peer(i, s):
     return {"x_out": x, "out": out}
 
 
-def _make_fp8_norm_ba(shape):
-    """The norm kernel's bed, plus w_b and w_a as bf16_gemv_n64_k2048's."""
-    norm = _make_fp8_norm(shape)
-
+def _with_ba_weights(fp8_make):
+    """An FP8 kernel's bed (``fp8_make``), plus w_b and w_a as bf16_gemv_n64_k2048's: the b | a builds' beds."""
     def make(dims, gen, device):
-        i = norm(dims, gen, device)
+        i = fp8_make(dims, gen, device)
         ba = _make_ba(dims, gen, device)
         return {**i, "w_b": ba["w_b"], "w_a": ba["w_a"]}
 
@@ -370,18 +368,6 @@ def _norm_ba_unfused_peer(i, s):
     dops.fp8_linear_norm(i["h"], i["norm_w"], s["eps"], i["w"], i["scale"], out, x)
     dops.bf16_linear2(x, i["w_b"], i["w_a"], ob, oa)
     return {"x_out": x, "out": out, "out_b": ob, "out_a": oa}
-
-
-def _make_fp8_ba(shape):
-    """The plain kernel's bed, plus w_b and w_a as bf16_gemv_n64_k2048's (x: the normed input's scale)."""
-    plain = _make_fp8_gemv(shape)
-
-    def make(dims, gen, device):
-        i = plain(dims, gen, device)
-        ba = _make_ba(dims, gen, device)
-        return {**i, "w_b": ba["w_b"], "w_a": ba["w_a"]}
-
-    return make
 
 
 def _ba_ref(i):
@@ -909,11 +895,11 @@ def _proj_testbeds() -> dict:
                 peers["netra_res_p2"] = _res_p2_peer
             beds[sh.name] = Testbed(contracts.get(sh.name), _make_fp8_res(sh), _res_ref, None, peers, scalars={})
     for sh in PLAIN_BA:
-        beds[sh.name] = Testbed(contracts.get(sh.name), _make_fp8_ba(sh), _ba_ref, None, {
+        beds[sh.name] = Testbed(contracts.get(sh.name), _with_ba_weights(_make_fp8_gemv(sh)), _ba_ref, None, {
             "netra_unfused": _ba_unfused_peer,
             "cublas_bf16": lambda i, s: {"out": i["x"] @ i["_w_bf16"].T, "out_b": i["x"] @ i["w_b"].T,
                                          "out_a": i["x"] @ i["w_a"].T}}, scalars={})
-    beds[NORM_BA.name] = Testbed(contracts.get(NORM_BA.name), _make_fp8_norm_ba(NORM_BA), _norm_ba_ref, None, {
+    beds[NORM_BA.name] = Testbed(contracts.get(NORM_BA.name), _with_ba_weights(_make_fp8_norm(NORM_BA)), _norm_ba_ref, None, {
         "netra_unfused": _norm_ba_unfused_peer,
         "cublas_bf16": lambda i, s: (lambda x: {"out": x @ i["_w_bf16"].T, "out_b": x @ i["w_b"].T,
                                                 "out_a": x @ i["w_a"].T})(_zc(i["h"], i["norm_w"], s["eps"]))})
