@@ -167,7 +167,10 @@ def _(h, norm_weight, eps, weight, scale, out, x_out, w_b, w_a, out_b, out_a):
 
 # GDN's in_proj_qkv | z and its b | a in one launch after the norm above the norm_ba kernel's rows
 # (netra.contracts.proj.PLAIN_BA: fp8_gemv_n12288_k2048_ba up to DENSE32_ROWS rows, _ba_t32 up to 32, as fp8_linear
-# picks the in_proj's build); False: bf16_linear2, then fp8_linear (BA_FIRST's order)
+# picks the in_proj's build): the same bits, one launch fewer per GDN layer. Measured at a8fe60a (experiments/decode/
+# step_ab_current_ba_plain_off_current_again_b{32,16}_a8fe60a.json, ms plain / PDL): batch 32 8.412 / 8.059 and 8.406 /
+# 8.058 against 8.505 / 8.079 (late 8.542 / 8.183 against 8.627 / 8.210), batch 16 5.526 / 5.200 against 5.606 / 5.248.
+# False: bf16_linear2, then fp8_linear (BA_FIRST's order)
 BA_PLAIN = True
 
 
