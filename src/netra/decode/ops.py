@@ -148,7 +148,8 @@ def fp8_linear_norm_ba(h: Tensor, norm_weight: Tensor, eps: float, weight: Tenso
                        x_out: Tensor, w_b: Tensor, w_a: Tensor, out_b: Tensor, out_a: Tensor) -> None:
     """fp8_linear_norm, then out_b = x_out @ w_b^T and out_a = x_out @ w_a^T (BF16; bf16_linear2): the GDN
     layer's input norm and its four input projections. Kernel fp8_gemv_n12288_k2048_norm_ba (packed weight,
-    M = 1..8; bitwise fp8_linear_norm's and bf16_linear2's kernels); otherwise those two ops."""
+    M = 1..8; bitwise fp8_linear_norm's and bf16_linear2's kernels); above its rows (BA_FIRST) the norm, then
+    fp8_linear_ba; otherwise those two ops."""
     k = proj.kernel_for(weight, proj.NORM_BA_KERNELS)
     if k is not None and k(h, weight, scale, out, norm_weight, x_out, eps, w_b, w_a, out_b, out_a):
         return
@@ -181,8 +182,8 @@ def fp8_linear_ba(x: Tensor, weight: Tensor, scale: Tensor, out: Tensor, w_b: Te
     normed x. Kernels fp8_gemv_n12288_k2048_ba (M <= DENSE32_ROWS) and _ba_t32 (up to 32 rows), packed weight, bitwise
     fp8_linear's kernel for those rows and bf16_linear2's; otherwise bf16_linear2, then fp8_linear."""
     M = x.shape[0]
-    if BA_PLAIN and M <= 32 and proj.fp8_linear_ba(x, weight, scale, out, w_b, w_a, out_b, out_a,
-                                                    32 if M > DENSE32_ROWS else 16):
+    if BA_PLAIN and M <= max(proj.BA_PLAIN_KERNELS) and proj.fp8_linear_ba(x, weight, scale, out, w_b, w_a, out_b,
+                                                                            out_a, 32 if M > DENSE32_ROWS else 16):
         return
     bf16_linear2(x, w_b, w_a, out_b, out_a)
     linear(x, weight, scale, out)
