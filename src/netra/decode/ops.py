@@ -182,8 +182,8 @@ def fp8_linear_ba(x: Tensor, weight: Tensor, scale: Tensor, out: Tensor, w_b: Te
     normed x. Kernels fp8_gemv_n12288_k2048_ba (M <= DENSE32_ROWS) and _ba_t32 (up to 32 rows), packed weight, bitwise
     fp8_linear's kernel for those rows and bf16_linear2's; otherwise bf16_linear2, then fp8_linear."""
     M = x.shape[0]
-    if BA_PLAIN and M <= max(proj.BA_PLAIN_KERNELS) and proj.fp8_linear_ba(x, weight, scale, out, w_b, w_a, out_b,
-                                                                            out_a, 32 if M > DENSE32_ROWS else 16):
+    tokens = 32 if M > DENSE32_ROWS else 16  # the in_proj build fp8_linear takes for these rows
+    if BA_PLAIN and M <= tokens and proj.fp8_linear_ba(x, weight, scale, out, w_b, w_a, out_b, out_a, tokens):
         return
     bf16_linear2(x, w_b, w_a, out_b, out_a)
     linear(x, weight, scale, out)
