@@ -1404,6 +1404,24 @@ def test_x_prepped_diagnostic(sh):
     assert torch.allclose(got, want, rtol=2 ** -10, atol=0)
 
 
+@pytest.mark.parametrize("sh", (NORM_BA,) + tuple(s for s in FUSED if s.fuse in ("norm", "res")), ids=lambda s: s.name)
+def test_parked_diagnostic(sh):
+    """generate(parked=True) (experiments/decode/step_ab.py's parked forms, a diagnostic): no weight tile is copied
+    (each chunk's mbarrier expects its scales' bytes alone), the ring is zeroed before the wait, the default build is
+    unchanged, and it assembles without spills. Builds it does not model are refused."""
+    g = _generator()
+    ptx, plain = g.generate(sh, parked=True), g.generate(sh)
+    assert plain == g.generate(sh) and "PARK_ZERO" not in plain
+    _assembles_without_spills(sh.name, ptx)
+    tiles = f"], {sh.SB // sh.pieces}, [%bf"  # a piece's weight tiles: the only copies of that size
+    assert tiles in plain and tiles not in ptx
+    assert "PARK_ZERO" in ptx.split("griddepcontrol.wait;", 1)[0]
+    assert re.findall(r"expect_tx\.shared::cta\.b64 _, \[%bf(?:\+\d+)?\], (\d+);", ptx) and all(
+        int(n) == 4 * sh.W // sh.pieces for n in re.findall(r"expect_tx\.shared::cta\.b64 _, \[%bf(?:\+\d+)?\], (\d+);", ptx))
+    with pytest.raises(AssertionError, match="parked"):
+        g.generate(EXPERTS_GROUP, parked=True)
+
+
 @pytest.mark.parametrize("sh", DENSE32 + (RES_P2,), ids=lambda s: s.name)
 def test_ksplit_32_tokens(sh):
     """The k split at 32 tokens (experiments/proj/ks2_t32_variant.py; the dense builds measured and rejected; the

@@ -566,6 +566,19 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   CTAs (fp8_gemv_n12288_k2048_ba up to 16 rows, _ba_t32 above: decode.ops.BA_PLAIN, contracts.proj.PLAIN_BA). The same
   bits. Prediction: 50-90 us less a batch-32 step with PDL (the b | a launch's 2.6-3.4 us increment in 30 layers, less
   what the in_proj gains from it), 60-110 plainly; batch 16 alike.
+- router_split16 (after 860c68d; run with --batch=16): moe_router_norm takes its split build
+  (moe_router_norm_split_e256_k2048) from 13 rows (decode.ops.ROUTER_SPLIT_ROWS = 13) where the cluster build runs
+  13..30 rows today. The same bits. The split router's records at 9a7452f (router_split_variant_9a7452f.json) were
+  0.2 / 0.6 us faster plain / PDL chain at M = 16 (6.23 / 5.85 -> 6.03 / 5.25) and 0.6-0.8 slower at 24. Prediction:
+  batch 16 10-25 us less a PDL step (40 launches), plainly 0-10.
+- parked, parked_inproj (after 860c68d; a diagnosis for docs/notes/persistent-proposal.md, wrong logits): the dense
+  launches of batches 1..8 on gen_fp8_gemv.generate(parked=True) builds, which zero their ring before the wait and
+  never copy a weight tile, as if the weights had been parked in shared memory a phase ahead: GDN's in_proj
+  (fp8_gemv_n12288_k2048_norm_ba), attention's q | k | v (fp8_gemv_n9216_k2048_norm) and out_proj / o_proj
+  (fp8_gemv_n2048_k4096_res) in parked, the in_proj alone in parked_inproj. The step's time without those bytes bounds
+  what a persistent kernel's parking could save on these launches (its other mechanism, phases waiting on counters, is
+  not in it). Their outputs are zeros (plus the residual), so the MoE blocks route on other h: their time is not
+  the same work's.
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
@@ -589,7 +602,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
          "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "moedown_grp_from9",
-         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "current_again",
+         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -735,6 +748,13 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
         for sh in FUSED + MOE_DOWNS:
             if sh.name in ("fp8_gemv_n2048_k4096_res", "fp8_gemv_n2048_k4608_moedown", "fp8_gemv_n2048_k4608_moedown_s6"):
                 out[sh.name] = (g.generate(sh, h_early=form == "h_early"), contracts.get(sh.name).dynamic_smem)
+    if form in ("parked", "parked_inproj"):  # a diagnosis: the dense launches' weights as if parked in shared memory
+        from netra.contracts.proj import NORM_BA
+
+        g = paths.generator("proj", "gen_fp8_gemv")
+        names = ("fp8_gemv_n9216_k2048_norm", "fp8_gemv_n2048_k4096_res") if form == "parked" else ()
+        for sh in (NORM_BA,) + tuple(s for s in FUSED if s.name in names):
+            out[sh.name] = (g.generate(sh, parked=True), contracts.get(sh.name).dynamic_smem)
     if form in ("grp_s4", "grp_s5"):  # the grouped gate | up builds with a deeper ring, under the promoted names
         from netra.contracts.proj import EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32
 
@@ -1092,6 +1112,7 @@ def main():
     real_res32_rows = dops.RES32_ROWS
     real_rf_rows = dops.MOE_ROUTER_FUSED_ROWS
     real_regs_rows = dops.ROUTER_REGS_ROWS
+    real_split_rows = dops.ROUTER_SPLIT_ROWS
     real_c8_max_b = dops.ATTN_C8_MAX_B
     router_op = _dispatch.OPS["moe_router_norm"]
     real_router_contract = router_op.contract
@@ -1171,6 +1192,7 @@ def main():
             dops.RES32_ROWS = 1 << 30 if form == "res16" else real_res32_rows
             dops.MOE_ROUTER_FUSED_ROWS = 8 if form == "router_fused_rows8" else real_rf_rows
             dops.ROUTER_REGS_ROWS = 0 if form == "router_regs_off" else real_regs_rows
+            dops.ROUTER_SPLIT_ROWS = 13 if form == "router_split16" else real_split_rows
             if form == "lm_head_off":  # the LM head by cuBLAS and torch.argmax (its framework path)
                 _dispatch.set_framework("lm_head_argmax", True)
             for op in (_dispatch.OPS["rmsnorm"], _dispatch.OPS["qk_rmsnorm"]):  # norm16: 16-row chunks, as before

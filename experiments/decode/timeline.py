@@ -7,8 +7,9 @@ its increment: its end minus the latest end of the kernels before it in the step
 to its span. Also kept per kernel: its start relative to that previous end (negative: it started early, under PDL or
 beside its predecessor). Synthetic 40-layer checkpoint, context 1024, positions 3.., as `netra decode`.
 
-Forms: `current`; `nreg_prev` (GDN's in_proj and the residual out_proj without the 104-register cap of 15fc351, as
-experiments/decode/step_ab.py nreg_prev builds them), to show the cap's overlap directly.
+Forms: `current`; any experiments/decode/step_ab.py form that only swaps kernels' builds (its previous_builds), e.g.
+`nreg_prev` (GDN's in_proj and the residual out_proj without the 104-register cap of 15fc351), to show the cap's overlap
+directly, or `parked` / `parked_inproj` (the dense launches as if their weights were in shared memory; a diagnosis).
 The profiler adds its own overhead: the step's span under it is reported next to the same runner's CUDA-event median.
 
   PYTHONPATH=src python3 experiments/decode/timeline.py [--batches=1+8] [--forms=current+nreg_prev] --out "$OUT"
@@ -77,14 +78,14 @@ def summarize(steps: list[list[dict]]) -> dict:
     return dict(sorted(table.items(), key=lambda kv: -kv[1]["increment_us_per_step"]))
 
 
-def swap_nreg_prev():
-    """The nreg_prev form: the two capped kernels built without the cap, swapped into the loader; undo() restores."""
+def swap_builds(form: str):
+    """A step_ab form's swapped builds (step_ab.previous_builds) in the loader; undo() restores."""
     from netra import paths
     from netra.runtime import loader
 
     step_ab = paths.load_module(HERE / "step_ab.py", "step_ab")
     real_load, keep, swaps = loader.load, [], {}
-    for name, (ptx, smem) in step_ab.previous_builds("nreg_prev").items():
+    for name, (ptx, smem) in step_ab.previous_builds(form).items():
         module, fn = loader.load_text(name, ptx, dynamic_smem=smem)
         keep.append(module)
         swaps[name] = int(fn)
@@ -117,7 +118,7 @@ def main():
     res = {"method": __doc__.split("\n\n")[1].replace("\n", " "), "replays": REPLAYS, "runs": {}}
     for B in batches:
         for form in forms:
-            undo = swap_nreg_prev() if form == "nreg_prev" else (lambda: None)
+            undo = swap_builds(form) if form != "current" else (lambda: None)
             try:
                 for pdl in (False, True):
                     runner = rmod.DecodeRunner(packed, B, 1024, device="cuda")

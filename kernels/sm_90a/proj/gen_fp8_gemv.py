@@ -827,7 +827,8 @@ def issue(e: Emit, sh: Shape, strip: str, h: int, stage: str) -> None:
         issue_pieces(e, sh, strip, h, stage, _LAND["q"])
         return
     e(f"  mad.lo.u32 %bf, {stage}, 8, %bars;")
-    e(f"  mbarrier.arrive.expect_tx.shared::cta.b64 _, [%bf], {sh.SB + 4 * sh.W};")
+    park = _PARK["on"]  # the diagnostic: only the scales arrive; the tiles are the ring's zeros
+    e(f"  mbarrier.arrive.expect_tx.shared::cta.b64 _, [%bf], {(0 if park else sh.SB) + 4 * sh.W};")
     e(f"  mad.lo.u32 %ta, {stage}, {sh.SB}, %sbase;")
     if sh.fuse == "moedown":
         issue_moedown(e, sh, strip, h, stage)
@@ -858,7 +859,8 @@ def issue(e: Emit, sh: Shape, strip: str, h: int, stage: str) -> None:
     e(f"  add.u32 %t0, %t0, {h * sh.W};")
     e("  mul.wide.u32 %pt64, %t0, 2048;")
     e("  add.u64 %pa, %psb, %pt64;" if sh.shared else "  add.u64 %pa, %pw, %pt64;")
-    e(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes{_hint()} [%ta], [%pa], {sh.SB}, [%bf]{_pol()};")
+    if not park:
+        e(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes{_hint()} [%ta], [%pa], {sh.SB}, [%bf]{_pol()};")
     e("  // the chunk's W weight-block scales (s / 8, h W .. h W + W - 1), 16-byte aligned and contiguous")
     e(f"  shr.u32 %t0, {strip}, 3;")
     if sh.fuse == "moe":  # the expert's scales: N / 128 rows of KB
@@ -891,10 +893,12 @@ def issue_pieces(e: Emit, sh: Shape, strip: str, h: int, stage: str, q: int) -> 
     e(f"  mad.lo.u32 %ta, {stage}, {sh.SB}, %sbase;")
     e(f"  mad.lo.u32 %lsc, {stage}, {sh.scl_bytes}, %sbase;")
     e(f"  mad.lo.u32 %bf, {stage}, {8 * q}, %bars;")
+    park = _PARK["on"]  # the diagnostic: only the scales arrive; the tiles are the ring's zeros
     for i in range(q):
-        e(f"  mbarrier.arrive.expect_tx.shared::cta.b64 _, [%bf+{8 * i}], {tb + sb};  // piece {i}")
-        e(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes{_hint()} [%ta+{i * tb}], [%pa+{i * tb}], "
-          f"{tb}, [%bf+{8 * i}]{_pol()};")
+        e(f"  mbarrier.arrive.expect_tx.shared::cta.b64 _, [%bf+{8 * i}], {(0 if park else tb) + sb};  // piece {i}")
+        if not park:
+            e(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes{_hint()} [%ta+{i * tb}], [%pa+{i * tb}], "
+              f"{tb}, [%bf+{8 * i}]{_pol()};")
         e(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%lsc+{sh.scl_off + i * sb}], "
           f"[%plq+{i * sb}], {sb}, [%bf+{8 * i}];")
 
@@ -1462,6 +1466,7 @@ V3 = dict(x_rows=False, skip_nt1=False, packed_amax=False, pre_strips=None, earl
 
 _L2 = {"hint": True}  # the weight copies' L2 policy in the build being generated (generate's l2_hint)
 _LAND = {"q": 1}  # mbarriers (pieces) per chunk in the build being generated (generate's land_split)
+_PARK = {"on": False}  # generate(parked=True): a diagnostic, the weight tiles never copied (see generate)
 _HE = {"on": False}  # h loaded at each strip's start, not after its sums (generate's h_early)
 _XP = {"on": False}  # x as converted fragments (generate's x_prepped, a diagnostic build)
 _SL = {"on": False, "regs": 1}  # each strip's sums beside the next strip's mma (generate's sum_late, sum_late_regs)
@@ -1500,7 +1505,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
              acc_split: bool = False, p2_early: bool = False, h_early: bool | None = None,
              top_early: bool | None = None, norm_w_early: bool | str | None = None, x_tpose: bool | None = None,
              maxnreg: int | None = None, sum_late: bool | str = False, sum_late_regs: int = 1,
-             x_prepped: bool = False) -> str:
+             x_prepped: bool = False, parked: bool = False) -> str:
     """The PTX. The defaults are the promoted build (v3g); ``generate(sh, **V3)`` is v3 as promoted
     at cb9faad (bitwise the same outputs). ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x, on v3): x comes into
     shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
@@ -1611,7 +1616,12 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     parameter points at x already converted, as the prologue would leave it (x_prepped_layout: per n-tile, k block and
     lane the 16 f16x2 fragment registers, then per n-tile, k block and token the inverse scale), so the prologue is
     four 16-byte loads and one 4-byte load per n-tile: what a launch would cost if the kernel before it wrote x in
-    that form. Not a contract's kernel (its x is not the contract's x)."""
+    that form. Not a contract's kernel (its x is not the contract's x).
+    ``parked`` (a diagnostic build, experiments/decode/step_ab.py's parked forms; the 16-token plain, norm and residual
+    builds): every CTA zeroes its ring before griddepcontrol.wait and no weight tile is ever copied (each chunk's
+    mbarrier expects only its scales), so the launch runs as if its weights were already in shared memory when it
+    started: what a persistent kernel that parked them there a phase ahead could at best make of it
+    (docs/notes/persistent-proposal.md). Its outputs are the bias-free zero projection: not a contract's kernel."""
     maxnreg = sh.maxnreg if maxnreg is None else maxnreg
     red_swizzle = sh.red_swizzle if red_swizzle is None else red_swizzle
     h_early = sh.h_early if h_early is None else h_early
@@ -1639,6 +1649,9 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
                              and x_rows and not x_direct and not stage_x_m16), \
         f"x_prepped: the 32-token dense and routed grouped builds ({sh.name})"
     _XP["on"] = x_prepped
+    assert not parked or (sh.fuse in ("", "norm", "res") and sh.ksplit == 1 and sh.passes == 1 and sh.tokens == 16), \
+        f"parked: the 16-token plain, norm and residual builds ({sh.name})"
+    _PARK["on"] = parked
     if land_split is None:  # the candidates measured on one-copy chunks keep them
         land_split = 1 if stage_x or stage_x_m16 or xpair or tgroups or l2_prefetch == "lines" else sh.pieces
     assert land_split in (1, 2, 4), land_split
@@ -1982,6 +1995,16 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
             e(f"  st.shared.u32 [%t0+{so}], 0;")
         e("  setp.lt.u32 %p, %th, 8;")
         e(f"  @%p st.shared.u32 [%t0+{bm}], 0;")
+    if parked:
+        e("  // parked (a diagnostic): the ring's weight tiles are zeros, stored once here (no tile is ever copied)")
+        e("  shl.b32 %t0, %th, 4;")
+        e("  mov.u32 %t1, 0;")
+        e("PARK_ZERO:")
+        e("  add.u32 %t2, %t0, %sbase;")
+        e("  st.shared.v4.u32 [%t2], {%t1, %t1, %t1, %t1};")
+        e(f"  add.u32 %t0, %t0, {16 * sh.threads};")
+        e(f"  setp.lt.u32 %p, %t0, {NS * SB};")
+        e("  @%p bra PARK_ZERO;")
     e("  bar.sync 0;")
     if ks:
         e("  barrier.cluster.arrive.relaxed.aligned;  // (after fence.mbarrier_init) this CTA's slot mbarriers are initialized")
