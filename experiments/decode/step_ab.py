@@ -1203,7 +1203,7 @@ def main():
                 cand_moe, mods = router_fused_moe(dops, _dispatch, real_moe, poll=form == "router_poll")
                 keep.extend(mods)
                 dops.moe_decode = cand_moe
-            if form.startswith("router_split"):  # moe_router_norm's launch swapped for the split candidate
+            if form in ("router_split4", "router_split2"):  # moe_router_norm's launch swapped for the split candidate
                 dops.moe_router_norm = router_split_op(dops, _dispatch, int(form[-1]), real_router_norm, keep)
             if form == "router_smem":  # the swapped build's shared memory at launch
                 router_op.contract = dataclasses.replace(real_router_contract,
