@@ -579,6 +579,13 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   what a persistent kernel's parking could save on these launches (its other mechanism, phases waiting on counters, is
   not in it). Their outputs are zeros (plus the residual), so the MoE blocks route on other h: their time is not
   the same work's.
+- pre2_inproj, pre3_inproj (after the parked forms, 922254c: parking the in_proj's weights saved 50 us a batch-1 PDL step
+  and 92 at batch 8): GDN's in_proj (fp8_gemv_n12288_k2048_norm_ba) requesting its first 2 / 3 strips (3: every
+  stage of its ring) before griddepcontrol.wait instead of 1 (generate(pre_strips=2 / None)); same contract, same
+  bits. Under PDL its CTAs start ~6.5 us before the MoE block ends (timeline at b09c329), with 32 KB of their 96 KB
+  ring in flight. The older pre_all (8cdd9cd, 40 us slower with PDL) was measured before the one-launch MoE block and
+  the register caps, on the plain and residual builds, not this one. Prediction: batch 1 and 8 PDL 10-40 us less a
+  step; plainly level or slower (x queuing behind the chunks, as v3f found).
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
@@ -602,7 +609,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
          "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "moedown_grp_from9",
-         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "current_again",
+         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "pre2_inproj", "pre3_inproj", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -748,6 +755,12 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
         for sh in FUSED + MOE_DOWNS:
             if sh.name in ("fp8_gemv_n2048_k4096_res", "fp8_gemv_n2048_k4608_moedown", "fp8_gemv_n2048_k4608_moedown_s6"):
                 out[sh.name] = (g.generate(sh, h_early=form == "h_early"), contracts.get(sh.name).dynamic_smem)
+    if form in ("pre2_inproj", "pre3_inproj"):  # GDN's in_proj with 2 / 3 strips requested before the wait
+        from netra.contracts.proj import NORM_BA
+
+        g = paths.generator("proj", "gen_fp8_gemv")
+        out[NORM_BA.name] = (g.generate(NORM_BA, pre_strips=2 if form == "pre2_inproj" else None),
+                             contracts.get(NORM_BA.name).dynamic_smem)
     if form in ("parked", "parked_inproj"):  # a diagnosis: the dense launches' weights as if parked in shared memory
         from netra.contracts.proj import NORM_BA
 
