@@ -578,7 +578,10 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   (fp8_gemv_n2048_k4096_res) in parked, the in_proj alone in parked_inproj. The step's time without those bytes bounds
   what a persistent kernel's parking could save on these launches (its other mechanism, phases waiting on counters, is
   not in it). Their outputs are zeros (plus the residual), so the MoE blocks route on other h: their time is not
-  the same work's.
+  the same work's. Measured at 922254c (step_ab_current_parked_parked_inproj_current_again_922254c.json; batch 8's
+  JSON did not come back, its rows are in docs/notes/persistent-proposal.md), ms plain / PDL: batch 1 current 1.580 /
+  1.426, parked 1.496 / 1.334, parked_inproj 1.533 / 1.374, current again 1.581 / 1.423; batch 8 3.630 / 3.345,
+  3.528 / 3.236, 3.551 / 3.253, 3.629 / 3.347.
 - pre2_inproj, pre3_inproj (after the parked forms, 922254c: parking the in_proj's weights saved 50 us a batch-1 PDL step
   and 92 at batch 8): GDN's in_proj (fp8_gemv_n12288_k2048_norm_ba) requesting its first 2 / 3 strips (3: every
   stage of its ring) before griddepcontrol.wait instead of 1 (generate(pre_strips=2 / None)); same contract, same
