@@ -570,7 +570,9 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   (moe_router_norm_split_e256_k2048) from 13 rows (decode.ops.ROUTER_SPLIT_ROWS = 13) where the cluster build runs
   13..30 rows today. The same bits. The split router's records at 9a7452f (router_split_variant_9a7452f.json) were
   0.2 / 0.6 us faster plain / PDL chain at M = 16 (6.23 / 5.85 -> 6.03 / 5.25) and 0.6-0.8 slower at 24. Prediction:
-  batch 16 10-25 us less a PDL step (40 launches), plainly 0-10.
+  batch 16 10-25 us less a PDL step (40 launches), plainly 0-10. Measured at 7d8bd43
+  (step_ab_current_router_split16_current_again_b16_7d8bd43.json), ms plain / PDL, bitwise: 5.549 / 5.249 against
+  5.548 / 5.228 and 5.545 / 5.220: 21-28 us slower with PDL. Rejected.
 - parked, parked_inproj (after 860c68d; a diagnosis for docs/notes/persistent-proposal.md, wrong logits): the dense
   launches of batches 1..8 on gen_fp8_gemv.generate(parked=True) builds, which zero their ring before the wait and
   never copy a weight tile, as if the weights had been parked in shared memory a phase ahead: GDN's in_proj
@@ -588,7 +590,14 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   bits. Under PDL its CTAs start ~6.5 us before the MoE block ends (timeline at b09c329), with 32 KB of their 96 KB
   ring in flight. The older pre_all (8cdd9cd, 40 us slower with PDL) was measured before the one-launch MoE block and
   the register caps, on the plain and residual builds, not this one. Prediction: batch 1 and 8 PDL 10-40 us less a
-  step; plainly level or slower (x queuing behind the chunks, as v3f found).
+  step; plainly level or slower (x queuing behind the chunks, as v3f found). Measured at 7d8bd43
+  (step_ab_current_pre2_inproj_pre3_inproj_current_again{,_b8}_7d8bd43.json, step_ab_current_pre2_inproj_current_again_b4_7d8bd43.json),
+  ms plain / PDL, bitwise, against the two currents:
+  batch 1 pre2 1.590 / 1.414, pre3 1.619 / 1.421, currents 1.578-1.581 / 1.425-1.427;
+  batch 8 pre2 3.660 / 3.342, pre3 3.684 / 3.364, currents 3.645-3.651 / 3.362-3.366;
+  batch 4 pre2 2.572 / 2.410, currents 2.553-2.555 / 2.395-2.399.
+  pre2 is 11-24 us less with PDL at batches 1 and 8 but 11-15 more at 4 and 8-18 more plainly everywhere; pre3 is
+  level with PDL. Rejected: a gain of ~1% at two batches would need a PDL-only build with a rule by rows.
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
