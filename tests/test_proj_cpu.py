@@ -1404,7 +1404,8 @@ def test_x_prepped_diagnostic(sh):
     assert torch.allclose(got, want, rtol=2 ** -10, atol=0)
 
 
-@pytest.mark.parametrize("sh", (NORM_BA,) + tuple(s for s in FUSED if s.fuse in ("norm", "res")), ids=lambda s: s.name)
+@pytest.mark.parametrize("sh", (NORM_BA,) + tuple(s for s in FUSED if s.fuse in ("norm", "res")) + PLAIN_BA + DENSE32
+                         + (RES32,), ids=lambda s: s.name)
 def test_parked_diagnostic(sh):
     """generate(parked=True) (experiments/decode/step_ab.py's parked forms, a diagnostic): no weight tile is copied
     (each chunk's mbarrier expects its scales' bytes alone), the ring is zeroed before the wait, the default build is
@@ -1418,8 +1419,9 @@ def test_parked_diagnostic(sh):
     assert "PARK_ZERO" in ptx.split("griddepcontrol.wait;", 1)[0]
     assert re.findall(r"expect_tx\.shared::cta\.b64 _, \[%bf(?:\+\d+)?\], (\d+);", ptx) and all(
         int(n) == 4 * sh.W // sh.pieces for n in re.findall(r"expect_tx\.shared::cta\.b64 _, \[%bf(?:\+\d+)?\], (\d+);", ptx))
-    with pytest.raises(AssertionError, match="parked"):
-        g.generate(EXPERTS_GROUP, parked=True)
+    for bad in (EXPERTS_GROUP, RES_P2):  # experts (their strips depend on the ids), two passes (the ring re-read)
+        with pytest.raises(AssertionError, match="parked"):
+            g.generate(bad, parked=True)
 
 
 @pytest.mark.parametrize("sh", DENSE32 + (RES_P2,), ids=lambda s: s.name)

@@ -584,6 +584,11 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   JSON did not come back, its rows are in docs/notes/persistent-proposal.md), ms plain / PDL: batch 1 current 1.580 /
   1.426, parked 1.496 / 1.334, parked_inproj 1.533 / 1.374, current again 1.581 / 1.423; batch 8 3.630 / 3.345,
   3.528 / 3.236, 3.551 / 3.253, 3.629 / 3.347.
+- parked_wide (after 7d8bd43; run with --batch=16 or 32; a diagnosis, wrong logits): the same parked builds for the
+  dense launches above 8 rows: GDN's in_proj with b | a (fp8_gemv_n12288_k2048_ba, _ba_t32), q | k | v
+  (fp8_gemv_n9216_k2048, _t32) and out_proj / o_proj (fp8_gemv_n2048_k4096_res up to 16 rows, the k-split RES32 above).
+  Why: the batch-32 lead (these builds at 1.7-2.6x their read floors at M = 32) needs to know how much of their time is
+  their weights and how much their chain (x's delivery, 4 n-tiles of mma a strip).
 - pre2_inproj, pre3_inproj (after the parked forms, 922254c: parking the in_proj's weights saved 50 us a batch-1 PDL step
   and 92 at batch 8): GDN's in_proj (fp8_gemv_n12288_k2048_norm_ba) requesting its first 2 / 3 strips (3: every
   stage of its ring) before griddepcontrol.wait instead of 1 (generate(pre_strips=2 / None)); same contract, same
@@ -621,7 +626,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
          "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "moedown_grp_from9",
-         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "pre2_inproj", "pre3_inproj", "current_again",
+         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -779,6 +784,14 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
         g = paths.generator("proj", "gen_fp8_gemv")
         names = ("fp8_gemv_n9216_k2048_norm", "fp8_gemv_n2048_k4096_res") if form == "parked" else ()
         for sh in (NORM_BA,) + tuple(s for s in FUSED if s.name in names):
+            out[sh.name] = (g.generate(sh, parked=True), contracts.get(sh.name).dynamic_smem)
+    if form == "parked_wide":  # the same diagnosis for the builds batches 9..32 take
+        from netra.contracts.proj import DENSE32, PLAIN_BA, RES32
+
+        g = paths.generator("proj", "gen_fp8_gemv")
+        wide = PLAIN_BA + DENSE32 + (RES32,) + tuple(s for s in SHAPES if s.name == "fp8_gemv_n9216_k2048") \
+            + tuple(s for s in FUSED if s.name == "fp8_gemv_n2048_k4096_res")
+        for sh in wide:
             out[sh.name] = (g.generate(sh, parked=True), contracts.get(sh.name).dynamic_smem)
     if form in ("grp_s4", "grp_s5"):  # the grouped gate | up builds with a deeper ring, under the promoted names
         from netra.contracts.proj import EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32

@@ -1617,7 +1617,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     lane the 16 f16x2 fragment registers, then per n-tile, k block and token the inverse scale), so the prologue is
     four 16-byte loads and one 4-byte load per n-tile: what a launch would cost if the kernel before it wrote x in
     that form. Not a contract's kernel (its x is not the contract's x).
-    ``parked`` (a diagnostic build, experiments/decode/step_ab.py's parked forms; the 16-token plain, norm and residual
+    ``parked`` (a diagnostic build, experiments/decode/step_ab.py's parked forms; the one-pass plain, norm and residual
     builds): every CTA zeroes its ring before griddepcontrol.wait and no weight tile is ever copied (each chunk's
     mbarrier expects only its scales), so the launch runs as if its weights were already in shared memory when it
     started: what a persistent kernel that parked them there a phase ahead could at best make of it
@@ -1649,8 +1649,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
                              and x_rows and not x_direct and not stage_x_m16), \
         f"x_prepped: the 32-token dense and routed grouped builds ({sh.name})"
     _XP["on"] = x_prepped
-    assert not parked or (sh.fuse in ("", "norm", "res") and sh.ksplit == 1 and sh.passes == 1 and sh.tokens == 16), \
-        f"parked: the 16-token plain, norm and residual builds ({sh.name})"
+    assert not parked or (sh.fuse in ("", "norm", "res") and sh.passes == 1 and not l2_prefetch), \
+        f"parked: the one-pass plain, norm and residual builds ({sh.name})"
     _PARK["on"] = parked
     if land_split is None:  # the candidates measured on one-copy chunks keep them
         land_split = 1 if stage_x or stage_x_m16 or xpair or tgroups or l2_prefetch == "lines" else sh.pieces
