@@ -1417,8 +1417,8 @@ def test_parked_diagnostic(sh):
     tiles = f"], {sh.SB // sh.pieces}, [%bf"  # a piece's weight tiles: the only copies of that size
     assert tiles in plain and tiles not in ptx
     assert "PARK_ZERO" in ptx.split("griddepcontrol.wait;", 1)[0]
-    assert re.findall(r"expect_tx\.shared::cta\.b64 _, \[%bf(?:\+\d+)?\], (\d+);", ptx) and all(
-        int(n) == 4 * sh.W // sh.pieces for n in re.findall(r"expect_tx\.shared::cta\.b64 _, \[%bf(?:\+\d+)?\], (\d+);", ptx))
+    expects = re.findall(r"expect_tx\.shared::cta\.b64 _, \[%bf(?:\+\d+)?\], (\d+);", ptx)  # the chunks' mbarriers
+    assert expects and all(int(n) == 4 * sh.W // sh.pieces for n in expects)
     for bad in (EXPERTS_GROUP, RES_P2):  # experts (their strips depend on the ids), two passes (the ring re-read)
         with pytest.raises(AssertionError, match="parked"):
             g.generate(bad, parked=True)

@@ -33,8 +33,8 @@ class Fp8Gemv:
     stages: int = 0  # the ring's stages when not 0 (named _s<stages>); otherwise the rule in NS
     ksplit: int = 1  # 2: clusters of 2 CTAs split k in halves (named _ks2); rank r adds the peer's sums of rows 8 r ..
     warps: int = 0  # the warps per CTA when not 0 (named _w<warps>; a candidate: 32 at K = 4096, one k block per warp)
-    ba: bool = False  # "norm", or a plain 32-token build (named _ba): BA_STRIPS more CTAs compute GDN in_proj_b | in_proj_a
-    # (gen_fp8_gemv.ba_cta)
+    ba: bool = False  # "norm", or a plain 16- or 32-token build (named _ba): BA_STRIPS more CTAs compute GDN in_proj_b |
+    # in_proj_a (gen_fp8_gemv.ba_cta)
     shared: bool = False  # "moe" gate | up only (named _shared): M more pairs, the shared expert's, and its gate by one CTA
     shared_gate: bool = True  # with shared: False (named _shared_nogate): no gate CTA (the router computes the logit)
     group: bool = False  # "moe" gate | up (named _grp): each distinct expert's strips once for every token that chose

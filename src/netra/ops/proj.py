@@ -67,6 +67,8 @@ def fp8_linear_ba(x: Tensor, weight: Tensor, scale: Tensor, out: Tensor, w_b: Te
     where it has no build for the weight or its guard refuses."""
     k = kernel_for(weight, BA_PLAIN_KERNELS[tokens])
     return k is not None and k(x, weight, scale, out, w_b, w_a, out_b, out_a)
+
+
 ROUTER = KernelOp("moe_router", "moe_router_e256_k2048")  # the MoE router and its top-k, one launch
 ROUTER_NORM = KernelOp("moe_router_norm", "moe_router_norm_e256_k2048")  # the same after the post-attention norm
 # the same outputs with the experts split across CTAs (a counter per token group): from netra.decode.ops.ROUTER_SPLIT_ROWS
