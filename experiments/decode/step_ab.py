@@ -778,20 +778,15 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
         g = paths.generator("proj", "gen_fp8_gemv")
         out[NORM_BA.name] = (g.generate(NORM_BA, pre_strips=2 if form == "pre2_inproj" else None),
                              contracts.get(NORM_BA.name).dynamic_smem)
-    if form in ("parked", "parked_inproj"):  # a diagnosis: the dense launches' weights as if parked in shared memory
-        from netra.contracts.proj import NORM_BA
+    if form in ("parked", "parked_inproj", "parked_wide"):  # a diagnosis: the dense launches' weights as if parked
+        from netra.contracts.proj import DENSE32, NORM_BA, PLAIN_BA, RES32
 
         g = paths.generator("proj", "gen_fp8_gemv")
-        names = ("fp8_gemv_n9216_k2048_norm", "fp8_gemv_n2048_k4096_res") if form == "parked" else ()
-        for sh in (NORM_BA,) + tuple(s for s in FUSED if s.name in names):
-            out[sh.name] = (g.generate(sh, parked=True), contracts.get(sh.name).dynamic_smem)
-    if form == "parked_wide":  # the same diagnosis for the builds batches 9..32 take
-        from netra.contracts.proj import DENSE32, PLAIN_BA, RES32
-
-        g = paths.generator("proj", "gen_fp8_gemv")
-        wide = PLAIN_BA + DENSE32 + (RES32,) + tuple(s for s in SHAPES if s.name == "fp8_gemv_n9216_k2048") \
-            + tuple(s for s in FUSED if s.name == "fp8_gemv_n2048_k4096_res")
-        for sh in wide:
+        named = {s.name: s for s in SHAPES + FUSED}
+        res16 = named["fp8_gemv_n2048_k4096_res"]
+        for sh in {"parked_inproj": (NORM_BA,),
+                   "parked": (NORM_BA, named["fp8_gemv_n9216_k2048_norm"], res16),  # batches 1..8
+                   "parked_wide": PLAIN_BA + DENSE32 + (RES32, named["fp8_gemv_n9216_k2048"], res16)}[form]:  # 9..32
             out[sh.name] = (g.generate(sh, parked=True), contracts.get(sh.name).dynamic_smem)
     if form in ("grp_s4", "grp_s5"):  # the grouped gate | up builds with a deeper ring, under the promoted names
         from netra.contracts.proj import EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32
