@@ -268,6 +268,15 @@ current, each swap, current again, so drift shows as a difference between the tw
   give, whichever way they are asked for. Both forms put the launch in front of the routed gate | up
   by wrapping netra.decode.ops.moe_decode and fp8_linear_experts (moe_prefetch_wrappers), so the op itself
   carries no hook (it did at a694dcc and eac4517; the launch order is the same).
+- state_pf_router / state_pf_inproj (candidates after afdc607): one more launch, `gdn_state_prefetch.ptx` beside
+  this script (hand-written: 32 lanes a CTA, each one cp.async.bulk.prefetch.L2 of 4 KB), asks L2 for a GDN layer's
+  recurrent state (the whole pool up to 16.9 MB: the pipe build's first wave of items) before gdn_decode reads it:
+  state_pf_router right before the MoE block of the layer before (its router's chain leaves DRAM nearly idle; the
+  lines must then survive the experts' evict-first weights), state_pf_inproj right before the layer's in_proj.
+  Why: gdn_decode_b32_pipe_pdl at B = 8 takes 7.8 us with its state in L2 against 11.1 cold as a PDL chain
+  (experiments/gdn/hot_state_afdc607.json). Prediction: batch 8 0-90 us less a PDL step (3 us a GDN layer at most,
+  less the extra launch's hop, which cost moe_prefetch 3-4 us a layer), batch 16 less, batch 1 nothing; plainly
+  slower (a launch more, serialized). Bitwise (a prefetch changes no bits).
 - router_bfly (measured at 7f8a1fd as the candidate form router_redux, promoted after it): moe_router_norm_e256_k2048
   choosing its top 8 by shfl.bfly argmax (generate(select="bfly")), as before, against the promoted u32 keys and
   redux.sync.max (experiments/proj/router/router_select_variant_7f8a1fd.json: bitwise, the norm build 0.95 us
@@ -626,7 +635,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
          "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "moedown_grp_from9",
-         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "current_again",
+         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -962,6 +971,57 @@ def moe_prefetcher(is_pdl, entry: str = "moe_prefetch"):
     return hook, module
 
 
+def state_prefetchers(dops, rmod, is_pdl, form: str):
+    """The state_pf_* forms: wraps netra.decode.runner.DecodeRunner._mixer (to know the runner and the layer) and, for
+    state_pf_router, netra.decode.ops.moe_decode, so one launch of gdn_state_prefetch.ptx asks L2 for a GDN layer's
+    state pool before the MoE block of the layer before it (router) or before the layer's own mixer (inproj). Returns
+    ({(owner, name): (real, replacement)}, module): the caller sets and restores them and keeps the module alive."""
+    import ctypes
+
+    from cuda.bindings import driver as cu
+
+    from netra.runtime import launch as rt_launch
+    from netra.runtime import loader
+
+    module, fn = loader.load_text("gdn_state_prefetch", (HERE / "gdn_state_prefetch.ptx").read_text())
+
+    class Args(ctypes.Structure):
+        _fields_ = [("pool", ctypes.c_uint64), ("pieces", ctypes.c_uint32)]
+
+    args = Args()
+    ptrs = (ctypes.c_void_p * 2)(*[ctypes.addressof(args) + getattr(Args, n).offset for n in ("pool", "pieces")])
+    pdl_launch, cur = rt_launch.pdl_launcher(), {}
+
+    def prefetch(pool):
+        assert pool.is_contiguous() and pool.dtype == torch.float32, (pool.dtype, pool.stride())
+        args.pool, args.pieces = pool.data_ptr(), min(pool.numel() * 4 // 4096, 132 * 32)  # <= the pipe's first wave
+        grid, stream = -(-args.pieces // 32), torch.cuda.current_stream().cuda_stream
+        if is_pdl():
+            err = pdl_launch(fn, grid, 1, 1, 32, 1, 1, 0, stream, ctypes.addressof(ptrs), 0)
+        else:
+            err = int(cu.cuLaunchKernel(fn, grid, 1, 1, 32, 1, 1, 0, stream, ctypes.addressof(ptrs), 0)[0])
+        assert err == 0, f"gdn_state_prefetch launch: CUresult {err}"
+
+    real_mixer, real_moe = rmod.DecodeRunner._mixer, dops.moe_decode
+
+    def mixer(self, L, lw):
+        cur["runner"], cur["L"] = self, L
+        if form == "state_pf_inproj" and L in self.state_pool:
+            prefetch(self.state_pool[L])
+        return real_mixer(self, L, lw)
+
+    def moe_decode(*a, **k):
+        pools = cur["runner"].state_pool
+        if cur["L"] + 1 in pools:
+            prefetch(pools[cur["L"] + 1])
+        return real_moe(*a, **k)
+
+    swaps = {(rmod.DecodeRunner, "_mixer"): (real_mixer, mixer)}
+    if form == "state_pf_router":
+        swaps[(dops, "moe_decode")] = (real_moe, moe_decode)
+    return swaps, module
+
+
 def moe_prefetch_wrappers(dops, hook) -> dict:
     """Replacements for netra.decode.ops' moe_decode and fp8_linear_experts that launch ``hook(idx, w13,
     w2)`` right before the routed gate | up at batch <= 2, i.e. right after the router (moe_decode calls
@@ -1131,6 +1191,7 @@ def main():
     tokens = torch.randint(0, cfg.vocab_size, (4, B), generator=torch.Generator().manual_seed(3)).to("cuda")
     real_load, real_attn = loader.load, dops.attention_decode_ctx
     real_moe, real_experts, real_gate = dops.moe_decode, dops.fp8_linear_experts, dops.fp8_linear_gate
+    real_mixer = rmod.DecodeRunner._mixer
     real_router_norm = dops.moe_router_norm
     real_pipe_b, real_pipe_plain_b = dops.GDN_PIPE_PDL_B, dops.GDN_PIPE_B
     real_ba_fused, real_shared_merged, real_router_fused = dops.BA_FUSED, dops.MOE_SHARED_MERGED, dops.MOE_ROUTER_FUSED
@@ -1197,6 +1258,11 @@ def main():
             rmod.EMBED_INDEX = form == "embed_index"
             dops.GDN_PIPE_PDL_B = 1 << 30 if form == "pipe_prev" else real_pipe_b
             dops.GDN_PIPE_B = 1 << 30 if form == "pipe_prev" else real_pipe_plain_b
+            if form in ("state_pf_router", "state_pf_inproj"):
+                state_swaps, pf_module = state_prefetchers(dops, rmod, lambda: _dispatch._PDL, form)
+                keep.append(pf_module)
+                for (owner, attr), (_, fn) in state_swaps.items():
+                    setattr(owner, attr, fn)
             if form in ("moe_prefetch", "moe_prefetch_lines"):
                 hook, prefetch_module = moe_prefetcher(lambda: _dispatch._PDL, form)
                 keep.append(prefetch_module)
@@ -1328,6 +1394,7 @@ def main():
             dops.ATTN_LONG_RESIDENT = dict(real_long_resident)
             dops.GDN_PIPE_PDL_B = real_pipe_b
             dops.GDN_PIPE_B = real_pipe_plain_b
+            rmod.DecodeRunner._mixer = real_mixer
             dops.moe_decode, dops.fp8_linear_experts = real_moe, real_experts
             dops.moe_router_norm = real_router_norm
             dops.fp8_linear_gate = real_gate
