@@ -635,7 +635,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
          "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "moedown_grp_from9",
-         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "current_again",
+         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -995,7 +995,9 @@ def state_prefetchers(dops, rmod, is_pdl, form: str):
     def prefetch(pool):
         assert pool.is_contiguous() and pool.dtype == torch.float32, (pool.dtype, pool.stride())
         args.pool, args.pieces = pool.data_ptr(), min(pool.numel() * 4 // 4096, 132 * 32)  # <= the pipe's first wave
-        grid, stream = -(-args.pieces // 32), torch.cuda.current_stream().cuda_stream
+        if form == "state_pf_empty":  # the control: the same launches (one CTA), nothing asked of L2
+            args.pieces = 0
+        grid, stream = max(1, -(-args.pieces // 32)), torch.cuda.current_stream().cuda_stream
         if is_pdl():
             err = pdl_launch(fn, grid, 1, 1, 32, 1, 1, 0, stream, ctypes.addressof(ptrs), 0)
         else:
@@ -1017,7 +1019,7 @@ def state_prefetchers(dops, rmod, is_pdl, form: str):
         return real_moe(*a, **k)
 
     swaps = {(rmod.DecodeRunner, "_mixer"): (real_mixer, mixer)}
-    if form == "state_pf_router":
+    if form in ("state_pf_router", "state_pf_empty"):
         swaps[(dops, "moe_decode")] = (real_moe, moe_decode)
     return swaps, module
 
@@ -1258,7 +1260,7 @@ def main():
             rmod.EMBED_INDEX = form == "embed_index"
             dops.GDN_PIPE_PDL_B = 1 << 30 if form == "pipe_prev" else real_pipe_b
             dops.GDN_PIPE_B = 1 << 30 if form == "pipe_prev" else real_pipe_plain_b
-            if form in ("state_pf_router", "state_pf_inproj"):
+            if form in ("state_pf_router", "state_pf_inproj", "state_pf_empty"):
                 state_swaps, pf_module = state_prefetchers(dops, rmod, lambda: _dispatch._PDL, form)
                 keep.append(pf_module)
                 for (owner, attr), (_, fn) in state_swaps.items():
