@@ -9,7 +9,8 @@ beside its predecessor). Synthetic 40-layer checkpoint, context 1024, positions 
 
 Forms: `current`; any experiments/decode/step_ab.py form that only swaps kernels' builds (its previous_builds), e.g.
 `nreg_prev` (GDN's in_proj and the residual out_proj without the 104-register cap of 15fc351), to show the cap's overlap
-directly, or `parked` / `parked_inproj` (the dense launches as if their weights were in shared memory; a diagnosis).
+directly, or `parked` / `parked_inproj` (the dense launches as if their weights were in shared memory; a diagnosis);
+and step_ab's `state_pf_*` forms (a launch asking L2 for a GDN layer's state; their wrappers, not builds).
 The profiler adds its own overhead: the step's span under it is reported next to the same runner's CUDA-event median.
 
   PYTHONPATH=src python3 experiments/decode/timeline.py [--batches=1+8] [--forms=current+nreg_prev] --out "$OUT"
@@ -101,6 +102,26 @@ def swap_builds(form: str):
     return undo
 
 
+def state_prefetch(form: str):
+    """A step_ab state_pf_* form: its wrappers set (the prefetch launch before the MoE block or the in_proj);
+    undo() restores them."""
+    from netra import paths
+    from netra.decode import ops as dops
+    from netra.decode import runner as rmod
+    from netra.ops import _dispatch
+
+    step_ab = paths.load_module(HERE / "step_ab.py", "step_ab")
+    swaps, module = step_ab.state_prefetchers(dops, rmod, lambda: _dispatch._PDL, form)
+    for (owner, attr), (_, fn) in swaps.items():
+        setattr(owner, attr, fn)
+
+    def undo(keep=module):
+        for (owner, attr), (real, _) in swaps.items():
+            setattr(owner, attr, real)
+
+    return undo
+
+
 def main():
     from netra.decode import main as dm
     from netra.decode import runner as rmod
@@ -118,7 +139,8 @@ def main():
     res = {"method": __doc__.split("\n\n")[1].replace("\n", " "), "replays": REPLAYS, "runs": {}}
     for B in batches:
         for form in forms:
-            undo = swap_builds(form) if form != "current" else (lambda: None)
+            undo = (state_prefetch(form) if form.startswith("state_pf") else swap_builds(form) if form != "current"
+                    else (lambda: None))
             try:
                 for pdl in (False, True):
                     runner = rmod.DecodeRunner(packed, B, 1024, device="cuda")
