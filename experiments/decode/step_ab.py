@@ -276,7 +276,9 @@ current, each swap, current again, so drift shows as a difference between the tw
   Why: gdn_decode_b32_pipe_pdl at B = 8 takes 7.8 us with its state in L2 against 11.1 cold as a PDL chain
   (experiments/gdn/hot_state_afdc607.json). Prediction: batch 8 0-90 us less a PDL step (3 us a GDN layer at most,
   less the extra launch's hop, which cost moe_prefetch 3-4 us a layer), batch 16 less, batch 1 nothing; plainly
-  slower (a launch more, serialized). Bitwise (a prefetch changes no bits).
+  slower (a launch more, serialized). Bitwise (a prefetch changes no bits). state_pf_empty: the control (the same
+  launches, one CTA, nothing asked); state_pf_lines: the router placement by prefetch.global.L2 per 128-byte line
+  (`gdn_state_prefetch_lines.ptx`), in case the grid's end waits for bulk prefetches.
 - router_bfly (measured at 7f8a1fd as the candidate form router_redux, promoted after it): moe_router_norm_e256_k2048
   choosing its top 8 by shfl.bfly argmax (generate(select="bfly")), as before, against the promoted u32 keys and
   redux.sync.max (experiments/proj/router/router_select_variant_7f8a1fd.json: bitwise, the norm build 0.95 us
@@ -635,7 +637,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
          "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "moedown_grp_from9",
-         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "current_again",
+         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -983,7 +985,8 @@ def state_prefetchers(dops, rmod, is_pdl, form: str):
     from netra.runtime import launch as rt_launch
     from netra.runtime import loader
 
-    module, fn = loader.load_text("gdn_state_prefetch", (HERE / "gdn_state_prefetch.ptx").read_text())
+    entry = "gdn_state_prefetch_lines" if form == "state_pf_lines" else "gdn_state_prefetch"
+    module, fn = loader.load_text(entry, (HERE / f"{entry}.ptx").read_text())
 
     class Args(ctypes.Structure):
         _fields_ = [("pool", ctypes.c_uint64), ("pieces", ctypes.c_uint32)]
@@ -1019,7 +1022,7 @@ def state_prefetchers(dops, rmod, is_pdl, form: str):
         return real_moe(*a, **k)
 
     swaps = {(rmod.DecodeRunner, "_mixer"): (real_mixer, mixer)}
-    if form in ("state_pf_router", "state_pf_empty"):
+    if form in ("state_pf_router", "state_pf_empty", "state_pf_lines"):
         swaps[(dops, "moe_decode")] = (real_moe, moe_decode)
     return swaps, module
 
@@ -1260,7 +1263,7 @@ def main():
             rmod.EMBED_INDEX = form == "embed_index"
             dops.GDN_PIPE_PDL_B = 1 << 30 if form == "pipe_prev" else real_pipe_b
             dops.GDN_PIPE_B = 1 << 30 if form == "pipe_prev" else real_pipe_plain_b
-            if form in ("state_pf_router", "state_pf_inproj", "state_pf_empty"):
+            if form in ("state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines"):
                 state_swaps, pf_module = state_prefetchers(dops, rmod, lambda: _dispatch._PDL, form)
                 keep.append(pf_module)
                 for (owner, attr), (_, fn) in state_swaps.items():
