@@ -279,6 +279,13 @@ current, each swap, current again, so drift shows as a difference between the tw
   slower (a launch more, serialized). Bitwise (a prefetch changes no bits). state_pf_empty: the control (the same
   launches, one CTA, nothing asked); state_pf_lines: the router placement by prefetch.global.L2 per 128-byte line
   (`gdn_state_prefetch_lines.ptx`), in case the grid's end waits for bulk prefetches.
+  Measured (step_ab_current_state_pf_*_b{8,16}_{0a16103,e036dcc,e6dce43}.json, ms plain / PDL): batch 8 router
+  3.725-3.735 / 3.518-3.524, inproj 3.729 / 3.584, lines 3.720 / 3.542, empty 3.645 / 3.332, against 3.614-3.623 /
+  3.328-3.342; batch 16 router 5.610 / 5.355, inproj 5.610 / 5.368 against 5.493-5.501 / 5.178-5.183. Bitwise.
+  The timeline (timeline.py, timeline_current_state_pf_router_state_pf_inproj_b8_e6dce43.json): the prefetch grid
+  lasts until its bytes land (10.5 / 21 us a launch, 6 us past the kernel ahead), and gdn_decode gains only 0.6-0.9 us
+  of the 3.25 the hot-state bound allows (experiments/gdn/hot_state_afdc607.json). Rejected
+  (../../docs/notes/decode.md, "After 499410f").
 - router_bfly (measured at 7f8a1fd as the candidate form router_redux, promoted after it): moe_router_norm_e256_k2048
   choosing its top 8 by shfl.bfly argmax (generate(select="bfly")), as before, against the promoted u32 keys and
   redux.sync.max (experiments/proj/router/router_select_variant_7f8a1fd.json: bitwise, the norm build 0.95 us
