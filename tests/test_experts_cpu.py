@@ -727,3 +727,22 @@ def test_moe_down_grp_candidates():
     assert after.index("@%phe ld.global.b16 %qh") < after.index("TASK:")
     assert "ld.global.b16 %q1" not in ptx and ptx.count("mov.b16 %q1, %qh;") == 1
     assert _assembles_without_spills(c.name, ptx)["registers"] <= c.max_registers
+
+
+def test_moe_down_grp_rotate_candidate():
+    """down(rotate=True) (experiments/decode/step_ab.py moedown_rotate, a candidate): off by default; CTA s takes task
+    (u + 16 s) mod T, for the first copy before the wait, at each task's start and for each later copy; the rest of
+    the kernel is the promoted build's. Assembles without spills; refuses l2_ahead (its prefetch takes the unrotated
+    task)."""
+    from netra.contracts.proj import MOE_DOWN_GRP_CONTRACT as c
+    from test_proj_cpu import _assembles_without_spills
+
+    g = paths.generator("proj", "gen_moe_down_grp")
+    assert g.down() == g.down(rotate=False) and "%tk" not in g.down()
+    ptx = g.down(rotate=True)
+    assert ptx.count("rem.u32 %rot, %rot, %off;") == 1 and ptx.count("add.u32 %tk, %u, %rot;") == 3
+    head, tail = ptx.split("griddepcontrol.wait;", 1)
+    assert head.count("add.u32 %tk, %u, %rot;") == 1 and "setp.eq.u32 %psh, %u, 0;" not in ptx
+    assert _assembles_without_spills(c.name, ptx)["registers"] <= c.max_registers
+    with pytest.raises(AssertionError):
+        g.down(rotate=True, l2_ahead=1)

@@ -286,6 +286,13 @@ current, each swap, current again, so drift shows as a difference between the tw
   lasts until its bytes land (10.5 / 21 us a launch, 6 us past the kernel ahead), and gdn_decode gains only 0.6-0.9 us
   of the 3.25 the hot-state bound allows (experiments/gdn/hot_state_afdc607.json). Rejected
   (../../docs/notes/decode.md, "After 499410f").
+- moedown_rotate (a candidate after e6dce43): the grouped moe_down (fp8_gemv_n2048_k4608_moedown_grp, from 2 rows under
+  PDL) with CTA s taking task (u + 16 s) mod T where the promoted build takes task u: at any moment the 128 CTAs read
+  strips of different experts instead of 8 KB pieces of the same ones (gen_moe_down_grp.down(rotate=True)). Why: the
+  grouped kernel stays at ~80% of the roofline, and the L2-ahead candidates' note (experiments/proj/README.md) read it
+  as DRAM delivering less to every CTA reading the same experts at once; this tests that reading. Bitwise (the partials
+  are stored by pair). Prediction: if the reading holds, batch 32 40-120 us and batch 8 20-60 us less a PDL step;
+  else level.
 - router_bfly (measured at 7f8a1fd as the candidate form router_redux, promoted after it): moe_router_norm_e256_k2048
   choosing its top 8 by shfl.bfly argmax (generate(select="bfly")), as before, against the promoted u32 keys and
   redux.sync.max (experiments/proj/router/router_select_variant_7f8a1fd.json: bitwise, the norm build 0.95 us
@@ -644,7 +651,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
          "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "moedown_grp_from9",
-         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "current_again",
+         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -759,6 +766,11 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
         g = paths.generator("proj", "gen_moe_down_grp")
         ahead = 0 if form == "grp_he" else int(form[len("grp_ahead")])
         out[cg.name] = (g.down(l2_ahead=ahead, h_early=form.endswith("_he")), cg.dynamic_smem)
+    if form == "moedown_rotate":  # the grouped moe_down with CTA s starting at task 16 s (gen_moe_down_grp.down(rotate))
+        from netra.contracts.proj import MOE_DOWN_GRP_CONTRACT as cg
+
+        g = paths.generator("proj", "gen_moe_down_grp")
+        out[cg.name] = (g.down(rotate=True), cg.dynamic_smem)
     if form == "act_trigger_prev":  # moe_act triggering its dependents after its wait, as before 2bd29f9's successor
         g = paths.generator("proj", "gen_moe_down_grp")
         out[g.MOE_ACT_NAME] = (g.act(trigger_first=False), 0)

@@ -152,15 +152,15 @@ def act(g: MoeDownGrp = MOE_DOWN_GRP, trigger_first: bool = True) -> str:
     return e.text()
 
 
-def issue(e: Emit, g: MoeDownGrp) -> None:
-    """(Lane 0.) Task %u's strip into warp %warp's stage: 4 packed tiles (one bulk copy) and 4 scales, on the
+def issue(e: Emit, g: MoeDownGrp, u: str = "%u") -> None:
+    """(Lane 0.) Task ``u``'s strip into warp %warp's stage: 4 packed tiles (one bulk copy) and 4 scales, on the
     warp's mbarrier. Task 0: the shared expert (ws, ss); task u: the (u - 1)-th distinct expert (w, scale)."""
     S, KB = g.S, g.KB
     e("  mad.lo.u32 %bf, %warp, 8, %sbase;")
     e(f"  add.u32 %bf, %bf, {g.bar_off};")
     e(f"  mbarrier.arrive.expect_tx.shared::cta.b64 _, [%bf], {g.SB + 4 * KB};")
-    e("  setp.eq.u32 %psh, %u, 0;")
-    e("  shl.b32 %t0, %u, 2;")
+    e(f"  setp.eq.u32 %psh, {u}, 0;")
+    e(f"  shl.b32 %t0, {u}, 2;")
     e("  add.u32 %t0, %t0, %sbase;")
     e("  mov.u32 %t1, 0;")
     e(f"  @!%psh ld.shared.u32 %t1, [%t0+{g.list_off - 4}];  // the expert id")
@@ -181,6 +181,13 @@ def issue(e: Emit, g: MoeDownGrp) -> None:
     e(f"  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%ta+{g.scl_off}], [%pa], {4 * KB}, [%bf];")
 
 
+def task_of(e: Emit) -> None:
+    """rotate: %tk = (%u + %rot) mod %off (both below %off)."""
+    e("  add.u32 %tk, %u, %rot;")
+    e("  setp.ge.u32 %prt, %tk, %off;")
+    e("  @%prt sub.u32 %tk, %tk, %off;")
+
+
 def prefetch_task(e: Emit, g: MoeDownGrp, k: int, label: str) -> None:
     """(Lane 0.) An L2 prefetch of the strip of task %u + k W (a routed expert's: k >= 1), if that task exists:
     DRAM -> L2 only, so the warp's later copy of it into its stage hits L2 (down's l2_ahead)."""
@@ -197,13 +204,18 @@ def prefetch_task(e: Emit, g: MoeDownGrp, k: int, label: str) -> None:
     e(f"{label}:")
 
 
-def down(g: MoeDownGrp = MOE_DOWN_GRP, l2_ahead: int = 0, h_early: bool = False) -> str:
+def down(g: MoeDownGrp = MOE_DOWN_GRP, l2_ahead: int = 0, h_early: bool = False, rotate: bool = False) -> str:
     """The grouped down kernel's PTX. The defaults are the promoted build. Candidates (experiments/proj/
     moedown_grp_ahead_variant.py; the same arithmetic, so the same bits): ``l2_ahead`` = D > 0: each warp's lane 0
     also asks L2 for the strips of its next D tasks (the first D with its first copy before the wait, then task
     u + D W with each copy of task u), so a warp, which holds one stage, finds its next strip in L2 instead of
     waiting a DRAM round trip after each task; ``h_early``: thread o < 16 M loads the h it adds to right after
-    griddepcontrol.wait instead of after the sums (the residual builds' h_early), its round trip off the tail."""
+    griddepcontrol.wait instead of after the sums (the residual builds' h_early), its round trip off the tail.
+    ``rotate`` (a candidate, experiments/decode/step_ab.py moedown_rotate): CTA s takes task (u + 16 s) mod T where
+    the promoted build takes task u (T tasks), so at any moment the CTAs read different experts' strips instead of
+    all 128 reading 8 KB pieces of the same ones (each warp still takes the same number of tasks, and the partials
+    are stored by pair, so the bits are the same)."""
+    assert not (rotate and l2_ahead), "rotate: prefetch_task takes the unrotated task"
     N, KB, W, MX = g.N, g.KB, g.W, g.M_MAX
     assert KB == 4 and W == 16 and g.threads >= 16 * MX and MX == 32 and g.threads >= TOP_K * MX
     assert g.threads * 16 == NUM_EXPERTS * MX, "one 16-byte store per thread zeroes the token masks"
@@ -227,6 +239,9 @@ def down(g: MoeDownGrp = MOE_DOWN_GRP, l2_ahead: int = 0, h_early: bool = False)
         e("  .reg .pred %phe;")
         e("  .reg .b16 %qh;")
     e("  .reg .b32 %u, %nt, %phase, %total, %col, %pi, %pa_, %pb_, %off;")
+    if rotate:
+        e("  .reg .pred %prt;")
+        e("  .reg .b32 %rot, %tk;")
     e("  .reg .b32 %b<64>, %wa<16>, %a<4>;")
     e("  .reg .b16 %q<4>;")
     e("  .reg .f32 %c<4>, %ws<4>, %f<4>, %xm<4>;")
@@ -307,12 +322,17 @@ def down(g: MoeDownGrp = MOE_DOWN_GRP, l2_ahead: int = 0, h_early: bool = False)
     e("  bar.sync 0;  // the masks, before any task reads them")
     e("  mov.u32 %off, %total;  // %off: the task count from here")
     e("  mov.u32 %u, %warp;  // this warp's tasks: warp, warp + 16, ...")
+    tk = "%tk" if rotate else "%u"
+    if rotate:
+        e(f"  mul.lo.u32 %rot, %s, {W};")
+        e("  rem.u32 %rot, %rot, %off;  // rotate: CTA s starts at task 16 s (mod T)")
+        task_of(e)
     e("  setp.ge.u32 %p, %u, %off;")
     e("  @%p bra ISSUED0;")
     e("  setp.ne.u32 %p, %lane, 0;")
     e("  @%p bra ISSUED0;")
     e("  // lane 0: this warp's first strip, before the wait (weights never change while kernels run)")
-    issue(e, g)
+    issue(e, g, tk)
     for k in range(1, l2_ahead + 1):
         prefetch_task(e, g, k, f"PF0_{k}")
     e("ISSUED0:")
@@ -333,12 +353,14 @@ def down(g: MoeDownGrp = MOE_DOWN_GRP, l2_ahead: int = 0, h_early: bool = False)
     e("TASK:")
     e("  setp.ge.u32 %p, %u, %off;")
     e("  @%p bra TASKS_DONE;")
+    if rotate:
+        task_of(e)
     e("  // the task's columns: the shared expert's are tokens 0 .. M - 1 (slot 8); a routed expert's its (token, slot)")
     e("  // pairs in order, from the token bytes by a popc scan into the warp's column table")
-    e("  setp.eq.u32 %psh, %u, 0;")
+    e(f"  setp.eq.u32 %psh, {tk}, 0;")
     e("  mov.u32 %total, %m;")
     e("  @%psh bra COLS_DONE;")
-    e("  sub.u32 %t0, %u, 1;")
+    e(f"  sub.u32 %t0, {tk}, 1;")
     e(f"  mad.lo.u32 %t0, %t0, {MX}, %lane;")
     e("  add.u32 %t0, %t0, %sbase;")
     e(f"  ld.shared.u8 %t0, [%t0+{g.mask_off}];  // lane l: token l's slots")
@@ -457,7 +479,9 @@ def down(g: MoeDownGrp = MOE_DOWN_GRP, l2_ahead: int = 0, h_early: bool = False)
     e("  setp.ne.u32 %p, %lane, 0;")
     e("  @%p bra TASK;")
     e("  fence.proxy.async.shared::cta;  // the generic reads of the stage before the async-proxy writes")
-    issue(e, g)
+    if rotate:
+        task_of(e)
+    issue(e, g, tk)
     if l2_ahead:
         prefetch_task(e, g, l2_ahead, "PFL")
     e("  bra.uni TASK;")
