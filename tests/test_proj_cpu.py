@@ -1470,3 +1470,22 @@ def test_res32_is_the_runners_build_above_16_rows():
     assert "k split" in c.reduction_order and "M <= 8" not in c.pdl and c.max_registers == 128
     assert {"netra_res_p2", "netra_res_16_rows", "cublas_bf16"} <= set(testbeds.get(RES32.name).peers)
     assert paths.ptx_path("sm_90a", "proj", RES32.name).read_text() == _generator().generate(RES32)
+
+
+def test_grp_transpose_candidate():
+    """generate(grp_transpose=True) (experiments/decode/step_ab.py grp_transpose, a candidate): the grouped builds'
+    routed strips expert-fastest. Off by default (the committed PTX is the promoted build); the mapping replaces the
+    three strip -> (distinct expert, row block) sites of the 32-token builds (issue, the n-tile masks, the stores) and
+    two of the 16-token builds (no n-tile masks there), in each copy of the body; assembles without spills at the
+    promoted registers; refused for builds that do not group."""
+    g = _generator()
+    for sh in (EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32, EXPERTS_GROUP32):
+        base, ptx = g.generate(sh), g.generate(sh, grp_transpose=True)
+        assert g.generate(sh, grp_transpose=False) == base and "grp_transpose" not in base
+        n = ptx.count("// grp_transpose: the routed strips expert-fastest")
+        assert n == ptx.count("div.u32") and n >= 3
+        assert ("@%pgt mov" in ptx) == sh.shared
+        a, b = _assembles_without_spills(sh.name, ptx), _assembles_without_spills(sh.name, base)
+        assert a["registers"] <= b["registers"], (sh.name, a, b)
+    with pytest.raises(AssertionError):
+        g.generate(SHAPES[0], grp_transpose=True)

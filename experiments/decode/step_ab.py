@@ -293,6 +293,12 @@ current, each swap, current again, so drift shows as a difference between the tw
   as DRAM delivering less to every CTA reading the same experts at once; this tests that reading. Bitwise (the partials
   are stored by pair). Prediction: if the reading holds, batch 32 40-120 us and batch 8 20-60 us less a PDL step;
   else level.
+- grp_transpose (a candidate after e85fb52): the grouped routed + shared gate | up builds (fp8_gemv_n1024_k2048_moe_shared_grp
+  from 5 rows, _t32 above 16) with the routed strips walked expert-fastest (gen_fp8_gemv.generate(grp_transpose=True):
+  virtual strip S + j is expert 1 + j % U, row block j / U), so the 132 CTAs read row blocks of different experts at
+  once instead of the 64 strips of one or two; the shared expert's strips first, as before. The same reading of the
+  MoE kernels' ~80% as moedown_rotate's. Bitwise. Prediction: if the reading holds, batch 32 0.1-0.3 ms and batch 8
+  40-120 us less a PDL step; else level. grp_transpose_rotate: both candidates.
 - router_bfly (measured at 7f8a1fd as the candidate form router_redux, promoted after it): moe_router_norm_e256_k2048
   choosing its top 8 by shfl.bfly argmax (generate(select="bfly")), as before, against the promoted u32 keys and
   redux.sync.max (experiments/proj/router/router_select_variant_7f8a1fd.json: bitwise, the norm build 0.95 us
@@ -651,7 +657,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
          "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "moedown_grp_from9",
-         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "current_again",
+         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "grp_transpose", "grp_transpose_rotate", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -766,7 +772,7 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
         g = paths.generator("proj", "gen_moe_down_grp")
         ahead = 0 if form == "grp_he" else int(form[len("grp_ahead")])
         out[cg.name] = (g.down(l2_ahead=ahead, h_early=form.endswith("_he")), cg.dynamic_smem)
-    if form == "moedown_rotate":  # the grouped moe_down with CTA s starting at task 16 s (gen_moe_down_grp.down(rotate))
+    if form in ("moedown_rotate", "grp_transpose_rotate"):  # the grouped moe_down with CTA s starting at task 16 s
         from netra.contracts.proj import MOE_DOWN_GRP_CONTRACT as cg
 
         g = paths.generator("proj", "gen_moe_down_grp")
@@ -825,6 +831,12 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
         for sh, st in ((EXPERTS_SHARED_GROUP, int(form[-1])), (EXPERTS_SHARED_GROUP32, 4)):
             u = dataclasses.replace(sh, stages=st)
             out[sh.name] = (g.generate(u).replace(u.name, sh.name), u.smem)  # its .entry under the promoted name
+    if form in ("grp_transpose", "grp_transpose_rotate"):  # the grouped gate | up builds' routed strips expert-fastest
+        from netra.contracts.proj import EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32
+
+        g = paths.generator("proj", "gen_fp8_gemv")
+        for sh in (EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32):
+            out[sh.name] = (g.generate(sh, grp_transpose=True), sh.smem)
     if form in ("res32_he", "res32_he_prev"):  # the k-split 32-token residual build with / without h loaded before its walk
         from netra.contracts.proj import RES32
 

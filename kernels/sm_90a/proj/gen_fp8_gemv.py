@@ -835,8 +835,11 @@ def issue(e: Emit, sh: Shape, strip: str, h: int, stage: str) -> None:
         return
     if sh.fuse == "moe":
         e("  // virtual strip -> (pair, strip of its expert): the expert from the ids table (bad: E - 1, in bounds)")
-        e(f"  shr.u32 %ej, {strip}, {sh.S.bit_length() - 1};")
-        e(f"  and.b32 %ls, {strip}, {sh.S - 1};")
+        if sh.group:
+            grp_strip(e, sh, strip, "%ej", "%ls", "%t0")
+        else:
+            e(f"  shr.u32 %ej, {strip}, {sh.S.bit_length() - 1};")
+            e(f"  and.b32 %ls, {strip}, {sh.S - 1};")
         e("  shl.b32 %t0, %ej, 2;")
         e("  add.u32 %t0, %t0, %sbase;")
         if sh.group:  # the s / S-th distinct expert (always an expert)
@@ -1065,8 +1068,7 @@ def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: 
             e(f"  shr.u32 %ls, %ej, {moe.pair_shift};  // the pair's x row: the only token stored")
     grp = moe is not None and moe.group
     if grp:
-        e(f"  shr.u32 %ej, %s, {moe.S.bit_length() - 1};  // the distinct expert: its tokens' slot masks")
-        e(f"  and.b32 %ls, %s, {moe.S - 1};")
+        grp_strip(e, moe, "%s", "%ej", "%ls", "%t0", note="the distinct expert: its tokens' slot masks")
         if moe.shared:  # distinct expert 0 is the shared one: every token's row, to sout[t]; the routed ones from 1
             e("  setp.eq.u32 %psh, %ej, 0;  // a shared strip: token t's row to sout + 2 (N t + 16 ls + row)")
             e("  sub.u32 %ej, %ej, 1;")
@@ -1467,6 +1469,37 @@ V3 = dict(x_rows=False, skip_nt1=False, packed_amax=False, pre_strips=None, earl
 _L2 = {"hint": True}  # the weight copies' L2 policy in the build being generated (generate's l2_hint)
 _LAND = {"q": 1}  # mbarriers (pieces) per chunk in the build being generated (generate's land_split)
 _PARK = {"on": False}  # generate(parked=True): a diagnostic, the weight tiles never copied (see generate)
+_GT = {"on": False}  # generate(grp_transpose=True): a candidate, the grouped walk's strips expert-fastest (grp_strip)
+
+
+def grp_strip(e: Emit, sh: Shape, src: str, ej: str, ls: str, tmp: str, note: str = "", need_ls: bool = True) -> None:
+    """group builds: virtual strip ``src`` -> distinct expert index ``ej`` and row block ``ls`` (``tmp`` scratch; none
+    may alias ``src``). Promoted: ej = src / S, ls = src % S, so the CTAs' round-robin walk (src = ctaid + k G) reads the
+    S strips of one or two experts at a time. grp_transpose: the shared expert's S strips first as before (CTA s < S's
+    first strip since before the wait), then the routed part expert-fastest: j = src - S, ej = 1 + j % U, ls = j / U
+    (U routed distinct experts), so the CTAs read row blocks of different experts at once. A bijection either way,
+    and each strip's arithmetic is its own, so the outputs are the same bits."""
+    assert len({src, ej, ls, tmp}) == 4
+    if not _GT["on"]:
+        e(f"  shr.u32 {ej}, {src}, {sh.S.bit_length() - 1};" + (f"  // {note}" if note else ""))
+        if need_ls:  # (else ls is only the transposed form's scratch)
+            e(f"  and.b32 {ls}, {src}, {sh.S - 1};")
+        return
+    sh_s = sh.S if sh.shared else 0
+    e("  // grp_transpose: the routed strips expert-fastest")
+    e(f"  ld.shared.u32 {ls}, [%sbase+{group_layout(sh)[1]}];  // U, the routed distinct experts")
+    e(f"  sub.u32 {ej}, {src}, {sh_s};  // j")
+    e(f"  div.u32 {tmp}, {ej}, {ls};")
+    e(f"  mul.lo.u32 {ls}, {tmp}, {ls};")
+    e(f"  sub.u32 {ej}, {ej}, {ls};")
+    if sh.shared:
+        e(f"  add.u32 {ej}, {ej}, 1;")
+        e(f"  mov.u32 {ls}, {tmp};")
+        e(f"  setp.lt.u32 %pgt, {src}, {sh.S};  // a shared strip: as before")
+        e(f"  @%pgt mov.u32 {ej}, 0;")
+        e(f"  @%pgt mov.u32 {ls}, {src};")
+    else:
+        e(f"  mov.u32 {ls}, {tmp};")
 _HE = {"on": False}  # h loaded at each strip's start, not after its sums (generate's h_early)
 _XP = {"on": False}  # x as converted fragments (generate's x_prepped, a diagnostic build)
 _SL = {"on": False, "regs": 1}  # each strip's sums beside the next strip's mma (generate's sum_late, sum_late_regs)
@@ -1505,7 +1538,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
              acc_split: bool = False, p2_early: bool = False, h_early: bool | None = None,
              top_early: bool | None = None, norm_w_early: bool | str | None = None, x_tpose: bool | None = None,
              maxnreg: int | None = None, sum_late: bool | str = False, sum_late_regs: int = 1,
-             x_prepped: bool = False, parked: bool = False) -> str:
+             x_prepped: bool = False, parked: bool = False, grp_transpose: bool = False) -> str:
     """The PTX. The defaults are the promoted build (v3g); ``generate(sh, **V3)`` is v3 as promoted
     at cb9faad (bitwise the same outputs). ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x, on v3): x comes into
     shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
@@ -1621,7 +1654,10 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     builds): every CTA zeroes its ring before griddepcontrol.wait and no weight tile is ever copied (each chunk's
     mbarrier expects only its scales), so the launch runs as if its weights were already in shared memory when it
     started: what a persistent kernel that parked them there a phase ahead could at best make of it
-    (docs/notes/persistent-proposal.md). Its outputs are the bias-free zero projection: not a contract's kernel."""
+    (docs/notes/persistent-proposal.md). Its outputs are the bias-free zero projection: not a contract's kernel.
+    ``grp_transpose`` (a candidate, experiments/decode/step_ab.py grp_transpose; the grouped builds): the walk's
+    routed strips expert-fastest (grp_strip), so the CTAs read row blocks of different experts at once instead of the
+    strips of one or two; the same bits."""
     maxnreg = sh.maxnreg if maxnreg is None else maxnreg
     red_swizzle = sh.red_swizzle if red_swizzle is None else red_swizzle
     h_early = sh.h_early if h_early is None else h_early
@@ -1652,6 +1688,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     assert not parked or (sh.fuse in ("", "norm", "res") and sh.passes == 1 and not l2_prefetch), \
         f"parked: the one-pass plain, norm and residual builds ({sh.name})"
     _PARK["on"] = parked
+    assert not grp_transpose or sh.group, f"grp_transpose: the grouped builds ({sh.name})"
+    _GT["on"] = grp_transpose
     if land_split is None:  # the candidates measured on one-copy chunks keep them
         land_split = 1 if stage_x or stage_x_m16 or xpair or tgroups or l2_prefetch == "lines" else sh.pieces
     assert land_split in (1, 2, 4), land_split
@@ -1736,6 +1774,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         e(".reqnctapercluster 2, 1, 1  // M > 8: each CTA of a pair multicasts half of x's rows into both")
     e("{")
     e("  .reg .pred %p, %pm8, %pv, %pz;")
+    if _GT["on"]:
+        e("  .reg .pred %pgt;  // grp_transpose: a shared strip")
     if p2:
         e("  .reg .pred %pp2;  // the second pass")
     if p2_early:
@@ -3863,7 +3903,7 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
             sum_prev(e, sh, red_swizzle)
         skip = sh.tokens == 32 and sh.group
         if skip and h == 0:  # the n-tiles some token of which chose this strip's expert (its token bytes, 8 per n-tile)
-            e(f"  shr.u32 %t0, %s, {S.bit_length() - 1};")
+            grp_strip(e, sh, "%s", "%t0", "%t1", "%t2", need_ls=False)  # (%t1, %t2: scratch, loaded below)
             if sh.shared:  # distinct expert 0 is the shared one (every token < M); the routed ones' masks from 1
                 e("  setp.eq.u32 %psh, %t0, 0;")
                 e("  sub.u32 %t0, %t0, 1;")
