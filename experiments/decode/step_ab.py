@@ -299,6 +299,11 @@ current, each swap, current again, so drift shows as a difference between the tw
   once instead of the 64 strips of one or two; the shared expert's strips first, as before. The same reading of the
   MoE kernels' ~80% as moedown_rotate's. Bitwise. Prediction: if the reading holds, batch 32 0.1-0.3 ms and batch 8
   40-120 us less a PDL step; else level. grp_transpose_rotate: both candidates.
+  Measured at aa15e6b (step_ab_current_moedown_rotate_grp_transpose_grp_transpose_rotate_current_again_b{32,8}_aa15e6b.json),
+  ms plain / PDL, bitwise: batch 32 moedown_rotate 8.357 / 8.044, grp_transpose 8.831 / 8.469, both 8.836 / 8.487
+  against 8.367-8.371 / 8.019-8.022; batch 8 3.623 / 3.354, 3.668 / 3.373, 3.663 / 3.373 against 3.620-3.626 /
+  3.336-3.346. The rotation is level; the transposed walk (concurrent strips 2 MB apart) is 450 us slower at batch 32.
+  Both rejected (../../docs/notes/decode.md, "After 499410f").
 - router_bfly (measured at 7f8a1fd as the candidate form router_redux, promoted after it): moe_router_norm_e256_k2048
   choosing its top 8 by shfl.bfly argmax (generate(select="bfly")), as before, against the promoted u32 keys and
   redux.sync.max (experiments/proj/router/router_select_variant_7f8a1fd.json: bitwise, the norm build 0.95 us
