@@ -50,7 +50,7 @@ def main():
 
     res = {"method": __doc__.split("\n\n")[2].replace("\n", " "), "bytes": nbytes, "maps": {}}
     for rep in range(2):  # the three maps twice, interleaved
-        for mp in (0, 1, 2):
+        for mp in (0, 1, 2, 3, 4, 5):
             argv = [Args(b.data_ptr(), mp, U, CHUNKS, NCT) for b in bufs]
             ptrs = [(ctypes.c_void_p * 5)(*[ctypes.addressof(a) + getattr(Args, n).offset
                                             for n in ("base", "map", "U", "chunks", "nct")]) for a in argv]
