@@ -7,7 +7,9 @@ consecutive 32 KB pieces. My reading: the same address bits, so the requests cro
 the copies: `stride_read.ptx`, 132 CTAs each bulk-copying 27 chunks of 32 KB into a 3-stage ring (the grouped walk's
 shape at 57 distinct experts, ~113 MB), the chunks in three orders (see the PTX): consecutive (map 0), expert-fastest
 with experts 2 MB apart (map 1), and expert-fastest with the experts skewed by a chunk (map 2).
-Prediction: map 1 at least 10% slower than map 0; map 2 as map 0 if the reading is right.
+Prediction: map 1 at least 10% slower than map 0; map 2 as map 0 if the reading is right. (Measured at f0ce9c1 with
+batch 8's U = 57: all within 3%; the kernel itself lost only 0.2-0.7 us at M = 8 and 10-14 us at M = 24 / 32, where
+U ~ 160 puts every concurrent chunk at the same offset: so --U=162 --chunks=78, batch 32's walk, asks again.)
 
 Method: CUDA-graph replay of 8 launches over 2 buffers (each 114 MB > the 60 MiB L2), CUDA events, median of 7
 (netra.lifecycle.bench.graph_time); TB/s = bytes / time.
@@ -26,7 +28,7 @@ from pathlib import Path
 import torch
 
 HERE = Path(__file__).resolve().parent
-NCT, CHUNKS, U, CHUNK = 132, 27, 57, 32768
+NCT, CHUNK = 132, 32768
 SMEM = 3 * CHUNK + 64
 
 
@@ -37,6 +39,9 @@ def main():
     from netra.runtime import loader
 
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
+    arg = lambda k, d: int(next((a.split("=", 1)[1] for a in sys.argv if a.startswith(f"--{k}=")), d))  # noqa: E731
+    U, CHUNKS = arg("U", 57), arg("chunks", 27)  # batch 8's walk; --U=162 --chunks=78: batch 32's
+    assert NCT * CHUNKS <= 64 * U, "maps 1 and 2 hold 64 chunks an expert"
     module, fn = loader.load_text("stride_read", (HERE / "stride_read.ptx").read_text(), dynamic_smem=SMEM)
     span = U * (2 << 20) + U * CHUNK  # map 2's reach (the largest)
     bufs = [torch.empty(span, dtype=torch.uint8, device="cuda") for _ in range(2)]
@@ -48,7 +53,7 @@ def main():
         _fields_ = [("base", ctypes.c_uint64), ("map", ctypes.c_uint32), ("U", ctypes.c_uint32),
                     ("chunks", ctypes.c_uint32), ("nct", ctypes.c_uint32)]
 
-    res = {"method": __doc__.split("\n\n")[2].replace("\n", " "), "bytes": nbytes, "maps": {}}
+    res = {"method": __doc__.split("\n\n")[2].replace("\n", " "), "bytes": nbytes, "U": U, "chunks": CHUNKS, "maps": {}}
     for rep in range(2):  # the three maps twice, interleaved
         for mp in (0, 1, 2, 3, 4, 5):
             argv = [Args(b.data_ptr(), mp, U, CHUNKS, NCT) for b in bufs]
@@ -67,7 +72,7 @@ def main():
     for mp, row in res["maps"].items():
         row["tb_s"] = [nbytes / u / 1e6 for u in row["us"]]
     sha = os.environ.get("NETRA_COMMIT", "local")[:7]
-    with open(os.path.join(out_dir, f"stride_read_{sha}.json"), "w") as f:
+    with open(os.path.join(out_dir, f"stride_read_u{U}_{sha}.json"), "w") as f:
         json.dump(res, f, indent=1)
     del module
 
