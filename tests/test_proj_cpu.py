@@ -1489,3 +1489,24 @@ def test_grp_transpose_candidate():
         assert a["registers"] <= b["registers"], (sh.name, a, b)
     with pytest.raises(AssertionError):
         g.generate(SHAPES[0], grp_transpose=True)
+
+
+def test_early_release_candidate():
+    """generate(early_release=True) (experiments/decode/step_ab.py early_release, a candidate): thread 0 refills each
+    stage once every warp has read it (a bar.sync before the mma), and not again after the partials' barrier. Off by
+    default; one refill site per body copy; assembles without spills within the contract's registers; refused for the
+    multi-chunk, k-split, two-pass and router builds."""
+    from netra.contracts.proj import EXPERTS_SHARED_GROUP32, RES32
+
+    g = _generator()
+    for sh in (EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32, NORM_BA, SHAPES[0]):
+        base, ptx = g.generate(sh), g.generate(sh, early_release=True)
+        assert g.generate(sh, early_release=False) == base and "early_release" not in base
+        copies = ptx.count("bar.sync 0;  // early_release")
+        assert copies >= 1 and ptx.count("(early_release: the stage was refilled before the mma)") == copies
+        assert base.count("thread 0 refills them with strip s + (NS / NC) G") == copies
+        assert "thread 0 refills them with strip s + (NS / NC) G" not in ptx
+        assert _assembles_without_spills(sh.name, ptx)["registers"] <= contracts.get(sh.name).max_registers
+    for sh in (EXPERTS_ROUTER, RES32, RES_P2, SHAPES[4]):
+        with pytest.raises(AssertionError):
+            g.generate(sh, early_release=True)

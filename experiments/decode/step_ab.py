@@ -304,6 +304,15 @@ current, each swap, current again, so drift shows as a difference between the tw
   against 8.367-8.371 / 8.019-8.022; batch 8 3.623 / 3.354, 3.668 / 3.373, 3.663 / 3.373 against 3.620-3.626 /
   3.336-3.346. The rotation is level; the transposed walk (concurrent strips 2 MB apart) is 450 us slower at batch 32.
   Both rejected (../../docs/notes/decode.md, "After 499410f").
+- early_release, early_release_all (candidates after 268ffc7): gen_fp8_gemv.generate(early_release=True): thread 0
+  refills a strip's stage once every warp has its tile and scale in registers (one more bar.sync, before the mma), where
+  the promoted builds refill it after the strip's partials are stored. Why: the grouped gate | up's walk alone (its
+  copies, nothing else: experiments/runtime/stride_read.py) moves 4.45 TB/s at batch 32's shape where the kernel moves
+  3.66, and ~330 cycles more on each strip's refill path (grp_transpose's mapping) cost it 16% at M = 32: the ring's
+  turnaround, not DRAM, bounds it. early_release: the grouped gate | up builds; early_release_all: also the one-chunk
+  dense input projections (norm_ba, the plain b | a builds, the norm builds, the 32-token builds, the plain shapes).
+  The same arithmetic: bitwise. Prediction: batch 32 100-400 us, batch 8 30-120 us less a PDL step; batch 1 level
+  to 30 us less with _all.
 - router_bfly (measured at 7f8a1fd as the candidate form router_redux, promoted after it): moe_router_norm_e256_k2048
   choosing its top 8 by shfl.bfly argmax (generate(select="bfly")), as before, against the promoted u32 keys and
   redux.sync.max (experiments/proj/router/router_select_variant_7f8a1fd.json: bitwise, the norm build 0.95 us
@@ -662,7 +671,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
          "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "moedown_grp_from9",
-         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "grp_transpose", "grp_transpose_rotate", "current_again",
+         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "grp_transpose", "grp_transpose_rotate", "early_release", "early_release_all", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -836,6 +845,16 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
         for sh, st in ((EXPERTS_SHARED_GROUP, int(form[-1])), (EXPERTS_SHARED_GROUP32, 4)):
             u = dataclasses.replace(sh, stages=st)
             out[sh.name] = (g.generate(u).replace(u.name, sh.name), u.smem)  # its .entry under the promoted name
+    if form in ("early_release", "early_release_all"):  # each stage refilled once every warp has read it (one-chunk builds)
+        from netra.contracts.proj import DENSE32, EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32, FUSED, NORM_BA, PLAIN_BA, SHAPES
+
+        g = paths.generator("proj", "gen_fp8_gemv")
+        shapes = (EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32)
+        if form == "early_release_all":  # and the dense input projections that take it (not the residual builds)
+            shapes += (NORM_BA, *PLAIN_BA, *DENSE32, *FUSED, *SHAPES)
+        for sh in shapes:
+            if sh.NC == 1 and sh.ksplit == 1 and sh.passes == 1 and not sh.router and sh.fuse != "res":
+                out[sh.name] = (g.generate(sh, early_release=True), contracts.get(sh.name).dynamic_smem)
     if form in ("grp_transpose", "grp_transpose_rotate"):  # the grouped gate | up builds' routed strips expert-fastest
         from netra.contracts.proj import EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32
 

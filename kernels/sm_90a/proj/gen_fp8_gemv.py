@@ -1470,6 +1470,7 @@ _L2 = {"hint": True}  # the weight copies' L2 policy in the build being generate
 _LAND = {"q": 1}  # mbarriers (pieces) per chunk in the build being generated (generate's land_split)
 _PARK = {"on": False}  # generate(parked=True): a diagnostic, the weight tiles never copied (see generate)
 _GT = {"on": False}  # generate(grp_transpose=True): a candidate, the grouped walk's strips expert-fastest (grp_strip)
+_EREL = {"on": False}  # generate(early_release=True): a candidate, each stage refilled once every warp has read it
 
 
 def grp_strip(e: Emit, sh: Shape, src: str, ej: str, ls: str, tmp: str, note: str = "", need_ls: bool = True) -> None:
@@ -1538,7 +1539,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
              acc_split: bool = False, p2_early: bool = False, h_early: bool | None = None,
              top_early: bool | None = None, norm_w_early: bool | str | None = None, x_tpose: bool | None = None,
              maxnreg: int | None = None, sum_late: bool | str = False, sum_late_regs: int = 1,
-             x_prepped: bool = False, parked: bool = False, grp_transpose: bool = False) -> str:
+             x_prepped: bool = False, parked: bool = False, grp_transpose: bool = False,
+             early_release: bool = False) -> str:
     """The PTX. The defaults are the promoted build (v3g); ``generate(sh, **V3)`` is v3 as promoted
     at cb9faad (bitwise the same outputs). ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x, on v3): x comes into
     shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
@@ -1657,7 +1659,11 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     (docs/notes/persistent-proposal.md). Its outputs are the bias-free zero projection: not a contract's kernel.
     ``grp_transpose`` (a candidate, experiments/decode/step_ab.py grp_transpose; the grouped builds): the walk's
     routed strips expert-fastest (grp_strip), so the CTAs read row blocks of different experts at once instead of the
-    strips of one or two; the same bits."""
+    strips of one or two; the same bits.
+    ``early_release`` (a candidate, experiments/decode/step_ab.py early_release; the one-chunk builds): thread 0 refills
+    a strip's stage once every warp has its tile and scale in registers (one more bar.sync, before the mma), not after
+    the strip's partials are stored, so the next strip's bytes stream during this strip's mma and sums. The same
+    arithmetic."""
     maxnreg = sh.maxnreg if maxnreg is None else maxnreg
     red_swizzle = sh.red_swizzle if red_swizzle is None else red_swizzle
     h_early = sh.h_early if h_early is None else h_early
@@ -1690,6 +1696,9 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     _PARK["on"] = parked
     assert not grp_transpose or sh.group, f"grp_transpose: the grouped builds ({sh.name})"
     _GT["on"] = grp_transpose
+    assert not early_release or (sh.NC == 1 and not sh.router and not sh.down and sh.ksplit == 1 and sh.passes == 1
+                                 and not sum_late and not parked), f"early_release: one-chunk builds without a router ({sh.name})"
+    _EREL["on"] = early_release
     if land_split is None:  # the candidates measured on one-copy chunks keep them
         land_split = 1 if stage_x or stage_x_m16 or xpair or tgroups or l2_prefetch == "lines" else sh.pieces
     assert land_split in (1, 2, 4), land_split
@@ -3918,6 +3927,13 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
                     e(f"  setp.ne.or.u32 %pn{nt}, %t1, 0, %p;")
                 else:
                     e(f"  setp.ne.u32 %pn{nt}, %t1, 0;")
+        if _EREL["on"] and h == NC - 1:  # the stage is in registers now: refill it before the mma, not after the sums
+            e("  bar.sync 0;  // early_release: every warp's tile and scale of this strip are in registers")
+            e("  setp.ne.u32 %p, %th, 0;")
+            e(f"  @%p bra EREL{sfx};")
+            e("  fence.proxy.async.shared::cta;  // the generic reads of the stages before the async-proxy writes")
+            e(f"  mad.lo.u32 %t2, %nct, {NS // NC}, %s;")
+            issue_strips(e, sh, "%t2", 1, "%st0", "EREL" + sfx)
         nacc = max(8, 4 * (max(tiles) + 1))
         live = [r for r in range(nacc) if r // 4 in tiles]
         for i in range(nacc):
@@ -3983,6 +3999,15 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
     e(f"  mad.lo.u32 %t0, %warp, {sh.red_bytes}, %t0;")
     store_partials(e, tiles, red_swizzle, pred=sh.tokens == 32 and sh.group)
     e("  bar.sync 0;")
+    if _EREL["on"]:
+        e("  // (early_release: the stage was refilled before the mma)")
+    else:
+        refill_after_sums(e, sh, sfx, NS, NC)
+    _body_after_refill(e, sh, sfx, tiles, W, N, NS, NC, late, red_swizzle)
+
+
+def refill_after_sums(e: Emit, sh: Shape, sfx: str, NS: int, NC: int) -> None:
+    """_body: after the partials' barrier, thread 0 refills this strip's stages (the promoted site)."""
     e("  // every warp is done with this strip's stages: thread 0 refills them with strip s + (NS / NC) G")
     e("  setp.ne.u32 %p, %th, 0;")
     e(f"  @%p bra REFILLED{sfx};")
@@ -4014,6 +4039,12 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
     if sh.down and _DOWN["sync"] == "pairs":
         pair_signal(e, f"SIGNALED{sfx}")
         e(f"  shr.u32 %dpp, %s, {sh.S.bit_length() - 1};  // this strip's pair, signaled after the next strip's barrier")
+
+
+def _body_after_refill(e: Emit, sh: Shape, sfx: str, tiles: tuple, W: int, N: int, NS: int, NC: int, late: bool,
+                       red_swizzle: bool) -> None:
+    """_body's end: the strip's warp-order sums and stores, the next strip, and after the walk its last sums."""
+    S = sh.S
     e("  // the warp-order sum, BF16 out")
     red = f"  mad.lo.u32 %t0, %buf, {W * sh.red_bytes}, %sbase;\n  add.u32 %t0, %t0, {sh.red_off};"
     if sh.ksplit > 1:
