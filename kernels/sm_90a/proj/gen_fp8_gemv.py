@@ -1660,10 +1660,10 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     ``grp_transpose`` (a candidate, experiments/decode/step_ab.py grp_transpose; the grouped builds): the walk's
     routed strips expert-fastest (grp_strip), so the CTAs read row blocks of different experts at once instead of the
     strips of one or two; the same bits.
-    ``early_release`` (a candidate, experiments/decode/step_ab.py early_release; the one-chunk builds): thread 0 refills
-    a strip's stage once every warp has its tile and scale in registers (one more bar.sync, before the mma), not after
-    the strip's partials are stored, so the next strip's bytes stream during this strip's mma and sums. The same
-    arithmetic."""
+    ``early_release`` (a candidate, experiments/decode/step_ab.py early_release; the one-pass builds without a router or
+    k split): thread 0 refills a strip's stages once every warp has its last chunk's tile and scale in registers (one
+    more bar.sync, before that chunk's mma; the earlier chunks' tiles were read before it), not after the strip's
+    partials are stored, so the next strip's bytes stream during this strip's mma and sums. The same arithmetic."""
     maxnreg = sh.maxnreg if maxnreg is None else maxnreg
     red_swizzle = sh.red_swizzle if red_swizzle is None else red_swizzle
     h_early = sh.h_early if h_early is None else h_early
@@ -1696,8 +1696,9 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     _PARK["on"] = parked
     assert not grp_transpose or sh.group, f"grp_transpose: the grouped builds ({sh.name})"
     _GT["on"] = grp_transpose
-    assert not early_release or (sh.NC == 1 and not sh.router and not sh.down and sh.ksplit == 1 and sh.passes == 1
-                                 and not sum_late and not parked), f"early_release: one-chunk builds without a router ({sh.name})"
+    assert not early_release or (not sh.router and not sh.down and sh.ksplit == 1 and sh.passes == 1 and not sum_late
+                                 and not parked and sh.fuse in ("", "norm", "res", "moe")), \
+        f"early_release: one-pass builds without a router or k split ({sh.name})"
     _EREL["on"] = early_release
     if land_split is None:  # the candidates measured on one-copy chunks keep them
         land_split = 1 if stage_x or stage_x_m16 or xpair or tgroups or l2_prefetch == "lines" else sh.pieces
@@ -3927,7 +3928,7 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
                     e(f"  setp.ne.or.u32 %pn{nt}, %t1, 0, %p;")
                 else:
                     e(f"  setp.ne.u32 %pn{nt}, %t1, 0;")
-        if _EREL["on"] and h == NC - 1:  # the stage is in registers now: refill it before the mma, not after the sums
+        if _EREL["on"] and h == NC - 1:  # the stages are read: refill them before this chunk's mma, not after the sums
             e("  bar.sync 0;  // early_release: every warp's tile and scale of this strip are in registers")
             e("  setp.ne.u32 %p, %th, 0;")
             e(f"  @%p bra EREL{sfx};")
