@@ -302,15 +302,17 @@ current, each swap, current again, so drift shows as a difference between the tw
   Measured at aa15e6b (step_ab_current_moedown_rotate_grp_transpose_grp_transpose_rotate_current_again_b{32,8}_aa15e6b.json),
   ms plain / PDL, bitwise: batch 32 moedown_rotate 8.357 / 8.044, grp_transpose 8.831 / 8.469, both 8.836 / 8.487
   against 8.367-8.371 / 8.019-8.022; batch 8 3.623 / 3.354, 3.668 / 3.373, 3.663 / 3.373 against 3.620-3.626 /
-  3.336-3.346. The rotation is level; the transposed walk (concurrent strips 2 MB apart) is 450 us slower at batch 32.
-  Both rejected (../../docs/notes/decode.md, "After 499410f").
+  3.336-3.346. The rotation is level; the transposed walk is 450 us slower at batch 32. Its copies alone in that order
+  are not slower (experiments/runtime/stride_read.py); its mapping's ~330 cycles on each strip's refill path are
+  (experiments/proj/grp_transpose_variant_a723b20.json). Both rejected (../../docs/notes/decode.md, "After 499410f").
 - early_release, early_release_all (candidates after 268ffc7): gen_fp8_gemv.generate(early_release=True): thread 0
   refills a strip's stage once every warp has its tile and scale in registers (one more bar.sync, before the mma), where
   the promoted builds refill it after the strip's partials are stored. Why: the grouped gate | up's walk alone (its
   copies, nothing else: experiments/runtime/stride_read.py) moves 4.45 TB/s at batch 32's shape where the kernel moves
   3.66, and ~330 cycles more on each strip's refill path (grp_transpose's mapping) cost it 16% at M = 32: the ring's
   turnaround, not DRAM, bounds it. early_release: the grouped gate | up builds; early_release_all: also the one-chunk
-  dense input projections (norm_ba, the plain b | a builds, the norm builds, the 32-token builds, the plain shapes).
+  dense input projections (norm_ba, the plain b | a builds, the norm builds, the 32-token builds, the plain shapes;
+  not the residual build, which spills at its 104-register cap with the option). Built at 1f2dfbc; not measured yet.
   The same arithmetic: bitwise. Prediction: batch 32 100-400 us, batch 8 30-120 us less a PDL step; batch 1 level
   to 30 us less with _all.
 - router_bfly (measured at 7f8a1fd as the candidate form router_redux, promoted after it): moe_router_norm_e256_k2048

@@ -9,7 +9,9 @@ shape at 57 distinct experts, ~113 MB), the chunks in three orders (see the PTX)
 with experts 2 MB apart (map 1), and expert-fastest with the experts skewed by a chunk (map 2).
 Prediction: map 1 at least 10% slower than map 0; map 2 as map 0 if the reading is right. (Measured at f0ce9c1 with
 batch 8's U = 57: all within 3%; the kernel itself lost only 0.2-0.7 us at M = 8 and 10-14 us at M = 24 / 32, where
-U ~ 160 puts every concurrent chunk at the same offset: so --U=162 --chunks=78, batch 32's walk, asks again.)
+U ~ 160 puts every concurrent chunk at the same offset: so --U=162 --chunks=78, batch 32's walk, asks again. Measured
+at 268ffc7: every order 4.42-4.48 TB/s. The reading is refuted; the kernel's loss is its mapping's cost on each strip's
+refill path: ../../docs/notes/decode.md, "After 499410f".)
 
 Method: CUDA-graph replay of 8 launches over 2 buffers (each 114 MB > the 60 MiB L2), CUDA events, median of 7
 (netra.lifecycle.bench.graph_time); TB/s = bytes / time.
