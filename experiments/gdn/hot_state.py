@@ -26,18 +26,18 @@ import json
 import os
 import sys
 
-import torch
 
 # (kernel, batch sizes): the PDL builds the runner takes under its PDL engine, and the plain pipe build
 CASES = (("gdn_decode_b32_pdl", (1,)), ("gdn_decode_b32_pipe_pdl", (8, 16, 32)), ("gdn_decode_b32_pipe", (8, 16, 32)))
 
 
 def main():
-    from netra import contracts
+    from netra import contracts, paths
     from netra.lifecycle import bench, check, testbeds
     from netra.runtime import launch as rt_launch
     from netra.runtime import loader
 
+    hw = paths.load_module(paths.ROOT / "experiments" / "proj" / "hot_weights.py", "hot_weights")
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else os.path.dirname(__file__)
     res = {"method": bench.METHOD.format(R=bench.REPLAYS) + "; hot: two copies alternated (P = B slots a pool)",
            "kernels": {}}
@@ -55,17 +55,7 @@ def main():
             base.reset()
             bufs = [{**bench.replicate(base.inputs), **tb.alloc_outputs(dims, "cuda")} for _ in range(copies)]
             row = {"B": B, "copies": copies, "bytes_read": nread, "bytes_written": nwrite, "pdl": bool(c.pdl)}
-            for form, bb in (("cold", bufs), ("hot", [bufs[i % 2] for i in range(copies)])):
-                args = [tb.args(b) for b in bb]
-
-                def run(i, g=go):
-                    assert g(*args[i]) is None
-
-                bench.settle()
-                row[form] = {"us": bench.graph_time(run, copies)[0]}
-                if go_pdl is not None:
-                    row[form]["pdl_chain_us"] = bench.graph_time(lambda i: run(i, go_pdl), copies)[0]
-                torch.cuda.synchronize()
+            row.update(hw.time_forms(tb, go, go_pdl, {"cold": bufs, "hot": [bufs[i % 2] for i in range(copies)]}))
             for k in ("us", "pdl_chain_us"):
                 if k in row["hot"]:
                     row[f"hot_minus_cold_{k}"] = row["hot"][k] - row["cold"][k]

@@ -37,6 +37,26 @@ KERNELS = ("fp8_gemv_n2048_k4608_moedown", "fp8_gemv_n1024_k2048_moe_shared_rout
            "fp8_gemv_n12288_k2048_norm_ba", "fp8_gemv_n9216_k2048_norm")
 
 
+def time_forms(tb, go, go_pdl, forms: dict) -> dict:
+    """{form: {"us": plain, "pdl_chain_us": as a PDL chain (if go_pdl)}} for each form's list of buffer sets (one launch
+    a set, captured in one graph; the bench's method). Also experiments/gdn/hot_state.py's."""
+    from netra.lifecycle import bench
+
+    out = {}
+    for form, bb in forms.items():
+        args = [tb.args(b) for b in bb]
+
+        def run(i, g=go):
+            assert g(*args[i]) is None
+
+        bench.settle()
+        out[form] = {"us": bench.graph_time(run, len(bb))[0]}
+        if go_pdl is not None:
+            out[form]["pdl_chain_us"] = bench.graph_time(lambda i: run(i, go_pdl), len(bb))[0]
+        torch.cuda.synchronize()
+    return out
+
+
 def main():
     from netra import contracts
     from netra.lifecycle import bench, check, testbeds
@@ -60,17 +80,7 @@ def main():
         base.reset()
         bufs = [{**bench.replicate(base.inputs), **tb.alloc_outputs(dims, "cuda")} for _ in range(copies)]
         row = {"copies": copies, "bytes_read": nread, "pdl": bool(c.pdl)}
-        for form, bb in (("cold", bufs), ("hot", [bufs[0]] * copies)):
-            args = [tb.args(b) for b in bb]
-
-            def run(i, g=go):
-                assert g(*args[i]) is None
-
-            bench.settle()
-            row[form] = {"us": bench.graph_time(run, copies)[0]}
-            if go_pdl is not None:
-                row[form]["pdl_chain_us"] = bench.graph_time(lambda i: run(i, go_pdl), copies)[0]
-            torch.cuda.synchronize()
+        row.update(time_forms(tb, go, go_pdl, {"cold": bufs, "hot": [bufs[0]] * copies}))
         for k in ("us", "pdl_chain_us"):
             if k in row["hot"]:
                 row[f"hot_over_cold_{k}"] = row["hot"][k] / row["cold"][k]
