@@ -1491,12 +1491,13 @@ def test_grp_transpose_candidate():
         g.generate(SHAPES[0], grp_transpose=True)
 
 
-def test_early_release_candidate():
+def test_early_release_candidate(tmp_path):
     """generate(early_release=True) (experiments/decode/step_ab.py early_release, a candidate): thread 0 refills each
     stage once every warp has read it (a bar.sync before the mma), and not again after the partials' barrier. Off by
     default; one refill site per body copy; assembles without spills within the contract's registers; refused for the
     k-split, two-pass and router builds. (The 104-register residual build spills 20 bytes with it: not in the step
-    forms.)"""
+    forms.) In the 32-token grouped build's SASS the refill's bulk copy sits between the tile loads' barrier and the
+    strip's first HMMA."""
     from netra.contracts.proj import EXPERTS_SHARED_GROUP32, RES32
 
     g = _generator()
@@ -1512,3 +1513,26 @@ def test_early_release_candidate():
     for sh in (EXPERTS_ROUTER, RES32, RES_P2, SHAPES[5]):
         with pytest.raises(AssertionError):
             g.generate(sh, early_release=True)
+    # SASS of the 32-token grouped build: after a strip's chunk lands (SYNCS.PHASECHK), the tile loads, a barrier, then
+    # the refill's bulk copy before the strip's first HMMA; the promoted build has no copy there
+    for early in (False, True):
+        sass = _sass(EXPERTS_SHARED_GROUP32.name, g.generate(EXPERTS_SHARED_GROUP32, early_release=early), tmp_path)
+        ops = re.findall(r"\b(SYNCS\.PHASECHK|LDS|BAR\.SYNC|UBLKCP|HMMA)\b", sass)
+        first = ops.index("HMMA")
+        last_wait = max(i for i in range(first) if ops[i] == "SYNCS.PHASECHK")
+        between = ops[last_wait:first]
+        assert ("UBLKCP" in between) == early and "LDS" in between, between
+        if early:
+            assert between.index("LDS") < between.index("BAR.SYNC") < between.index("UBLKCP"), between
+
+
+def _sass(name: str, ptx: str, tmp_path) -> str:
+    """The SASS of a PTX text assembled with the pinned ptxas and flags."""
+    import subprocess
+
+    from netra.runtime import build, toolchain
+
+    path = tmp_path / f"{name}.ptx"
+    path.write_text(ptx)
+    cubin, _ = build._assemble(toolchain.ptxas(), path, tmp_path)
+    return subprocess.run([*toolchain.disassembler(), str(cubin)], capture_output=True, text=True, check=True).stdout
