@@ -1495,13 +1495,13 @@ def test_early_release_candidate(tmp_path):
     """generate(early_release=True) (experiments/decode/step_ab.py early_release, a candidate): thread 0 refills each
     stage once every warp has read it (a bar.sync before the mma), and not again after the partials' barrier. Off by
     default; one refill site per body copy; assembles without spills within the contract's registers; refused for the
-    k-split, two-pass and router builds. (The 104-register residual build spills 20 bytes with it: not in the step
+    k-split and two-pass builds and a mid-walk down request. (The 104-register residual build spills 20 bytes with it: not in the step
     forms.) In the 32-token grouped build's SASS the refill's bulk copy sits between the tile loads' barrier and the
     strip's first HMMA."""
     from netra.contracts.proj import EXPERTS_SHARED_GROUP32, RES32
 
     g = _generator()
-    for sh in (EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32, NORM_BA, SHAPES[0], SHAPES[4]):  # (SHAPES[4]: two chunks)
+    for sh in (EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32, NORM_BA, SHAPES[0], SHAPES[4], EXPERTS_ROUTER_DOWN):
         base, ptx = g.generate(sh), g.generate(sh, early_release=True)
         assert g.generate(sh, early_release=False) == base and "early_release" not in base
         copies = ptx.count("bar.sync 0;  // early_release")
@@ -1510,9 +1510,15 @@ def test_early_release_candidate(tmp_path):
         assert "thread 0 refills them with strip s + (NS / NC) G" not in ptx
         assert _assembles_without_spills(sh.name, ptx)["registers"] <= contracts.get(sh.name).max_registers
     assert SHAPES[4].NC == 2 and SHAPES[5].ksplit == 2
-    for sh in (EXPERTS_ROUTER, RES32, RES_P2, SHAPES[5]):
+    for sh in (RES32, RES_P2, SHAPES[5]):  # (SHAPES[4]: two chunks; SHAPES[5]: a k split)
         with pytest.raises(AssertionError):
             g.generate(sh, early_release=True)
+    g._DOWN["issue"] = "mid"  # the down strips requested mid-walk: refused
+    try:
+        with pytest.raises(AssertionError):
+            g.generate(EXPERTS_ROUTER_DOWN, early_release=True)
+    finally:
+        g._DOWN["issue"] = "late"
     # SASS of the 32-token grouped build: after a strip's chunk lands (SYNCS.PHASECHK), the tile loads, a barrier, then
     # the refill's bulk copy before the strip's first HMMA; the promoted build has no copy there
     for early in (False, True):

@@ -310,9 +310,11 @@ current, each swap, current again, so drift shows as a difference between the tw
   the promoted builds refill it after the strip's partials are stored. Why: the grouped gate | up's walk alone (its
   copies, nothing else: experiments/runtime/stride_read.py) moves 4.45 TB/s at batch 32's shape where the kernel moves
   3.66, and ~330 cycles more on each strip's refill path (grp_transpose's mapping) cost it 16% at M = 32: the ring's
-  turnaround, not DRAM, bounds it. early_release: the grouped gate | up builds; early_release_all: also the one-chunk
-  dense input projections (norm_ba, the plain b | a builds, the norm builds, the 32-token builds, the plain shapes;
-  not the residual build, which spills at its 104-register cap with the option). Built at 1f2dfbc; not measured yet.
+  turnaround, not DRAM, bounds it. early_release: the grouped gate | up builds; early_release_all: also the router-fused
+  and merged gate | up launches of 1-4 tokens (the batch-1 MoE block among them) and the one-chunk dense input
+  projections (norm_ba, the plain b | a builds, the norm builds, the 32-token builds, the plain shapes; not the
+  residual build, which spills at its 104-register cap with the option). Built at 1f2dfbc (the router builds after it);
+  not measured yet.
   The same arithmetic: bitwise. Prediction: batch 32 100-400 us, batch 8 30-120 us less a PDL step; batch 1 level
   to 30 us less with _all.
 - router_bfly (measured at 7f8a1fd as the candidate form router_redux, promoted after it): moe_router_norm_e256_k2048
@@ -848,14 +850,16 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
             u = dataclasses.replace(sh, stages=st)
             out[sh.name] = (g.generate(u).replace(u.name, sh.name), u.smem)  # its .entry under the promoted name
     if form in ("early_release", "early_release_all"):  # each stage refilled once every warp has read it (one-chunk builds)
-        from netra.contracts.proj import DENSE32, EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32, FUSED, NORM_BA, PLAIN_BA, SHAPES
+        from netra.contracts.proj import (DENSE32, EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN, EXPERTS_SHARED, EXPERTS_SHARED_GROUP,
+                                          EXPERTS_SHARED_GROUP32, FUSED, NORM_BA, PLAIN_BA, SHAPES)
 
         g = paths.generator("proj", "gen_fp8_gemv")
         shapes = (EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32)
-        if form == "early_release_all":  # and the dense input projections that take it (not the residual builds)
-            shapes += (NORM_BA, *PLAIN_BA, *DENSE32, *FUSED, *SHAPES)
+        if form == "early_release_all":  # and the other walks that take it: the router-fused and merged gate | up
+            # launches of 1-4 tokens, the dense input projections (not the residual builds: they spill at 104 registers)
+            shapes += (EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN, EXPERTS_SHARED, NORM_BA, *PLAIN_BA, *DENSE32, *FUSED, *SHAPES)
         for sh in shapes:
-            if sh.NC == 1 and sh.ksplit == 1 and sh.passes == 1 and not sh.router and sh.fuse != "res":
+            if sh.NC == 1 and sh.ksplit == 1 and sh.passes == 1 and sh.fuse != "res":
                 out[sh.name] = (g.generate(sh, early_release=True), contracts.get(sh.name).dynamic_smem)
     if form in ("grp_transpose", "grp_transpose_rotate"):  # the grouped gate | up builds' routed strips expert-fastest
         from netra.contracts.proj import EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32

@@ -1696,9 +1696,10 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     _PARK["on"] = parked
     assert not grp_transpose or sh.group, f"grp_transpose: the grouped builds ({sh.name})"
     _GT["on"] = grp_transpose
-    assert not early_release or (not sh.router and not sh.down and sh.ksplit == 1 and sh.passes == 1 and not sum_late
-                                 and not parked and sh.fuse in ("", "norm", "res", "moe")), \
-        f"early_release: one-pass builds without a router or k split ({sh.name})"
+    assert not early_release or (sh.ksplit == 1 and sh.passes == 1 and not sum_late and not parked
+                                 and sh.fuse in ("", "norm", "res", "moe") and not _DYN["on"]
+                                 and not (sh.down and (dn_at(sh, "mid") or _DOWN["sync"] == "pairs"))), \
+        f"early_release: one-pass builds without a k split, a strip counter or a mid-walk down request ({sh.name})"
     _EREL["on"] = early_release
     if land_split is None:  # the candidates measured on one-copy chunks keep them
         land_split = 1 if stage_x or stage_x_m16 or xpair or tgroups or l2_prefetch == "lines" else sh.pieces
