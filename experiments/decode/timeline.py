@@ -115,7 +115,7 @@ def state_prefetch(form: str):
     for (owner, attr), (_, fn) in swaps.items():
         setattr(owner, attr, fn)
 
-    def undo(keep=module):
+    def undo(keep=module):  # (keep: the prefetch kernel's module lives as long as the captured graphs may launch it)
         for (owner, attr), (real, _) in swaps.items():
             setattr(owner, attr, real)
 

@@ -1471,6 +1471,15 @@ _LAND = {"q": 1}  # mbarriers (pieces) per chunk in the build being generated (g
 _PARK = {"on": False}  # generate(parked=True): a diagnostic, the weight tiles never copied (see generate)
 _GT = {"on": False}  # generate(grp_transpose=True): a candidate, the grouped walk's strips expert-fastest (grp_strip)
 _EREL = {"on": False}  # generate(early_release=True): a candidate, each stage refilled once every warp has read it
+_HE = {"on": False}  # h loaded at each strip's start, not after its sums (generate's h_early)
+_XP = {"on": False}  # x as converted fragments (generate's x_prepped, a diagnostic build)
+_SL = {"on": False, "regs": 1}  # each strip's sums beside the next strip's mma (generate's sum_late, sum_late_regs)
+_TOPE = {"on": False}  # moedown: the expert weights loaded with x, not per chunk after its conversion (top_early)
+_XT = {"on": False}  # x staged by fragment lane, stores and loads skipped past M (x_tpose; Fp8Gemv.x_tpose per build)
+_RNW = {"early": False}  # router: the norm weight loaded with h, not per block after the sums (norm_w_early)
+# diagnostic builds of the router phase (experiments/proj/router/router_phase_diag.py; wrong results by design):
+# "nosync" leaves out the grid barrier's atomic and spin (its bar.syncs stay), so each CTA reads whatever logits are there
+_DIAG = {"router": ""}
 
 
 def grp_strip(e: Emit, sh: Shape, src: str, ej: str, ls: str, tmp: str, note: str = "", need_ls: bool = True) -> None:
@@ -1501,15 +1510,6 @@ def grp_strip(e: Emit, sh: Shape, src: str, ej: str, ls: str, tmp: str, note: st
         e(f"  @%pgt mov.u32 {ls}, {src};")
     else:
         e(f"  mov.u32 {ls}, {tmp};")
-_HE = {"on": False}  # h loaded at each strip's start, not after its sums (generate's h_early)
-_XP = {"on": False}  # x as converted fragments (generate's x_prepped, a diagnostic build)
-_SL = {"on": False, "regs": 1}  # each strip's sums beside the next strip's mma (generate's sum_late, sum_late_regs)
-_TOPE = {"on": False}  # moedown: the expert weights loaded with x, not per chunk after its conversion (top_early)
-_XT = {"on": False}  # x staged by fragment lane, stores and loads skipped past M (x_tpose; Fp8Gemv.x_tpose per build)
-_RNW = {"early": False}  # router: the norm weight loaded with h, not per block after the sums (norm_w_early)
-# diagnostic builds of the router phase (experiments/proj/router/router_phase_diag.py; wrong results by design):
-# "nosync" leaves out the grid barrier's atomic and spin (its bar.syncs stay), so each CTA reads whatever logits are there
-_DIAG = {"router": ""}
 
 
 def land_layout(sh: Shape, q: int) -> tuple[int, int]:
@@ -1660,8 +1660,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     ``grp_transpose`` (a candidate, experiments/decode/step_ab.py grp_transpose; the grouped builds): the walk's
     routed strips expert-fastest (grp_strip), so the CTAs read row blocks of different experts at once instead of the
     strips of one or two; the same bits.
-    ``early_release`` (a candidate, experiments/decode/step_ab.py early_release; the one-pass builds without a router or
-    k split): thread 0 refills a strip's stages once every warp has its last chunk's tile and scale in registers (one
+    ``early_release`` (a candidate, experiments/decode/step_ab.py early_release; the one-pass builds without a k split, a
+    strip counter or a mid-walk down request): thread 0 refills a strip's stages once every warp has its last chunk's tile and scale in registers (one
     more bar.sync, before that chunk's mma; the earlier chunks' tiles were read before it), not after the strip's
     partials are stored, so the next strip's bytes stream during this strip's mma and sums. The same arithmetic."""
     maxnreg = sh.maxnreg if maxnreg is None else maxnreg
@@ -3931,11 +3931,7 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
                     e(f"  setp.ne.u32 %pn{nt}, %t1, 0;")
         if _EREL["on"] and h == NC - 1:  # the stages are read: refill them before this chunk's mma, not after the sums
             e("  bar.sync 0;  // early_release: every warp's tile and scale of this strip are in registers")
-            e("  setp.ne.u32 %p, %th, 0;")
-            e(f"  @%p bra EREL{sfx};")
-            e("  fence.proxy.async.shared::cta;  // the generic reads of the stages before the async-proxy writes")
-            e(f"  mad.lo.u32 %t2, %nct, {NS // NC}, %s;")
-            issue_strips(e, sh, "%t2", 1, "%st0", "EREL" + sfx)
+            refill(e, sh, sfx, NS, NC, "EREL")
         nacc = max(8, 4 * (max(tiles) + 1))
         live = [r for r in range(nacc) if r // 4 in tiles]
         for i in range(nacc):
@@ -4004,15 +4000,18 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
     if _EREL["on"]:
         e("  // (early_release: the stage was refilled before the mma)")
     else:
-        refill_after_sums(e, sh, sfx, NS, NC)
+        refill(e, sh, sfx, NS, NC)
     _body_after_refill(e, sh, sfx, tiles, W, N, NS, NC, late, red_swizzle)
 
 
-def refill_after_sums(e: Emit, sh: Shape, sfx: str, NS: int, NC: int) -> None:
-    """_body: after the partials' barrier, thread 0 refills this strip's stages (the promoted site)."""
-    e("  // every warp is done with this strip's stages: thread 0 refills them with strip s + (NS / NC) G")
+def refill(e: Emit, sh: Shape, sfx: str, NS: int, NC: int, label: str = "REFILLED") -> None:
+    """_body: thread 0 refills this strip's stages with strip s + (NS / NC) G. The promoted site (label REFILLED) is
+    after the partials' barrier; early_release's (EREL) after the barrier that follows the tile loads, where generate
+    has refused the strip counter, the mid-walk down request and the pair counters."""
+    if label == "REFILLED":
+        e("  // every warp is done with this strip's stages: thread 0 refills them with strip s + (NS / NC) G")
     e("  setp.ne.u32 %p, %th, 0;")
-    e(f"  @%p bra REFILLED{sfx};")
+    e(f"  @%p bra {label}{sfx};")
     e("  fence.proxy.async.shared::cta;  // the generic reads of the stages before the async-proxy writes")
     if sh.router and _DYN["on"]:
         e("  cvt.u32.u64 %t2, %dyn;  // fetched one refill ago")
@@ -4037,7 +4036,7 @@ def refill_after_sums(e: Emit, sh: Shape, sfx: str, NS: int, NC: int) -> None:
         down_issue(e, sh, "%sn", f"DN_ISSUED_MID{sfx}")
         e(f"  bra.uni REFILLED{sfx};")
         e(f"DN_MID_NO{sfx}:")
-    issue_strips(e, sh, "%t2", 1, "%st0", "REFILLED" + sfx)
+    issue_strips(e, sh, "%t2", 1, "%st0", label + sfx)
     if sh.down and _DOWN["sync"] == "pairs":
         pair_signal(e, f"SIGNALED{sfx}")
         e(f"  shr.u32 %dpp, %s, {sh.S.bit_length() - 1};  // this strip's pair, signaled after the next strip's barrier")
