@@ -317,6 +317,14 @@ current, each swap, current again, so drift shows as a difference between the tw
   not measured yet.
   The same arithmetic: bitwise. Prediction: batch 32 100-400 us, batch 8 30-120 us less a PDL step; batch 1 level
   to 30 us less with _all.
+- refill_last, refill_last_grp (candidates after 5922835): gen_fp8_gemv.generate(refill_last=True): the refill after
+  each strip's partials' barrier is issued by the last warp's lane 0, not thread 0, whose warp also sums the strip's
+  first 32 outputs. Why: early_release (measured at 5922835, above) added one barrier a strip and lost 15% at M = 32;
+  each strip's time follows the last warp to its barrier, and warp 0 does the refill and the sums. refill_last_grp: the
+  grouped gate | up builds (batches 5-32); refill_last: also the merged gate | up of 1-4 tokens and every one-pass
+  dense build without a k split (norm_ba, b | a, the norm builds, out_proj / o_proj's residual build, the 32-token and
+  plain shapes). The same arithmetic: bitwise. Prediction: batch 8 10-40 us, batch 32 0-50 us less a PDL step (the
+  last warp sums there above 30 tokens); batch 1 0-15 us.
 - router_bfly (measured at 7f8a1fd as the candidate form router_redux, promoted after it): moe_router_norm_e256_k2048
   choosing its top 8 by shfl.bfly argmax (generate(select="bfly")), as before, against the promoted u32 keys and
   redux.sync.max (experiments/proj/router/router_select_variant_7f8a1fd.json: bitwise, the norm build 0.95 us
@@ -675,7 +683,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
          "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "moedown_grp_from9",
-         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "grp_transpose", "grp_transpose_rotate", "early_release", "early_release_all", "current_again",
+         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "grp_transpose", "grp_transpose_rotate", "early_release", "early_release_all", "refill_last", "refill_last_grp", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -861,6 +869,17 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
         for sh in shapes:
             if sh.NC == 1 and sh.ksplit == 1 and sh.passes == 1 and sh.fuse != "res":
                 out[sh.name] = (g.generate(sh, early_release=True), contracts.get(sh.name).dynamic_smem)
+    if form in ("refill_last", "refill_last_grp"):  # each strip's refill issued by the last warp, not thread 0
+        from netra.contracts.proj import (DENSE32, EXPERTS_SHARED, EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32, FUSED,
+                                          NORM_BA, PLAIN_BA, SHAPES)
+
+        g = paths.generator("proj", "gen_fp8_gemv")
+        shapes = (EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32)
+        if form == "refill_last":  # and every other one-pass build without a k split or a router phase
+            shapes += (EXPERTS_SHARED, NORM_BA, *PLAIN_BA, *DENSE32, *FUSED, *SHAPES)
+        for sh in shapes:
+            if sh.ksplit == 1 and sh.passes == 1 and sh.fuse in ("", "norm", "res", "moe"):
+                out[sh.name] = (g.generate(sh, refill_last=True), contracts.get(sh.name).dynamic_smem)
     if form in ("grp_transpose", "grp_transpose_rotate"):  # the grouped gate | up builds' routed strips expert-fastest
         from netra.contracts.proj import EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32
 

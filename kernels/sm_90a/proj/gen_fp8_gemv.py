@@ -1471,6 +1471,7 @@ _LAND = {"q": 1}  # mbarriers (pieces) per chunk in the build being generated (g
 _PARK = {"on": False}  # generate(parked=True): a diagnostic, the weight tiles never copied (see generate)
 _GT = {"on": False}  # generate(grp_transpose=True): a candidate, the grouped walk's strips expert-fastest (grp_strip)
 _EREL = {"on": False}  # generate(early_release=True): a candidate, each stage refilled once every warp has read it
+_RL = {"on": False}  # generate(refill_last=True): a candidate, the last warp's lane 0 refills the stages, not thread 0
 _HE = {"on": False}  # h loaded at each strip's start, not after its sums (generate's h_early)
 _XP = {"on": False}  # x as converted fragments (generate's x_prepped, a diagnostic build)
 _SL = {"on": False, "regs": 1}  # each strip's sums beside the next strip's mma (generate's sum_late, sum_late_regs)
@@ -1540,7 +1541,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
              top_early: bool | None = None, norm_w_early: bool | str | None = None, x_tpose: bool | None = None,
              maxnreg: int | None = None, sum_late: bool | str = False, sum_late_regs: int = 1,
              x_prepped: bool = False, parked: bool = False, grp_transpose: bool = False,
-             early_release: bool = False) -> str:
+             early_release: bool = False, refill_last: bool = False) -> str:
     """The PTX. The defaults are the promoted build (v3g); ``generate(sh, **V3)`` is v3 as promoted
     at cb9faad (bitwise the same outputs). ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x, on v3): x comes into
     shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
@@ -1663,7 +1664,11 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     ``early_release`` (a candidate, experiments/decode/step_ab.py early_release; the one-pass builds without a k split, a
     strip counter or a mid-walk down request): thread 0 refills a strip's stages once every warp has its last chunk's tile and scale in registers (one
     more bar.sync, before that chunk's mma; the earlier chunks' tiles were read before it), not after the strip's
-    partials are stored, so the next strip's bytes stream during this strip's mma and sums. The same arithmetic."""
+    partials are stored, so the next strip's bytes stream during this strip's mma and sums. The same arithmetic.
+    ``refill_last`` (a candidate, experiments/decode/step_ab.py refill_last; the same builds as early_release, less the
+    router-fused ones): the refill after the partials' barrier is issued by the last warp's lane 0, not thread 0. Warp
+    0 also sums the strip's first 32 outputs, so it reaches the next strip's barrier last by the refill's issue time;
+    the last warp sums only when M > 30 (16 M > 32 (W - 1) outputs). The same arithmetic."""
     maxnreg = sh.maxnreg if maxnreg is None else maxnreg
     red_swizzle = sh.red_swizzle if red_swizzle is None else red_swizzle
     h_early = sh.h_early if h_early is None else h_early
@@ -1701,6 +1706,10 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
                                  and not (sh.down and (dn_at(sh, "mid") or _DOWN["sync"] == "pairs"))), \
         f"early_release: one-pass builds without a k split, a strip counter or a mid-walk down request ({sh.name})"
     _EREL["on"] = early_release
+    assert not refill_last or (sh.ksplit == 1 and sh.passes == 1 and not sum_late and not parked and not early_release
+                               and not sh.router and sh.fuse in ("", "norm", "res", "moe") and not _DYN["on"]), \
+        f"refill_last: one-pass builds without a k split, a strip counter or a router phase ({sh.name})"
+    _RL["on"] = refill_last
     if land_split is None:  # the candidates measured on one-copy chunks keep them
         land_split = 1 if stage_x or stage_x_m16 or xpair or tgroups or l2_prefetch == "lines" else sh.pieces
     assert land_split in (1, 2, 4), land_split
@@ -4008,9 +4017,12 @@ def refill(e: Emit, sh: Shape, sfx: str, NS: int, NC: int, label: str = "REFILLE
     """_body: thread 0 refills this strip's stages with strip s + (NS / NC) G. The promoted site (label REFILLED) is
     after the partials' barrier; early_release's (EREL) after the barrier that follows the tile loads, where generate
     has refused the strip counter, the mid-walk down request and the pair counters."""
-    if label == "REFILLED":
+    if label == "REFILLED" and _RL["on"]:
+        e("  // every warp is done with this strip's stages: the last warp's lane 0 (refill_last) refills them with strip")
+        e("  // s + (NS / NC) G")
+    elif label == "REFILLED":
         e("  // every warp is done with this strip's stages: thread 0 refills them with strip s + (NS / NC) G")
-    e("  setp.ne.u32 %p, %th, 0;")
+    e(f"  setp.ne.u32 %p, %th, {32 * (sh.W - 1) if _RL['on'] and label == 'REFILLED' else 0};")
     e(f"  @%p bra {label}{sfx};")
     e("  fence.proxy.async.shared::cta;  // the generic reads of the stages before the async-proxy writes")
     if sh.router and _DYN["on"]:
