@@ -313,10 +313,16 @@ current, each swap, current again, so drift shows as a difference between the tw
   turnaround, not DRAM, bounds it. early_release: the grouped gate | up builds; early_release_all: also the router-fused
   and merged gate | up launches of 1-4 tokens (the batch-1 MoE block among them) and the one-chunk dense input
   projections (norm_ba, the plain b | a builds, the norm builds, the 32-token builds, the plain shapes; not the
-  residual build, which spills at its 104-register cap with the option). Built at 1f2dfbc (the router builds after it);
-  not measured yet.
+  residual build, which spills at its 104-register cap with the option). Built at 1f2dfbc (the router builds after it).
   The same arithmetic: bitwise. Prediction: batch 32 100-400 us, batch 8 30-120 us less a PDL step; batch 1 level
   to 30 us less with _all.
+  Measured at 5922835 (step_ab_current_early_release_early_release_all_current_again_b{32,8}_5922835.json,
+  step_ab_current_early_release_all_current_again_b1_5922835.json), ms plain / PDL, bitwise: batch 32 early_release
+  8.732 / 8.294, _all 8.774 / 8.344 against 8.392-8.402 / 8.032-8.036; batch 8 3.648 / 3.352, 3.628 / 3.336 against
+  3.601-3.605 / 3.330-3.331; batch 1 _all 1.593 / 1.432 against 1.576-1.577 / 1.422-1.426. The kernels alone
+  (../proj/early_release_variant_5922835.json): the 32-token grouped build 88.7 -> 101.8 us at M = 32, 71.5 -> 82.6 at
+  24. Rejected: the extra barrier puts every warp's slowest tile load on each strip's path; the miss says the walk is
+  not bound by when its stages are refilled (refill_last, below, checks that directly).
 - refill_last, refill_last_grp (candidates after 5922835): gen_fp8_gemv.generate(refill_last=True): the refill after
   each strip's partials' barrier is issued by the last warp's lane 0, not thread 0, whose warp also sums the strip's
   first 32 outputs. Why: early_release (measured at 5922835, above) added one barrier a strip and lost 15% at M = 32;
@@ -325,6 +331,19 @@ current, each swap, current again, so drift shows as a difference between the tw
   dense build without a k split (norm_ba, b | a, the norm builds, out_proj / o_proj's residual build, the 32-token and
   plain shapes). The same arithmetic: bitwise. Prediction: batch 8 10-40 us, batch 32 0-50 us less a PDL step (the
   last warp sums there above 30 tokens); batch 1 0-15 us.
+  Measured at 3af5437 (step_ab_current_refill_last_refill_last_grp_current_again_b{32,8}_3af5437.json,
+  step_ab_current_refill_last_current_again_b1_3af5437.json), ms plain / PDL, bitwise: batch 32 refill_last
+  8.419 / 8.057, _grp 8.395 / 8.040 against 8.397-8.415 / 8.034-8.061; batch 8 3.614 / 3.333, 3.612 / 3.349 against
+  3.610-3.627 / 3.335-3.351; batch 1 1.569 / 1.417 against 1.576 / 1.419-1.424. The kernels alone
+  (../proj/refill_last_variant_3af5437.json) within 1.5% either way. Level: rejected. Which thread issues the refill
+  does not set a strip's time.
+- nt_branch (a candidate after e62210c): gen_fp8_gemv.generate(nt_branch=True) for the 32-token grouped gate | up
+  builds: each chunk's mma n-tile by n-tile behind a warp-uniform branch over the n-tiles no token of the strip's expert
+  is in, where the promoted build issues all 32 mma of a chunk predicated. Why: Nsight Compute on the promoted build at
+  M = 32 (../proj/ncu_gemv.sh at e62210c; ../proj/ncu/) puts 25% of the warps' stall samples on
+  the tensor pipe (stall_math, on the mma), 14% on the strip's barrier and 3% on the weight wait, and 65% of the
+  issued mma are predicated off. Bitwise (each n-tile's k chain unchanged). Prediction: if a predicated-off mma holds
+  the pipe, batch 32 150-400 us less a PDL step; if not, level or a little slower (A fragments converted per n-tile).
 - router_bfly (measured at 7f8a1fd as the candidate form router_redux, promoted after it): moe_router_norm_e256_k2048
   choosing its top 8 by shfl.bfly argmax (generate(select="bfly")), as before, against the promoted u32 keys and
   redux.sync.max (experiments/proj/router/router_select_variant_7f8a1fd.json: bitwise, the norm build 0.95 us
@@ -683,7 +702,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
          "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "moedown_grp_from9",
-         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "grp_transpose", "grp_transpose_rotate", "early_release", "early_release_all", "refill_last", "refill_last_grp", "current_again",
+         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "grp_transpose", "grp_transpose_rotate", "early_release", "early_release_all", "refill_last", "refill_last_grp", "nt_branch", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -880,6 +899,12 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
         for sh in shapes:
             if sh.ksplit == 1 and sh.passes == 1 and sh.fuse in ("", "norm", "res", "moe"):
                 out[sh.name] = (g.generate(sh, refill_last=True), contracts.get(sh.name).dynamic_smem)
+    if form == "nt_branch":  # the 32-token grouped gate | up: a branch over the n-tiles no token needs, not predicated mma
+        from netra.contracts.proj import EXPERTS_GROUP32, EXPERTS_SHARED_GROUP32
+
+        g = paths.generator("proj", "gen_fp8_gemv")
+        for sh in (EXPERTS_GROUP32, EXPERTS_SHARED_GROUP32):
+            out[sh.name] = (g.generate(sh, nt_branch=True), contracts.get(sh.name).dynamic_smem)
     if form in ("grp_transpose", "grp_transpose_rotate"):  # the grouped gate | up builds' routed strips expert-fastest
         from netra.contracts.proj import EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32
 

@@ -1471,6 +1471,7 @@ _LAND = {"q": 1}  # mbarriers (pieces) per chunk in the build being generated (g
 _PARK = {"on": False}  # generate(parked=True): a diagnostic, the weight tiles never copied (see generate)
 _GT = {"on": False}  # generate(grp_transpose=True): a candidate, the grouped walk's strips expert-fastest (grp_strip)
 _EREL = {"on": False}  # generate(early_release=True): a candidate, each stage refilled once every warp has read it
+_NTB = {"on": False}  # generate(nt_branch=True): a candidate, the 32-token grouped walk branches over n-tiles no token needs
 _RL = {"on": False}  # generate(refill_last=True): a candidate, the last warp's lane 0 refills the stages, not thread 0
 _HE = {"on": False}  # h loaded at each strip's start, not after its sums (generate's h_early)
 _XP = {"on": False}  # x as converted fragments (generate's x_prepped, a diagnostic build)
@@ -1541,7 +1542,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
              top_early: bool | None = None, norm_w_early: bool | str | None = None, x_tpose: bool | None = None,
              maxnreg: int | None = None, sum_late: bool | str = False, sum_late_regs: int = 1,
              x_prepped: bool = False, parked: bool = False, grp_transpose: bool = False,
-             early_release: bool = False, refill_last: bool = False) -> str:
+             early_release: bool = False, refill_last: bool = False, nt_branch: bool = False) -> str:
     """The PTX. The defaults are the promoted build (v3g); ``generate(sh, **V3)`` is v3 as promoted
     at cb9faad (bitwise the same outputs). ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x, on v3): x comes into
     shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
@@ -1668,7 +1669,11 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     ``refill_last`` (a candidate, experiments/decode/step_ab.py refill_last; the same builds as early_release, less the
     router-fused ones): the refill after the partials' barrier is issued by the last warp's lane 0, not thread 0. Warp
     0 also sums the strip's first 32 outputs, so it reaches the next strip's barrier last by the refill's issue time;
-    the last warp sums only when M > 30 (16 M > 32 (W - 1) outputs). The same arithmetic."""
+    the last warp sums only when M > 30 (16 M > 32 (W - 1) outputs). The same arithmetic.
+    ``nt_branch`` (a candidate, experiments/decode/step_ab.py nt_branch; the 32-token grouped builds): each chunk's mma
+    n-tile by n-tile, a warp-uniform branch over the n-tiles no token of the strip's expert is in, where the promoted
+    build issues all 32 mma of the chunk predicated (65% of them off at M = 32: ncu_gemv's report at e62210c) and
+    converts each k step's A fragments once. Each n-tile's mma chain is the same (k steps in order): the same bits."""
     maxnreg = sh.maxnreg if maxnreg is None else maxnreg
     red_swizzle = sh.red_swizzle if red_swizzle is None else red_swizzle
     h_early = sh.h_early if h_early is None else h_early
@@ -1710,6 +1715,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
                                and not sh.router and sh.fuse in ("", "norm", "res", "moe") and not _DYN["on"]), \
         f"refill_last: one-pass builds without a k split, a strip counter or a router phase ({sh.name})"
     _RL["on"] = refill_last
+    assert not nt_branch or (sh.tokens == 32 and sh.group), f"nt_branch: the 32-token grouped builds ({sh.name})"
+    _NTB["on"] = nt_branch
     if land_split is None:  # the candidates measured on one-copy chunks keep them
         land_split = 1 if stage_x or stage_x_m16 or xpair or tgroups or l2_prefetch == "lines" else sh.pieces
     assert land_split in (1, 2, 4), land_split
@@ -3948,7 +3955,17 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
         if acc_split:  # the odd k16 steps' own fragments: two chains of four mma, not one of eight
             for r in live:
                 e(f"  mov.f32 %d{r}, 0f00000000;")
-        for i in range(8):
+        for nt in (tiles if skip and _NTB["on"] else ()):  # nt_branch: n-tile by n-tile, the A fragments per n-tile
+            e(f"  @!%pn{nt} bra.uni NTSKIP{nt}_{h}{sfx};  // no token of this strip's expert in n-tile {nt}")
+            d = ", ".join(f"%c{4 * nt + c}" for c in range(4))
+            for i in range(8):
+                a_fragments(e, f"%wa{(i // 2) * 4 + 2 * (i % 2)}", f"%wa{(i // 2) * 4 + 2 * (i % 2) + 1}")
+                acc = "%d" if acc_split and i % 2 else "%c"
+                d = ", ".join(f"{acc}{4 * nt + c}" for c in range(4))
+                e(f"  mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{{d}}}, {{%a0, %a1, %a2, %a3}}, "
+                  f"{{%xr{nt}_{h}_{2 * i}, %xr{nt}_{h}_{2 * i + 1}}}, {{{d}}};")
+            e(f"NTSKIP{nt}_{h}{sfx}:")
+        for i in range(8 if not (skip and _NTB["on"]) else 0):
             j, half = i // 2, i % 2
             base = j * 4 + 2 * half
             acc = "%d" if acc_split and i % 2 else "%c"

@@ -1,0 +1,40 @@
+"""The 32-token grouped gate | up with each chunk's mma issued n-tile by n-tile behind a warp-uniform branch over the
+n-tiles no token of the strip's expert is in (`gen_fp8_gemv.generate(nt_branch=True)`), beside the promoted build
+(all 32 mma of a chunk issued, predicated), by variant_ab.run: bitwise check on NaN-poisoned inputs (2 seeds, plain and
+PDL launches), then both timed by the bench's method (CUDA-graph replay, >= 16 rotated copies), plainly and as a PDL
+chain.
+
+Why: Nsight Compute on the promoted build at M = 32 (`ncu_gemv.sh` at e62210c) puts 25% of the stall samples on the
+tensor pipe (stall_math, on the mma), 14% on the strip's barrier, 3% on the weight wait; 65% of the issued mma are
+predicated off. Prediction: if a predicated-off mma holds the pipe, 8-15% faster at M = 24 and 32; if not, level.
+
+  PYTHONPATH=src python3 experiments/proj/nt_branch_variant.py --out "$OUT"
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+MS = {"fp8_gemv_n1024_k2048_moe_shared_grp_t32": (17, 24, 32), "fp8_gemv_n1024_k2048_moe_grp_t32": (32,)}
+
+
+def main():
+    import variant_ab
+
+    from netra.contracts.proj import EXPERTS_GROUP32, EXPERTS_SHARED_GROUP32
+
+    by_name = {sh.name: sh for sh in (EXPERTS_GROUP32, EXPERTS_SHARED_GROUP32)}
+
+    def cases(c):
+        return [d for d in c.cases() if d["M"] in MS[c.name]]
+
+    variant_ab.run("nt_branch", {"nt_branch": True}, [(by_name[n], cases) for n in MS],
+                   variant_ab.out_path("nt_branch_variant.json", HERE))
+
+
+if __name__ == "__main__":
+    main()
