@@ -1532,6 +1532,46 @@ def test_early_release_candidate(tmp_path):
             assert between.index("LDS") < between.index("BAR.SYNC") < between.index("UBLKCP"), between
 
 
+def test_refill_last_candidate():
+    """generate(refill_last=True) (experiments/decode/step_ab.py refill_last, a candidate; measured level at 3af5437):
+    the refill after the partials' barrier is issued by the last warp's lane 0, not thread 0; nothing else changes. Off
+    by default; refused for the k-split and router builds."""
+    from netra.contracts.proj import EXPERTS_SHARED_GROUP32
+
+    g = _generator()
+    for sh in (EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32, NORM_BA, SHAPES[0], SHAPES[4], SHAPES[6]):
+        base, ptx = g.generate(sh), g.generate(sh, refill_last=True)
+        assert g.generate(sh, refill_last=False) == base and "refill_last" not in base
+        sites = base.count("thread 0 refills them with strip s + (NS / NC) G")
+        assert sites >= 1 and ptx.count("the last warp's lane 0 (refill_last) refills them") == sites
+        assert ptx.count(f"setp.ne.u32 %p, %th, {32 * (sh.W - 1)};") == sites
+        assert len(ptx.splitlines()) == len(base.splitlines()) + sites  # the comment's second line, the thread
+        assert _assembles_without_spills(sh.name, ptx)["registers"] <= contracts.get(sh.name).max_registers
+    for sh in (SHAPES[5], EXPERTS_ROUTER_DOWN):  # a k split; a router phase
+        with pytest.raises(AssertionError):
+            g.generate(sh, refill_last=True)
+
+
+def test_nt_branch_candidate(tmp_path):
+    """generate(nt_branch=True) (experiments/decode/step_ab.py nt_branch, a candidate): the 32-token grouped walk issues
+    each n-tile's 8 mma behind a warp-uniform branch (no predicated HMMA left in the SASS), the A fragments converted per
+    n-tile; the promoted build predicates all 32. Off by default, the grouped 32-token builds only, no spills."""
+    from netra.contracts.proj import EXPERTS_GROUP32, EXPERTS_SHARED_GROUP32
+
+    g = _generator()
+    for sh in (EXPERTS_GROUP32, EXPERTS_SHARED_GROUP32):
+        base, ptx = g.generate(sh), g.generate(sh, nt_branch=True)
+        assert g.generate(sh, nt_branch=False) == base and "NTSKIP" not in base
+        assert ptx.count("bra.uni NTSKIP") == 4 and base.count("mma.sync") == ptx.count("mma.sync") == 32
+        assert _assembles_without_spills(sh.name, ptx)["registers"] <= contracts.get(sh.name).max_registers
+        for build, predicated in ((base, 32), (ptx, 0)):
+            hmma = re.findall(r"(@!?U?P\d+\s+)?HMMA", _sass(sh.name, build, tmp_path))
+            assert len(hmma) == 32 and sum(1 for p in hmma if p) == predicated, hmma
+    for sh in (EXPERTS_SHARED_GROUP, SHAPES[0]):
+        with pytest.raises(AssertionError):
+            g.generate(sh, nt_branch=True)
+
+
 def _sass(name: str, ptx: str, tmp_path) -> str:
     """The SASS of a PTX text assembled with the pinned ptxas and flags."""
     import subprocess
