@@ -7,6 +7,9 @@ chain.
 Why: Nsight Compute on the promoted build at M = 32 (`ncu_gemv.sh` at e62210c) puts 25% of the stall samples on the
 tensor pipe (stall_math, on the mma), 14% on the strip's barrier, 3% on the weight wait; 65% of the issued mma are
 predicated off. Prediction: if a predicated-off mma holds the pipe, 8-15% faster at M = 24 and 32; if not, level.
+Also `red_swizzle` on these builds (the partials' stores 2-way bank conflicted instead of 4.4-way: MIO was 6% of the
+samples; measured slower on the 16-token experts build at 8919b95, never on these), alone and with nt_branch:
+prediction 0-3% faster.
 
   PYTHONPATH=src python3 experiments/proj/nt_branch_variant.py --out "$OUT"
 """
@@ -32,8 +35,9 @@ def main():
     def cases(c):
         return [d for d in c.cases() if d["M"] in MS[c.name]]
 
-    variant_ab.run("nt_branch", {"nt_branch": True}, [(by_name[n], cases) for n in MS],
-                   variant_ab.out_path("nt_branch_variant.json", HERE))
+    for label, options in (("nt_branch", {"nt_branch": True}), ("red_swizzle", {"red_swizzle": True}),
+                           ("nt_branch_red_swizzle", {"nt_branch": True, "red_swizzle": True})):
+        variant_ab.run(label, options, [(by_name[n], cases) for n in MS], variant_ab.out_path(f"{label}_t32_variant.json", HERE))
 
 
 if __name__ == "__main__":
