@@ -156,8 +156,14 @@ class Fp8Gemv:
         before (experiments/proj/red_swizzle_variant_8919b95.json, _8919b95_2.json, us, plain): M = 9..16
         0.2-0.5 faster at 9216, 8192 and 4096 x 2048, the norm builds 0.1-0.3 faster at M = 1 and 8; the
         experts' gate | up +0.4 at M = 1 and +3.7 at M = 8, 12288 x 2048 plain +0.22 at M = 1 (both runs,
-        not explained; it would lose that shape's 1.8x cuBLAS bar); the 4- and 8-warp builds within 0.05."""
-        return self.W == 16 and self.fuse not in ("moe", "moedown") and not (self.N == 12288 and self.fuse == "")
+        not explained; it would lose that shape's 1.8x cuBLAS bar); the 4- and 8-warp builds within 0.05.
+        Also on for the 32-token shared grouped gate | up (the batch 17-32 MoE walk; its stores were 4.4-way
+        conflicted under ncu): alone M = 32 87.6 -> 82.9 us as a PDL chain, M = 17 / 24 level
+        (experiments/proj/red_swizzle_t32_variant_afe202d.json); the batch-32 step 8.068-8.078 -> 8.032-8.037 ms with
+        PDL in two runs, batch 20 6.200-6.221 -> 6.194 (step_ab t32_swizzle at afe202d). The routed-only 32-token build
+        (not the runner's) took +1.2 us with it, so it stays off."""
+        return ((self.W == 16 and self.fuse not in ("moe", "moedown") and not (self.N == 12288 and self.fuse == ""))
+                or (self.group and self.shared and self.tokens == 32))
 
     @property
     def pre_strips(self) -> int:
