@@ -1471,8 +1471,8 @@ _LAND = {"q": 1}  # mbarriers (pieces) per chunk in the build being generated (g
 _PARK = {"on": False}  # generate(parked=True): a diagnostic, the weight tiles never copied (see generate)
 _GT = {"on": False}  # generate(grp_transpose=True): a candidate, the grouped walk's strips expert-fastest (grp_strip)
 _EREL = {"on": False}  # generate(early_release=True): a candidate, each stage refilled once every warp has read it
-_NTB = {"on": False}  # generate(nt_branch=True): a candidate, the 32-token grouped walk branches over n-tiles no token needs
-_RL = {"on": False}  # generate(refill_last=True): a candidate, the last warp's lane 0 refills the stages, not thread 0
+_NTB = {"on": False}  # generate(nt_branch=True): a candidate (level), the 32-token grouped walk branches over n-tiles no token needs
+_RL = {"on": False}  # generate(refill_last=True): a candidate (level), the last warp's lane 0 refills the stages, not thread 0
 _HE = {"on": False}  # h loaded at each strip's start, not after its sums (generate's h_early)
 _XP = {"on": False}  # x as converted fragments (generate's x_prepped, a diagnostic build)
 _SL = {"on": False, "regs": 1}  # each strip's sums beside the next strip's mma (generate's sum_late, sum_late_regs)
@@ -1666,14 +1666,16 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     strip counter or a mid-walk down request): thread 0 refills a strip's stages once every warp has its last chunk's tile and scale in registers (one
     more bar.sync, before that chunk's mma; the earlier chunks' tiles were read before it), not after the strip's
     partials are stored, so the next strip's bytes stream during this strip's mma and sums. The same arithmetic.
+    Measured at 5922835: the 32-token grouped build 15% slower, the batch-32 step 260-310 us slower; rejected.
     ``refill_last`` (a candidate, experiments/decode/step_ab.py refill_last; the same builds as early_release, less the
     router-fused ones): the refill after the partials' barrier is issued by the last warp's lane 0, not thread 0. Warp
     0 also sums the strip's first 32 outputs, so it reaches the next strip's barrier last by the refill's issue time;
-    the last warp sums only when M > 30 (16 M > 32 (W - 1) outputs). The same arithmetic.
+    the last warp sums only when M > 30 (16 M > 32 (W - 1) outputs). The same arithmetic. Measured level at 3af5437.
     ``nt_branch`` (a candidate, experiments/decode/step_ab.py nt_branch; the 32-token grouped builds): each chunk's mma
     n-tile by n-tile, a warp-uniform branch over the n-tiles no token of the strip's expert is in, where the promoted
     build issues all 32 mma of the chunk predicated (65% of them off at M = 32: ncu_gemv's report at e62210c) and
-    converts each k step's A fragments once. Each n-tile's mma chain is the same (k steps in order): the same bits."""
+    converts each k step's A fragments once. Each n-tile's mma chain is the same (k steps in order): the same bits.
+    Measured level at afe202d (a predicated-off mma does not hold the tensor pipe)."""
     maxnreg = sh.maxnreg if maxnreg is None else maxnreg
     red_swizzle = sh.red_swizzle if red_swizzle is None else red_swizzle
     h_early = sh.h_early if h_early is None else h_early
