@@ -1084,12 +1084,7 @@ def sum_warps_store(e: Emit, threads: int, W: int, N: int, red_base: str, done: 
         e("  and.b32 %t2, %t0, 15;")
         e("  shr.u32 %t3, %t0, 4;")
         if grp:
-            e("  add.u32 %src, %ej, %t3;")
-            if moe.shared:
-                e(f"  @!%psh ld.shared.u8 %src, [%src+{group_layout(moe)[4]}];  // the slots whose id is this expert")
-                e("  @%psh mov.u32 %src, 1;  // a shared strip: one row per token (slot 0, stride N)")
-            else:
-                e(f"  ld.shared.u8 %src, [%src+{group_layout(moe)[4]}];  // the slots whose id is this expert")
+            slot_mask(e, moe, "%psh")
             e("  setp.eq.u32 %pq, %src, 0;")
             e(f"  @%pq bra {done}_{r};")
         elif moe is not None:
@@ -4157,6 +4152,17 @@ def named_bar(e: Emit, op: str, base: int, b: str, label: str, note: str) -> Non
     e(f"{label}_E:")
 
 
+def slot_mask(e: Emit, sh: Shape, shared_pred: str) -> None:
+    """group builds: %src = the slot mask of token %t3 for the distinct expert whose table row %ej points at (1 for a
+    shared strip, ``shared_pred``): the slots whose id is this expert, none if the token did not choose it."""
+    e("  add.u32 %src, %ej, %t3;")
+    if sh.shared:
+        e(f"  @!{shared_pred} ld.shared.u8 %src, [%src+{group_layout(sh)[4]}];  // the slots whose id is this expert")
+        e(f"  @{shared_pred} mov.u32 %src, 1;  // a shared strip: one row per token (slot 0, stride N)")
+    else:
+        e(f"  ld.shared.u8 %src, [%src+{group_layout(sh)[4]}];  // the slots whose id is this expert")
+
+
 def sum_barrier_split(e: Emit, sh: Shape, sfx: str) -> None:
     """sum_barrier: the strip's barrier for the warps that sum it (and warp 0, whose thread 0 refills): bar.sync P_buf;
     the others arrive at P_buf, owe D_buf, and skip the refill and the sums. A lane sums when its output's token (th / 16
@@ -4169,12 +4175,7 @@ def sum_barrier_split(e: Emit, sh: Shape, sfx: str) -> None:
         e("  sub.u32 %ej, %ej, 1;")
     e(f"  mad.lo.u32 %ej, %ej, {sh.tokens}, %sbase;")
     e("  shr.u32 %t3, %th, 4;")
-    e("  add.u32 %src, %ej, %t3;")
-    if sh.shared:
-        e(f"  @!%pq ld.shared.u8 %src, [%src+{group_layout(sh)[4]}];")
-        e("  @%pq mov.u32 %src, 1;")
-    else:
-        e(f"  ld.shared.u8 %src, [%src+{group_layout(sh)[4]}];")
+    slot_mask(e, sh, "%pq")
     e("  shl.b32 %t1, %m, 4;")
     e("  setp.lt.u32 %psum, %th, %t1;")
     e("  setp.ne.and.u32 %psum, %src, 0, %psum;")
