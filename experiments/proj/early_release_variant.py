@@ -31,8 +31,7 @@ def main():
 
     by_name = {sh.name: sh for sh in (EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32, NORM_BA, *PLAIN_BA, *SHAPES)}
 
-    def cases(c):
-        return [d for d in c.cases() if d["M"] in MS[c.name]]
+    cases = variant_ab.cases_at(MS)
 
     variant_ab.run("early_release", {"early_release": True}, [(by_name[n], cases) for n in MS],
                    variant_ab.out_path("early_release_variant.json", HERE))

@@ -37,8 +37,7 @@ def main():
     shapes = [sh for sh in (EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32)
               if dataclasses.replace(sh, stages=stages).smem <= SMEM_MAX]
 
-    def cases(c):
-        return [d for d in c.cases() if d["M"] in MS[c.name]]
+    cases = variant_ab.cases_at(MS)
 
     variant_ab.run(f"s{stages}", {}, [(sh, cases) for sh in shapes],
                    variant_ab.out_path(f"grp_stages_{stages}_variant.json", HERE),

@@ -26,8 +26,7 @@ def main():
 
     from netra.contracts.proj import EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32
 
-    def cases(c):
-        return [d for d in c.cases() if d["M"] in MS[c.name]]
+    cases = variant_ab.cases_at(MS)
 
     variant_ab.run("grp_transpose", {"grp_transpose": True}, [(sh, cases) for sh in (EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32)],
                    variant_ab.out_path("grp_transpose_variant.json", HERE))

@@ -32,8 +32,7 @@ def main():
 
     by_name = {sh.name: sh for sh in (EXPERTS_GROUP32, EXPERTS_SHARED_GROUP32)}
 
-    def cases(c):
-        return [d for d in c.cases() if d["M"] in MS[c.name]]
+    cases = variant_ab.cases_at(MS)
 
     for label, options in (("nt_branch", {"nt_branch": True}), ("red_swizzle", {"red_swizzle": True}),
                            ("nt_branch_red_swizzle", {"nt_branch": True, "red_swizzle": True})):

@@ -33,8 +33,7 @@ def main():
 
     by_name = {sh.name: sh for sh in (EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32, NORM_BA, *FUSED, *SHAPES)}
 
-    def cases(c):
-        return [d for d in c.cases() if d["M"] in MS[c.name]]
+    cases = variant_ab.cases_at(MS)
 
     variant_ab.run("refill_last", {"refill_last": True}, [(by_name[n], cases) for n in MS],
                    variant_ab.out_path("refill_last_variant.json", HERE))

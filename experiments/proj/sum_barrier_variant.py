@@ -28,8 +28,7 @@ def main():
 
     by_name = {sh.name: sh for sh in (EXPERTS_GROUP32, EXPERTS_SHARED_GROUP32)}
 
-    def cases(c):
-        return [d for d in c.cases() if d["M"] in MS[c.name]]
+    cases = variant_ab.cases_at(MS)
 
     variant_ab.run("sum_barrier", {"sum_barrier": True}, [(by_name[n], cases) for n in MS],
                    variant_ab.out_path("sum_barrier_variant.json", HERE))

@@ -72,6 +72,12 @@ def run(label: str, options: dict, shape_cases, out_path: str, candidate_shape=N
     return res
 
 
+def cases_at(ms: dict):
+    """run's per-shape case filter: the contract's cases whose M is in ms[contract name] (a KeyError for a shape
+    ms does not name)."""
+    return lambda c: [d for d in c.cases() if d["M"] in ms[c.name]]
+
+
 def plain_and_pdl(c, handle: int) -> tuple:
     """The guard-and-launch of function ``handle`` under contract ``c``, plainly and with programmatic serialization."""
     from netra.runtime import launch as rt_launch

@@ -3971,9 +3971,9 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
                 e(f"  mov.f32 %d{r}, 0f00000000;")
         for nt in (tiles if skip and _NTB["on"] else ()):  # nt_branch: n-tile by n-tile, the A fragments per n-tile
             e(f"  @!%pn{nt} bra.uni NTSKIP{nt}_{h}{sfx};  // no token of this strip's expert in n-tile {nt}")
-            d = ", ".join(f"%c{4 * nt + c}" for c in range(4))
             for i in range(8):
-                a_fragments(e, f"%wa{(i // 2) * 4 + 2 * (i % 2)}", f"%wa{(i // 2) * 4 + 2 * (i % 2) + 1}")
+                base = (i // 2) * 4 + 2 * (i % 2)
+                a_fragments(e, f"%wa{base}", f"%wa{base + 1}")
                 acc = "%d" if acc_split and i % 2 else "%c"
                 d = ", ".join(f"{acc}{4 * nt + c}" for c in range(4))
                 e(f"  mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{{d}}}, {{%a0, %a1, %a2, %a3}}, "
