@@ -5,6 +5,7 @@
 # results/ are the candidate's: do not bring them back as records.
 #   OUT=dir bash experiments/proj/candidate_gates.sh OPTION NAME [NAME ...]     e.g. sum_barrier fp8_gemv_n1024_k2048_moe_shared_grp_t32
 set -u
+export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}  # outside scripts/h200.sh too
 opt=$1; shift
 for n in "$@"; do
   PYTHONPATH=src python3 - "$opt" "$n" <<'PY'

@@ -1673,13 +1673,14 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     build issues all 32 mma of the chunk predicated (65% of them off at M = 32: ncu_gemv's report at e62210c) and
     converts each k step's A fragments once. Each n-tile's mma chain is the same (k steps in order): the same bits.
     Measured level at afe202d (a predicated-off mma does not hold the tensor pipe).
-    ``sum_barrier`` (a candidate, built at 0b5e12d and not measured; experiments/decode/step_ab.py sum_barrier; the 32-token
-    grouped builds): the strip's one CTA barrier split in two named barriers per partials buffer b, P_b (the partials
-    are stored) and D_b (they are summed). A warp that sums the strip (a lane whose token chose the expert; warp 0 always,
-    its thread 0 refills) waits at P_b, sums, then waits at D_b. The others only arrive at P_b and go on, and wait at
-    D_b just before they store partials into buffer b again (two strips later) or at the walk's end. So at M = 32, where
-    1-2 of the 16 warps sum a routed strip, the others run up to a strip ahead instead of in step (ncu at e62210c: 14%
-    of the stall samples at the barrier, 25% on the mma's pipe in bursts). The same arithmetic: the same bits."""
+    ``sum_barrier`` (a candidate; experiments/decode/step_ab.py sum_barrier; the 32-token grouped builds): the strip's
+    one CTA barrier split in two named barriers per partials buffer b, P_b (the partials are stored) and D_b (buffer b
+    may be written again). A warp that sums the strip (a lane whose token chose the expert; warp 0 always, its thread 0
+    refills) waits at P_b and sums; the others only arrive at P_b and go on. Every warp waits at D_b just before it
+    stores partials into buffer b again (two strips later), so the sums of strip s end before strip s + 2's partials
+    land, and a warp that did not sum runs up to a strip ahead. The form built at 0b5e12d (summers waited at D_b right
+    after their sums, the others paid it two strips later) deadlocked as soon as a warp summed strip s + 1 but not s:
+    it measured at M = 1 (only warp 0 sums) and hung at M = 16 (e28ef15). The same arithmetic: the same bits."""
     maxnreg = sh.maxnreg if maxnreg is None else maxnreg
     red_swizzle = sh.red_swizzle if red_swizzle is None else red_swizzle
     h_early = sh.h_early if h_early is None else h_early
@@ -1863,7 +1864,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         e(f"  .reg .pred %pn<{sh.NT}>;  // n-tiles with a token that chose the strip's expert")
     if _SB["on"]:
         e("  .reg .pred %psum;  // sum_barrier: this warp sums the strip")
-        e("  .reg .b32 %owe;  // sum_barrier: bit b, a D_b wait this warp still owes")
+        e("  .reg .b32 %owe;  // sum_barrier: bit b, buffer b has been written")
     if acc_split:
         e("  .reg .f32 %d<8>;")
     e("  .reg .b64 %px, %pw, %ps, %po, %pa, %pb, %pt64, %pol;")
@@ -4032,7 +4033,7 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
             e("  @%p prefetch.global.L2 [%pa];")
             e(f"XE_DONE{sfx}:")
     if _SB["on"]:
-        sum_barrier_owed(e, f"SB_PAID{sfx}", "%buf")
+        sum_barrier_reuse(e, f"SB_PAID{sfx}")
     e("  // the warps' partials to red[buf][warp][token][row]; one barrier")
     e(f"  mad.lo.u32 %t0, %buf, {W * sh.red_bytes}, %sbase;")
     e(f"  add.u32 %t0, %t0, {sh.red_off};")
@@ -4106,7 +4107,6 @@ def _body_after_refill(e: Emit, sh: Shape, sfx: str, tiles: tuple, W: int, N: in
                         moe=sh if sh.fuse in ("moe", "moedown") else None, swizzle=red_swizzle, rb=sh.red_bytes)
         e(f"SUM_DONE{sfx}:")
     if _SB["on"]:
-        named_bar(e, "bar.sync", 3, "%buf", f"SB_D{sfx}", "D_buf: this strip's sums have read buffer buf")
         e(f"SB_NSUM{sfx}:")
     e("  xor.b32 %buf, %buf, 1;  // two buffers: the next strip's partials never overwrite ones still being summed")
     if sh.router and _DYN["on"]:
@@ -4121,22 +4121,19 @@ def _body_after_refill(e: Emit, sh: Shape, sfx: str, tiles: tuple, W: int, N: in
         sum_prev(e, sh, red_swizzle)
     if sh.ksplit > 1:  # every write into this CTA's slots has landed before it exits (it waits for them)
         split_finish(e, sh, sfx, res=sh.fuse == "res")
-    if _SB["on"]:  # the D waits still owed, the older buffer's first (buf is the parity of the strip after the last)
-        sum_barrier_owed(e, f"SB_END0{sfx}", "%buf")
-        e("  xor.b32 %t2, %buf, 1;")
-        sum_barrier_owed(e, f"SB_END1{sfx}", "%t2")
     e("  ret;")
 
 
-def sum_barrier_owed(e: Emit, label: str, b: str) -> None:
-    """sum_barrier: if this warp owes D_b (it did not sum the last strip of parity b), wait there now (warp-uniform)."""
+def sum_barrier_reuse(e: Emit, label: str) -> None:
+    """sum_barrier: before a warp stores partials into buffer %buf a second time or later, every warp waits at D_buf:
+    then the last sums of that buffer (two strips back) are done. Bit b of %owe: buffer b has been written."""
     e("  mov.u32 %t0, 1;")
-    e(f"  shl.b32 %t0, %t0, {b};")
+    e("  shl.b32 %t0, %t0, %buf;")
     e("  and.b32 %t1, %owe, %t0;")
+    e("  or.b32 %owe, %owe, %t0;")
     e("  setp.eq.u32 %p, %t1, 0;")
     e(f"  @%p bra.uni {label};")
-    e("  xor.b32 %owe, %owe, %t0;")
-    named_bar(e, "bar.sync", 3, b, label + "_B", "D_b: the sums of the strip two back have read the buffer")
+    named_bar(e, "bar.sync", 3, "%buf", label + "_B", "D_buf: the sums of the strip two back have read the buffer")
     e(f"{label}:")
 
 
@@ -4183,9 +4180,6 @@ def sum_barrier_split(e: Emit, sh: Shape, sfx: str) -> None:
     e("  vote.sync.any.pred %psum, %psum, 0xffffffff;")
     e(f"  @%psum bra.uni SB_SYNC{sfx};")
     named_bar(e, "bar.arrive", 1, "%buf", f"SB_PA{sfx}", "P_buf: this warp's partials are stored; it does not sum them")
-    e("  mov.u32 %t0, 1;")
-    e("  shl.b32 %t0, %t0, %buf;")
-    e("  or.b32 %owe, %owe, %t0;  // D_buf owed: waited before buffer buf is written again")
     e(f"  bra.uni SB_NSUM{sfx};")
     e(f"SB_SYNC{sfx}:")
     named_bar(e, "bar.sync", 1, "%buf", f"SB_PS{sfx}", "P_buf: every warp's partials of this strip are stored")
