@@ -1572,37 +1572,6 @@ def test_nt_branch_candidate(tmp_path):
             g.generate(sh, nt_branch=True)
 
 
-def test_sum_barrier_candidate(tmp_path):
-    """generate(sum_barrier=True) (experiments/decode/step_ab.py sum_barrier, a candidate): the 32-token grouped walk's
-    strip barrier becomes named barriers P_b (1, 2: sync for the warps that sum, arrive for the others) and D_b (3, 4:
-    sync by every warp), each with an immediate id so that ptxas reserves 5 barriers, not 16. D_b is waited at one site
-    only, before the partials' store, by every warp alike: the form that also waited after the sums deadlocked (e28ef15).
-    Off by default; refused for other builds."""
-    import subprocess
-
-    from netra.contracts.proj import EXPERTS_GROUP32, EXPERTS_SHARED_GROUP32
-    from netra.runtime import toolchain
-
-    g = _generator()
-    for sh in (EXPERTS_GROUP32, EXPERTS_SHARED_GROUP32):
-        base, ptx = g.generate(sh), g.generate(sh, sum_barrier=True)
-        assert g.generate(sh, sum_barrier=False) == base and "bar.arrive" not in base and "%owe" not in base
-        assert ptx.count("bar.arrive 1, 512;") == ptx.count("bar.arrive 2, 512;") == 1
-        assert ptx.count("bar.sync 1, 512;") == ptx.count("bar.sync 2, 512;") == 1
-        assert ptx.count("bar.sync 3, 512;") == ptx.count("bar.sync 4, 512;") == 1
-        assert ptx.index("bar.sync 3, 512;") < ptx.index("bar.arrive 1, 512;")  # before the store, not after the sums
-        assert "vote.sync.any.pred %psum" in ptx and "setp.eq.or.u32 %psum, %warp, 0, %psum;" in ptx
-        assert _assembles_without_spills(sh.name, ptx)["registers"] <= contracts.get(sh.name).max_registers
-        path = tmp_path / f"{sh.name}.ptx"
-        path.write_text(ptx)
-        log = subprocess.run([str(toolchain.ptxas()), *toolchain.PTXAS_FLAGS, "-v", str(path), "-o",
-                              str(tmp_path / "v.cubin")], capture_output=True, text=True, check=True).stderr
-        assert "used 5 barriers" in log, log
-    for sh in (EXPERTS_SHARED_GROUP, SHAPES[0]):
-        with pytest.raises(AssertionError):
-            g.generate(sh, sum_barrier=True)
-
-
 def _sass(name: str, ptx: str, tmp_path) -> str:
     """The SASS of a PTX text assembled with the pinned ptxas and flags."""
     import subprocess

@@ -346,12 +346,11 @@ current, each swap, current again, so drift shows as a difference between the tw
   the pipe, batch 32 150-400 us less a PDL step; if not, level or a little slower (A fragments converted per n-tile).
   t32_swizzle: the same builds with red_swizzle (the partials' stores 2-way instead of 4.4-way bank conflicted; MIO was
   6% of the samples); nt_branch_swizzle: both. Prediction for the swizzle: 0-60 us less at batch 32.
-- sum_barrier (a candidate built at 0b5e12d, not measured): gen_fp8_gemv.generate(sum_barrier=True) for the 32-token
-  grouped gate | up builds: the strip's CTA barrier split into named barriers P_b / D_b per partials buffer; the warps
-  that sum the strip (and warp 0) wait at P_b, sum, wait at D_b; the others arrive at P_b and wait at D_b only before
-  reusing the buffer two strips later. Why: t32_swizzle / nt_branch's ncu (above): the barrier holds 14% of the
-  samples, and at M = 32 only 1-2 warps sum a routed strip. Bitwise (the same arithmetic). Prediction: batch 32
-  100-300 us less a PDL step if lock-step is the cost; else level. Run racecheck on it before any promotion.
+- sum_barrier (built at 0b5e12d, corrected at a044afc, removed after it): the 32-token grouped gate | up builds' strip
+  barrier split into named barriers per partials buffer, so that only the warps that sum a strip wait for its partials.
+  The 0b5e12d form deadlocked in the kernel's own A/B from M = 16 (e28ef15); the a044afc form was bitwise and 5-9%
+  slower alone at M = 16..32 (../proj/sum_barrier_variant_a044afc.json), and its batch-32 A/B here did not finish
+  inside 240 s (a hang not excluded). ../proj/README.md, the last section.
 - router_bfly (measured at 7f8a1fd as the candidate form router_redux, promoted after it): moe_router_norm_e256_k2048
   choosing its top 8 by shfl.bfly argmax (generate(select="bfly")), as before, against the promoted u32 keys and
   redux.sync.max (experiments/proj/router/router_select_variant_7f8a1fd.json: bitwise, the norm build 0.95 us
@@ -710,7 +709,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
          "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "moedown_grp_from9",
-         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "grp_transpose", "grp_transpose_rotate", "early_release", "early_release_all", "refill_last", "refill_last_grp", "nt_branch", "t32_swizzle", "nt_branch_swizzle", "sum_barrier", "current_again",
+         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "grp_transpose", "grp_transpose_rotate", "early_release", "early_release_all", "refill_last", "refill_last_grp", "nt_branch", "t32_swizzle", "nt_branch_swizzle", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -915,12 +914,6 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
         for sh in (EXPERTS_GROUP32, EXPERTS_SHARED_GROUP32):
             out[sh.name] = (g.generate(sh, nt_branch=form != "t32_swizzle", red_swizzle=form != "nt_branch"),
                             contracts.get(sh.name).dynamic_smem)
-    if form == "sum_barrier":  # the 32-token grouped gate | up: only the warps that sum a strip wait for its partials
-        from netra.contracts.proj import EXPERTS_GROUP32, EXPERTS_SHARED_GROUP32
-
-        g = paths.generator("proj", "gen_fp8_gemv")
-        for sh in (EXPERTS_GROUP32, EXPERTS_SHARED_GROUP32):
-            out[sh.name] = (g.generate(sh, sum_barrier=True), contracts.get(sh.name).dynamic_smem)
     if form in ("grp_transpose", "grp_transpose_rotate"):  # the grouped gate | up builds' routed strips expert-fastest
         from netra.contracts.proj import EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32
 

@@ -3,7 +3,7 @@
 # written over the promoted kernel's file, the build, `netra check` (float64 reference, determinism, graph) and
 # `netra sanitize` (memcheck, racecheck), then the promoted file restored and rebuilt. Records the run writes under
 # results/ are the candidate's: do not bring them back as records.
-#   OUT=dir bash experiments/proj/candidate_gates.sh OPTION NAME [NAME ...]     e.g. sum_barrier fp8_gemv_n1024_k2048_moe_shared_grp_t32
+#   OUT=dir bash experiments/proj/candidate_gates.sh OPTION NAME [NAME ...]     e.g. nt_branch fp8_gemv_n1024_k2048_moe_shared_grp_t32
 set -u
 export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}  # outside scripts/h200.sh too
 opt=$1; shift

@@ -1467,7 +1467,6 @@ _PARK = {"on": False}  # generate(parked=True): a diagnostic, the weight tiles n
 _GT = {"on": False}  # generate(grp_transpose=True): a candidate, the grouped walk's strips expert-fastest (grp_strip)
 _EREL = {"on": False}  # generate(early_release=True): a candidate, each stage refilled once every warp has read it
 _NTB = {"on": False}  # generate(nt_branch=True): a candidate (level), the 32-token grouped walk branches over n-tiles no token needs
-_SB = {"on": False}  # generate(sum_barrier=True): a candidate, only the warps that sum a strip wait for its partials
 _RL = {"on": False}  # generate(refill_last=True): a candidate (level), the last warp's lane 0 refills the stages, not thread 0
 _HE = {"on": False}  # h loaded at each strip's start, not after its sums (generate's h_early)
 _XP = {"on": False}  # x as converted fragments (generate's x_prepped, a diagnostic build)
@@ -1538,8 +1537,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
              top_early: bool | None = None, norm_w_early: bool | str | None = None, x_tpose: bool | None = None,
              maxnreg: int | None = None, sum_late: bool | str = False, sum_late_regs: int = 1,
              x_prepped: bool = False, parked: bool = False, grp_transpose: bool = False,
-             early_release: bool = False, refill_last: bool = False, nt_branch: bool = False,
-             sum_barrier: bool = False) -> str:
+             early_release: bool = False, refill_last: bool = False, nt_branch: bool = False) -> str:
     """The PTX. The defaults are the promoted build (v3g); ``generate(sh, **V3)`` is v3 as promoted
     at cb9faad (bitwise the same outputs). ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x, on v3): x comes into
     shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
@@ -1673,14 +1671,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     build issues all 32 mma of the chunk predicated (65% of them off at M = 32: ncu_gemv's report at e62210c) and
     converts each k step's A fragments once. Each n-tile's mma chain is the same (k steps in order): the same bits.
     Measured level at afe202d (a predicated-off mma does not hold the tensor pipe).
-    ``sum_barrier`` (a candidate; experiments/decode/step_ab.py sum_barrier; the 32-token grouped builds): the strip's
-    one CTA barrier split in two named barriers per partials buffer b, P_b (the partials are stored) and D_b (buffer b
-    may be written again). A warp that sums the strip (a lane whose token chose the expert; warp 0 always, its thread 0
-    refills) waits at P_b and sums; the others only arrive at P_b and go on. Every warp waits at D_b just before it
-    stores partials into buffer b again (two strips later), so the sums of strip s end before strip s + 2's partials
-    land, and a warp that did not sum runs up to a strip ahead. The form built at 0b5e12d (summers waited at D_b right
-    after their sums, the others paid it two strips later) deadlocked as soon as a warp summed strip s + 1 but not s:
-    it measured at M = 1 (only warp 0 sums) and hung at M = 16 (e28ef15). The same arithmetic: the same bits."""
+    (``sum_barrier``, named barriers so that only the warps that sum a strip wait for its partials, was 5-9% slower at
+    M = 16..32 and is gone; its code is at a044afc, its measurements in experiments/proj/README.md.)"""
     maxnreg = sh.maxnreg if maxnreg is None else maxnreg
     red_swizzle = sh.red_swizzle if red_swizzle is None else red_swizzle
     h_early = sh.h_early if h_early is None else h_early
@@ -1724,9 +1716,6 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     _RL["on"] = refill_last
     assert not nt_branch or (sh.tokens == 32 and sh.group), f"nt_branch: the 32-token grouped builds ({sh.name})"
     _NTB["on"] = nt_branch
-    assert not sum_barrier or (sh.tokens == 32 and sh.group and not early_release and not refill_last), \
-        f"sum_barrier: the 32-token grouped builds, with the promoted refill ({sh.name})"
-    _SB["on"] = sum_barrier
     if land_split is None:  # the candidates measured on one-copy chunks keep them
         land_split = 1 if stage_x or stage_x_m16 or xpair or tgroups or l2_prefetch == "lines" else sh.pieces
     assert land_split in (1, 2, 4), land_split
@@ -1862,9 +1851,6 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     e(f"  .reg .f32 %c<{max(8, 4 * sh.NT)}>, %acc<{max(8, 4 * sh.NT)}>, %f<8>, %xs<{max(4, 2 * sh.NT)}>, %amax, %sc;")
     if sh.tokens == 32 and sh.group:
         e(f"  .reg .pred %pn<{sh.NT}>;  // n-tiles with a token that chose the strip's expert")
-    if _SB["on"]:
-        e("  .reg .pred %psum;  // sum_barrier: this warp sums the strip")
-        e("  .reg .b32 %owe;  // sum_barrier: bit b, buffer b has been written")
     if acc_split:
         e("  .reg .f32 %d<8>;")
     e("  .reg .b64 %px, %pw, %ps, %po, %pa, %pb, %pt64, %pol;")
@@ -3915,8 +3901,6 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
     if _HE["on"] == "split":
         h_early_split(e, sh)
     e("  mov.u32 %buf, 0;")
-    if _SB["on"]:
-        e("  mov.u32 %owe, 0;")
     e(f"STRIP{sfx}:")
     e("  mov.u32 %st0, %stage;  // this strip's first stage")
     if _HE["on"] is True:
@@ -4032,17 +4016,12 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
             e("  add.u64 %pa, %po, %pt64;")
             e("  @%p prefetch.global.L2 [%pa];")
             e(f"XE_DONE{sfx}:")
-    if _SB["on"]:
-        sum_barrier_reuse(e, f"SB_PAID{sfx}")
     e("  // the warps' partials to red[buf][warp][token][row]; one barrier")
     e(f"  mad.lo.u32 %t0, %buf, {W * sh.red_bytes}, %sbase;")
     e(f"  add.u32 %t0, %t0, {sh.red_off};")
     e(f"  mad.lo.u32 %t0, %warp, {sh.red_bytes}, %t0;")
     store_partials(e, tiles, red_swizzle, pred=sh.tokens == 32 and sh.group)
-    if _SB["on"]:
-        sum_barrier_split(e, sh, sfx)
-    else:
-        e("  bar.sync 0;")
+    e("  bar.sync 0;")
     if _EREL["on"]:
         e("  // (early_release: the stage was refilled before the mma)")
     else:
@@ -4106,8 +4085,6 @@ def _body_after_refill(e: Emit, sh: Shape, sfx: str, tiles: tuple, W: int, N: in
         sum_warps_store(e, sh.threads, W, N, red, "SUM_DONE" + sfx, res=sh.fuse in ("res", "moedown"),
                         moe=sh if sh.fuse in ("moe", "moedown") else None, swizzle=red_swizzle, rb=sh.red_bytes)
         e(f"SUM_DONE{sfx}:")
-    if _SB["on"]:
-        e(f"SB_NSUM{sfx}:")
     e("  xor.b32 %buf, %buf, 1;  // two buffers: the next strip's partials never overwrite ones still being summed")
     if sh.router and _DYN["on"]:
         e("  shl.b32 %t0, %stage, 2;")
@@ -4124,31 +4101,6 @@ def _body_after_refill(e: Emit, sh: Shape, sfx: str, tiles: tuple, W: int, N: in
     e("  ret;")
 
 
-def sum_barrier_reuse(e: Emit, label: str) -> None:
-    """sum_barrier: before a warp stores partials into buffer %buf a second time or later, every warp waits at D_buf:
-    then the last sums of that buffer (two strips back) are done. Bit b of %owe: buffer b has been written."""
-    e("  mov.u32 %t0, 1;")
-    e("  shl.b32 %t0, %t0, %buf;")
-    e("  and.b32 %t1, %owe, %t0;")
-    e("  or.b32 %owe, %owe, %t0;")
-    e("  setp.eq.u32 %p, %t1, 0;")
-    e(f"  @%p bra.uni {label};")
-    named_bar(e, "bar.sync", 3, "%buf", label + "_B", "D_buf: the sums of the strip two back have read the buffer")
-    e(f"{label}:")
-
-
-def named_bar(e: Emit, op: str, base: int, b: str, label: str, note: str) -> None:
-    """sum_barrier: ``op`` (bar.sync, bar.arrive) on named barrier base + b for b = 0 / 1 (register ``b``), each with
-    an immediate id: a register id makes ptxas reserve all 16 of the CTA's barriers. 512 threads."""
-    e(f"  setp.ne.u32 %p, {b}, 0;")
-    e(f"  @%p bra.uni {label}_1;")
-    e(f"  {op} {base}, 512;  // {note}")
-    e(f"  bra.uni {label}_E;")
-    e(f"{label}_1:")
-    e(f"  {op} {base + 1}, 512;")
-    e(f"{label}_E:")
-
-
 def slot_mask(e: Emit, sh: Shape, shared_pred: str) -> None:
     """group builds: %src = the slot mask of token %t3 for the distinct expert whose table row %ej points at (1 for a
     shared strip, ``shared_pred``): the slots whose id is this expert, none if the token did not choose it."""
@@ -4158,31 +4110,6 @@ def slot_mask(e: Emit, sh: Shape, shared_pred: str) -> None:
         e(f"  @{shared_pred} mov.u32 %src, 1;  // a shared strip: one row per token (slot 0, stride N)")
     else:
         e(f"  ld.shared.u8 %src, [%src+{group_layout(sh)[4]}];  // the slots whose id is this expert")
-
-
-def sum_barrier_split(e: Emit, sh: Shape, sfx: str) -> None:
-    """sum_barrier: the strip's barrier for the warps that sum it (and warp 0, whose thread 0 refills): bar.sync P_buf;
-    the others arrive at P_buf, owe D_buf, and skip the refill and the sums. A lane sums when its output's token (th / 16
-    < M) chose the strip's expert, or the strip is a shared one (as sum_warps_store decides)."""
-    assert sh.threads == 512
-    e("  // sum_barrier: does any lane of this warp sum the strip? (warp 0 always waits: its thread 0 refills)")
-    grp_strip(e, sh, "%s", "%ej", "%ls", "%t0", note="the distinct expert")
-    if sh.shared:
-        e("  setp.eq.u32 %pq, %ej, 0;  // a shared strip: every token < M")
-        e("  sub.u32 %ej, %ej, 1;")
-    e(f"  mad.lo.u32 %ej, %ej, {sh.tokens}, %sbase;")
-    e("  shr.u32 %t3, %th, 4;")
-    slot_mask(e, sh, "%pq")
-    e("  shl.b32 %t1, %m, 4;")
-    e("  setp.lt.u32 %psum, %th, %t1;")
-    e("  setp.ne.and.u32 %psum, %src, 0, %psum;")
-    e("  setp.eq.or.u32 %psum, %warp, 0, %psum;")
-    e("  vote.sync.any.pred %psum, %psum, 0xffffffff;")
-    e(f"  @%psum bra.uni SB_SYNC{sfx};")
-    named_bar(e, "bar.arrive", 1, "%buf", f"SB_PA{sfx}", "P_buf: this warp's partials are stored; it does not sum them")
-    e(f"  bra.uni SB_NSUM{sfx};")
-    e(f"SB_SYNC{sfx}:")
-    named_bar(e, "bar.sync", 1, "%buf", f"SB_PS{sfx}", "P_buf: every warp's partials of this strip are stored")
 
 
 def main(argv=None) -> int:
