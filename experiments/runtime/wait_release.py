@@ -1,0 +1,128 @@
+"""What does a PDL boundary cost after the producer's last store? griddepcontrol.wait against spinning on the rows (a
+diagnosis).
+
+Why: Nsight Compute on the dense batch-1 launches (`../../docs/notes/decode.md`, "After e28ef15") puts their largest
+stall site at the activation's first use after `griddepcontrol.wait`. The wait returns only when the whole producer grid
+has ended and its writes are flushed. A consumer that spins on the rows it needs (as the one-launch MoE block's down
+tasks spin on their gate | up rows, the `tags` protocol) could go on as soon as they are stored. This measures the
+difference on nothing but the boundary: `wait_release.ptx`, a producer of 132 CTAs that triggers its dependents first,
+works for a set time (its tail, optionally staggered over its CTAs) and stores one row a CTA; then a consumer of 132 CTAs
+that either waits (`griddepcontrol.wait`, then loads the rows) or spins on the rows, and stamps when every row is seen.
+Prediction: the wait returns 1-2 us after the last store, the spin sees the rows 0.5-1 us after it; so 0.3-1 us a
+boundary, ~50-150 us a batch-1 step of ~160 launches, if every boundary could use it.
+
+Method: (1) stamps: eager pairs, each consumer CTA's %globaltimer when every row is seen minus the producer's last store
+stamp (ns), the median over CTAs and the max, then the median of those over 16 pairs; (2) period: 32 pairs (producer
+launched plainly, consumer with programmatic stream serialization, or plainly for the "plain" form) captured in one
+CUDA graph after a memset of the rows, CUDA events, median of 20 replays (netra.lifecycle.bench.graph_time), us per
+pair. Forms: wait (PDL, griddepcontrol.wait), spin (PDL, no wait), plain (no PDL, griddepcontrol.wait). The wait form
+counts rows it found unwritten (must be 0).
+
+  PYTHONPATH=src python3 experiments/runtime/wait_release.py --out "$OUT"
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+NCT = 132
+FORMS = {"wait": (0, True), "spin": (1, True), "plain": (0, False)}  # form -> (consumer mode, PDL launch)
+TAILS = ((0, 0), (2000, 0), (2000, 2000))  # producer work: (ns every CTA, ns more for the last CTA)
+
+
+class PArgs(ctypes.Structure):
+    _fields_ = [("rows", ctypes.c_uint64), ("stamps", ctypes.c_uint64), ("gen", ctypes.c_uint32),
+                ("tail", ctypes.c_uint32), ("spread", ctypes.c_uint32)]
+
+
+class CArgs(ctypes.Structure):
+    _fields_ = [("rows", ctypes.c_uint64), ("stamps", ctypes.c_uint64), ("err", ctypes.c_uint64),
+                ("gen", ctypes.c_uint32), ("mode", ctypes.c_uint32), ("nrows", ctypes.c_uint32)]
+
+
+def pointers(a: ctypes.Structure):
+    return (ctypes.c_void_p * len(a._fields_))(*[ctypes.addressof(a) + getattr(type(a), n).offset
+                                                 for n, _ in a._fields_])
+
+
+def main():
+    from netra.lifecycle import bench
+    from netra.runtime import launch as rt_launch
+    from netra.runtime import loader
+
+    out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
+    text = (HERE / "wait_release.ptx").read_text()
+    keep = [loader.load_text(n, text) for n in ("wr_producer", "wr_consumer")]
+    fp, fc = keep[0][1], keep[1][1]
+    rows = torch.zeros(NCT * 32, dtype=torch.int32, device="cuda")  # one 128-byte line a row
+    sp = torch.zeros(NCT, dtype=torch.int64, device="cuda")
+    sc = torch.zeros(2 * NCT, dtype=torch.int64, device="cuda")
+    err = torch.zeros(1, dtype=torch.int32, device="cuda")
+    pa = PArgs(rows.data_ptr(), sp.data_ptr(), 0, 0, 0)
+    ca = CArgs(rows.data_ptr(), sc.data_ptr(), err.data_ptr(), 0, 0, NCT)
+    pp, cp = pointers(pa), pointers(ca)
+    launchers = {True: rt_launch.ex_launcher(pdl=True), False: rt_launch.ex_launcher(pdl=False)}
+
+    def pair(gen: int, form: str, tail: int, spread: int):
+        mode, pdl = FORMS[form]
+        stream = torch.cuda.current_stream().cuda_stream
+        pa.gen, pa.tail, pa.spread = gen, tail, spread  # the launch copies its parameters
+        assert launchers[False](fp, NCT, 1, 1, 32, 1, 1, 0, stream, ctypes.addressof(pp), 0) == 0
+        ca.gen, ca.mode = gen, mode
+        assert launchers[pdl](fc, NCT, 1, 1, 256, 1, 1, 0, stream, ctypes.addressof(cp), 0) == 0
+
+    res = {"method": __doc__.split("\n\n")[2].replace("\n", " "), "ctas": NCT, "stamps": {}, "period_us": {}}
+    gen = 0
+    for rep in range(2):  # every form and tail twice, interleaved
+        for tail, spread in TAILS:
+            for form in FORMS:
+                rows.zero_()
+                gen = 0
+                seen_med, seen_max, start_med, store_span = [], [], [], []
+                for _ in range(16):
+                    gen += 1
+                    pair(gen, form, tail, spread)
+                    torch.cuda.synchronize()
+                    last = int(sp.max())
+                    s = sc.view(NCT, 2).cpu()
+                    seen = (s[:, 1] - last).tolist()
+                    seen_med.append(statistics.median(seen))
+                    seen_max.append(max(seen))
+                    start_med.append(statistics.median((s[:, 0] - last).tolist()))
+                    store_span.append(last - int(sp.min()))
+                key = f"tail{tail}_spread{spread}"
+                row = {"seen_after_last_store_ns_median": statistics.median(seen_med),
+                       "seen_after_last_store_ns_max": statistics.median(seen_max),
+                       "consumer_start_after_last_store_ns": statistics.median(start_med),
+                       "producer_store_span_ns": statistics.median(store_span)}
+                res["stamps"].setdefault(key, {}).setdefault(form, []).append(row)
+
+                def launch_i(i, form=form, tail=tail, spread=spread):
+                    if i == 0:
+                        rows.zero_()
+                    pair(i + 1, form, tail, spread)
+
+                us = bench.graph_time(launch_i, 32, 20)[0]
+                res["period_us"].setdefault(key, {}).setdefault(form, []).append(us)
+                print(f"run {rep} {key} {form}: rows seen {row['seen_after_last_store_ns_median']:.0f} ns after the "
+                      f"last store (max {row['seen_after_last_store_ns_max']:.0f}), consumer started "
+                      f"{row['consumer_start_after_last_store_ns']:.0f}; period {us:.3f} us a pair", flush=True)
+    torch.cuda.synchronize()
+    res["wait_rows_unwritten"] = int(err.item())
+    print("rows the wait form found unwritten (must be 0):", res["wait_rows_unwritten"])
+    sha = os.environ.get("NETRA_COMMIT", "local")[:7]
+    with open(os.path.join(out_dir, f"wait_release_{sha}.json"), "w") as f:
+        json.dump(res, f, indent=1)
+    del keep
+
+
+if __name__ == "__main__":
+    main()
