@@ -11,12 +11,14 @@ that either waits (`griddepcontrol.wait`, then loads the rows) or spins on the r
 Prediction: the wait returns 1-2 us after the last store, the spin sees the rows 0.5-1 us after it; so 0.3-1 us a
 boundary, ~50-150 us a batch-1 step of ~160 launches, if every boundary could use it.
 
-Method: (1) stamps: eager pairs, each consumer CTA's %globaltimer when every row is seen minus the producer's last store
-stamp (ns), the median over CTAs and the max, then the median of those over 16 pairs; (2) period: 32 pairs (producer
-launched plainly, consumer with programmatic stream serialization, or plainly for the "plain" form) captured in one
-CUDA graph after a memset of the rows, CUDA events, median of 20 replays (netra.lifecycle.bench.graph_time), us per
-pair. Forms: wait (PDL, griddepcontrol.wait), spin (PDL, no wait), plain (no PDL, griddepcontrol.wait). The wait form
-counts rows it found unwritten (must be 0).
+Method: 32 pairs (producer launched plainly, consumer with programmatic stream serialization, or plainly for the
+"plain" form) captured in one CUDA graph after a memset of the rows, CUDA events, median of 20 replays
+(netra.lifecycle.bench.graph_time): the period, us a pair. Then each pair's stamps from the last replay (each pair has
+its own stamp rows): a consumer CTA's %globaltimer when every row is seen, and at its start, minus the pair's last
+producer store (ns); the median over CTAs, then over the 32 pairs. Forms: wait (PDL, griddepcontrol.wait), spin (PDL,
+no wait), plain (no PDL, griddepcontrol.wait). The wait form counts rows it found unwritten (must be 0). (The first
+run, at 85d106e, took the stamps from eager pairs: there the consumer starts 4-8 us after the producer's last store,
+the host's launch latency, so those stamps said nothing about the boundary; its periods stand.)
 
   PYTHONPATH=src python3 experiments/runtime/wait_release.py --out "$OUT"
 """
@@ -62,59 +64,52 @@ def main():
     text = (HERE / "wait_release.ptx").read_text()
     keep = [loader.load_text(n, text) for n in ("wr_producer", "wr_consumer")]
     fp, fc = keep[0][1], keep[1][1]
+    P = 32  # pairs a graph
     rows = torch.zeros(NCT * 32, dtype=torch.int32, device="cuda")  # one 128-byte line a row
-    sp = torch.zeros(NCT, dtype=torch.int64, device="cuda")
-    sc = torch.zeros(2 * NCT, dtype=torch.int64, device="cuda")
+    sp = torch.zeros(P, NCT, dtype=torch.int64, device="cuda")
+    sc = torch.zeros(P, NCT, 2, dtype=torch.int64, device="cuda")
     err = torch.zeros(1, dtype=torch.int32, device="cuda")
-    pa = PArgs(rows.data_ptr(), sp.data_ptr(), 0, 0, 0)
-    ca = CArgs(rows.data_ptr(), sc.data_ptr(), err.data_ptr(), 0, 0, NCT)
+    pa = PArgs(rows.data_ptr(), 0, 0, 0, 0)
+    ca = CArgs(rows.data_ptr(), 0, err.data_ptr(), 0, 0, NCT)
     pp, cp = pointers(pa), pointers(ca)
     launchers = {True: rt_launch.ex_launcher(pdl=True), False: rt_launch.ex_launcher(pdl=False)}
 
-    def pair(gen: int, form: str, tail: int, spread: int):
+    def pair(i: int, form: str, tail: int, spread: int):
         mode, pdl = FORMS[form]
         stream = torch.cuda.current_stream().cuda_stream
-        pa.gen, pa.tail, pa.spread = gen, tail, spread  # the launch copies its parameters
+        pa.stamps, pa.gen, pa.tail, pa.spread = sp[i].data_ptr(), i + 1, tail, spread  # the launch copies them
         assert launchers[False](fp, NCT, 1, 1, 32, 1, 1, 0, stream, ctypes.addressof(pp), 0) == 0
-        ca.gen, ca.mode = gen, mode
+        ca.stamps, ca.gen, ca.mode = sc[i].data_ptr(), i + 1, mode
         assert launchers[pdl](fc, NCT, 1, 1, 256, 1, 1, 0, stream, ctypes.addressof(cp), 0) == 0
 
-    res = {"method": __doc__.split("\n\n")[2].replace("\n", " "), "ctas": NCT, "stamps": {}, "period_us": {}}
-    gen = 0
+    res = {"method": __doc__.split("\n\n")[2].replace("\n", " "), "ctas": NCT, "pairs": P, "stamps": {}}
     for rep in range(2):  # every form and tail twice, interleaved
         for tail, spread in TAILS:
             for form in FORMS:
-                rows.zero_()
-                gen = 0
-                seen_med, seen_max, start_med, store_span = [], [], [], []
-                for _ in range(16):
-                    gen += 1
-                    pair(gen, form, tail, spread)
-                    torch.cuda.synchronize()
-                    last = int(sp.max())
-                    s = sc.view(NCT, 2).cpu()
-                    seen = (s[:, 1] - last).tolist()
-                    seen_med.append(statistics.median(seen))
-                    seen_max.append(max(seen))
-                    start_med.append(statistics.median((s[:, 0] - last).tolist()))
-                    store_span.append(last - int(sp.min()))
-                key = f"tail{tail}_spread{spread}"
-                row = {"seen_after_last_store_ns_median": statistics.median(seen_med),
-                       "seen_after_last_store_ns_max": statistics.median(seen_max),
-                       "consumer_start_after_last_store_ns": statistics.median(start_med),
-                       "producer_store_span_ns": statistics.median(store_span)}
-                res["stamps"].setdefault(key, {}).setdefault(form, []).append(row)
-
                 def launch_i(i, form=form, tail=tail, spread=spread):
                     if i == 0:
                         rows.zero_()
-                    pair(i + 1, form, tail, spread)
+                    pair(i, form, tail, spread)
 
-                us = bench.graph_time(launch_i, 32, 20)[0]
-                res["period_us"].setdefault(key, {}).setdefault(form, []).append(us)
-                print(f"run {rep} {key} {form}: rows seen {row['seen_after_last_store_ns_median']:.0f} ns after the "
-                      f"last store (max {row['seen_after_last_store_ns_max']:.0f}), consumer started "
-                      f"{row['consumer_start_after_last_store_ns']:.0f}; period {us:.3f} us a pair", flush=True)
+                us = bench.graph_time(launch_i, P, 20)[0]
+                torch.cuda.synchronize()
+                last = sp.max(dim=1).values.view(P, 1)
+                s = sc.cpu() - last.cpu().view(P, 1, 1)
+                seen = s[:, :, 1].median(dim=1).values.tolist()
+                start = s[:, :, 0].median(dim=1).values.tolist()
+                seen_max = s[:, :, 1].max(dim=1).values.tolist()
+                span = (sp.max(dim=1).values - sp.min(dim=1).values).tolist()
+                key = f"tail{tail}_spread{spread}"
+                row = {"period_us": us, "seen_after_last_store_ns_median": statistics.median(seen),
+                       "seen_after_last_store_ns_max": statistics.median(seen_max),
+                       "consumer_start_after_last_store_ns": statistics.median(start),
+                       "producer_store_span_ns": statistics.median(span)}
+                res["stamps"].setdefault(key, {}).setdefault(form, []).append(row)
+                print(f"run {rep} {key} {form}: period {us:.3f} us a pair; rows seen "
+                      f"{row['seen_after_last_store_ns_median']:.0f} ns after the last store (max "
+                      f"{row['seen_after_last_store_ns_max']:.0f}); consumer started "
+                      f"{row['consumer_start_after_last_store_ns']:.0f}; stores span "
+                      f"{row['producer_store_span_ns']:.0f}", flush=True)
     torch.cuda.synchronize()
     res["wait_rows_unwritten"] = int(err.item())
     print("rows the wait form found unwritten (must be 0):", res["wait_rows_unwritten"])
