@@ -9,7 +9,10 @@ difference on nothing but the boundary: `wait_release.ptx`, a producer of 132 CT
 works for a set time (its tail, optionally staggered over its CTAs) and stores one row a CTA; then a consumer of 132 CTAs
 that either waits (`griddepcontrol.wait`, then loads the rows) or spins on the rows, and stamps when every row is seen.
 Prediction: the wait returns 1-2 us after the last store, the spin sees the rows 0.5-1 us after it; so 0.3-1 us a
-boundary, ~50-150 us a batch-1 step of ~160 launches, if every boundary could use it.
+boundary, ~50-150 us a batch-1 step of ~160 launches, if every boundary could use it. (Measured at 8301988,
+`wait_release_8301988.json`: where the consumer's CTAs start before the producer's last store, the wait form sees every
+row 752-832 ns after it and the spin 352-608; the period moves by the same 0.22-0.39 us a pair. Where the producer ends
+first (no tail) the two are equal: the consumer's own start is the boundary. The low end of the prediction.)
 
 Method: 32 pairs (producer launched plainly, consumer with programmatic stream serialization, or plainly for the
 "plain" form) captured in one CUDA graph after a memset of the rows, CUDA events, median of 20 replays
