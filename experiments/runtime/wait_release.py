@@ -23,7 +23,12 @@ no wait), plain (no PDL, griddepcontrol.wait). The wait form counts rows it foun
 run, at 85d106e, took the stamps from eager pairs: there the consumer starts 4-8 us after the producer's last store,
 the host's launch latency, so those stamps said nothing about the boundary; its periods stand.)
 
-  PYTHONPATH=src python3 experiments/runtime/wait_release.py --out "$OUT"
+  PYTHONPATH=src python3 experiments/runtime/wait_release.py --out "$OUT" [--work]
+
+--work: the protocol's formal cost. A consumer that spins instead of waiting must still execute griddepcontrol.wait
+before it exits (else its dependents, which wait for its grid only, no longer imply the producer's end). Forms wait,
+spin and spin_wait (spin, then the wait after the consumer's own work) with 0, 1 and 3 us of work after the rows, the
+2 us + 2 us staggered producer. Prediction: spin_wait equals spin once the work outlasts the producer's end.
 """
 
 from __future__ import annotations
@@ -39,8 +44,10 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 NCT = 132
-FORMS = {"wait": (0, True), "spin": (1, True), "plain": (0, False)}  # form -> (consumer mode, PDL launch)
+FORMS = {"wait": (0, True), "spin": (1, True), "plain": (0, False), "spin_wait": (2, True)}  # -> (mode, PDL launch)
 TAILS = ((0, 0), (2000, 0), (2000, 2000))  # producer work: (ns every CTA, ns more for the last CTA)
+# --work: the consumer's work after its rows (ns), and the forms and tails timed; "spin_wait" spins, works, then waits
+WORK_RUN = (("wait", "spin", "spin_wait"), ((2000, 2000),), (0, 1000, 3000))
 
 
 class PArgs(ctypes.Structure):
@@ -50,7 +57,8 @@ class PArgs(ctypes.Structure):
 
 class CArgs(ctypes.Structure):
     _fields_ = [("rows", ctypes.c_uint64), ("stamps", ctypes.c_uint64), ("err", ctypes.c_uint64),
-                ("gen", ctypes.c_uint32), ("mode", ctypes.c_uint32), ("nrows", ctypes.c_uint32)]
+                ("gen", ctypes.c_uint32), ("mode", ctypes.c_uint32), ("nrows", ctypes.c_uint32),
+                ("work", ctypes.c_uint32)]
 
 
 def pointers(a: ctypes.Structure):
@@ -73,12 +81,13 @@ def main():
     sc = torch.zeros(P, NCT, 2, dtype=torch.int64, device="cuda")
     err = torch.zeros(1, dtype=torch.int32, device="cuda")
     pa = PArgs(rows.data_ptr(), 0, 0, 0, 0)
-    ca = CArgs(rows.data_ptr(), 0, err.data_ptr(), 0, 0, NCT)
+    ca = CArgs(rows.data_ptr(), 0, err.data_ptr(), 0, 0, NCT, 0)
     pp, cp = pointers(pa), pointers(ca)
     launchers = {True: rt_launch.ex_launcher(pdl=True), False: rt_launch.ex_launcher(pdl=False)}
 
-    def pair(i: int, form: str, tail: int, spread: int):
+    def pair(i: int, form: str, tail: int, spread: int, work: int = 0):
         mode, pdl = FORMS[form]
+        ca.work = work
         stream = torch.cuda.current_stream().cuda_stream
         pa.stamps, pa.gen, pa.tail, pa.spread = sp[i].data_ptr(), i + 1, tail, spread  # the launch copies them
         assert launchers[False](fp, NCT, 1, 1, 32, 1, 1, 0, stream, ctypes.addressof(pp), 0) == 0
@@ -86,38 +95,40 @@ def main():
         assert launchers[pdl](fc, NCT, 1, 1, 256, 1, 1, 0, stream, ctypes.addressof(cp), 0) == 0
 
     res = {"method": __doc__.split("\n\n")[2].replace("\n", " "), "ctas": NCT, "pairs": P, "stamps": {}}
-    for rep in range(2):  # every form and tail twice, interleaved
-        for tail, spread in TAILS:
-            for form in FORMS:
-                def launch_i(i, form=form, tail=tail, spread=spread):
-                    if i == 0:
-                        rows.zero_()
-                    pair(i, form, tail, spread)
+    work_run = "--work" in sys.argv
+    forms, tails, works = WORK_RUN if work_run else (("wait", "spin", "plain"), TAILS, (0,))
+    configs = [(t, f, w) for t in tails for w in works for f in forms]
+    for rep in range(2):  # every configuration twice, interleaved
+        for (tail, spread), form, work in configs:
+            def launch_i(i, form=form, tail=tail, spread=spread, work=work):
+                if i == 0:
+                    rows.zero_()
+                pair(i, form, tail, spread, work)
 
-                us = bench.graph_time(launch_i, P, 20)[0]
-                torch.cuda.synchronize()
-                last = sp.max(dim=1).values.view(P, 1)
-                s = sc.cpu() - last.cpu().view(P, 1, 1)
-                seen = s[:, :, 1].median(dim=1).values.tolist()
-                start = s[:, :, 0].median(dim=1).values.tolist()
-                seen_max = s[:, :, 1].max(dim=1).values.tolist()
-                span = (sp.max(dim=1).values - sp.min(dim=1).values).tolist()
-                key = f"tail{tail}_spread{spread}"
-                row = {"period_us": us, "seen_after_last_store_ns_median": statistics.median(seen),
-                       "seen_after_last_store_ns_max": statistics.median(seen_max),
-                       "consumer_start_after_last_store_ns": statistics.median(start),
-                       "producer_store_span_ns": statistics.median(span)}
-                res["stamps"].setdefault(key, {}).setdefault(form, []).append(row)
-                print(f"run {rep} {key} {form}: period {us:.3f} us a pair; rows seen "
-                      f"{row['seen_after_last_store_ns_median']:.0f} ns after the last store (max "
-                      f"{row['seen_after_last_store_ns_max']:.0f}); consumer started "
-                      f"{row['consumer_start_after_last_store_ns']:.0f}; stores span "
-                      f"{row['producer_store_span_ns']:.0f}", flush=True)
+            us = bench.graph_time(launch_i, P, 20)[0]
+            torch.cuda.synchronize()
+            last = sp.max(dim=1).values.view(P, 1)
+            s = sc.cpu() - last.cpu().view(P, 1, 1)
+            seen = s[:, :, 1].median(dim=1).values.tolist()
+            start = s[:, :, 0].median(dim=1).values.tolist()
+            seen_max = s[:, :, 1].max(dim=1).values.tolist()
+            span = (sp.max(dim=1).values - sp.min(dim=1).values).tolist()
+            key = f"tail{tail}_spread{spread}" + (f"_work{work}" if work_run else "")
+            row = {"period_us": us, "seen_after_last_store_ns_median": statistics.median(seen),
+                   "seen_after_last_store_ns_max": statistics.median(seen_max),
+                   "consumer_start_after_last_store_ns": statistics.median(start),
+                   "producer_store_span_ns": statistics.median(span)}
+            res["stamps"].setdefault(key, {}).setdefault(form, []).append(row)
+            print(f"run {rep} {key} {form}: period {us:.3f} us a pair; rows seen "
+                  f"{row['seen_after_last_store_ns_median']:.0f} ns after the last store (max "
+                  f"{row['seen_after_last_store_ns_max']:.0f}); consumer started "
+                  f"{row['consumer_start_after_last_store_ns']:.0f}; stores span "
+                  f"{row['producer_store_span_ns']:.0f}", flush=True)
     torch.cuda.synchronize()
     res["wait_rows_unwritten"] = int(err.item())
     print("rows the wait form found unwritten (must be 0):", res["wait_rows_unwritten"])
     sha = os.environ.get("NETRA_COMMIT", "local")[:7]
-    with open(os.path.join(out_dir, f"wait_release_{sha}.json"), "w") as f:
+    with open(os.path.join(out_dir, f"wait_release{'_work' if work_run else ''}_{sha}.json"), "w") as f:
         json.dump(res, f, indent=1)
     del keep
 
