@@ -25,15 +25,17 @@ def test_diagnosis_ptx_assembles(ptx):
 
 def test_wait_release_protocol():
     """wait_release.ptx: the producer triggers its dependents before its work and stores its row strong; the
-    consumer's spin form polls with a gpu-scope load (not one ptxas may hoist) and only its wait form waits."""
+    consumer's spin form polls with a gpu-scope load (not one ptxas may hoist); the wait form waits before its rows and
+    the spin_wait form only before it exits."""
     text = (EXPERIMENTS / "runtime" / "wait_release.ptx").read_text()
     producer, consumer = text.split(".visible .entry wr_consumer(")
     assert producer.index("griddepcontrol.launch_dependents;") < producer.index("SPIN:")
     assert "st.relaxed.gpu.global.u32 [%a], %g;" in producer
     poll = consumer[consumer.index("POLL:"):consumer.index("SEEN:")]
     assert "ld.relaxed.gpu.global.u32" in poll and "@%p bra POLL;" in poll
-    assert consumer.count("griddepcontrol.wait;") == 1
+    assert consumer.count("griddepcontrol.wait;") == 2  # mode 0 before the rows; mode 2 after its work, before exit
     assert consumer.index("griddepcontrol.wait;") < consumer.index("POLL_ROW:")
+    assert consumer.rindex("griddepcontrol.wait;") > consumer.index("WORK:")
 
 
 def test_sum_barrier_sim_reproduces_the_deadlock():
