@@ -29,6 +29,8 @@ the host's launch latency, so those stamps said nothing about the boundary; its 
 before it exits (else its dependents, which wait for its grid only, no longer imply the producer's end). Forms wait,
 spin and spin_wait (spin, then the wait after the consumer's own work) with 0, 1 and 3 us of work after the rows, the
 2 us + 2 us staggered producer. Prediction: spin_wait equals spin once the work outlasts the producer's end.
+(Measured at 23c94a0, `wait_release_work_23c94a0.json`: spin_wait equals spin at every work, 0 included; wait is
+0.33-0.47 us a pair slower.)
 """
 
 from __future__ import annotations
