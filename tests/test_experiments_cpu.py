@@ -47,3 +47,52 @@ def test_sum_barrier_sim_reproduces_the_deadlock():
     assert all(sim.walk("a044afc", n, seed) for n in (1, 2, 5, 40) for seed in range(50))
     assert all(sim.walk("0b5e12d", 1, seed) for seed in range(50))  # one strip: nothing to cycle on
     assert not any(sim.walk("0b5e12d", 40, seed) for seed in range(50))
+
+
+def test_param_pointers():
+    """loader.param_pointers: one pointer per field, in field order, at each field's address; one NULL entry for a
+    struct without fields (what the guard builder and the experiments launch with)."""
+    import ctypes
+
+    from netra.runtime import loader
+
+    class Args(ctypes.Structure):
+        _fields_ = [("a", ctypes.c_uint64), ("b", ctypes.c_uint32), ("c", ctypes.c_uint64)]
+
+    args = Args(1, 2, 3)
+    ptrs = loader.param_pointers(args)
+    assert [ptrs[i] for i in range(3)] == [ctypes.addressof(args) + o for o in (0, 8, 16)]
+    assert ctypes.c_uint32.from_address(ptrs[1]).value == 2 and ctypes.c_uint64.from_address(ptrs[2]).value == 3
+
+    class Empty(ctypes.Structure):
+        _fields_ = []
+
+    empty = loader.param_pointers(Empty())
+    assert len(empty) == 1 and empty[0] is None
+
+
+def test_write_experiment(tmp_path, monkeypatch):
+    import json
+
+    from netra.lifecycle import records
+
+    monkeypatch.setenv("NETRA_COMMIT", "0123456789abcdef")
+    path = records.write_experiment(str(tmp_path), "probe_u57", {"x": [1.5]})
+    assert path == str(tmp_path / "probe_u57_0123456.json") and json.loads(open(path).read()) == {"x": [1.5]}
+    monkeypatch.delenv("NETRA_COMMIT")
+    assert records.write_experiment(str(tmp_path), "probe", {}).endswith("probe_local.json")
+
+
+def test_variant_ab_shapes_named():
+    """variant_ab.shapes_named: the contracts' Fp8Gemv shapes by name, in the order asked; an unknown name fails."""
+    import sys
+
+    sys.path.insert(0, str(EXPERIMENTS / "proj"))
+    import variant_ab
+
+    from netra.contracts.proj import EXPERTS_SHARED_GROUP32, NORM_BA
+
+    names = [EXPERTS_SHARED_GROUP32.name, NORM_BA.name]
+    assert variant_ab.shapes_named(names) == [EXPERTS_SHARED_GROUP32, NORM_BA]
+    with pytest.raises(KeyError):
+        variant_ab.shapes_named(["fp8_gemv_no_such_shape"])

@@ -1069,7 +1069,7 @@ def moe_prefetcher(is_pdl, entry: str = "moe_prefetch"):
         _fields_ = [("ids", ctypes.c_uint64), ("w13", ctypes.c_uint64), ("w2", ctypes.c_uint64), ("pieces", ctypes.c_uint32)]
 
     args = Args()
-    ptrs = (ctypes.c_void_p * 4)(*[ctypes.addressof(args) + getattr(Args, n).offset for n in ("ids", "w13", "w2", "pieces")])
+    ptrs = loader.param_pointers(args)
     pdl_launch = rt_launch.pdl_launcher()
 
     def hook(idx, w13, w2):
@@ -1106,7 +1106,7 @@ def state_prefetchers(dops, rmod, is_pdl, form: str):
         _fields_ = [("pool", ctypes.c_uint64), ("pieces", ctypes.c_uint32)]
 
     args = Args()
-    ptrs = (ctypes.c_void_p * 2)(*[ctypes.addressof(args) + getattr(Args, n).offset for n in ("pool", "pieces")])
+    ptrs = loader.param_pointers(args)
     pdl_launch, cur = rt_launch.pdl_launcher(), {}
 
     def prefetch(pool):

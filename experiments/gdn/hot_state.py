@@ -33,7 +33,7 @@ CASES = (("gdn_decode_b32_pdl", (1,)), ("gdn_decode_b32_pipe_pdl", (8, 16, 32)),
 
 def main():
     from netra import contracts, paths
-    from netra.lifecycle import bench, check, testbeds
+    from netra.lifecycle import bench, check, records, testbeds
     from netra.runtime import launch as rt_launch
     from netra.runtime import loader
 
@@ -64,11 +64,7 @@ def main():
             print(name, B, json.dumps(row), flush=True)
             del bufs, base
             bench.release()
-    sha = os.environ.get("NETRA_COMMIT", "local")[:7]
-    path = os.path.join(out_dir, f"hot_state_{sha}.json")
-    with open(path, "w") as f:
-        json.dump(res, f, indent=1)
-    print("wrote", path)
+    print("wrote", records.write_experiment(out_dir, "hot_state", res))
 
 
 if __name__ == "__main__":

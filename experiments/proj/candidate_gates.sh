@@ -10,14 +10,12 @@ opt=$1; shift
 for n in "$@"; do
   PYTHONPATH=src python3 - "$opt" "$n" <<'PY'
 import sys
-sys.path.insert(0, "src")
+sys.path[:0] = ["src", "experiments/proj"]
+import variant_ab
 from netra import paths
-from netra.contracts import proj
 opt, name = sys.argv[1], sys.argv[2]
-shapes = {s.name: s for v in vars(proj).values() for s in (v if isinstance(v, tuple) else (v,))
-          if isinstance(s, proj.Fp8Gemv)}
 g = paths.generator("proj", "gen_fp8_gemv")
-paths.ptx_path("sm_90a", "proj", name).write_text(g.generate(shapes[name], **{opt: True}))
+paths.ptx_path("sm_90a", "proj", name).write_text(g.generate(variant_ab.shapes_named([name])[0], **{opt: True}))
 print("wrote the", opt, "build of", name)
 PY
 done

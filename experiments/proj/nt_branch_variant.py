@@ -28,15 +28,11 @@ MS = {"fp8_gemv_n1024_k2048_moe_shared_grp_t32": (17, 24, 32), "fp8_gemv_n1024_k
 def main():
     import variant_ab
 
-    from netra.contracts.proj import EXPERTS_GROUP32, EXPERTS_SHARED_GROUP32
-
-    by_name = {sh.name: sh for sh in (EXPERTS_GROUP32, EXPERTS_SHARED_GROUP32)}
-
     cases = variant_ab.cases_at(MS)
 
     for label, options in (("nt_branch", {"nt_branch": True}), ("red_swizzle", {"red_swizzle": True}),
                            ("nt_branch_red_swizzle", {"nt_branch": True, "red_swizzle": True})):
-        variant_ab.run(label, options, [(by_name[n], cases) for n in MS], variant_ab.out_path(f"{label}_t32_variant.json", HERE))
+        variant_ab.run(label, options, [(sh, cases) for sh in variant_ab.shapes_named(MS)], variant_ab.out_path(f"{label}_t32_variant.json", HERE))
 
 
 if __name__ == "__main__":

@@ -29,13 +29,9 @@ MS = {"fp8_gemv_n1024_k2048_moe_shared_grp": (8, 16), "fp8_gemv_n1024_k2048_moe_
 def main():
     import variant_ab
 
-    from netra.contracts.proj import EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32, FUSED, NORM_BA, SHAPES
-
-    by_name = {sh.name: sh for sh in (EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32, NORM_BA, *FUSED, *SHAPES)}
-
     cases = variant_ab.cases_at(MS)
 
-    variant_ab.run("refill_last", {"refill_last": True}, [(by_name[n], cases) for n in MS],
+    variant_ab.run("refill_last", {"refill_last": True}, [(sh, cases) for sh in variant_ab.shapes_named(MS)],
                    variant_ab.out_path("refill_last_variant.json", HERE))
 
 

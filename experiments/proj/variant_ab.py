@@ -72,6 +72,16 @@ def run(label: str, options: dict, shape_cases, out_path: str, candidate_shape=N
     return res
 
 
+def shapes_named(names) -> list:
+    """The Fp8Gemv shapes of netra.contracts.proj with these contract names, in that order (a KeyError for a name no
+    shape has)."""
+    from netra.contracts import proj
+
+    every = {s.name: s for v in vars(proj).values() for s in (v if isinstance(v, tuple) else (v,))
+             if isinstance(s, proj.Fp8Gemv)}
+    return [every[n] for n in names]
+
+
 def cases_at(ms: dict):
     """run's per-shape case filter: the contract's cases whose M is in ms[contract name] (a KeyError for a shape
     ms does not name)."""

@@ -22,8 +22,6 @@ Method: CUDA-graph replay of 8 launches over 2 buffers (each 114 MB > the 60 MiB
 from __future__ import annotations
 
 import ctypes
-import json
-import os
 import sys
 from pathlib import Path
 
@@ -37,7 +35,7 @@ SMEM = 3 * CHUNK + 64
 def main():
     from cuda.bindings import driver as cu
 
-    from netra.lifecycle import bench
+    from netra.lifecycle import bench, records
     from netra.runtime import loader
 
     out_dir = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else str(HERE)
@@ -59,8 +57,7 @@ def main():
     for rep in range(2):  # the three maps twice, interleaved
         for mp in (0, 1, 2, 3, 4, 5):
             argv = [Args(b.data_ptr(), mp, U, CHUNKS, NCT) for b in bufs]
-            ptrs = [(ctypes.c_void_p * 5)(*[ctypes.addressof(a) + getattr(Args, n).offset
-                                            for n in ("base", "map", "U", "chunks", "nct")]) for a in argv]
+            ptrs = [loader.param_pointers(a) for a in argv]
 
             def run(i):
                 stream = torch.cuda.current_stream().cuda_stream
@@ -73,9 +70,7 @@ def main():
             print(f"map {mp} run {rep}: {us:.2f} us, {nbytes / us / 1e6:.3f} TB/s", flush=True)
     for mp, row in res["maps"].items():
         row["tb_s"] = [nbytes / u / 1e6 for u in row["us"]]
-    sha = os.environ.get("NETRA_COMMIT", "local")[:7]
-    with open(os.path.join(out_dir, f"stride_read_u{U}_{sha}.json"), "w") as f:
-        json.dump(res, f, indent=1)
+    records.write_experiment(out_dir, f"stride_read_u{U}", res)
     del module
 
 

@@ -36,8 +36,6 @@ spin and spin_wait (spin, then the wait after the consumer's own work) with 0, 1
 from __future__ import annotations
 
 import ctypes
-import json
-import os
 import statistics
 import sys
 from pathlib import Path
@@ -63,13 +61,8 @@ class CArgs(ctypes.Structure):
                 ("work", ctypes.c_uint32)]
 
 
-def pointers(a: ctypes.Structure):
-    return (ctypes.c_void_p * len(a._fields_))(*[ctypes.addressof(a) + getattr(type(a), n).offset
-                                                 for n, _ in a._fields_])
-
-
 def main():
-    from netra.lifecycle import bench
+    from netra.lifecycle import bench, records
     from netra.runtime import launch as rt_launch
     from netra.runtime import loader
 
@@ -84,7 +77,7 @@ def main():
     err = torch.zeros(1, dtype=torch.int32, device="cuda")
     pa = PArgs(rows.data_ptr(), 0, 0, 0, 0)
     ca = CArgs(rows.data_ptr(), 0, err.data_ptr(), 0, 0, NCT, 0)
-    pp, cp = pointers(pa), pointers(ca)
+    pp, cp = loader.param_pointers(pa), loader.param_pointers(ca)
     launchers = {True: rt_launch.ex_launcher(pdl=True), False: rt_launch.ex_launcher(pdl=False)}
 
     def pair(i: int, form: str, tail: int, spread: int, work: int = 0):
@@ -129,9 +122,7 @@ def main():
     torch.cuda.synchronize()
     res["wait_rows_unwritten"] = int(err.item())
     print("rows the wait form found unwritten (must be 0):", res["wait_rows_unwritten"])
-    sha = os.environ.get("NETRA_COMMIT", "local")[:7]
-    with open(os.path.join(out_dir, f"wait_release{'_work' if work_run else ''}_{sha}.json"), "w") as f:
-        json.dump(res, f, indent=1)
+    records.write_experiment(out_dir, "wait_release_work" if work_run else "wait_release", res)
     del keep
 
 

@@ -40,6 +40,15 @@ def _git_commit() -> str:
         return "unknown"
 
 
+def write_experiment(out_dir: str, stem: str, res: dict) -> str:
+    """An experiment script's results as out_dir/STEM_<commit>.json: the commit is NETRA_COMMIT's first 7
+    characters (set by the device callers), "local" without it. Returns the path."""
+    path = os.path.join(out_dir, f"{stem}_{os.environ.get('NETRA_COMMIT', 'local')[:7]}.json")
+    with open(path, "w") as f:
+        json.dump(res, f, indent=1)
+    return path
+
+
 def environment() -> dict:
     import torch
 

@@ -136,9 +136,8 @@ def make_guard_and_launch(
         block = (contract.threads, 1, 1)
     struct_type = loader.arg_struct(contract)
     args = struct_type()
-    base = ctypes.addressof(args)
     n = len(contract.params)
-    params = (ctypes.c_void_p * max(n, 1))(*[base + getattr(struct_type, p.name).offset for p in contract.params])
+    params = loader.param_pointers(args)
     driver_call = launch is None
     if driver_call:
         from cuda.bindings import driver as cu
@@ -235,11 +234,9 @@ def raw_launcher(kernel: "loader.LoadedKernel", pdl: bool = False) -> Callable:
     """An unguarded launcher for the runtime's floors, whose geometry the bench chooses:
     launch(grid, block, *param_values) on the current stream (``pdl``: by pdl_launcher)."""
     contract = kernel.contract
-    struct_type = loader.arg_struct(contract)
-    args = struct_type()
-    base = ctypes.addressof(args)
+    args = loader.arg_struct(contract)()
     n = len(contract.params)
-    params = (ctypes.c_void_p * max(n, 1))(*[base + getattr(struct_type, p.name).offset for p in contract.params])
+    params = loader.param_pointers(args)
     from cuda.bindings import driver as cu
 
     stream, names = _current_stream_fn(), [p.name for p in contract.params]

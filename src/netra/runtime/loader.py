@@ -30,6 +30,13 @@ def arg_struct(contract: Contract) -> type[ctypes.Structure]:
     return type(f"{contract.name}_args", (ctypes.Structure,), {"_fields_": fields})
 
 
+def param_pointers(args: ctypes.Structure):
+    """The kernel parameter array cuLaunchKernel takes: one void * per field of ``args``, in field order, pointing
+    into it (at least one entry, NULL for a struct without fields). The caller keeps both alive."""
+    base, fields = ctypes.addressof(args), type(args)._fields_
+    return (ctypes.c_void_p * max(len(fields), 1))(*[base + getattr(type(args), n).offset for n, _ in fields])
+
+
 @dataclass
 class LoadedKernel:
     contract: Contract
