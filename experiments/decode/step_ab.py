@@ -686,6 +686,16 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   batch 4 pre2 2.572 / 2.410, currents 2.553-2.555 / 2.395-2.399.
   pre2 is 11-24 us less with PDL at batches 1 and 8 but 11-15 more at 4 and 8-18 more plainly everywhere; pre3 is
   level with PDL. Rejected: a gain of ~1% at two batches would need a PDL-only build with a rule by rows.
+- gdn_spin, inproj_strong (after 78b3396; the spin-on-rows lead of docs/notes/decode.md, "After e28ef15", at one real
+  boundary): gdn_decode_b32_pdl (batches 1..7 under PDL) polls the in_proj's outputs instead of waiting for the whole
+  in_proj grid (gen_gdn_decode.generate(spin=True)), and the in_proj (fp8_gemv_n12288_k2048_norm_ba) stores them strong
+  (gen_fp8_gemv.generate(strong_out=True)); the runner's qkvz, bb and aa are filled with TAG when it allocates them,
+  and the spin build writes TAG back after reading (its contract). The in_proj walks strips c, c + 128, ..: q | k | v
+  (strips 0..511) land in rounds 0-3 of 6 and z last, so the conv and the recurrence run beside the in_proj's last
+  two rounds, and only the gated norm waits for z. inproj_strong: the strong stores alone (their cost). Prediction:
+  batch 1 PDL 25-45 us less a step (gdn_decode's increment 2.1 us a layer at b09c329 down to ~0.8: the final
+  griddepcontrol.wait still returns ~0.8 us after the in_proj's last store; 30 layers); plainly and inproj_strong
+  level (+-5 us); bitwise. The row also says whether every element of qkvz, bb and aa is TAG after the steps.
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
@@ -709,7 +719,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
          "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "moedown_grp_from9",
-         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "grp_transpose", "grp_transpose_rotate", "early_release", "early_release_all", "refill_last", "refill_last_grp", "nt_branch", "t32_swizzle", "nt_branch_swizzle", "current_again",
+         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "grp_transpose", "grp_transpose_rotate", "early_release", "early_release_all", "refill_last", "refill_last_grp", "nt_branch", "t32_swizzle", "nt_branch_swizzle", "gdn_spin", "inproj_strong", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -806,7 +816,7 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
     import dataclasses
 
     from netra import contracts, paths
-    from netra.contracts.proj import EXPERTS, FUSED, MOE_DOWN, SHAPES
+    from netra.contracts.proj import EXPERTS, FUSED, MOE_DOWN, NORM_BA, SHAPES
 
     out = {}
     if form in ("router_prev", "all_prev"):
@@ -1041,6 +1051,12 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
                 out[sh.name] = (g.generate(sh, sum_late="m16", sum_late_regs=16 if form == "sum_late_r16" else 1),
                                 contracts.get(sh.name).dynamic_smem)
         assert {"fp8_gemv_n12288_k2048_t32", "fp8_gemv_n9216_k2048_t32", "fp8_gemv_n12288_k2048"} <= set(out), sorted(out)
+    if form in ("gdn_spin", "inproj_strong"):  # the in_proj's outputs stored strong; gdn_spin: gdn_decode polls them
+        g = paths.generator("proj", "gen_fp8_gemv")
+        out[NORM_BA.name] = (g.generate(NORM_BA, strong_out=True), contracts.get(NORM_BA.name).dynamic_smem)
+        if form == "gdn_spin":
+            gg = paths.generator("gdn", "gen_gdn_decode")
+            out["gdn_decode_b32_pdl"] = (gg.generate(pdl=True, name="gdn_decode_b32_pdl", spin=True), 0)
     if form in ("gdn_early", "res_pre_gdn_early"):  # gdn_decode's PDL build triggering its dependents at its start
         g = paths.generator("gdn", "gen_gdn_decode")
         out["gdn_decode_b32_pdl"] = (g.generate(pdl=True, name="gdn_decode_b32_pdl", early_trigger=True), 0)
@@ -1311,6 +1327,7 @@ def main():
     real_load, real_attn = loader.load, dops.attention_decode_ctx
     real_moe, real_experts, real_gate = dops.moe_decode, dops.fp8_linear_experts, dops.fp8_linear_gate
     real_mixer = rmod.DecodeRunner._mixer
+    real_alloc = rmod.DecodeRunner._alloc
     real_router_norm = dops.moe_router_norm
     real_pipe_b, real_pipe_plain_b = dops.GDN_PIPE_PDL_B, dops.GDN_PIPE_B
     real_ba_fused, real_shared_merged, real_router_fused = dops.BA_FUSED, dops.MOE_SHARED_MERGED, dops.MOE_ROUTER_FUSED
@@ -1476,12 +1493,23 @@ def main():
                 continue
             if form in ("attn_gather", "all_prev"):
                 rmod.dops.attention_decode_ctx = lambda *a, pages_in_order=False: real_attn(*a, pages_in_order=False)
-            row = {}
+            row, tagged = {}, []
+            if form == "gdn_spin":  # the spin build's contract: its inputs hold TAG before the in_proj writes them
+
+                def alloc_tagged(self, real=real_alloc, tagged=tagged):
+                    real(self)
+                    for t in (self.qkvz, self.bb, self.aa):
+                        t.view(torch.int16).fill_(-1)  # 0xFFFF
+                    tagged.append((self.qkvz, self.bb, self.aa))
+
+                rmod.DecodeRunner._alloc = alloc_tagged
             if form == "after_profile":  # torch.profiler over 4 eager steps first, as `netra decode` does
                 profiled = rmod.DecodeRunner(packed, B, context, device="cuda")
                 row["profiled_rows"] = len(dm.op_breakdown(profiled))
                 del profiled
             ref = time_step(packed, B, context, tokens, ref, row, steps, before=rebind_all, at=at)
+            if tagged:  # (plain runner, PDL runner): every element of qkvz, bb and aa TAG after the last step
+                row["all_tag_after"] = [all(bool((t.view(torch.int16) == -1).all()) for t in ts) for ts in tagged]
         finally:
             if form in ("carveout", "norm_w_early_carveout") + CARVE_FORMS:
                 for k in carved_kernels:
@@ -1514,6 +1542,7 @@ def main():
             dops.GDN_PIPE_PDL_B = real_pipe_b
             dops.GDN_PIPE_B = real_pipe_plain_b
             rmod.DecodeRunner._mixer = real_mixer
+            rmod.DecodeRunner._alloc = real_alloc
             dops.moe_decode, dops.fp8_linear_experts = real_moe, real_experts
             dops.moe_router_norm = real_router_norm
             dops.fp8_linear_gate = real_gate

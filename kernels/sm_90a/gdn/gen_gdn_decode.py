@@ -451,6 +451,37 @@ def gate_z(e: Emit) -> None:
     e("cvt.rn.bf16.f32 %u0, %o;")
 
 
+TAG = 0xFFFF  # spin: the poison of a projection output not yet written (a BF16 NaN cvt.rn.bf16.f32 never gives)
+SPIN_LIMIT = 1 << 14  # spin: polls before falling back to griddepcontrol.wait (never a hang, never a stale value)
+
+
+def spin_load(e: Emit, reg: str, addr: str, label: str, pred: str = "") -> None:
+    """spin: reg = the BF16 at [addr], polled (strong, gpu scope) until it is not TAG; after SPIN_LIMIT polls the
+    thread waits for the producer grid instead and reads the final value. ``pred``: only where it holds."""
+    if pred:
+        e(f"@!{pred} bra {label}_OK;")
+    e("mov.u32 %spn, 0;")
+    e(f"{label}:")
+    e(f"ld.relaxed.gpu.global.b16 {reg}, [{addr}];")
+    e(f"setp.eq.b16 %ps, {reg}, {TAG:#06X};")
+    e(f"@!%ps bra {label}_OK;")
+    e("add.u32 %spn, %spn, 1;")
+    e(f"setp.ge.u32 %ps, %spn, {SPIN_LIMIT};")
+    e(f"@%ps bra {label}_WAIT;")
+    e("nanosleep.u32 32;")
+    e(f"bra.uni {label};")
+    e(f"{label}_WAIT:")
+    e("griddepcontrol.wait;  // the producer is complete: its value is final")
+    e(f"ld.global.b16 {reg}, [{addr}];")
+    e(f"{label}_OK:")
+
+
+def poison(e: Emit, addr: str, pred: str = "") -> None:
+    """spin: TAG back into a projection output this thread was its only reader of (the next producer overwrites it)."""
+    e(f"mov.b16 %ut, {TAG:#06X};")
+    e(f"{'@' + pred + ' ' if pred else ''}st.global.b16 [{addr}], %ut;")
+
+
 # --- local_qk (a candidate): every rank convolves all 256 q/k channels of its key head itself ---
 def _lqk_channels(e: Emit) -> None:
     """local_qk: %ch = q channel kh 128 + th, %ck = k channel 2048 + %ch (every thread); %cv = this
@@ -574,7 +605,7 @@ def zn_async_loads(e: Emit, A: dict, after_wait: bool, act) -> None:
 
 def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: str = NAME, coherent: bool = True,
              local_qk: bool = False, stream_state: bool = True, smem_state: bool = False, smem_hint: bool = True,
-             early_trigger: bool = False) -> str:
+             early_trigger: bool = False, spin: bool = False) -> str:
     """The PTX. ``pdl`` (experiments/gdn/pdl_variant.py, not promoted): for a programmatic
     dependent launch, let the next grid launch at once and load the slot id, the weights, the
     conv windows and the state before ``griddepcontrol.wait``; the projection outputs (qkv,
@@ -614,8 +645,20 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
     ``early_trigger`` (a candidate with pdl and coherent; experiments/decode/step_ab.py gdn_early): launch_dependents
     at the start, not after the wait, so the next grid (out_proj) is launched while this one still waits for the
     in_proj and its CTAs take each SM as an in_proj CTA leaves it (since 15fc351 one fits beside a CTA of this
-    kernel); the projection outputs are still read after the wait by coherent loads. The same arithmetic: bitwise."""
+    kernel); the projection outputs are still read after the wait by coherent loads. The same arithmetic: bitwise.
+    ``spin`` (a candidate with pdl and coherent; experiments/decode/step_ab.py gdn_spin): no griddepcontrol.wait before
+    the projection outputs. Each is polled (ld.relaxed.gpu) until it is not TAG, so the recurrence runs as soon as the
+    in_proj has stored q | k | v (its strips 0 .. 511, rounds 0-3 of 6), and z (the last strips) is polled only at the
+    gated norm. Contract: every element this grid reads held TAG before the producer grid began, and the producer
+    stores it strong (fp8_gemv generate(strong_out=True)). The grid keeps it: each q, k, v and z value has one reader in
+    the grid, which writes TAG back after reading it; b and a (4 reader CTAs each) are written back by the value
+    head's rank r = 0 once the 4 ranks' sums of o^2 have landed (each depends on every thread's b and a). A poll
+    that still sees TAG after SPIN_LIMIT rounds waits for the producer grid and reads the final value; every thread
+    runs griddepcontrol.wait before it exits, so a grid after this one still follows the producer. The trigger
+    moves to where the wait was (the next grid launches while this one polls). The same arithmetic: bitwise."""
     assert not early_trigger or (pdl and coherent), "early_trigger: the coherent PDL build"
+    assert not spin or (pdl and coherent and not (early_trigger or local_qk or zn_async or smem_state)), \
+        "spin: the coherent PDL build, without early_trigger, local_qk, zn_async or smem_state"
     assert not (local_qk and zn_async), "local_qk is built on the promoted build"
     assert not (smem_state and (local_qk or zn_async)), "smem_state is built on the promoted build"
     e = Emit()
@@ -640,6 +683,11 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
         e(".reg .b64 %pcw;")
     e(f".reg .f32 %s<{CHUNK}>, %f<12>, %q, %k, %v, %x, %kn, %qn, %beta, %dec, %kv, %dl, %o, %ss, %eps, %alog, %dtb;")
     e(".reg .b64 %a<12>, %pt, %pst, %pcv, %slot;")
+    if spin:
+        e(".reg .pred %ps;")
+        e(".reg .b32 %spn;")
+        e(".reg .b16 %ut;")
+        e(".reg .b64 %pqa, %pba, %paa, %pza;  // spin: this thread's qkv value, b and a of its head, its z value")
     if smem_state:
         e(".reg .b32 %sa;")
         e(".reg .b64 %pol;")
@@ -684,6 +732,19 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
         _lqk_weights(e, A)
     else:
         slot_free_loads(e, A, act, zn_async)
+    if spin:
+        e("// spin: the addresses of the projection outputs this thread polls (and writes TAG back to)")
+        e("mad.lo.u32 %t1, %seq, %qrow, %ch;")
+        e("mul.wide.u32 %pqa, %t1, 2;")
+        e(f"add.u64 %pqa, {A['qkv']}, %pqa;")
+        e(f"mad.lo.u32 %t0, %seq, {NV}, %h;")
+        e("mul.wide.u32 %pba, %t0, 2;")
+        e(f"add.u64 %paa, {A['a_in']}, %pba;")
+        e(f"add.u64 %pba, {A['b_in']}, %pba;")
+        e(f"mad.lo.u32 %t0, %h, {DV}, %col;")
+        e("mad.lo.u32 %t1, %seq, %zrow, %t0;")
+        e("mul.wide.u32 %pza, %t1, 2;")
+        e(f"add.u64 %pza, {A['z']}, %pza;")
     e("// the conv window and the state slice, at the slot id")
     e("cvt.u64.u32 %pt, %npool;")
     e("setp.ge.u64 %p, %slot, %pt;  // also a negative slot id: the whole cluster shares it")
@@ -702,7 +763,15 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
     else:
         for i in range(CHUNK):
             e(f"{'ld.global.cs' if stream_state else 'ld.global'}.f32 %s{i}, [%pst+{i * DV * 4}];")
-    if pdl:
+    if spin:
+        e("griddepcontrol.launch_dependents;  // spin: no wait here; the next grid launches while this one polls")
+        e("// the conv channel's qkv value as soon as the in_proj has stored it; then TAG back (its only reader)")
+        spin_load(e, "%xb", "%pqa", "SPIN_X", "%pc")
+        poison(e, "%pqa", "%pc")
+        e("// b and a of the value head (every thread; TAG goes back after the norm exchange)")
+        spin_load(e, "%bb", "%pba", "SPIN_B")
+        spin_load(e, "%ab", "%paa", "SPIN_A")
+    elif pdl:
         e("griddepcontrol.wait;  // the projection outputs are complete from here")
         nc = "" if coherent else ".nc"  # written by the grids before: not read-only for this kernel's lifetime
         if coherent and not early_trigger:
@@ -799,6 +868,15 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
     e("add.f32 %ss, %ss, %f2;")
     e("add.f32 %ss, %ss, %f3;")
     norm_scale(e)
+    if spin:
+        e("// z (the in_proj's last strips) only now; then TAG back to it, and rank r = 0 to b and a: the head's 4")
+        e("// ranks have pushed their sums of o^2, which every thread's b and a went into")
+        spin_load(e, "%zb", "%pza", "SPIN_Z")
+        poison(e, "%pza")
+        e("or.b32 %t0, %r, %lane;")
+        e("setp.eq.u32 %ps, %t0, 0;")
+        poison(e, "%pba", "%ps")
+        poison(e, "%paa", "%ps")
     if zn_async:
         e("cp.async.wait_all;  // lanes 0-7's pieces have landed ...")
         e("bar.warp.sync 0xffffffff;  // ... and are visible to the whole warp")
@@ -814,6 +892,8 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
     e(f"add.u64 %pt, {A['out']}, %pt;")
     e("st.global.b16 [%pt], %u0;")
     e("OUT_DONE:")
+    if spin:
+        e("griddepcontrol.wait;  // spin: a grid after this one still follows the in_proj")
     e("ret;")
     e("BAD_SLOT:  // a slot id outside the pool: no state is touched, this head's output is NaN")
     if local_qk:
@@ -821,6 +901,13 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
     e("barrier.cluster.wait.aligned;")
     if pdl:
         e("griddepcontrol.wait;")
+    if spin:  # nothing of this sequence was read: TAG back to all of it, the producer being complete
+        poison(e, "%pqa", "%pc")
+        poison(e, "%pza", "%pw")
+        e("or.b32 %t0, %r, %th;")
+        e("setp.eq.u32 %ps, %t0, 0;")
+        poison(e, "%pba", "%ps")
+        poison(e, "%paa", "%ps")
     e("@!%pw bra OUT_DONE;")
     e(f"mad.lo.u32 %t0, %h, {DV}, %col;")
     e(f"mad.lo.u32 %t1, %seq, {NV * DV}, %t0;")

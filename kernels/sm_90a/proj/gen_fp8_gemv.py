@@ -1287,6 +1287,9 @@ def store_out(e: Emit, res: bool, base: str = "%po", strong: bool = False) -> No
         e("  add.u64 %pc, %pmo, %pt64;")
         e("  st.global.b16 [%pc], %q0;")
         residual_add(e)
+    if _STRONG["on"] and not res:
+        e("  st.relaxed.gpu.global.b16 [%pb], %q0;  // strong: the next grid polls it (strong_out)")
+        return
     e("  st.relaxed.gpu.global.b16 [%pb], %q0;  // strong: other CTAs spin on it (tags)" if strong and not res
       else "  st.global.b16 [%pb], %q0;")
 
@@ -1469,6 +1472,7 @@ _EREL = {"on": False}  # generate(early_release=True): a candidate, each stage r
 _NTB = {"on": False}  # generate(nt_branch=True): a candidate (level), the 32-token grouped walk branches over n-tiles no token needs
 _RL = {"on": False}  # generate(refill_last=True): a candidate (level), the last warp's lane 0 refills the stages, not thread 0
 _HE = {"on": False}  # h loaded at each strip's start, not after its sums (generate's h_early)
+_STRONG = {"on": False}  # generate(strong_out=True): a candidate, the outputs stored strong for a polling consumer
 _XP = {"on": False}  # x as converted fragments (generate's x_prepped, a diagnostic build)
 _SL = {"on": False, "regs": 1}  # each strip's sums beside the next strip's mma (generate's sum_late, sum_late_regs)
 _TOPE = {"on": False}  # moedown: the expert weights loaded with x, not per chunk after its conversion (top_early)
@@ -1537,7 +1541,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
              top_early: bool | None = None, norm_w_early: bool | str | None = None, x_tpose: bool | None = None,
              maxnreg: int | None = None, sum_late: bool | str = False, sum_late_regs: int = 1,
              x_prepped: bool = False, parked: bool = False, grp_transpose: bool = False,
-             early_release: bool = False, refill_last: bool = False, nt_branch: bool = False) -> str:
+             early_release: bool = False, refill_last: bool = False, nt_branch: bool = False,
+             strong_out: bool = False) -> str:
     """The PTX. The defaults are the promoted build (v3g); ``generate(sh, **V3)`` is v3 as promoted
     at cb9faad (bitwise the same outputs). ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x, on v3): x comes into
     shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
@@ -1672,7 +1677,10 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     converts each k step's A fragments once. Each n-tile's mma chain is the same (k steps in order): the same bits.
     Measured level at afe202d (a predicated-off mma does not hold the tensor pipe).
     (``sum_barrier``, named barriers so that only the warps that sum a strip wait for its partials, was 5-9% slower at
-    M = 16..32 and is gone; its code is at a044afc, its measurements in experiments/proj/README.md.)"""
+    M = 16..32 and is gone; its code is at a044afc, its measurements in experiments/proj/README.md.)
+    ``strong_out`` (a candidate with gen_gdn_decode's spin, experiments/decode/step_ab.py gdn_spin; the norm and plain
+    builds): the BF16 outputs (and the b | a CTAs') stored st.relaxed.gpu, so a consumer may poll them while this grid
+    runs (the rows are their own flags, as the tags build's). The same values."""
     maxnreg = sh.maxnreg if maxnreg is None else maxnreg
     red_swizzle = sh.red_swizzle if red_swizzle is None else red_swizzle
     h_early = sh.h_early if h_early is None else h_early
@@ -1691,6 +1699,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
                            and split_passes(sh) == 1 and -(-sh.S // sh.walkers) <= 2), \
         f"h_early: one pass of residual rows, or a k split of one output a thread and two strips a cluster ({sh.name})"
     _HE["on"] = "split" if h_early and sh.ksplit > 1 else h_early
+    assert not strong_out or (sh.fuse in ("", "norm") and not sh.group), f"strong_out: plain and norm builds ({sh.name})"
+    _STRONG["on"] = strong_out
     assert sum_late in (False, True, "m16"), sum_late
     assert not sum_late or (sh.fuse in ("", "norm") and sh.ksplit == 1 and sh.passes == 1 and not sh.group
                             and not sh.router and not h_early and not p2_early), f"sum_late: plain and norm builds ({sh.name})"
@@ -2456,7 +2466,8 @@ def ba_cta(e: Emit, sh: Shape) -> None:
     e(f"  mad.lo.u32 %bt1, %btok, {BA_ROWS}, %brow;")
     e("  mul.wide.u32 %bpa, %bt1, 2;")
     e("  add.u64 %bpa, %bpo, %bpa;")
-    e("  @%bp st.global.b16 [%bpa], %bh;")
+    e("  @%bp st.relaxed.gpu.global.b16 [%bpa], %bh;  // strong: the next grid polls it (strong_out)" if _STRONG["on"]
+      else "  @%bp st.global.b16 [%bpa], %bh;")
     if not norm:
         e("BA_NEXT:")
         e(f"  add.u32 %brnd, %brnd, {xrows};")
