@@ -696,6 +696,8 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   batch 1 PDL 25-45 us less a step (gdn_decode's increment 2.1 us a layer at b09c329 down to ~0.8: the final
   griddepcontrol.wait still returns ~0.8 us after the in_proj's last store; 30 layers); plainly and inproj_strong
   level (+-5 us); bitwise. The row also says whether every element of qkvz, bb and aa is TAG after the steps.
+  gdn_spin_again: the same form once more (the two currents of one run differ by up to ~6 us with PDL).
+  gdn_spin_nowait (a diagnosis, not a valid build): without the wait before exit, what that wait costs.
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
@@ -719,7 +721,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
          "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "moedown_grp_from9",
-         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "grp_transpose", "grp_transpose_rotate", "early_release", "early_release_all", "refill_last", "refill_last_grp", "nt_branch", "t32_swizzle", "nt_branch_swizzle", "gdn_spin", "inproj_strong", "current_again",
+         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "grp_transpose", "grp_transpose_rotate", "early_release", "early_release_all", "refill_last", "refill_last_grp", "nt_branch", "t32_swizzle", "nt_branch_swizzle", "gdn_spin", "inproj_strong", "gdn_spin_again", "gdn_spin_nowait", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -745,6 +747,15 @@ def stagger_ptx(ptx: str, per_cta: int) -> str:
 
 STAGGER = {"moedown": "fp8_gemv_n2048_k4608_moedown", "res": "fp8_gemv_n2048_k4096_res",
            "normba": "fp8_gemv_n12288_k2048_norm_ba"}
+
+
+def tag_gdn_inputs(runner) -> tuple:
+    """gdn_spin's contract on a runner: every element of its in_proj outputs (qkvz, bb, aa) TAG (0xFFFF) before the
+    first in_proj writes them; returns the three tensors."""
+    ts = (runner.qkvz, runner.bb, runner.aa)
+    for t in ts:
+        t.view(torch.int16).fill_(-1)
+    return ts
 
 
 def rebind_all():
@@ -1051,12 +1062,13 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
                 out[sh.name] = (g.generate(sh, sum_late="m16", sum_late_regs=16 if form == "sum_late_r16" else 1),
                                 contracts.get(sh.name).dynamic_smem)
         assert {"fp8_gemv_n12288_k2048_t32", "fp8_gemv_n9216_k2048_t32", "fp8_gemv_n12288_k2048"} <= set(out), sorted(out)
-    if form in ("gdn_spin", "inproj_strong"):  # the in_proj's outputs stored strong; gdn_spin: gdn_decode polls them
+    if form in ("gdn_spin", "gdn_spin_again", "gdn_spin_nowait", "inproj_strong"):  # the in_proj's outputs stored strong; gdn_spin: gdn_decode polls them
         g = paths.generator("proj", "gen_fp8_gemv")
         out[NORM_BA.name] = (g.generate(NORM_BA, strong_out=True), contracts.get(NORM_BA.name).dynamic_smem)
-        if form == "gdn_spin":
+        if form != "inproj_strong":
             gg = paths.generator("gdn", "gen_gdn_decode")
-            out["gdn_decode_b32_pdl"] = (gg.generate(pdl=True, name="gdn_decode_b32_pdl", spin=True), 0)
+            out["gdn_decode_b32_pdl"] = (gg.generate(pdl=True, name="gdn_decode_b32_pdl", spin=True,
+                                                     spin_exit_wait=form != "gdn_spin_nowait"), 0)
     if form in ("gdn_early", "res_pre_gdn_early"):  # gdn_decode's PDL build triggering its dependents at its start
         g = paths.generator("gdn", "gen_gdn_decode")
         out["gdn_decode_b32_pdl"] = (g.generate(pdl=True, name="gdn_decode_b32_pdl", early_trigger=True), 0)
@@ -1494,13 +1506,11 @@ def main():
             if form in ("attn_gather", "all_prev"):
                 rmod.dops.attention_decode_ctx = lambda *a, pages_in_order=False: real_attn(*a, pages_in_order=False)
             row, tagged = {}, []
-            if form == "gdn_spin":  # the spin build's contract: its inputs hold TAG before the in_proj writes them
+            if form.startswith("gdn_spin"):  # the spin build's contract: its inputs hold TAG before the in_proj writes them
 
                 def alloc_tagged(self, real=real_alloc, tagged=tagged):
                     real(self)
-                    for t in (self.qkvz, self.bb, self.aa):
-                        t.view(torch.int16).fill_(-1)  # 0xFFFF
-                    tagged.append((self.qkvz, self.bb, self.aa))
+                    tagged.append(tag_gdn_inputs(self))
 
                 rmod.DecodeRunner._alloc = alloc_tagged
             if form == "after_profile":  # torch.profiler over 4 eager steps first, as `netra decode` does

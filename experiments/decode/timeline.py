@@ -123,6 +123,7 @@ def state_prefetch(form: str):
 
 
 def main():
+    from netra import paths
     from netra.decode import main as dm
     from netra.decode import runner as rmod
     from netra.lifecycle import bench
@@ -144,6 +145,8 @@ def main():
             try:
                 for pdl in (False, True):
                     runner = rmod.DecodeRunner(packed, B, 1024, device="cuda")
+                    if form.startswith("gdn_spin"):  # the spin build's contract: its inputs TAG before the in_proj
+                        paths.load_module(HERE / "step_ab.py", "step_ab").tag_gdn_inputs(runner)
                     runner.capture(pdl=pdl)
                     event_ms = dm._time_replays(runner, 32)
                     steps = kernels_of_replays(runner)

@@ -605,7 +605,7 @@ def zn_async_loads(e: Emit, A: dict, after_wait: bool, act) -> None:
 
 def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: str = NAME, coherent: bool = True,
              local_qk: bool = False, stream_state: bool = True, smem_state: bool = False, smem_hint: bool = True,
-             early_trigger: bool = False, spin: bool = False) -> str:
+             early_trigger: bool = False, spin: bool = False, spin_exit_wait: bool = True) -> str:
     """The PTX. ``pdl`` (experiments/gdn/pdl_variant.py, not promoted): for a programmatic
     dependent launch, let the next grid launch at once and load the slot id, the weights, the
     conv windows and the state before ``griddepcontrol.wait``; the projection outputs (qkv,
@@ -655,7 +655,9 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
     head's rank r = 0 once the 4 ranks' sums of o^2 have landed (each depends on every thread's b and a). A poll
     that still sees TAG after SPIN_LIMIT rounds waits for the producer grid and reads the final value; every thread
     runs griddepcontrol.wait before it exits, so a grid after this one still follows the producer. The trigger
-    moves to where the wait was (the next grid launches while this one polls). The same arithmetic: bitwise."""
+    moves to where the wait was (the next grid launches while this one polls). The same arithmetic: bitwise.
+    ``spin_exit_wait=False`` (a diagnostic, not a valid build: a grid after this one no longer follows the in_proj):
+    no griddepcontrol.wait before exit, to measure what that wait holds the grid's end to."""
     assert not early_trigger or (pdl and coherent), "early_trigger: the coherent PDL build"
     assert not spin or (pdl and coherent and not (early_trigger or local_qk or zn_async or smem_state)), \
         "spin: the coherent PDL build, without early_trigger, local_qk, zn_async or smem_state"
@@ -892,7 +894,7 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
     e(f"add.u64 %pt, {A['out']}, %pt;")
     e("st.global.b16 [%pt], %u0;")
     e("OUT_DONE:")
-    if spin:
+    if spin and spin_exit_wait:
         e("griddepcontrol.wait;  // spin: a grid after this one still follows the in_proj")
     e("ret;")
     e("BAD_SLOT:  // a slot id outside the pool: no state is touched, this head's output is NaN")
