@@ -476,6 +476,17 @@ def spin_load(e: Emit, reg: str, addr: str, label: str, pred: str = "") -> None:
     e(f"{label}_OK:")
 
 
+TRACE_POINTS = ("start", "qkv", "ba", "qk_all", "delta", "norm_all", "z", "exit")  # spin_trace's stamps, in order
+TRACE_CTAS, TRACE_LAUNCHES = 128, 64  # spin_trace: the first 128 CTAs (batch 1's grid), the last 64 launches of each
+
+
+def _stamp(e: Emit, on: bool, point: str) -> None:
+    """spin_trace: thread 0 (of a traced CTA: %ptr) stores %globaltimer at ``point``'s slot."""
+    if on:
+        e(f"@%ptr mov.u64 %tnow, %globaltimer;  // spin_trace: {point}")
+        e(f"@%ptr st.global.u64 [%tsa+{8 * TRACE_POINTS.index(point)}], %tnow;")
+
+
 def poison(e: Emit, addr: str, pred: str = "") -> None:
     """spin: TAG back into a projection output this thread was its only reader of (the next producer overwrites it)."""
     e(f"mov.b16 %ut, {TAG:#06X};")
@@ -605,7 +616,7 @@ def zn_async_loads(e: Emit, A: dict, after_wait: bool, act) -> None:
 
 def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: str = NAME, coherent: bool = True,
              local_qk: bool = False, stream_state: bool = True, smem_state: bool = False, smem_hint: bool = True,
-             early_trigger: bool = False, spin: bool = False, spin_exit_wait: bool = True) -> str:
+             early_trigger: bool = False, spin: bool = False, spin_exit_wait: bool = True, spin_trace: bool = False) -> str:
     """The PTX. ``pdl`` (experiments/gdn/pdl_variant.py, not promoted): for a programmatic
     dependent launch, let the next grid launch at once and load the slot id, the weights, the
     conv windows and the state before ``griddepcontrol.wait``; the projection outputs (qkv,
@@ -657,8 +668,12 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
     runs griddepcontrol.wait before it exits, so a grid after this one still follows the producer. The trigger
     moves to where the wait was (the next grid launches while this one polls). The same arithmetic: bitwise.
     ``spin_exit_wait=False`` (a diagnostic, not a valid build: a grid after this one no longer follows the in_proj):
-    no griddepcontrol.wait before exit, to measure what that wait holds the grid's end to."""
+    no griddepcontrol.wait before exit, to measure what that wait holds the grid's end to.
+    ``spin_trace`` (a diagnostic with spin): thread 0 of CTAs 0 .. TRACE_CTAS - 1 stores %globaltimer at the 8 points
+    of TRACE_POINTS into the module's gdn_stamps[launch % TRACE_LAUNCHES][cta][point] (launch: the CTA's own count in
+    gdn_slot), read back by experiments/decode/step_ab.py gdn_spin_trace. The same outputs."""
     assert not early_trigger or (pdl and coherent), "early_trigger: the coherent PDL build"
+    assert not spin_trace or spin, "spin_trace: the spin build"
     assert not spin or (pdl and coherent and not (early_trigger or local_qk or zn_async or smem_state)), \
         "spin: the coherent PDL build, without early_trigger, local_qk, zn_async or smem_state"
     assert not (local_qk and zn_async), "local_qk is built on the promoted build"
@@ -670,6 +685,10 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
     e(".target sm_90a")
     e(".address_size 64")
     e()
+    if spin_trace:
+        e(f".global .align 8 .u64 gdn_stamps[{TRACE_LAUNCHES * TRACE_CTAS * len(TRACE_POINTS)}];  // spin_trace")
+        e(f".global .align 4 .u32 gdn_slot[{TRACE_CTAS}];  // spin_trace: each CTA's launch count")
+        e()
     entry_params(e, name)
     e(f".reqntid {THREADS}")
     e(f".reqnctapercluster {CLUSTER}, 1, 1")
@@ -690,6 +709,10 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
         e(".reg .b32 %spn;")
         e(".reg .b16 %ut;")
         e(".reg .b64 %pqa, %pba, %paa, %pza;  // spin: this thread's qkv value, b and a of its head, its z value")
+    if spin_trace:
+        e(".reg .pred %ptr;")
+        e(".reg .b32 %tcta, %tslot;")
+        e(".reg .b64 %tsa, %tnow;")
     if smem_state:
         e(".reg .b32 %sa;")
         e(".reg .b64 %pol;")
@@ -720,6 +743,23 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
         e("barrier.cluster.arrive.relaxed.aligned;  // started, barriers initialized: waited on before the first st.async")
     if pdl and (not coherent or early_trigger):
         e("griddepcontrol.launch_dependents;")
+    if spin_trace:
+        e("// spin_trace: thread 0 of the first CTAs stamps %globaltimer at TRACE_POINTS")
+        e("mov.u32 %tcta, %ctaid.x;")
+        e(f"setp.lt.u32 %ptr, %tcta, {TRACE_CTAS};")
+        e("setp.eq.and.u32 %ptr, %th, 0, %ptr;")
+        e("@!%ptr bra TRACE_SET;")
+        e("mov.u64 %tsa, gdn_slot;")
+        e("mul.wide.u32 %tnow, %tcta, 4;")
+        e("add.u64 %tsa, %tsa, %tnow;")
+        e("atom.global.add.u32 %tslot, [%tsa], 1;")
+        e(f"and.b32 %tslot, %tslot, {TRACE_LAUNCHES - 1};")
+        e(f"mad.lo.u32 %tslot, %tslot, {TRACE_CTAS}, %tcta;")
+        e(f"mul.wide.u32 %tnow, %tslot, {8 * len(TRACE_POINTS)};")
+        e("mov.u64 %tsa, gdn_stamps;")
+        e("add.u64 %tsa, %tsa, %tnow;")
+        e("TRACE_SET:")
+        _stamp(e, spin_trace, "start")
 
     e("// 1. the slot id first (the state's address waits on it), then the loads that need no slot id:")
     e("// b, a, A_log, dt_bias (all threads), z and norm weight (warp 0), qkv and conv weights (conv threads)")
@@ -770,9 +810,11 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
         e("// the conv channel's qkv value as soon as the in_proj has stored it; then TAG back (its only reader)")
         spin_load(e, "%xb", "%pqa", "SPIN_X", "%pc")
         poison(e, "%pqa", "%pc")
+        _stamp(e, spin_trace, "qkv")
         e("// b and a of the value head (every thread; TAG goes back after the norm exchange)")
         spin_load(e, "%bb", "%pba", "SPIN_B")
         spin_load(e, "%ab", "%paa", "SPIN_A")
+        _stamp(e, spin_trace, "ba")
     elif pdl:
         e("griddepcontrol.wait;  // the projection outputs are complete from here")
         nc = "" if coherent else ".nc"  # written by the grids before: not read-only for this kernel's lifetime
@@ -836,6 +878,7 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
         e("st.shared.f32 [%t1], %x;")
         e("PUSHED:")
         _wait(e, "bar_qk", "WAIT_QK")
+        _stamp(e, spin_trace, "qk_all")
 
     if smem_state:
         e("cp.async.wait_all;  // this thread's pieces of the slice; the bar.sync in step 3 shows every warp's to all")
@@ -845,6 +888,7 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
     if local_qk:
         e("barrier.cluster.wait.aligned;  // every rank has started and read its conv windows")
         _lqk_window_stores(e)
+    _stamp(e, spin_trace, "delta")
     e("// 5. gated RMSNorm over the value head's 128 columns: this rank's sum of o^2 to the head's 4 ranks")
     e("@!%pw bra NORM_PUSHED;")
     e("mul.f32 %f10, %o, %o;")
@@ -864,6 +908,7 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
     e("NORM_PUSHED:")
     e("@!%pw bra OUT_DONE;")
     _wait(e, "bar_norm", "WAIT_NORM")
+    _stamp(e, spin_trace, "norm_all")
     e("mov.u32 %t0, norm_s;")
     e("ld.shared.v4.f32 {%f0, %f1, %f2, %f3}, [%t0];")
     e("add.f32 %ss, %f0, %f1;")
@@ -875,6 +920,7 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
         e("// ranks have pushed their sums of o^2, which every thread's b and a went into")
         spin_load(e, "%zb", "%pza", "SPIN_Z")
         poison(e, "%pza")
+        _stamp(e, spin_trace, "z")
         e("or.b32 %t0, %r, %lane;")
         e("setp.eq.u32 %ps, %t0, 0;")
         poison(e, "%pba", "%ps")
@@ -896,6 +942,7 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
     e("OUT_DONE:")
     if spin and spin_exit_wait:
         e("griddepcontrol.wait;  // spin: a grid after this one still follows the in_proj")
+    _stamp(e, spin_trace, "exit")
     e("ret;")
     e("BAD_SLOT:  // a slot id outside the pool: no state is touched, this head's output is NaN")
     if local_qk:
