@@ -700,6 +700,9 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   gdn_spin_nowait (a diagnosis, not a valid build): without the wait before exit, what that wait costs.
   gdn_spin_trace (a diagnosis): gdn_spin with %globaltimer stamps (gen_gdn_decode spin_trace) of the PDL runner's last
   64 launches, summarized per point (spin_stamps): where the grid's time goes relative to its first CTA's start.
+  gdn_spin2, gdn_spin2_trace (after the trace at 131eed1): b and a polled after the q | k exchange (spin_ba_late), z's
+  first poll issued after the delta rule (spin_z_early). Prediction: 0.3-0.8 us off the traced chain's latest CTA
+  (b and a were seen 0.8 us after qkv, z's poll took 0.26), so batch 1 PDL 5-15 us less than gdn_spin; bitwise.
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
@@ -723,7 +726,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
          "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "moedown_grp_from9",
-         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "grp_transpose", "grp_transpose_rotate", "early_release", "early_release_all", "refill_last", "refill_last_grp", "nt_branch", "t32_swizzle", "nt_branch_swizzle", "gdn_spin", "inproj_strong", "gdn_spin_again", "gdn_spin_nowait", "gdn_spin_trace", "current_again",
+         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "grp_transpose", "grp_transpose_rotate", "early_release", "early_release_all", "refill_last", "refill_last_grp", "nt_branch", "t32_swizzle", "nt_branch_swizzle", "gdn_spin", "inproj_strong", "gdn_spin_again", "gdn_spin_nowait", "gdn_spin_trace", "gdn_spin2", "gdn_spin2_trace", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -783,7 +786,12 @@ def spin_stamps(module) -> dict:
             "points": {p: {"median_cta_us": round(med(rel[:, :, k].median(dim=1).values), 3),
                            "latest_cta_us": round(med(rel[:, :, k].max(dim=1).values), 3)}
                        for k, p in enumerate(g.TRACE_POINTS)},
-            "exit_after_z_us_median_cta": round(med((rel[:, :, -1] - rel[:, :, -2]).median(dim=1).values), 3)}
+            "exit_after_z_us_median_cta": round(med((rel[:, :, -1] - rel[:, :, -2]).median(dim=1).values), 3),
+            # clusters of 8 CTAs (ctaid / 8): their first CTA's start, in order, and the spread of starts inside one
+            "cluster_first_start_us_sorted": [round(med(c), 3) for c in
+                                              rel[:, :, 0].view(rel.shape[0], -1, 8).min(dim=2).values.sort(dim=1).values.T],
+            "cluster_start_spread_us_median": round(med((lambda c: c.max(dim=2).values - c.min(dim=2).values)(
+                rel[:, :, 0].view(rel.shape[0], -1, 8)).median(dim=1).values), 3)}
 
 
 def rebind_all():
@@ -1090,14 +1098,16 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
                 out[sh.name] = (g.generate(sh, sum_late="m16", sum_late_regs=16 if form == "sum_late_r16" else 1),
                                 contracts.get(sh.name).dynamic_smem)
         assert {"fp8_gemv_n12288_k2048_t32", "fp8_gemv_n9216_k2048_t32", "fp8_gemv_n12288_k2048"} <= set(out), sorted(out)
-    if form in ("gdn_spin", "gdn_spin_again", "gdn_spin_nowait", "gdn_spin_trace", "inproj_strong"):  # the in_proj's outputs stored strong; gdn_spin: gdn_decode polls them
+    if form.startswith("gdn_spin") or form == "inproj_strong":  # the in_proj's outputs stored strong; gdn_spin: gdn_decode polls them
         g = paths.generator("proj", "gen_fp8_gemv")
         out[NORM_BA.name] = (g.generate(NORM_BA, strong_out=True), contracts.get(NORM_BA.name).dynamic_smem)
         if form != "inproj_strong":
             gg = paths.generator("gdn", "gen_gdn_decode")
             out["gdn_decode_b32_pdl"] = (gg.generate(pdl=True, name="gdn_decode_b32_pdl", spin=True,
                                                      spin_exit_wait=form != "gdn_spin_nowait",
-                                                     spin_trace=form == "gdn_spin_trace"), 0)
+                                                     spin_trace=form.endswith("_trace"),
+                                                     spin_ba_late=form.startswith("gdn_spin2"),
+                                                     spin_z_early=form.startswith("gdn_spin2")), 0)
     if form in ("gdn_early", "res_pre_gdn_early"):  # gdn_decode's PDL build triggering its dependents at its start
         g = paths.generator("gdn", "gen_gdn_decode")
         out["gdn_decode_b32_pdl"] = (g.generate(pdl=True, name="gdn_decode_b32_pdl", early_trigger=True), 0)
@@ -1550,7 +1560,7 @@ def main():
             ref = time_step(packed, B, context, tokens, ref, row, steps, before=rebind_all, at=at)
             if tagged:  # (plain runner, PDL runner): every element of qkvz, bb and aa TAG after the last step
                 row["all_tag_after"] = [all(bool((t.view(torch.int16) == -1).all()) for t in ts) for ts in tagged]
-            if form == "gdn_spin_trace":
+            if form.endswith("_trace") and form.startswith("gdn_spin"):
                 try:
                     row["stamps"] = spin_stamps(modules["gdn_decode_b32_pdl"])
                 except Exception as exc:  # a diagnosis must not cost the forms after it

@@ -455,14 +455,19 @@ TAG = 0xFFFF  # spin: the poison of a projection output not yet written (a BF16 
 SPIN_LIMIT = 1 << 14  # spin: polls before falling back to griddepcontrol.wait (never a hang, never a stale value)
 
 
-def spin_load(e: Emit, reg: str, addr: str, label: str, pred: str = "") -> None:
+def spin_load(e: Emit, reg: str, addr: str, label: str, pred: str = "", loaded: bool = False) -> None:
     """spin: reg = the BF16 at [addr], polled (strong, gpu scope) until it is not TAG; after SPIN_LIMIT polls the
-    thread waits for the producer grid instead and reads the final value. ``pred``: only where it holds."""
+    thread waits for the producer grid instead and reads the final value. ``pred``: only where it holds. ``loaded``:
+    reg already holds one strong load of it (spin_z_early), checked first."""
     if pred:
         e(f"@!{pred} bra {label}_OK;")
     e("mov.u32 %spn, 0;")
+    if loaded:
+        e(f"bra.uni {label}_CHK;")
     e(f"{label}:")
     e(f"ld.relaxed.gpu.global.b16 {reg}, [{addr}];")
+    if loaded:
+        e(f"{label}_CHK:")
     e(f"setp.eq.b16 %ps, {reg}, {TAG:#06X};")
     e(f"@!%ps bra {label}_OK;")
     e("add.u32 %spn, %spn, 1;")
@@ -485,6 +490,14 @@ def _stamp(e: Emit, on: bool, point: str) -> None:
     if on:
         e(f"@%ptr mov.u64 %tnow, %globaltimer;  // spin_trace: {point}")
         e(f"@%ptr st.global.u64 [%tsa+{8 * TRACE_POINTS.index(point)}], %tnow;")
+
+
+def _spin_ba(e: Emit, trace: bool) -> None:
+    """spin: every thread's b and a of its value head (TAG goes back after the norm exchange)."""
+    e("// b and a of the value head (every thread; TAG goes back after the norm exchange)")
+    spin_load(e, "%bb", "%pba", "SPIN_B")
+    spin_load(e, "%ab", "%paa", "SPIN_A")
+    _stamp(e, trace, "ba")
 
 
 def poison(e: Emit, addr: str, pred: str = "") -> None:
@@ -616,7 +629,8 @@ def zn_async_loads(e: Emit, A: dict, after_wait: bool, act) -> None:
 
 def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: str = NAME, coherent: bool = True,
              local_qk: bool = False, stream_state: bool = True, smem_state: bool = False, smem_hint: bool = True,
-             early_trigger: bool = False, spin: bool = False, spin_exit_wait: bool = True, spin_trace: bool = False) -> str:
+             early_trigger: bool = False, spin: bool = False, spin_exit_wait: bool = True, spin_trace: bool = False,
+             spin_ba_late: bool = False, spin_z_early: bool = False) -> str:
     """The PTX. ``pdl`` (experiments/gdn/pdl_variant.py, not promoted): for a programmatic
     dependent launch, let the next grid launch at once and load the slot id, the weights, the
     conv windows and the state before ``griddepcontrol.wait``; the projection outputs (qkv,
@@ -671,9 +685,13 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
     no griddepcontrol.wait before exit, to measure what that wait holds the grid's end to.
     ``spin_trace`` (a diagnostic with spin): thread 0 of CTAs 0 .. TRACE_CTAS - 1 stores %globaltimer at the 8 points
     of TRACE_POINTS into the module's gdn_stamps[launch % TRACE_LAUNCHES][cta][point] (launch: the CTA's own count in
-    gdn_slot), read back by experiments/decode/step_ab.py gdn_spin_trace. The same outputs."""
+    gdn_slot), read back by experiments/decode/step_ab.py gdn_spin_trace. The same outputs.
+    ``spin_ba_late`` (with spin; step_ab gdn_spin2): b and a polled after the q | k exchange, just before the gates use
+    them, not before the conv (traced at 131eed1: they were seen 0.8 us after the qkv values, median CTA).
+    ``spin_z_early`` (with spin; step_ab gdn_spin2): warp 0 issues one strong load of z after the delta rule, so at the
+    gated norm the poll starts from its value (traced: the poll's first round trip was 0.26 us of the grid's end)."""
     assert not early_trigger or (pdl and coherent), "early_trigger: the coherent PDL build"
-    assert not spin_trace or spin, "spin_trace: the spin build"
+    assert not (spin_trace or spin_ba_late or spin_z_early) or spin, "spin_trace, spin_ba_late, spin_z_early: spin builds"
     assert not spin or (pdl and coherent and not (early_trigger or local_qk or zn_async or smem_state)), \
         "spin: the coherent PDL build, without early_trigger, local_qk, zn_async or smem_state"
     assert not (local_qk and zn_async), "local_qk is built on the promoted build"
@@ -811,10 +829,8 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
         spin_load(e, "%xb", "%pqa", "SPIN_X", "%pc")
         poison(e, "%pqa", "%pc")
         _stamp(e, spin_trace, "qkv")
-        e("// b and a of the value head (every thread; TAG goes back after the norm exchange)")
-        spin_load(e, "%bb", "%pba", "SPIN_B")
-        spin_load(e, "%ab", "%paa", "SPIN_A")
-        _stamp(e, spin_trace, "ba")
+        if not spin_ba_late:
+            _spin_ba(e, spin_trace)
     elif pdl:
         e("griddepcontrol.wait;  // the projection outputs are complete from here")
         nc = "" if coherent else ".nc"  # written by the grids before: not read-only for this kernel's lifetime
@@ -879,6 +895,8 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
         e("PUSHED:")
         _wait(e, "bar_qk", "WAIT_QK")
         _stamp(e, spin_trace, "qk_all")
+        if spin_ba_late:
+            _spin_ba(e, spin_trace)
 
     if smem_state:
         e("cp.async.wait_all;  // this thread's pieces of the slice; the bar.sync in step 3 shows every warp's to all")
@@ -889,6 +907,8 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
         e("barrier.cluster.wait.aligned;  // every rank has started and read its conv windows")
         _lqk_window_stores(e)
     _stamp(e, spin_trace, "delta")
+    if spin_z_early:
+        e("@%pw ld.relaxed.gpu.global.b16 %zb, [%pza];  // spin_z_early: z's first poll now, checked at the gated norm")
     e("// 5. gated RMSNorm over the value head's 128 columns: this rank's sum of o^2 to the head's 4 ranks")
     e("@!%pw bra NORM_PUSHED;")
     e("mul.f32 %f10, %o, %o;")
@@ -918,7 +938,7 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
     if spin:
         e("// z (the in_proj's last strips) only now; then TAG back to it, and rank r = 0 to b and a: the head's 4")
         e("// ranks have pushed their sums of o^2, which every thread's b and a went into")
-        spin_load(e, "%zb", "%pza", "SPIN_Z")
+        spin_load(e, "%zb", "%pza", "SPIN_Z", loaded=spin_z_early)
         poison(e, "%pza")
         _stamp(e, spin_trace, "z")
         e("or.b32 %t0, %r, %lane;")
