@@ -96,3 +96,48 @@ def test_variant_ab_shapes_named():
     assert variant_ab.shapes_named(names) == [EXPERTS_SHARED_GROUP32, NORM_BA]
     with pytest.raises(KeyError):
         variant_ab.shapes_named(["fp8_gemv_no_such_shape"])
+
+
+def _spin_builds():
+    from netra import paths
+
+    g = paths.generator("gdn", "gen_gdn_decode")
+    kw = dict(pdl=True, name="gdn_decode_b32_pdl", spin=True)
+    return g, {"spin": g.generate(**kw), "spin2": g.generate(**kw, spin_ba_late=True, spin_z_early=True),
+               "spin2_trace": g.generate(**kw, spin_ba_late=True, spin_z_early=True, spin_trace=True)}
+
+
+def test_gdn_spin_candidate(tmp_path):
+    """gen_gdn_decode spin (experiments/decode/step_ab.py gdn_spin*): each build assembles without spills; no
+    griddepcontrol.wait before the projection outputs except inside a poll's fallback; every exit after a wait (the
+    chain); every value read by a poll gets TAG back (qkv and z by their reader, b and a by rank r = 0 after the norm
+    exchange); the promoted PDL build is unchanged. gen_fp8_gemv strong_out changes only the in_proj's two stores."""
+    from netra import paths
+    from netra.contracts.proj import NORM_BA
+
+    g, builds = _spin_builds()
+    promoted = (Path(g.HERE) / "gdn_decode_b32_pdl.ptx").read_text()
+    assert g.generate(pdl=True, name="gdn_decode_b32_pdl") == promoted
+    for form, text in builds.items():
+        p = tmp_path / f"{form}.ptx"
+        p.write_text(text)
+        res = build.resource_usage(toolchain.ptxas(), p)
+        assert res["spill_stores"] == res["stack_frame"] == 0 and res["registers"] <= 80, (form, res)
+        body = text[text.index("{"):]
+        waits = [m.start() for m in re.finditer(r"griddepcontrol\.wait;", body)]
+        fallbacks = [m.start() for m in re.finditer(r"\w+_WAIT:\n", body)]
+        polls = {lab: body.index(f"{lab}_OK:") for lab in ("SPIN_X", "SPIN_B", "SPIN_A", "SPIN_Z")}
+        assert len(fallbacks) == 4 and all(any(0 < w - f < 80 for f in fallbacks) for w in waits[:4]), form
+        assert re.search(r"OUT_DONE:\n\s*griddepcontrol\.wait;", body) and body.index("BAD_SLOT:") < waits[-1], form
+        assert body.count("ret;") == 2
+        for reg, addr, lab in (("%xb", "%pqa", "SPIN_X"), ("%zb", "%pza", "SPIN_Z")):
+            assert body.index(f"st.global.b16 [{addr}], %ut;") > polls[lab], (form, lab)
+        tags_ba = [m.start() for m in re.finditer(r"@%ps st\.global\.b16 \[%p[ba]a\], %ut;", body)]
+        assert len(tags_ba) == 4 and min(tags_ba) > body.index("WAIT_NORM:"), form  # good path + BAD_SLOT path
+        if "spin2" in form:
+            assert polls["SPIN_B"] > body.index("WAIT_QK:") and "SPIN_Z_CHK:" in body
+    gf = paths.generator("proj", "gen_fp8_gemv")
+    a, b = gf.generate(NORM_BA).splitlines(), gf.generate(NORM_BA, strong_out=True).splitlines()
+    diff = [(x, y) for x, y in zip(a, b) if x != y]
+    assert len(a) == len(b) and len(diff) == 2 and all("st.relaxed.gpu.global.b16" in y for _, y in diff), diff
+    assert gf.generate(NORM_BA) == (Path(gf.HERE) / f"{NORM_BA.name}.ptx").read_text()
