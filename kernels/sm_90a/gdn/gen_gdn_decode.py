@@ -692,8 +692,8 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
     gated norm the poll starts from its value (traced: the poll's first round trip was 0.26 us of the grid's end)."""
     assert not early_trigger or (pdl and coherent), "early_trigger: the coherent PDL build"
     assert not (spin_trace or spin_ba_late or spin_z_early) or spin, "spin_trace, spin_ba_late, spin_z_early: spin builds"
-    assert not spin or (pdl and coherent and not (early_trigger or local_qk or zn_async or smem_state)), \
-        "spin: the coherent PDL build, without early_trigger, local_qk, zn_async or smem_state"
+    assert not spin or (pdl and coherent and not (early_trigger or local_qk or zn_async)), \
+        "spin: the coherent PDL build (or its smem_state build), without early_trigger, local_qk or zn_async"
     assert not (local_qk and zn_async), "local_qk is built on the promoted build"
     assert not (smem_state and (local_qk or zn_async)), "smem_state is built on the promoted build"
     e = Emit()
