@@ -703,9 +703,9 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   gdn_spin2, gdn_spin2_trace (after the trace at 131eed1): b and a polled after the q | k exchange (spin_ba_late), z's
   first poll issued after the delta rule (spin_z_early). Prediction: 0.3-0.8 us off the traced chain's latest CTA
   (b and a were seen 0.8 us after qkv, z's poll took 0.26), so batch 1 PDL 5-15 us less than gdn_spin; bitwise.
-  Measured at 0e8c0ab: no better than gdn_spin; its trace: 15 of the 16 clusters start within 0.5 us and one 3.6-3.8 us
+  Measured at 28b4b22: no better than gdn_spin; its trace: 15 of the 16 clusters start within 0.5 us and one 3.6-3.8 us
   later (cluster_first_start_us_sorted), so the grid's end is that cluster's chain.
-- gdn_spin_smem, gdn_spin_smem_trace (after 0e8c0ab): gdn_spin on the smem_state build (48 registers, 18 KB of shared
+- gdn_spin_smem, gdn_spin_smem_trace (after 28b4b22): gdn_spin on the smem_state build (48 registers, 18 KB of shared
   memory a CTA: two fit beside an in_proj CTA, whose 104 x 512 registers leave exactly 2 x 48 x 128), with the in_proj
   and gdn_decode at the largest carveout (CARVE_FORMS), so all 16 clusters of 8 can start beside the in_proj.
   Prediction: the late cluster gone, batch 1 PDL 10-30 us less than gdn_spin; bitwise (the smem build is).
