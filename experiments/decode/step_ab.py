@@ -709,6 +709,7 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   memory a CTA: two fit beside an in_proj CTA, whose 104 x 512 registers leave exactly 2 x 48 x 128), with the in_proj
   and gdn_decode at the largest carveout (CARVE_FORMS), so all 16 clusters of 8 can start beside the in_proj.
   Prediction: the late cluster gone, batch 1 PDL 10-30 us less than gdn_spin; bitwise (the smem build is).
+  gdn_smem_carve (a control): the smem build without spin in gdn_decode_b32_pdl's place, at the same carveout.
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
@@ -732,13 +733,13 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
          "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "moedown_grp_from9",
-         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "grp_transpose", "grp_transpose_rotate", "early_release", "early_release_all", "refill_last", "refill_last_grp", "nt_branch", "t32_swizzle", "nt_branch_swizzle", "gdn_spin", "inproj_strong", "gdn_spin_again", "gdn_spin_nowait", "gdn_spin_trace", "gdn_spin2", "gdn_spin2_trace", "gdn_spin_smem", "gdn_spin_smem_trace", "current_again",
+         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "grp_transpose", "grp_transpose_rotate", "early_release", "early_release_all", "refill_last", "refill_last_grp", "nt_branch", "t32_swizzle", "nt_branch_swizzle", "gdn_spin", "inproj_strong", "gdn_spin_again", "gdn_spin_nowait", "gdn_spin_trace", "gdn_spin2", "gdn_spin2_trace", "gdn_spin_smem", "gdn_spin_smem_trace", "gdn_smem_carve", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
 NREG_KERNELS = ("fp8_gemv_n2048_k4096_res", "fp8_gemv_n12288_k2048_norm_ba")
 CARVE_GDN = NREG_KERNELS + ("gdn_decode_b32_pdl", "gdn_decode_b32")  # nreg104, carve_gdn: the largest carveout on these
-CARVE_FORMS = ("nreg104", "carve_gdn", "gdn_spin_smem", "gdn_spin_smem_trace")
+CARVE_FORMS = ("nreg104", "carve_gdn", "gdn_spin_smem", "gdn_spin_smem_trace", "gdn_smem_carve")
 
 
 def stagger_ptx(ptx: str, per_cta: int) -> str:
@@ -1104,6 +1105,9 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
                 out[sh.name] = (g.generate(sh, sum_late="m16", sum_late_regs=16 if form == "sum_late_r16" else 1),
                                 contracts.get(sh.name).dynamic_smem)
         assert {"fp8_gemv_n12288_k2048_t32", "fp8_gemv_n9216_k2048_t32", "fp8_gemv_n12288_k2048"} <= set(out), sorted(out)
+    if form == "gdn_smem_carve":  # the smem build without spin in gdn_decode_b32_pdl's place (CARVE_FORMS)
+        gg = paths.generator("gdn", "gen_gdn_decode")
+        out["gdn_decode_b32_pdl"] = (gg.generate(pdl=True, name="gdn_decode_b32_pdl", smem_state=True), 0)
     if form.startswith("gdn_spin") or form == "inproj_strong":  # the in_proj's outputs stored strong; gdn_spin: gdn_decode polls them
         g = paths.generator("proj", "gen_fp8_gemv")
         out[NORM_BA.name] = (g.generate(NORM_BA, strong_out=True), contracts.get(NORM_BA.name).dynamic_smem)
