@@ -710,6 +710,9 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   and gdn_decode at the largest carveout (CARVE_FORMS), so all 16 clusters of 8 can start beside the in_proj.
   Prediction: the late cluster gone, batch 1 PDL 10-30 us less than gdn_spin; bitwise (the smem build is).
   gdn_smem_carve (a control): the smem build without spin in gdn_decode_b32_pdl's place, at the same carveout.
+  Measured (ms PDL, interpolated between each run's two currents; logits bitwise; docs/notes/decode.md, "After
+  78b3396"): gdn_spin -3.5..-17 us over six runs; gdn_spin2 level with it; gdn_spin_smem -27.0, -13.2, -13.9 (traced
+  -23.7, -11.9) at batch 1, -32 at batch 2, +57 at batch 4; gdn_smem_carve +11.4, +2.7. Not promoted.
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
