@@ -791,17 +791,17 @@ def spin_stamps(module) -> dict:
     st = t.view(g.TRACE_LAUNCHES, g.TRACE_CTAS, len(g.TRACE_POINTS)).cpu().double()
     st = st[(st > 0).all(-1).all(-1)]
     rel = (st - st[:, :, 0].min(dim=1).values[:, None, None]) / 1000.0
+    starts = rel[:, :, 0].view(rel.shape[0], -1, 8)  # [launch][cluster of 8 CTAs: ctaid / 8][rank]
     med = lambda x: statistics.median(x.tolist())  # noqa: E731
     return {"launches": int(st.shape[0]), "ctas": int(st.shape[1]),
             "points": {p: {"median_cta_us": round(med(rel[:, :, k].median(dim=1).values), 3),
                            "latest_cta_us": round(med(rel[:, :, k].max(dim=1).values), 3)}
                        for k, p in enumerate(g.TRACE_POINTS)},
             "exit_after_z_us_median_cta": round(med((rel[:, :, -1] - rel[:, :, -2]).median(dim=1).values), 3),
-            # clusters of 8 CTAs (ctaid / 8): their first CTA's start, in order, and the spread of starts inside one
-            "cluster_first_start_us_sorted": [round(med(c), 3) for c in
-                                              rel[:, :, 0].view(rel.shape[0], -1, 8).min(dim=2).values.sort(dim=1).values.T],
-            "cluster_start_spread_us_median": round(med((lambda c: c.max(dim=2).values - c.min(dim=2).values)(
-                rel[:, :, 0].view(rel.shape[0], -1, 8)).median(dim=1).values), 3)}
+            # each cluster's first CTA start, in order, and the spread of starts inside one cluster
+            "cluster_first_start_us_sorted": [round(med(c), 3) for c in starts.min(dim=2).values.sort(dim=1).values.T],
+            "cluster_start_spread_us_median": round(med((starts.max(dim=2).values - starts.min(dim=2).values)
+                                                        .median(dim=1).values), 3)}
 
 
 def rebind_all():

@@ -137,6 +137,7 @@ def main():
     batches = [int(b) for b in arg("batches", "1").replace("+", ",").split(",")]
     forms = arg("forms", "current+nreg_prev").replace(",", "+").split("+")
     packed = pack(ck.synthetic_checkpoint(QWEN36_35B_A3B, seed=0, device="cuda"))
+    step_ab = paths.load_module(HERE / "step_ab.py", "step_ab")
     res = {"method": __doc__.split("\n\n")[1].replace("\n", " "), "replays": REPLAYS, "runs": {}}
     for B in batches:
         for form in forms:
@@ -146,7 +147,7 @@ def main():
                 for pdl in (False, True):
                     runner = rmod.DecodeRunner(packed, B, 1024, device="cuda")
                     if form.startswith("gdn_spin"):  # the spin build's contract: its inputs TAG before the in_proj
-                        paths.load_module(HERE / "step_ab.py", "step_ab").tag_gdn_inputs(runner)
+                        step_ab.tag_gdn_inputs(runner)
                     runner.capture(pdl=pdl)
                     event_ms = dm._time_replays(runner, 32)
                     steps = kernels_of_replays(runner)

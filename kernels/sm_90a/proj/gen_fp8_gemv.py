@@ -1287,10 +1287,8 @@ def store_out(e: Emit, res: bool, base: str = "%po", strong: bool = False) -> No
         e("  add.u64 %pc, %pmo, %pt64;")
         e("  st.global.b16 [%pc], %q0;")
         residual_add(e)
-    if _STRONG["on"] and not res:
-        e("  st.relaxed.gpu.global.b16 [%pb], %q0;  // strong: the next grid polls it (strong_out)")
-        return
-    e("  st.relaxed.gpu.global.b16 [%pb], %q0;  // strong: other CTAs spin on it (tags)" if strong and not res
+    why = "the next grid polls it (strong_out)" if _STRONG["on"] else "other CTAs spin on it (tags)"
+    e(f"  st.relaxed.gpu.global.b16 [%pb], %q0;  // strong: {why}" if (strong or _STRONG["on"]) and not res
       else "  st.global.b16 [%pb], %q0;")
 
 
