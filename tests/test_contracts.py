@@ -205,7 +205,7 @@ def test_every_op_has_its_contract():
     assert set(netra.ops.OPS) == {"rmsnorm", "add_rmsnorm", "qk_rmsnorm", "gated_rmsnorm", "smoke_copy", "gdn_decode", "gdn_verify", "bf16_linear2", "moe_router", "moe_router_norm", "moe_router_norm_split_e256_k2048", "moe_router_norm_regs_e256_k2048", "moe_down", "gdn_commit", "gdn_verify_chunk_t16", "gdn_decode_b32_pdl",
                                 "gdn_verify_chunk_t16_w8", "fp8_gemv_n2048_k4608_moedown_s6", "moe_act_i512",
                                 "fp8_gemv_n2048_k4608_moedown_grp", "gdn_decode_b32_smem",
-                                "gdn_decode_b32_smem_pdl", "gdn_decode_b32_pipe", "gdn_decode_b32_pipe_pdl", "lm_head_argmax",
+                                "gdn_decode_b32_smem_pdl", "gdn_decode_spin", "gdn_decode_b32_pipe", "gdn_decode_b32_pipe_pdl", "lm_head_argmax",
                                 "attention_decode_paged", "attention_decode_paged_qknorm",
                                 "attn_decode_d256_qknorm_c4", "attn_decode_d256_qknorm_c8",
                                 "attn_decode_d256_qknorm_c4_long", "attn_decode_d256_qknorm_c8_long"} | proj

@@ -71,6 +71,44 @@ def test_runner_graph_replay_equals_eager():
         assert torch.equal(graphed.step(ids[:, t]), eager.step(ids[:, t])), f"after prefill, step {t}"
 
 
+def test_runner_spin_pair_cpu():
+    """Up to GDN_SPIN_MAX_B sequences the runner owns the spin pair's buffers, TAG from allocation; under set_pdl its
+    GDN layers write the in_proj's outputs there and gdn_decode_spin leaves them TAG (here both ops' framework paths:
+    the protocol is the op's, whichever path runs), with the logits of the plain runner; reset() re-tags them. Above
+    GDN_SPIN_MAX_B there are none."""
+    import netra.ops as nops
+    from netra.contracts.gdn import TAG
+    from netra.decode import ops as dops
+
+    cfg = tiny(layers=4)
+    c = ck.synthetic_checkpoint(cfg, seed=23)
+    B = dops.GDN_SPIN_MAX_B
+    assert B >= 1 and not DecodeRunner(c, batch=B + 1, max_context=32, device="cpu", page_size=16).spin
+    ids = torch.randint(0, cfg.vocab_size, (B, 6), generator=torch.Generator().manual_seed(3))
+    plain = DecodeRunner(c, batch=B, max_context=32, device="cpu", page_size=16)
+    want = [plain.step(ids[:, t]).clone() for t in range(ids.shape[1])]
+    runner = DecodeRunner(c, batch=B, max_context=32, device="cpu", page_size=16)
+    bufs = (runner.qkvz_s, runner.bb_s, runner.aa_s)
+    tagged = lambda: all(bool((t.view(torch.int16) == TAG - (1 << 16)).all()) for t in bufs)  # noqa: E731
+    assert runner.spin and tagged()
+    calls = []
+    real = dops.gdn_decode_spin
+    dops.gdn_decode_spin = lambda *a: (calls.append(a[0].data_ptr()), real(*a))
+    nops.set_pdl(True)
+    try:
+        for t in range(ids.shape[1]):
+            assert torch.equal(runner.step(ids[:, t]), want[t]), t
+            assert tagged(), t
+    finally:
+        nops.set_pdl(False)
+        dops.gdn_decode_spin = real
+    n_gdn = sum(not cfg.is_full(L) for L in range(cfg.num_hidden_layers))
+    assert calls == [runner.qkvz_s.data_ptr()] * (n_gdn * ids.shape[1])
+    runner.qkvz_s.fill_(1.0)
+    runner.reset()
+    assert tagged()
+
+
 def test_gates_on_tiny_model_cpu():
     from netra.decode import gates
 

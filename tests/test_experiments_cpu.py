@@ -104,7 +104,9 @@ def _spin_builds():
     g = paths.generator("gdn", "gen_gdn_decode")
     kw = dict(pdl=True, name="gdn_decode_b32_pdl", spin=True)
     return g, {"spin": g.generate(**kw), "spin2": g.generate(**kw, spin_ba_late=True, spin_z_early=True),
-               "spin2_trace": g.generate(**kw, spin_ba_late=True, spin_z_early=True, spin_trace=True)}
+               "spin2_trace": g.generate(**kw, spin_ba_late=True, spin_z_early=True, spin_trace=True),
+               # the promoted build (netra::gdn_decode_spin), as committed
+               "spin_smem": (Path(g.HERE) / f"{g.SPIN_NAME}.ptx").read_text()}
 
 
 def test_gdn_spin_candidate(tmp_path):
@@ -118,6 +120,7 @@ def test_gdn_spin_candidate(tmp_path):
     g, builds = _spin_builds()
     promoted = (Path(g.HERE) / "gdn_decode_b32_pdl.ptx").read_text()
     assert g.generate(pdl=True, name="gdn_decode_b32_pdl") == promoted
+    assert g.generate(pdl=True, smem_state=True, spin=True, name=g.SPIN_NAME) == builds["spin_smem"]
     for form, text in builds.items():
         p = tmp_path / f"{form}.ptx"
         p.write_text(text)
@@ -137,7 +140,7 @@ def test_gdn_spin_candidate(tmp_path):
         if "spin2" in form:
             assert polls["SPIN_B"] > body.index("WAIT_QK:") and "SPIN_Z_CHK:" in body
     gf = paths.generator("proj", "gen_fp8_gemv")
-    a, b = gf.generate(NORM_BA).splitlines(), gf.generate(NORM_BA, strong_out=True).splitlines()
+    a, b = gf.generate(NORM_BA, strong_out=False).splitlines(), gf.generate(NORM_BA).splitlines()  # strong: promoted
     diff = [(x, y) for x, y in zip(a, b) if x != y]
     assert len(a) == len(b) and len(diff) == 2 and all("st.relaxed.gpu.global.b16" in y for _, y in diff), diff
     assert gf.generate(NORM_BA) == (Path(gf.HERE) / f"{NORM_BA.name}.ptx").read_text()

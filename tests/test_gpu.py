@@ -1075,6 +1075,73 @@ def test_gdn_decode_op_runs_the_kernel_and_matches_the_framework_path(B):
     assert "slots: dtype" in str(ops.stats()[op]["misses"])
 
 
+@pytest.mark.parametrize("B", [1, 2, 4])
+def test_gdn_decode_spin_after_the_strong_in_proj_is_the_pair_it_replaces(B):
+    """The spin pair (the decode runner's at up to GDN_SPIN_MAX_B sequences): fp8_linear_norm_ba into buffers that
+    hold TAG, then netra::gdn_decode_spin, three layers deep on the same buffers, gives bitwise the outputs, states and
+    conv windows of fp8_linear_norm_ba then gdn_decode; plainly, under set_pdl, and replayed from a graph captured
+    under set_pdl; the buffers are TAG after every pair, the kernels take every launch. Its fallback (int32 slots:
+    gdn_decode's framework path) gives the same outputs within the tolerance and leaves the buffers TAG too."""
+    from netra.contracts.gdn import TAG
+    from netra.contracts.proj import NORM_BA
+    from netra.decode import ops as dops
+    from netra.lifecycle import testbeds
+
+    gen = torch.Generator().manual_seed(500 + B)
+    proj = testbeds.get(NORM_BA.name).make({"M": B}, gen, "cuda")
+    g = testbeds.get("gdn_decode_b32").make({"B": B, "P": B + 3}, gen, "cuda")
+    pools0 = (g["conv_pool"].clone(), g["state_pool"].clone())
+    bf = lambda *shape: torch.empty(*shape, dtype=torch.bfloat16, device="cuda")  # noqa: E731
+    x = bf(B, 2048)
+    tagged = lambda *ts: all(bool((t.view(torch.int16) == TAG - (1 << 16)).all()) for t in ts)  # noqa: E731
+
+    def layers(qkvz, bb, aa, out, spin, slots=None):
+        res = []
+        for layer in range(3):  # the pools advance each layer: three steps of one sequence set
+            dops.fp8_linear_norm_ba(proj["h"], proj["norm_w"], EPS, proj["w"], proj["scale"], qkvz, x, proj["w_b"],
+                                    proj["w_a"], bb, aa)
+            args = (qkvz[:, :8192], qkvz[:, 8192:], bb, aa, g["conv_w"], g["a_log"], g["dt_bias"], g["norm_w"],
+                    g["conv_pool"], g["state_pool"], g["slots"] if slots is None else slots, 16, EPS, out)
+            (dops.gdn_decode_spin if spin else dops.gdn_decode)(*args)
+            res.append(out.clone())
+        return res + [g["conv_pool"].clone(), g["state_pool"].clone()]
+
+    def fresh():
+        g["conv_pool"].copy_(pools0[0])
+        g["state_pool"].copy_(pools0[1])
+
+    fresh()
+    want = layers(bf(B, 12288), bf(B, 32), bf(B, 32), bf(B, 4096), spin=False)
+    qkvz, bb, aa, out = bf(B, 12288), bf(B, 32), bf(B, 32), bf(B, 4096)
+    dops.tag_(qkvz, bb, aa)
+    for pdl in (False, True):
+        fresh()
+        with _pdl(pdl):
+            got = layers(qkvz, bb, aa, out, spin=True)
+        assert all(torch.equal(a, b) for a, b in zip(got, want)), (B, pdl)
+        assert tagged(qkvz, bb, aa) and _misses("gdn_decode_spin") == 0, ops.stats()["gdn_decode_spin"]
+    ops.set_pdl(True)
+    try:
+        ops.prepare()
+        graph = torch.cuda.CUDAGraph()
+        fresh()
+        with torch.cuda.graph(graph):
+            got = layers(qkvz, bb, aa, out, spin=True)
+    finally:
+        ops.set_pdl(False)
+    for _ in range(2):  # the graph's own TAG writes leave it ready for the next replay
+        fresh()
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert all(torch.equal(a, b) for a, b in zip(got, want)) and tagged(qkvz, bb, aa), B
+    fresh()
+    ops.reset_stats()
+    fb = layers(qkvz, bb, aa, out, spin=True, slots=g["slots"].int())
+    assert "slots: dtype" in str(ops.stats()["gdn_decode_spin"]["misses"]) and tagged(qkvz, bb, aa)
+    assert all(metrics.rel_err(a, b) <= contracts.get("gdn_decode_b32_spin").tolerance for a, b in zip(fb[:3], want[:3]))
+
+
 @pytest.mark.parametrize("B,T", [(1, 1), (1, 16), (3, 7)])
 def test_gdn_verify_kernel_is_bitwise_decode_steps(B, T):
     """gdn_verify_t16 takes the kernel with no miss; token t's output, state and conv window

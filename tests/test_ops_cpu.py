@@ -311,7 +311,7 @@ def test_stats_shape():
                          "attention_decode_paged", "attention_decode_paged_qknorm", "attn_decode_d256_qknorm_c4",
                          "attn_decode_d256_qknorm_c8", "attn_decode_d256_qknorm_c4_long", "attn_decode_d256_qknorm_c8_long",
                          "gdn_verify_chunk_t16", "gdn_verify_chunk_t16_w8", "gdn_decode_b32_pdl",
-                         "fp8_gemv_n2048_k4608_moedown_s6", "moe_act_i512", "fp8_gemv_n2048_k4608_moedown_grp", "gdn_decode_b32_smem", "gdn_decode_b32_smem_pdl",
+                         "fp8_gemv_n2048_k4608_moedown_s6", "moe_act_i512", "fp8_gemv_n2048_k4608_moedown_grp", "gdn_decode_b32_smem", "gdn_decode_b32_smem_pdl", "gdn_decode_spin",
                          "gdn_decode_b32_pipe", "gdn_decode_b32_pipe_pdl", "lm_head_argmax"})
     for op, entry in s.items():
         assert entry["kernel"] == ops.OPS[op].contract.name

@@ -494,6 +494,7 @@ def test_set_pdl_rebinds_only_pdl_kernels_with_the_pdl_launcher(monkeypatch):
         assert pdl_names == {sh.name for sh in SHAPES + DENSE32 + FUSED + FUSED32 + (NORM_BA,) + PLAIN_BA + (EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED, EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32, EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN) + EXPERTS + MOE_DOWNS} | {"bf16_gemv_n64_k2048",
                                                                                      "gdn_decode_b32_pdl",
                                                                                      "gdn_decode_b32_smem_pdl", "gdn_decode_b32_pipe_pdl",
+                                                                                     "gdn_decode_b32_spin",
                                                                                      "moe_router_norm_e256_k2048", "moe_router_norm_split_e256_k2048", "moe_router_norm_regs_e256_k2048",
                                                                                      "moe_act_i512",
                                                                                      "fp8_gemv_n2048_k4608_moedown_grp",
@@ -553,7 +554,8 @@ def test_norm_ba_build():
     CTA's rows; the contract adds the four tensors after the norm kernel's."""
     g = _generator()
     sh = next(s for s in FUSED if s.N == 12288)
-    ba, plain = g.generate(NORM_BA), g.generate(sh, x_tpose=NORM_BA.x_tpose, maxnreg=NORM_BA.maxnreg)
+    ba, plain = g.generate(NORM_BA), g.generate(sh, x_tpose=NORM_BA.x_tpose, maxnreg=NORM_BA.maxnreg,
+                                                 strong_out=NORM_BA.strong_out)
     assert NORM_BA.name == sh.name + "_ba" and NORM_BA.walkers == 128 and NORM_BA.S % NORM_BA.walkers == 0
     assert -(-sh.S // sh.walkers) == NORM_BA.S // NORM_BA.walkers  # the busiest CTA's strips: no more than before
     _check_ba_build(g, NORM_BA, sh, ba, plain, "fp8_linear_norm_ba")

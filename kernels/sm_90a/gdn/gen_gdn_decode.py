@@ -42,7 +42,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "src"))
 from netra import paths  # noqa: E402
-from netra.contracts.gdn import CONV_DIM as CONV, DK, DV, KW, NK, NV  # noqa: E402  (shapes, written once)
+from netra.contracts.gdn import CONV_DIM as CONV, DK, DV, KW, NK, NV, TAG  # noqa: E402  (shapes, written once)
 
 Emit = paths.generator("proj", "gen_fp8_gemv").Emit
 
@@ -451,7 +451,7 @@ def gate_z(e: Emit) -> None:
     e("cvt.rn.bf16.f32 %u0, %o;")
 
 
-TAG = 0xFFFF  # spin: the poison of a projection output not yet written (a BF16 NaN cvt.rn.bf16.f32 never gives)
+# spin: TAG (netra.contracts.gdn) is the poison of a projection output not yet written
 SPIN_LIMIT = 1 << 14  # spin: polls before falling back to griddepcontrol.wait (never a hang, never a stale value)
 
 
@@ -991,6 +991,7 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
 
 PDL_NAME = f"{NAME}_pdl"
 SMEM_NAME, SMEM_PDL_NAME = f"{NAME}_smem", f"{NAME}_smem_pdl"  # smem_state builds, taken from 8 sequences
+SPIN_NAME = f"{NAME}_spin"  # the smem_state PDL build polling its inputs (spin): netra::gdn_decode_spin
 
 
 def main() -> int:
@@ -998,6 +999,7 @@ def main() -> int:
     (HERE / f"{PDL_NAME}.ptx").write_text(generate(pdl=True, name=PDL_NAME))
     (HERE / f"{SMEM_NAME}.ptx").write_text(generate(smem_state=True, name=SMEM_NAME))
     (HERE / f"{SMEM_PDL_NAME}.ptx").write_text(generate(pdl=True, smem_state=True, name=SMEM_PDL_NAME))
+    (HERE / f"{SPIN_NAME}.ptx").write_text(generate(pdl=True, smem_state=True, spin=True, name=SPIN_NAME))
     print(f"wrote {NAME}.ptx: grid {CLUSTER} x {NK} x B CTAs of {THREADS} threads, clusters of {CLUSTER}")
     return 0
 

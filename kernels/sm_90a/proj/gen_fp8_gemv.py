@@ -1540,7 +1540,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
              maxnreg: int | None = None, sum_late: bool | str = False, sum_late_regs: int = 1,
              x_prepped: bool = False, parked: bool = False, grp_transpose: bool = False,
              early_release: bool = False, refill_last: bool = False, nt_branch: bool = False,
-             strong_out: bool = False) -> str:
+             strong_out: bool | None = None) -> str:
     """The PTX. The defaults are the promoted build (v3g); ``generate(sh, **V3)`` is v3 as promoted
     at cb9faad (bitwise the same outputs). ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x, on v3): x comes into
     shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
@@ -1678,7 +1678,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     M = 16..32 and is gone; its code is at a044afc, its measurements in experiments/proj/README.md.)
     ``strong_out`` (a candidate with gen_gdn_decode's spin, experiments/decode/step_ab.py gdn_spin; the norm and plain
     builds): the BF16 outputs (and the b | a CTAs') stored st.relaxed.gpu, so a consumer may poll them while this grid
-    runs (the rows are their own flags, as the tags build's). The same values."""
+    runs (the rows are their own flags, as the tags build's). The same values. None: ``Fp8Gemv.strong_out`` (promoted
+    for GDN's in_proj, the norm_ba build, with gdn_decode_b32_spin)."""
     maxnreg = sh.maxnreg if maxnreg is None else maxnreg
     red_swizzle = sh.red_swizzle if red_swizzle is None else red_swizzle
     h_early = sh.h_early if h_early is None else h_early
@@ -1697,6 +1698,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
                            and split_passes(sh) == 1 and -(-sh.S // sh.walkers) <= 2), \
         f"h_early: one pass of residual rows, or a k split of one output a thread and two strips a cluster ({sh.name})"
     _HE["on"] = "split" if h_early and sh.ksplit > 1 else h_early
+    strong_out = sh.strong_out if strong_out is None else strong_out
     assert not strong_out or (sh.fuse in ("", "norm") and not sh.group), f"strong_out: plain and norm builds ({sh.name})"
     _STRONG["on"] = strong_out
     assert sum_late in (False, True, "m16"), sum_late

@@ -237,6 +237,33 @@ GDN_DECODE_B32_SMEM_PDL = dataclasses.replace(GDN_DECODE_B32_PDL, name="gdn_deco
                                               summary=GDN_DECODE_B32_PDL.summary + _SMEM, max_registers=48,
                                               max_static_smem=18 * 1024)
 
+# The smem build under PDL without waiting for its producer's grid (gen_gdn_decode.generate(spin=True)): each thread
+# polls its own q | k | v, z, b and a values (ld.relaxed.gpu) until they are not TAG, and writes TAG back after reading
+# them, so the recurrence starts as the in_proj's rows land. The producer / consumer protocol, held by the decode runner
+# (netra::gdn_decode_spin): the four inputs hold TAG before the in_proj (fp8_gemv_n12288_k2048_norm_ba, whose stores are
+# strong) writes them, and only that pair touches them. A poll still at TAG after SPIN_LIMIT rounds falls back to
+# griddepcontrol.wait, and every thread runs it before it exits, so the grid after this one still follows the in_proj.
+# Bitwise the smem build. Measured in the batch-1 / 2 step with PDL (experiments/decode/step_ab.py gdn_spin_smem,
+# docs/notes/decode.md "After 78b3396"): 13-27 us less at batch 1 over three runs, 32 at batch 2; 57 more at batch 4.
+TAG = 0xFFFF  # a BF16 NaN that cvt.rn.bf16.f32 never gives (a NaN converts to 0x7FFF)
+GDN_DECODE_B32_SPIN = dataclasses.replace(
+    GDN_DECODE_B32_SMEM_PDL, name="gdn_decode_b32_spin",
+    summary=GDN_DECODE_B32_SMEM_PDL.summary + "; its inputs polled until not TAG and left TAG (netra::gdn_decode_spin)",
+    params=tuple(dataclasses.replace(p, role="inout", doc=p.doc + (": " if p.doc else "") + "TAG after the launch")
+                 if p.name in ("qkv", "z", "b_in", "a_in") else p for p in GDN_DECODE_B32_SMEM_PDL.params),
+    pdl="the slot ids, A_log, dt_bias, the norm and conv weights, the conv windows and the state slices at once; qkv, z, "
+    "b, a polled (ld.relaxed.gpu) until not TAG, without griddepcontrol.wait (after 16384 polls: the wait, then the "
+    "load); launch_dependents where the smem build waits; griddepcontrol.wait before every exit. Safe only as "
+    "gdn_decode_b32_smem_pdl is, and only after a producer that stores the four inputs strong into buffers that held "
+    "TAG: netra::gdn_decode_spin after fp8_gemv_n12288_k2048_norm_ba in the decode runner",
+    bytes_written=GDN_DECODE_B32_SMEM_PDL.bytes_written + f" + B * ({QKVZ * 2} + {NV * 4})",  # TAG written back
+    exact_outputs=("qkv", "z", "b_in", "a_in"),
+    consumes=("qkv", "z", "b_in", "a_in"),
+    max_registers=40,
+    carveout=100,
+    op="gdn_decode_spin",
+)
+
 # A persistent pipeline of whole value-head states (kernels/sm_90a/gdn/gen_gdn_decode_pipe.py; the design is
 # there): min(16 B, SMS) CTAs of 512 threads, one per SM, each streaming its items (sequence, key head)
 # through 2 stages of 64 KB filled by cp.async.bulk; no clusters. The same arithmetic in the same order as
@@ -273,5 +300,6 @@ GDN_DECODE_B32_PIPE = dataclasses.replace(GDN_DECODE_B32, name="gdn_decode_b32_p
 GDN_DECODE_B32_PIPE_PDL = dataclasses.replace(GDN_DECODE_B32_PDL, name="gdn_decode_b32_pipe_pdl",
                                               summary=GDN_DECODE_B32_PDL.summary + _PIPE_NOTE, **_PIPE)
 
-CONTRACTS = (GDN_DECODE_B32, GDN_DECODE_B32_PDL, GDN_DECODE_B32_SMEM, GDN_DECODE_B32_SMEM_PDL, GDN_DECODE_B32_PIPE,
+CONTRACTS = (GDN_DECODE_B32, GDN_DECODE_B32_PDL, GDN_DECODE_B32_SMEM, GDN_DECODE_B32_SMEM_PDL, GDN_DECODE_B32_SPIN,
+             GDN_DECODE_B32_PIPE,
              GDN_DECODE_B32_PIPE_PDL, GDN_VERIFY_T16, GDN_VERIFY_CHUNK_T16, GDN_VERIFY_CHUNK_T16_W8, GDN_COMMIT_T16)

@@ -129,6 +129,21 @@ class Fp8Gemv:
             else 0
 
     @property
+    def strong_out(self) -> bool:
+        """GDN's in_proj (norm_ba) stores qkvz, b and a with st.relaxed.gpu (gen_fp8_gemv.generate(strong_out)): the
+        producer side of netra::gdn_decode_spin, whose threads poll those values while this grid runs. The same
+        values; the two store instructions differ. Measured alone in the batch-1 step (experiments/decode/step_ab.py
+        inproj_strong, docs/notes/decode.md "After 78b3396"): nothing measurable."""
+        return self.ba and self.fuse == "norm"
+
+    @property
+    def carveout(self) -> int:
+        """The builds with room beside them for gdn_decode (maxnreg) run at the largest shared-memory carveout, as
+        gdn_decode_b32_spin does: an SM changes carveout only when empty, and at the driver's per-kernel choice two of
+        the spin build's CTAs did not fit beside an in_proj CTA (docs/notes/decode.md, "After 78b3396")."""
+        return 100 if self.maxnreg else -1
+
+    @property
     def grid(self) -> int:  # persistent: CTA c takes strips c, c + grid, ... (ksplit: cluster c, c + walkers, ...)
         return min(self.S * self.ksplit, SMS) // self.ksplit * self.ksplit
 
@@ -590,7 +605,8 @@ def _common(s: Fp8Gemv) -> dict:
     return dict(family="proj", dims={"M": NORM_TOKENS if s.fuse == "norm" else tuple(range(1, rows + 1))},
                 grid=plain.grid,
                 threads=s.threads, deterministic=True, max_registers=s.max_registers, dynamic_smem=s.smem,
-                quantization=plain.quantization, pdl=plain.pdl, peers=("netra_unfused", "cublas_bf16"))
+                quantization=plain.quantization, pdl=plain.pdl, peers=("netra_unfused", "cublas_bf16"),
+                carveout=s.carveout)
 
 
 def _contract_norm(s: Fp8Gemv) -> Contract:

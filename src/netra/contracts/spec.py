@@ -99,11 +99,22 @@ class Contract:
     # the op launches it with CU_LAUNCH_ATTRIBUTE_COOPERATIVE: the driver refuses a grid that cannot be resident at
     # once (what a grid-wide barrier needs) instead of launching one that would wait forever
     cooperative: bool = False
+    # the preferred shared-memory carveout (percent of the SM's 228 KB; -1: the driver's choice, sized per kernel),
+    # set on the function at load (CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT). An SM changes its carveout only
+    # when empty, so kernels meant to share SMs under PDL are given the same one
+    carveout: int = -1
+    # inputs the kernel consumes: it leaves every element it reads TAG (0xFFFF), the producer / consumer protocol of
+    # netra::gdn_decode_spin. They are compared exactly (TAG after the launch), and the bench restores them before
+    # each timed replay so every launch finds them written, as after its producer
+    consumes: tuple[str, ...] = ()
 
     def __post_init__(self):
         names = [p.name for p in self.params]
         assert len(set(names)) == len(names), f"{self.name}: duplicate parameter names"
         assert self.dynamic_smem <= 227 * 1024
+        assert self.carveout == -1 or 0 <= self.carveout <= 100, self.carveout
+        inout = {p.name for p in self.params if isinstance(p, Tensor) and p.role == "inout"}
+        assert set(self.consumes) <= inout & set(self.exact_outputs), f"{self.name}: consumed tensors are exact inouts"
 
     @property
     def tensors(self) -> tuple[Tensor, ...]:

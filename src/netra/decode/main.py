@@ -69,10 +69,17 @@ def op_breakdown(runner: DecodeRunner, steps: int = 4, top: int = 25) -> list[di
     return rows[:top]
 
 
-def kernels_used(runner: DecodeRunner) -> list[str]:
-    """The kernels one eager decode step of this runner launches (then its state is reset)."""
-    with nops.count_launches() as counts:
-        runner.step(torch.zeros(runner.B, dtype=torch.long, device=runner.device))
+def kernels_used(runner: DecodeRunner, pdl: bool = False) -> list[str]:
+    """The kernels one eager decode step of this runner launches (then its state is reset); ``pdl``: under set_pdl,
+    as its PDL capture launches them."""
+    if pdl:
+        nops.set_pdl(True)
+    try:
+        with nops.count_launches() as counts:
+            runner.step(torch.zeros(runner.B, dtype=torch.long, device=runner.device))
+    finally:
+        if pdl:
+            nops.set_pdl(False)
     runner.reset()
     return sorted(counts)
 
@@ -386,7 +393,7 @@ def _pdl_engine(packed, b: int, context: int, cfg, steps: int, device, log) -> t
         ref = logits_of(plain)
         del plain
         runner = DecodeRunner(packed, b, context, device=device)
-        kernels = kernels_used(runner)  # eager, before capture (a replay calls no Python)
+        kernels = kernels_used(runner, pdl=True)  # eager, before capture (a replay calls no Python)
         got = logits_of(runner, pdl=True)
         check["bitwise_equal_to_plain"] = all(torch.equal(x, y) for x, y in zip(ref, got))
         check["pdl_kernels"] = [k for k in kernels if contracts.get(k).pdl]  # what this runner launched with PDL
@@ -399,7 +406,27 @@ def _pdl_engine(packed, b: int, context: int, cfg, steps: int, device, log) -> t
         early = _run_record("netra-kernels-pdl-graph", b, cfg, context, ms, kernels,
                             f"CUDA-graph replay of one decode step, CUDA events, median of {steps} steps at positions "
                             f"3..{steps + 2} (from an empty cache){pdl_note}")
-        return [early, _late_run(runner, "netra-kernels-pdl-graph", b, cfg, context, steps, kernels, log, pdl_note)], check
+        rows = [early, _late_run(runner, "netra-kernels-pdl-graph", b, cfg, context, steps, kernels, log, pdl_note)]
+        if runner.spin and b <= dops.GDN_SPIN_MAX_B:  # the same engine without the spin pair, in the same run
+            del runner
+            bench.release()
+            real, dops.GDN_SPIN_MAX_B = dops.GDN_SPIN_MAX_B, 0
+            try:
+                off = DecodeRunner(packed, b, context, device=device)
+                off_kernels = kernels_used(off, pdl=True)
+                off.capture(pdl=True)
+                ms_off = _time_replays(off, steps)
+            finally:
+                dops.GDN_SPIN_MAX_B = real
+            engine = "netra-kernels-pdl-minus-gdn_decode_spin-graph"
+            log(f"{engine} batch {b}: {ms_off:.2f} ms per step, {b * 1000 / ms_off:.1f} tokens/s")
+            rows.append(_run_record(engine, b, cfg, context, ms_off, off_kernels,
+                                    f"CUDA-graph replay of one decode step, CUDA events, median of {steps} steps at "
+                                    f"positions 3..{steps + 2} (from an empty cache){pdl_note}; GDN's in_proj, then "
+                                    "gdn_decode waiting for its grid (dops.GDN_SPIN_MAX_B = 0), timed after the row "
+                                    "with the spin pair"))
+            del off
+        return rows, check
     except Exception as e:  # recorded, not fatal: the main job's other results stand
         check["error"] = f"{type(e).__name__}: {str(e)[:300]}"
         log(f"netra-kernels-pdl-graph failed: {check['error']}")

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..contracts import attn as A
-from ..contracts.gdn import GDN_PIPE_B, GDN_PIPE_PDL_B, GDN_SMEM_B
+from ..contracts.gdn import GDN_PIPE_B, GDN_PIPE_PDL_B, GDN_SMEM_B, TAG
 from ..contracts.proj import SMS
 from ..ops import _dispatch, attn, gdn, proj
 from ..ops.norm import qk_rmsnorm, rmsnorm
@@ -589,6 +589,47 @@ def gdn_decode_framework(qkv: Tensor, z: Tensor, b: Tensor, a: Tensor, conv_weig
 
 
 @gdn_decode.register_fake
+def _(qkv, z, b, a, conv_weight, A_log, dt_bias, norm_weight, conv_pool, state_pool, slots, num_k_heads, eps, out):
+    return None
+
+
+# The decode runner's spin pair (netra.contracts.gdn.GDN_DECODE_B32_SPIN) up to this many sequences under PDL: the GDN
+# in_proj (the norm_ba launch, its outputs stored strong) into buffers that hold TAG, then gdn_decode_spin, which polls
+# them instead of waiting for the in_proj's grid and leaves them TAG. Measured with PDL (experiments/decode/step_ab.py
+# gdn_spin_smem, docs/notes/decode.md "After 78b3396"): batch 1 13-27 us less a step over three runs, batch 2 32 less,
+# batch 4 57 more (its 512 CTAs: about 264 fit beside the in_proj). 0: never.
+GDN_SPIN_MAX_B = 2
+
+
+def tag_(*tensors: Tensor) -> None:
+    """Fill BF16 tensors (views too) with TAG: the spin pair's buffers before their first in_proj."""
+    for t in tensors:
+        t.view(torch.int16).fill_(TAG - (1 << 16))
+
+
+@decode_op("gdn_decode_spin", mutates_args=("qkv", "z", "b", "a", "conv_pool", "state_pool", "out"))
+def gdn_decode_spin(qkv: Tensor, z: Tensor, b: Tensor, a: Tensor, conv_weight: Tensor, A_log: Tensor, dt_bias: Tensor,
+                    norm_weight: Tensor, conv_pool: Tensor, state_pool: Tensor, slots: Tensor,
+                    num_k_heads: int, eps: float, out: Tensor) -> None:
+    """gdn_decode as the consumer of the spin protocol: the same outputs (bitwise), and qkv, z, b and a left TAG.
+    Kernel gdn_decode_b32_spin (netra.contracts.gdn): its threads poll their inputs until they are not TAG, so under
+    PDL the recurrence starts as the in_proj's rows land. The caller keeps the protocol: qkv, z, b and a held TAG
+    before the launch that wrote them (fp8_linear_norm_ba, whose kernel stores them strong), and nothing else reads or
+    writes them. Otherwise (the guard refuses, or the op is switched off): gdn_decode, then the four filled with
+    TAG, so the protocol holds either way."""
+    if num_k_heads == 16:
+        reason = gdn.DECODE_SPIN.go(qkv, z, b, a, conv_weight, A_log, dt_bias, norm_weight, conv_pool, state_pool,
+                                    slots, out, eps)
+        if reason is None:
+            return
+        gdn.DECODE_SPIN.missed(reason, (qkv, z, b, a, conv_weight, A_log, dt_bias, norm_weight, conv_pool, state_pool,
+                                        slots, out, eps))
+    gdn_decode(qkv, z, b, a, conv_weight, A_log, dt_bias, norm_weight, conv_pool, state_pool, slots, num_k_heads, eps,
+               out)
+    tag_(qkv, z, b, a)
+
+
+@gdn_decode_spin.register_fake
 def _(qkv, z, b, a, conv_weight, A_log, dt_bias, norm_weight, conv_pool, state_pool, slots, num_k_heads, eps, out):
     return None
 

@@ -73,6 +73,14 @@ class DecodeRunner:
         self.qkv, self.z = self.qkvz[:, :c.conv_dim], self.qkvz[:, c.conv_dim:]
         self.bb, self.aa = e(B, c.linear_num_value_heads), e(B, c.linear_num_value_heads)
         self.o = e(B, c.value_dim)
+        # the spin pair's own in_proj outputs (dops.GDN_SPIN_MAX_B): TAG at allocation and after every gdn_decode_spin;
+        # only that pair touches them, so a plain or eager step between two PDL replays cannot leave them stale
+        self.spin = B <= dops.GDN_SPIN_MAX_B
+        if self.spin:
+            self.qkvz_s = e(B, c.conv_dim + c.value_dim)
+            self.qkv_s, self.z_s = self.qkvz_s[:, :c.conv_dim], self.qkvz_s[:, c.conv_dim:]
+            self.bb_s, self.aa_s = e(B, c.linear_num_value_heads), e(B, c.linear_num_value_heads)
+            dops.tag_(self.qkvz_s, self.bb_s, self.aa_s)
         nh, nkv, hd = c.num_attention_heads, c.num_key_value_heads, c.head_dim
         self.qkv_attn = e(B, 2 * nh * hd + 2 * nkv * hd)  # one launch: q (with its gate) | k | v
         self.qg = self.qkv_attn[:, :2 * nh * hd]
@@ -104,6 +112,8 @@ class DecodeRunner:
         self.positions.zero_()
         for t in (*self.conv_pool.values(), *self.state_pool.values(), *self.k_pages.values(), *self.v_pages.values()):
             t.zero_()
+        if self.spin:  # a step cut short between the pair's two launches (an error while enqueuing) cannot leak into the next
+            dops.tag_(self.qkvz_s, self.bb_s, self.aa_s)
 
     # --- the step ----------------------------------------------------------------------------
     def _mixer(self, L: int, lw: dict):
@@ -129,6 +139,14 @@ class DecodeRunner:
                                               self.k_pages[L], self.v_pages[L], self.ao,
                                               pages_in_order=True)  # block_table is arange(B * pages): the cache as a view
             dops.fp8_linear_add(self.ao, *lw["o"], self.h, self.mix)  # mix, and h += mix
+        elif (self.spin and dops.BA_FUSED and nops.pdl_enabled()
+              and self.B <= dops.GDN_SPIN_MAX_B):  # the spin pair (dops.GDN_SPIN_MAX_B): gdn_decode polls the in_proj's rows
+            dops.fp8_linear_norm_ba(self.h, lw["in_norm"], eps, *lw["qkvz"], self.qkvz_s, self.x, lw["b"], lw["a"],
+                                    self.bb_s, self.aa_s)
+            dops.gdn_decode_spin(self.qkv_s, self.z_s, self.bb_s, self.aa_s, lw["conv"], lw["A_log"], lw["dt_bias"],
+                                 lw["gnorm"], self.conv_pool[L], self.state_pool[L], self.slots, c.linear_num_key_heads,
+                                 eps, self.o)
+            dops.fp8_linear_add(self.o, *lw["out"], self.h, self.mix)  # mix, and h += mix
         else:
             if dops.BA_FUSED:  # b | a by more CTAs of the same launch
                 dops.fp8_linear_norm_ba(self.h, lw["in_norm"], eps, *lw["qkvz"], self.qkvz, self.x, lw["b"], lw["a"],

@@ -86,15 +86,19 @@ def replicate(tensors: dict) -> dict:
     return out
 
 
-def capture(launch_i, copies: int) -> torch.cuda.CUDAGraph:
+def capture(launch_i, copies: int, before=None) -> torch.cuda.CUDAGraph:
     """launch_i(0..copies-1) captured in one graph (after one warm call outside capture: compiles, module loads),
-    replayed once."""
+    replayed once; ``before``: called ahead of the warm call and of that replay."""
+    if before is not None:
+        before()
     launch_i(0)
     torch.cuda.synchronize()
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         for i in range(copies):
             launch_i(i)
+    if before is not None:
+        before()
     g.replay()
     torch.cuda.synchronize()
     return g
@@ -116,10 +120,11 @@ def replay_us(replay, copies: int, replays: int, stream=None, before=None) -> li
     return times
 
 
-def graph_time(launch_i, copies: int, replays: int = REPLAYS) -> tuple[float, list[float]]:
-    """Median microseconds per launch of launch_i(0..copies-1) captured in one graph."""
-    g = capture(launch_i, copies)
-    times = replay_us(g.replay, copies, replays)
+def graph_time(launch_i, copies: int, replays: int = REPLAYS, before=None) -> tuple[float, list[float]]:
+    """Median microseconds per launch of launch_i(0..copies-1) captured in one graph; ``before``: called ahead of
+    each replay, outside the timed window."""
+    g = capture(launch_i, copies, before)
+    times = replay_us(g.replay, copies, replays, before=before)
     del g
     return statistics.median(times), times
 
@@ -136,6 +141,13 @@ def bench_case(tb: testbeds.Testbed, dims: dict, go, floors, peers: bool = True,
         outs.append(tb.alloc_outputs(dims, "cuda"))
     bufs = [{**a, **b} for a, b in zip(ins, outs)]
     args = [tb.args(b) for b in bufs]
+    restore = None
+    if c.consumes:  # every launch finds its consumed inputs written, as after its producer (Contract.consumes)
+
+        def restore():
+            for b in ins:
+                for n in c.consumes:
+                    b[n].copy_(base.pristine[n])
 
     def netra(i):
         reason = go(*args[i])
@@ -143,7 +155,7 @@ def bench_case(tb: testbeds.Testbed, dims: dict, go, floors, peers: bool = True,
             raise AssertionError(f"{c.name}: guard refused {dims}: {reason}")
 
     waited = settle()
-    t_netra, samples = graph_time(netra, copies)
+    t_netra, samples = graph_time(netra, copies, before=restore)
     grid, block = c.grid_for(dims), (c.threads, 1, 1)
     empty, reader = floors
     t_empty, _ = graph_time(lambda i: empty(grid, block), copies)
@@ -158,7 +170,7 @@ def bench_case(tb: testbeds.Testbed, dims: dict, go, floors, peers: bool = True,
         for pname, fn in tb.peers.items():
             scal = tb.scalars
             try:
-                peer_times[pname], _ = graph_time(lambda i: fn(ins[i], scal), copies, PEER_REPLAYS)
+                peer_times[pname], _ = graph_time(lambda i: fn(ins[i], scal), copies, PEER_REPLAYS, before=restore)
             except Exception as e:  # a peer that cannot run is recorded, not fatal
                 peer_times[pname] = None
                 log(f"    peer {pname} failed at {dims}: {type(e).__name__}: {str(e)[:200]}")
@@ -166,13 +178,14 @@ def bench_case(tb: testbeds.Testbed, dims: dict, go, floors, peers: bool = True,
     if go_pdl is not None:  # the same kernel, every launch with programmatic serialization: a chain. Timed last: plain
         # graphs timed right after a PDL chain ran 0.2-0.3 us faster per launch than before it (empty kernel and read
         # floor of the norm kernels at 0fa84b9, grid M x 256), so the floors would not be timed as the kernel was
-        t_pdl, _ = graph_time(lambda i: go_pdl(*args[i]), copies)
+        t_pdl, _ = graph_time(lambda i: go_pdl(*args[i]), copies, before=restore)
     del ins, outs, bufs, args, src
     release()
     real_peers = {k: v for k, v in peer_times.items() if k not in ("empty_kernel", "read_floor") and v}
     case = {
         "shape": dict(dims),
-        "method": METHOD.format(R=REPLAYS),
+        "method": METHOD.format(R=REPLAYS) + (f"; {', '.join(c.consumes)} (consumed: left TAG) restored in every copy "
+                                              "before each replay, outside the timed window" if c.consumes else ""),
         "median_us": t_netra,
         "replay_samples_us": samples,
         "bytes": nread + nwrite,
@@ -205,6 +218,10 @@ def _public_call(name: str, b: dict):
         return lambda: ops.qk_rmsnorm(b["q"], b["k"], b["q_weight"], b["k_weight"], e, out_q=b["out_q"], out_k=b["out_k"])
     if name == "gated_rmsnorm_d128":
         return lambda: ops.gated_rmsnorm(b["o"], b["z"], b["w"], e, out=b["y"])
+    if contracts.get(name).op == "gdn_decode_spin":
+        from ..decode import ops as dops
+
+        return lambda: dops.gdn_decode_spin(*testbeds._gdn_args(b), 16, e, b["out"])
     if (op_name := contracts.get(name).op) in ("gdn_decode", "gdn_verify"):  # every build of the op (_pdl, _smem, ...)
         from ..decode import ops as dops
 
@@ -377,7 +394,7 @@ def host_only(names: list[str] | None, log=print) -> None:
     env = records.environment()
     for c in contracts.select(names):
         rec = records.load(c.name) or {}
-        if not c.bench or not c.op or "cases" not in rec:
+        if not c.bench or not c.op or c.consumes or "cases" not in rec:
             continue
         hd = host_dispatch(c.name)
         records.update(c.name, "host_dispatch", hd, env)
@@ -411,7 +428,8 @@ def run(names: list[str] | None, peers: bool = True, log=print, quick: bool = Fa
             shapes = [shapes[0], shapes[-1]]
         cases = [bench_case(tb, dims, go, (empty, reader), peers=peers, log=log, go_pdl=go_pdl) for dims in shapes]
         records.update(c.name, "cases", cases, env)
-        hd = host_dispatch(c.name) if c.op else None
+        # (not for a kernel that consumes its inputs: from the second call on, each launch would poll for a producer)
+        hd = host_dispatch(c.name) if c.op and not c.consumes else None
         bars = _bars(cases, hd)
         worst_floor, slowest_vs_peer = bars["max_read_floor_ratio"], bars["min_speedup_vs_fastest_peer"]
         if hd:

@@ -23,12 +23,14 @@ def rel_err(out: Tensor, ref: Tensor) -> float:
 
 def output_error(out: Tensor, ref: Tensor, exact: bool = False) -> float:
     """rel_err, or for an output its contract compares exactly (``Contract.exact_outputs``):
-    0.0 if out equals ref cast to out's dtype everywhere, else inf."""
+    0.0 if out equals ref cast to out's dtype everywhere (or is bit for bit that: a NaN pattern such as
+    a consumed input's TAG), else inf."""
     if not exact:
         return rel_err(out, ref)
     if out.shape != ref.shape:
         raise ValueError(f"shape {list(out.shape)} vs reference {list(ref.shape)}")
-    return 0.0 if torch.equal(out, ref.to(out.dtype)) else math.inf
+    r = ref.to(out.dtype)
+    return 0.0 if torch.equal(out, r) or first_mismatch(out, r) is None else math.inf
 
 
 def first_mismatch(a: Tensor, b: Tensor) -> str | None:

@@ -1108,7 +1108,22 @@ def _gdn_testbeds() -> dict:
         lambda i: rg.transformers_step(*_gdn_args(i), 16, EPS),
         {"framework_op": _gdn_framework_peer, "fla_0_6_0": _gdn_fla_peer},
     ) for name in ("gdn_decode_b32", "gdn_decode_b32_pdl", "gdn_decode_b32_smem", "gdn_decode_b32_smem_pdl",
-                     "gdn_decode_b32_pipe", "gdn_decode_b32_pipe_pdl")}}
+                     "gdn_decode_b32_pipe", "gdn_decode_b32_pipe_pdl")},
+        # the spin build: the same outputs, and its four consumed inputs TAG (compared exactly, bit for bit)
+        "gdn_decode_b32_spin": Testbed(
+            contracts.get("gdn_decode_b32_spin"), _make_gdn,
+            lambda i: {**rg.decode_step(*_gdn_args(i), 16, EPS), **_tagged(i, ("qkv", "z", "b_in", "a_in"))},
+            lambda i: rg.transformers_step(*_gdn_args(i), 16, EPS),
+            {"framework_op": _gdn_framework_peer, "fla_0_6_0": _gdn_fla_peer},
+        )}
+
+
+def _tagged(i: dict, names) -> dict:
+    """The consumed inputs as a consumer leaves them: every element TAG (contracts.gdn.TAG), BF16."""
+    from ..contracts.gdn import TAG
+
+    return {n: torch.full(i[n].shape, TAG - (1 << 16), dtype=torch.int16, device=i[n].device).view(torch.bfloat16)
+            for n in names}
 
 
 # --- attention ------------------------------------------------------------------------------

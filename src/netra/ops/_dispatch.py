@@ -179,6 +179,11 @@ def set_pdl(on: bool = True) -> None:
                 k.go = k._bind_then_go
 
 
+def pdl_enabled() -> bool:
+    """Whether set_pdl is on (the decode runner's PDL capture)."""
+    return _PDL
+
+
 def stats() -> dict[str, dict]:
     """Per op: whether the kernel is enabled and bound, and the misses by reason."""
     return {name: {"kernel": k.contract.name, "enabled": k.enabled, "bound": k.launches_bound,

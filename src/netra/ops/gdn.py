@@ -13,6 +13,8 @@ DECODE_PDL = KernelOp("gdn_decode", "gdn_decode_b32_pdl", key="gdn_decode_b32_pd
 # the same two with the state slice through shared memory, from GDN_SMEM_B sequences (netra.contracts.gdn)
 DECODE_SMEM = KernelOp("gdn_decode", "gdn_decode_b32_smem", key="gdn_decode_b32_smem")
 DECODE_SMEM_PDL = KernelOp("gdn_decode", "gdn_decode_b32_smem_pdl", key="gdn_decode_b32_smem_pdl")
+# the smem PDL build polling its inputs, left TAG (netra::gdn_decode_spin; the decode runner's spin pair)
+DECODE_SPIN = KernelOp("gdn_decode_spin", "gdn_decode_b32_spin")
 # the persistent pipeline of value-head states (netra.contracts.gdn, gen_gdn_decode_pipe.py)
 DECODE_PIPE = KernelOp("gdn_decode", "gdn_decode_b32_pipe", key="gdn_decode_b32_pipe")
 DECODE_PIPE_PDL = KernelOp("gdn_decode", "gdn_decode_b32_pipe_pdl", key="gdn_decode_b32_pipe_pdl")

@@ -127,6 +127,10 @@ def load(name: str, device: int) -> LoadedKernel:
             if contract.dynamic_smem > 48 * 1024:
                 check(cu.cuFuncSetAttribute(function, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                             contract.dynamic_smem), f"kernel {name}: raise dynamic shared memory")
+            if contract.carveout >= 0:  # an SM changes carveout only when empty: neighbours under PDL share one
+                check(cu.cuFuncSetAttribute(function,
+                                            cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                                            contract.carveout), f"kernel {name}: preferred shared-memory carveout")
             allow_cluster_size(function, f"kernel {name}")
         kernel = LoadedKernel(contract, device, module, function, int(function), digest, entry["ptx_sha256"], regs)
         _loaded[key] = kernel
