@@ -792,3 +792,45 @@ def test_loader_allows_non_portable_clusters_only_above_8(monkeypatch, dims, all
     size = loader.allow_cluster_size(object(), "k")
     assert size == (0 if dims[0] == 0 else dims[0] * dims[1] * dims[2])
     assert set_calls == ([(A.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)] if allowed else [])
+
+
+def _spin_args(B: int, gen: torch.Generator) -> dict:
+    """gdn_decode_b32_spin's arguments as the decode runner passes them: qkv and z the column ranges of qkvz rows."""
+    c = contracts.get("gdn_decode_b32_spin")
+    dims = {"B": B, "P": B + 1}
+    args = {}
+    for p in c.params:
+        if isinstance(p, Tensor):
+            dtype = getattr(torch, DTYPES[p.dtype][0])
+            shape = c.shape_of(p, dims)
+            args[p.name] = (torch.zeros(shape, dtype=dtype) if p.name == "slots"
+                            else torch.randn(shape, generator=gen).to(dtype))
+        elif p.value is None:
+            args[p.name] = EPS
+    qkvz = torch.randn(B, 12288, generator=gen).bfloat16()
+    args["qkv"], args["z"] = qkvz[:, :8192], qkvz[:, 8192:]
+    return args
+
+
+@pytest.mark.parametrize("B", [1, 2, 32])
+def test_spin_guard_takes_qkv_and_z_as_column_ranges_of_one_row(B):
+    """Contract.row_views: the spin build writes qkv and z (TAG), so their spans are checked for overlap; as the two
+    column ranges of the runner's qkvz rows they overlap as spans from 2 rows on and must still launch; z starting
+    inside qkv's columns, or rows of another pitch, do not."""
+    gen = torch.Generator().manual_seed(9)
+    c, fn, fake, _ = make("gdn_decode_b32_spin")
+    args = _spin_args(B, gen)
+    assert call(fn, c, args) is None and len(fake.calls) == 1
+    qkvz = torch.randn(B, 12288, generator=gen).bfloat16()
+    args["qkv"], args["z"] = qkvz[:, :8192], qkvz[:, 8192:]  # z first in the rows: swapped ranges still disjoint
+    args["qkv"], args["z"] = qkvz[:, 4096:], qkvz[:, :4096]
+    assert call(fn, c, args) is None and len(fake.calls) == 2
+    if B > 1:
+        wide = torch.randn(B * 12296 + 4096, generator=gen).bfloat16()
+        args["qkv"] = wide.as_strided((B, 8192), (12288, 1))
+        args["z"] = wide.as_strided((B, 4096), (12288, 1), 8184)  # its first columns are qkv's last
+        c, fn, fake, _ = make("gdn_decode_b32_spin")
+        _assert_miss(fn, fake, c, args, "qkv overlaps z")
+        args["z"] = wide.as_strided((B, 4096), (12296, 1), 8192)  # disjoint in row 0, a pitch of its own
+        c, fn, fake, _ = make("gdn_decode_b32_spin")
+        _assert_miss(fn, fake, c, args, "qkv overlaps z")

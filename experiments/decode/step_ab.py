@@ -712,7 +712,11 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   gdn_smem_carve (a control): the smem build without spin in gdn_decode_b32_pdl's place, at the same carveout.
   Measured (ms PDL, interpolated between each run's two currents; logits bitwise; docs/notes/decode.md, "After
   78b3396"): gdn_spin -3.5..-17 us over six runs; gdn_spin2 level with it; gdn_spin_smem -27.0, -13.2, -13.9 (traced
-  -23.7, -11.9) at batch 1, -32 at batch 2, +57 at batch 4; gdn_smem_carve +11.4, +2.7. Not promoted.
+  -23.7, -11.9) at batch 1, -32 at batch 2, +57 at batch 4; gdn_smem_carve +11.4, +2.7. Not promoted then.
+- spin_off (after the spin pair's promotion: gdn_decode_b32_spin, netra::gdn_decode_spin up to dops.GDN_SPIN_MAX_B = 2
+  sequences under PDL): the runner with GDN_SPIN_MAX_B = 0 (the in_proj, then gdn_decode_b32_pdl waiting for its grid;
+  the carveout and the strong stores stay, as promoted). Since the promotion the gdn_spin* forms above swap builds the
+  runner no longer launches at batches 1 and 2 (their spin build replaces gdn_decode_b32_pdl).
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
@@ -736,7 +740,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
          "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "moedown_grp_from9",
-         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "grp_transpose", "grp_transpose_rotate", "early_release", "early_release_all", "refill_last", "refill_last_grp", "nt_branch", "t32_swizzle", "nt_branch_swizzle", "gdn_spin", "inproj_strong", "gdn_spin_again", "gdn_spin_nowait", "gdn_spin_trace", "gdn_spin2", "gdn_spin2_trace", "gdn_spin_smem", "gdn_spin_smem_trace", "gdn_smem_carve", "current_again",
+         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "grp_transpose", "grp_transpose_rotate", "early_release", "early_release_all", "refill_last", "refill_last_grp", "nt_branch", "t32_swizzle", "nt_branch_swizzle", "gdn_spin", "inproj_strong", "gdn_spin_again", "gdn_spin_nowait", "gdn_spin_trace", "gdn_spin2", "gdn_spin2_trace", "gdn_spin_smem", "gdn_spin_smem_trace", "gdn_smem_carve", "spin_off", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -1409,6 +1413,7 @@ def main():
     real_regs_rows = dops.ROUTER_REGS_ROWS
     real_split_rows = dops.ROUTER_SPLIT_ROWS
     real_c8_max_b = dops.ATTN_C8_MAX_B
+    real_spin_max_b = dops.GDN_SPIN_MAX_B
     router_op = _dispatch.OPS["moe_router_norm"]
     real_router_contract = router_op.contract
     down_op = _dispatch.OPS["moe_down"]
@@ -1455,6 +1460,7 @@ def main():
             dops.ATTN_LONG_RESIDENT = ({c: 1 << 30 for c in real_long_resident} if form == "long_splits_prev"
                                        else dict(real_long_resident))
             dops.BA_FUSED = real_ba_fused and form != "ba_unfused"
+            dops.GDN_SPIN_MAX_B = 0 if form == "spin_off" else real_spin_max_b
             dops.BA_FIRST = form == "ba_first" or (real_ba_first and form != "ba_first_off")
             dops.BA_PLAIN = real_ba_plain and form != "ba_plain_off"
             rmod.EMBED_INDEX = form == "embed_index"
@@ -1595,6 +1601,7 @@ def main():
             dops.ATTN_CLUSTER = real_attn_cluster
             dops.ATTN_C8_MAX_B = real_c8_max_b
             dops.BA_FUSED = real_ba_fused
+            dops.GDN_SPIN_MAX_B = real_spin_max_b
             dops.BA_FIRST = real_ba_first
             rmod.EMBED_INDEX = False
             dops.MOE_SHARED_MERGED = real_shared_merged

@@ -259,6 +259,7 @@ GDN_DECODE_B32_SPIN = dataclasses.replace(
     bytes_written=GDN_DECODE_B32_SMEM_PDL.bytes_written + f" + B * ({QKVZ * 2} + {NV * 4})",  # TAG written back
     exact_outputs=("qkv", "z", "b_in", "a_in"),
     consumes=("qkv", "z", "b_in", "a_in"),
+    row_views=(("qkv", "z"),),  # both written (TAG): they may be the two column ranges of the runner's qkvz rows
     max_registers=40,
     carveout=100,
     op="gdn_decode_spin",

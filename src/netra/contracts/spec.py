@@ -107,6 +107,10 @@ class Contract:
     # netra::gdn_decode_spin. They are compared exactly (TAG after the launch), and the bench restores them before
     # each timed replay so every launch finds them written, as after its producer
     consumes: tuple[str, ...] = ()
+    # pairs of 2-D tensors (row stride symbolic, unit column stride) that may be column ranges of the same rows (qkv and
+    # z of one qkvz row): the guard accepts their overlapping spans where the rows' pitch is the same and the column
+    # ranges are disjoint within it, instead of refusing any overlap of a written tensor
+    row_views: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self):
         names = [p.name for p in self.params]
@@ -115,6 +119,11 @@ class Contract:
         assert self.carveout == -1 or 0 <= self.carveout <= 100, self.carveout
         inout = {p.name for p in self.params if isinstance(p, Tensor) and p.role == "inout"}
         assert set(self.consumes) <= inout & set(self.exact_outputs), f"{self.name}: consumed tensors are exact inouts"
+        by = {p.name: p for p in self.params if isinstance(p, Tensor)}
+        for pair in self.row_views:
+            assert len(pair) == 2 and all(len(by[n].shape) == 2 and by[n].strides is not None
+                                          and isinstance(by[n].strides[0], str) and by[n].strides[1] == 1
+                                          for n in pair), f"{self.name}: row_views {pair}: 2-D row-strided tensors"
 
     @property
     def tensors(self) -> tuple[Tensor, ...]:

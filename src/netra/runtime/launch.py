@@ -87,6 +87,7 @@ def guard_source(contract: Contract, block: tuple[int, int, int], driver_call: b
     for t, p, e in spans:
         L.append(f"    {e} = {_span_expr(t, p, DTYPES[t.dtype][1])}")
     checked: set[frozenset] = set()
+    row_views = {frozenset(v) for v in contract.row_views}
     for t, p, e in spans:
         if t.role == "in":
             continue
@@ -94,7 +95,17 @@ def guard_source(contract: Contract, block: tuple[int, int, int], driver_call: b
             pair = frozenset((t.name, u.name))
             if u is not t and pair not in checked:
                 checked.add(pair)
-                L.append(f"    if {p} < {f} and {q} < {e}: return '{t.name} overlaps {u.name}'")
+                if pair not in row_views:
+                    L.append(f"    if {p} < {f} and {q} < {e}: return '{t.name} overlaps {u.name}'")
+                    continue
+                # column ranges of the same rows: one pitch, and each row of one between two rows of the other
+                el, (rt, wt), (ru, wu) = DTYPES[t.dtype][1], (t.strides[0], t.shape[1]), (u.strides[0], u.shape[1])
+                assert DTYPES[u.dtype][1] == el, (t.name, u.name)
+                L.append(f"    if {p} < {f} and {q} < {e}:")
+                L.append(f"      _d = {q} - {p}")
+                L.append(f"      if not ({rt} == {ru} and ({wt} * {el} <= _d and _d + {wu} * {el} <= {rt} * {el} if _d >= 0 "
+                         f"else {wu} * {el} <= -_d and -_d + {wt} * {el} <= {rt} * {el})): "
+                         f"return '{t.name} overlaps {u.name}'")
     for prm in contract.params:
         if isinstance(prm, Tensor):
             L.append(f"    _A.{prm.name} = p_{prm.name}")
