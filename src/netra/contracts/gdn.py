@@ -246,6 +246,12 @@ GDN_DECODE_B32_SMEM_PDL = dataclasses.replace(GDN_DECODE_B32_PDL, name="gdn_deco
 # Bitwise the smem build. Measured in the batch-1 / 2 step with PDL (experiments/decode/step_ab.py gdn_spin_smem,
 # docs/notes/decode.md "After 78b3396"): 13-27 us less at batch 1 over three runs, 32 at batch 2; 57 more at batch 4.
 TAG = 0xFFFF  # a BF16 NaN that cvt.rn.bf16.f32 never gives (a NaN converts to 0x7FFF)
+# The shared-memory carveout of the spin pair (percent of 228 KB: 85 -> the 196 KB configuration). An SM changes its
+# carveout only when empty; at the driver's own choice for the in_proj (164 KB for its 145 KB) its SMs keep no room
+# for two of this build's CTAs (2 x 18.7 KB); at 196 KB they have it and keep 60 KB of L1. Measured first at 228 KB (100):
+# the in_proj's record then lost ~1 us at M = 6..8 (its norm prologue reads h, up to 32 KB a CTA, through a 28 KB L1)
+# and the residual out_proj 0.2-0.4 us at M = 11..16 (records at 5244e48 / 2c66c9e, docs/notes/decode.md)
+SPIN_CARVEOUT = 85
 GDN_DECODE_B32_SPIN = dataclasses.replace(
     GDN_DECODE_B32_SMEM_PDL, name="gdn_decode_b32_spin",
     summary=GDN_DECODE_B32_SMEM_PDL.summary + "; its inputs polled until not TAG and left TAG (netra::gdn_decode_spin)",
@@ -261,7 +267,7 @@ GDN_DECODE_B32_SPIN = dataclasses.replace(
     consumes=("qkv", "z", "b_in", "a_in"),
     row_views=(("qkv", "z"),),  # both written (TAG): they may be the two column ranges of the runner's qkvz rows
     max_registers=40,
-    carveout=100,
+    carveout=SPIN_CARVEOUT,
     op="gdn_decode_spin",
 )
 

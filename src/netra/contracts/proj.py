@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from .gdn import SPIN_CARVEOUT
 from .spec import Contract, Scalar, Tensor
 
 TOKENS = tuple(range(1, 17))
@@ -138,10 +139,10 @@ class Fp8Gemv:
 
     @property
     def carveout(self) -> int:
-        """The builds with room beside them for gdn_decode (maxnreg) run at the largest shared-memory carveout, as
-        gdn_decode_b32_spin does: an SM changes carveout only when empty, and at the driver's per-kernel choice two of
-        the spin build's CTAs did not fit beside an in_proj CTA (docs/notes/decode.md, "After 78b3396")."""
-        return 100 if self.maxnreg else -1
+        """GDN's in_proj (norm_ba) runs at the spin pair's shared-memory carveout (contracts.gdn.SPIN_CARVEOUT), as
+        gdn_decode_b32_spin does, so two of that build's CTAs fit beside each of its CTAs; every other build at the
+        driver's choice (-1)."""
+        return SPIN_CARVEOUT if self.strong_out else -1
 
     @property
     def grid(self) -> int:  # persistent: CTA c takes strips c, c + grid, ... (ksplit: cluster c, c + walkers, ...)
