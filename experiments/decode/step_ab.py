@@ -717,6 +717,7 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   sequences under PDL): the runner with GDN_SPIN_MAX_B = 0 (the in_proj, then gdn_decode_b32_pdl waiting for its grid;
   the carveout and the strong stores stay, as promoted). Since the promotion the gdn_spin* forms above swap builds the
   runner no longer launches at batches 1 and 2 (their spin build replaces gdn_decode_b32_pdl).
+  spin_max3: the spin pair up to 3 sequences (GDN_SPIN_MAX_B = 3), for the rule's edge at batch 3.
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
@@ -740,7 +741,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
          "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "moedown_grp_from9",
-         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "grp_transpose", "grp_transpose_rotate", "early_release", "early_release_all", "refill_last", "refill_last_grp", "nt_branch", "t32_swizzle", "nt_branch_swizzle", "gdn_spin", "inproj_strong", "gdn_spin_again", "gdn_spin_nowait", "gdn_spin_trace", "gdn_spin2", "gdn_spin2_trace", "gdn_spin_smem", "gdn_spin_smem_trace", "gdn_smem_carve", "spin_off", "current_again",
+         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "grp_transpose", "grp_transpose_rotate", "early_release", "early_release_all", "refill_last", "refill_last_grp", "nt_branch", "t32_swizzle", "nt_branch_swizzle", "gdn_spin", "inproj_strong", "gdn_spin_again", "gdn_spin_nowait", "gdn_spin_trace", "gdn_spin2", "gdn_spin2_trace", "gdn_spin_smem", "gdn_spin_smem_trace", "gdn_smem_carve", "spin_off", "spin_max3", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -1460,7 +1461,7 @@ def main():
             dops.ATTN_LONG_RESIDENT = ({c: 1 << 30 for c in real_long_resident} if form == "long_splits_prev"
                                        else dict(real_long_resident))
             dops.BA_FUSED = real_ba_fused and form != "ba_unfused"
-            dops.GDN_SPIN_MAX_B = 0 if form == "spin_off" else real_spin_max_b
+            dops.GDN_SPIN_MAX_B = 0 if form == "spin_off" else 3 if form == "spin_max3" else real_spin_max_b
             dops.BA_FIRST = form == "ba_first" or (real_ba_first and form != "ba_first_off")
             dops.BA_PLAIN = real_ba_plain and form != "ba_plain_off"
             rmod.EMBED_INDEX = form == "embed_index"
