@@ -243,8 +243,9 @@ GDN_DECODE_B32_SMEM_PDL = dataclasses.replace(GDN_DECODE_B32_PDL, name="gdn_deco
 # (netra::gdn_decode_spin): the four inputs hold TAG before the in_proj (fp8_gemv_n12288_k2048_norm_ba, whose stores are
 # strong) writes them, and only that pair touches them. A poll still at TAG after SPIN_LIMIT rounds falls back to
 # griddepcontrol.wait, and every thread runs it before it exits, so the grid after this one still follows the in_proj.
-# Bitwise the smem build. Measured in the batch-1 / 2 step with PDL (experiments/decode/step_ab.py gdn_spin_smem,
-# docs/notes/decode.md "After 78b3396"): 13-27 us less at batch 1 over three runs, 32 at batch 2; 57 more at batch 4.
+# Bitwise the smem build. Measured in the step with PDL at the SPIN_CARVEOUT below (experiments/decode/step_ab.py
+# spin_off / spin_max3, docs/notes/decode.md "After efc4214"): batch 1 11-13 us less, batch 2 25-29 less, batch 3 24
+# more (at 228 KB, "After 78b3396": batch 1 13-27 less, 2 32 less, 4 57 more).
 TAG = 0xFFFF  # a BF16 NaN that cvt.rn.bf16.f32 never gives (a NaN converts to 0x7FFF)
 # The shared-memory carveout of the spin pair (percent of 228 KB: 85 -> the 196 KB configuration). An SM changes its
 # carveout only when empty; at the driver's own choice for the in_proj (164 KB for its 145 KB) its SMs keep no room

@@ -596,8 +596,8 @@ def _(qkv, z, b, a, conv_weight, A_log, dt_bias, norm_weight, conv_pool, state_p
 # The decode runner's spin pair (netra.contracts.gdn.GDN_DECODE_B32_SPIN) up to this many sequences under PDL: the GDN
 # in_proj (the norm_ba launch, its outputs stored strong) into buffers that hold TAG, then gdn_decode_spin, which polls
 # them instead of waiting for the in_proj's grid and leaves them TAG. Measured with PDL (experiments/decode/step_ab.py
-# gdn_spin_smem, docs/notes/decode.md "After 78b3396"): batch 1 13-27 us less a step over three runs, batch 2 32 less,
-# batch 4 57 more (its 512 CTAs: about 264 fit beside the in_proj). 0: never.
+# spin_off and spin_max3, docs/notes/decode.md "After efc4214"): batch 1 11-13 us less a step, batch 2 25-29 less,
+# batch 3 24 more (at 228 KB, "After 78b3396": batch 4 57 more; 512 CTAs, about 264 fit beside the in_proj). 0: never.
 GDN_SPIN_MAX_B = 2
 
 
