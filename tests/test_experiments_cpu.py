@@ -106,7 +106,9 @@ def _spin_builds():
     return g, {"spin": g.generate(**kw), "spin2": g.generate(**kw, spin_ba_late=True, spin_z_early=True),
                "spin2_trace": g.generate(**kw, spin_ba_late=True, spin_z_early=True, spin_trace=True),
                # the promoted build (netra::gdn_decode_spin), as committed
-               "spin_smem": (Path(g.HERE) / f"{g.SPIN_NAME}.ptx").read_text()}
+               "spin_smem": (Path(g.HERE) / f"{g.SPIN_NAME}.ptx").read_text(),
+               # a candidate (step_ab spin_backoff): the sleep between polls growing to 512 ns
+               "spin_smem_backoff": g.generate(pdl=True, smem_state=True, spin=True, name=g.SPIN_NAME, spin_backoff=512)}
 
 
 def test_gdn_spin_candidate(tmp_path):
@@ -121,6 +123,12 @@ def test_gdn_spin_candidate(tmp_path):
     promoted = (Path(g.HERE) / "gdn_decode_b32_pdl.ptx").read_text()
     assert g.generate(pdl=True, name="gdn_decode_b32_pdl") == promoted
     assert g.generate(pdl=True, smem_state=True, spin=True, name=g.SPIN_NAME) == builds["spin_smem"]
+    # the back-off changes only the sleep between polls: each poll loop sleeps %sns, doubled up to its cap
+    a, b = builds["spin_smem"], builds["spin_smem_backoff"]
+    assert a.count("nanosleep.u32 32;") == b.count("nanosleep.u32 %sns;") == b.count("min.u32 %sns, %sns, 512;") > 0
+    strip = lambda t: [ln for ln in t.splitlines()  # noqa: E731
+                       if "%sns" not in ln and "nanosleep" not in ln and ".reg .b32 %spn" not in ln]
+    assert strip(a) == strip(b)
     for form, text in builds.items():
         p = tmp_path / f"{form}.ptx"
         p.write_text(text)

@@ -718,6 +718,10 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   the carveout and the strong stores stay, as promoted). Since the promotion the gdn_spin* forms above swap builds the
   runner no longer launches at batches 1 and 2 (their spin build replaces gdn_decode_b32_pdl).
   spin_max3: the spin pair up to 3 sequences (GDN_SPIN_MAX_B = 3), for the rule's edge at batch 3.
+- spin_backoff (after the batch-1 timeline at 3892cea: with the pair the in_proj's increment rose 0.5 us a layer while
+  the recurrence's fell 0.6): gdn_decode_b32_spin with the sleep between polls doubling from 32 ns to 512
+  (gen_gdn_decode.generate(spin_backoff=512)) instead of 32 ns each. Prediction: batch 1 PDL 0-10 us less if the
+  pollers' L2 traffic is what slows the in_proj, level if it is the recurrence's own work or state loads; bitwise.
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
@@ -741,7 +745,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
          "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "moedown_grp_from9",
-         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "grp_transpose", "grp_transpose_rotate", "early_release", "early_release_all", "refill_last", "refill_last_grp", "nt_branch", "t32_swizzle", "nt_branch_swizzle", "gdn_spin", "inproj_strong", "gdn_spin_again", "gdn_spin_nowait", "gdn_spin_trace", "gdn_spin2", "gdn_spin2_trace", "gdn_spin_smem", "gdn_spin_smem_trace", "gdn_smem_carve", "spin_off", "spin_max3", "current_again",
+         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "grp_transpose", "grp_transpose_rotate", "early_release", "early_release_all", "refill_last", "refill_last_grp", "nt_branch", "t32_swizzle", "nt_branch_swizzle", "gdn_spin", "inproj_strong", "gdn_spin_again", "gdn_spin_nowait", "gdn_spin_trace", "gdn_spin2", "gdn_spin2_trace", "gdn_spin_smem", "gdn_spin_smem_trace", "gdn_smem_carve", "spin_off", "spin_max3", "spin_backoff", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -1127,6 +1131,10 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
                                                      smem_state=form.startswith("gdn_spin_smem"),
                                                      spin_ba_late=form.startswith("gdn_spin2"),
                                                      spin_z_early=form.startswith("gdn_spin2")), 0)
+    if form == "spin_backoff":  # the promoted spin build with a growing sleep between polls
+        gg = paths.generator("gdn", "gen_gdn_decode")
+        out["gdn_decode_b32_spin"] = (gg.generate(pdl=True, smem_state=True, spin=True, name="gdn_decode_b32_spin",
+                                                  spin_backoff=512), 0)
     if form in ("gdn_early", "res_pre_gdn_early"):  # gdn_decode's PDL build triggering its dependents at its start
         g = paths.generator("gdn", "gen_gdn_decode")
         out["gdn_decode_b32_pdl"] = (g.generate(pdl=True, name="gdn_decode_b32_pdl", early_trigger=True), 0)
@@ -1376,6 +1384,7 @@ def expert_stats(dops, rmod, packed, B, context, tokens) -> dict:
 def main():
     import dataclasses
 
+    from netra import contracts
     from netra.decode import main as dm
     from netra.decode import ops as dops
     from netra.decode import runner as rmod
@@ -1447,6 +1456,8 @@ def main():
             swaps[name] = int(fn)
             if form in CARVE_FORMS and name in CARVE_GDN:
                 carveout(fn, MAX_SHARED)
+            elif name in contracts.REGISTRY and contracts.get(name).carveout >= 0:  # the replaced kernel's carveout
+                carveout(fn, contracts.get(name).carveout)
         try:
             loader.load = lambda n, d, s=swaps: SimpleNamespace(handle=s[n]) if n in s else real_load(n, d)
             if form in CARVE_FORMS:  # the GDN layer's kernels at one carveout, so their CTAs can share an SM

@@ -453,6 +453,7 @@ def gate_z(e: Emit) -> None:
 
 # spin: TAG (netra.contracts.gdn) is the poison of a projection output not yet written
 SPIN_LIMIT = 1 << 14  # spin: polls before falling back to griddepcontrol.wait (never a hang, never a stale value)
+_BACKOFF = {"cap": 0}  # generate(spin_backoff=N): the sleep between polls doubles from 32 ns up to N ns (0: 32 ns each)
 
 
 def spin_load(e: Emit, reg: str, addr: str, label: str, pred: str = "", loaded: bool = False) -> None:
@@ -462,6 +463,8 @@ def spin_load(e: Emit, reg: str, addr: str, label: str, pred: str = "", loaded: 
     if pred:
         e(f"@!{pred} bra {label}_OK;")
     e("mov.u32 %spn, 0;")
+    if _BACKOFF["cap"]:
+        e("mov.u32 %sns, 32;")
     if loaded:
         e(f"bra.uni {label}_CHK;")
     e(f"{label}:")
@@ -473,7 +476,12 @@ def spin_load(e: Emit, reg: str, addr: str, label: str, pred: str = "", loaded: 
     e("add.u32 %spn, %spn, 1;")
     e(f"setp.ge.u32 %ps, %spn, {SPIN_LIMIT};")
     e(f"@%ps bra {label}_WAIT;")
-    e("nanosleep.u32 32;")
+    if _BACKOFF["cap"]:  # fewer L2 polls while the producer still walks; a value is read at most one sleep late
+        e("nanosleep.u32 %sns;")
+        e("shl.b32 %sns, %sns, 1;")
+        e(f"min.u32 %sns, %sns, {_BACKOFF['cap']};")
+    else:
+        e("nanosleep.u32 32;")
     e(f"bra.uni {label};")
     e(f"{label}_WAIT:")
     e("griddepcontrol.wait;  // the producer is complete: its value is final")
@@ -630,7 +638,7 @@ def zn_async_loads(e: Emit, A: dict, after_wait: bool, act) -> None:
 def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: str = NAME, coherent: bool = True,
              local_qk: bool = False, stream_state: bool = True, smem_state: bool = False, smem_hint: bool = True,
              early_trigger: bool = False, spin: bool = False, spin_exit_wait: bool = True, spin_trace: bool = False,
-             spin_ba_late: bool = False, spin_z_early: bool = False) -> str:
+             spin_ba_late: bool = False, spin_z_early: bool = False, spin_backoff: int = 0) -> str:
     """The PTX. ``pdl`` (experiments/gdn/pdl_variant.py, not promoted): for a programmatic
     dependent launch, let the next grid launch at once and load the slot id, the weights, the
     conv windows and the state before ``griddepcontrol.wait``; the projection outputs (qkv,
@@ -689,9 +697,15 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
     ``spin_ba_late`` (with spin; step_ab gdn_spin2): b and a polled after the q | k exchange, just before the gates use
     them, not before the conv (traced at 131eed1: they were seen 0.8 us after the qkv values, median CTA).
     ``spin_z_early`` (with spin; step_ab gdn_spin2): warp 0 issues one strong load of z after the delta rule, so at the
-    gated norm the poll starts from its value (traced: the poll's first round trip was 0.26 us of the grid's end)."""
+    gated norm the poll starts from its value (traced: the poll's first round trip was 0.26 us of the grid's end).
+    ``spin_backoff`` (a candidate with spin; step_ab spin_backoff): the sleep between a thread's polls doubles from 32 ns
+    up to this many ns instead of 32 ns each, so ~16 K pollers load L2 less while the in_proj walks beside them (its
+    increment rose 0.5 us a layer with the pair: docs/notes/decode.md, "After efc4214"). The same values: bitwise."""
     assert not early_trigger or (pdl and coherent), "early_trigger: the coherent PDL build"
-    assert not (spin_trace or spin_ba_late or spin_z_early) or spin, "spin_trace, spin_ba_late, spin_z_early: spin builds"
+    assert not (spin_trace or spin_ba_late or spin_z_early or spin_backoff) or spin, \
+        "spin_trace, spin_ba_late, spin_z_early, spin_backoff: spin builds"
+    assert spin_backoff == 0 or 64 <= spin_backoff <= 1 << 20, spin_backoff
+    _BACKOFF["cap"] = spin_backoff
     assert not spin or (pdl and coherent and not (early_trigger or local_qk or zn_async)), \
         "spin: the coherent PDL build (or its smem_state build), without early_trigger, local_qk or zn_async"
     assert not (local_qk and zn_async), "local_qk is built on the promoted build"
@@ -724,7 +738,7 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
     e(".reg .b64 %a<12>, %pt, %pst, %pcv, %slot;")
     if spin:
         e(".reg .pred %ps;")
-        e(".reg .b32 %spn;")
+        e(".reg .b32 %spn;" if not spin_backoff else ".reg .b32 %spn, %sns;")
         e(".reg .b16 %ut;")
         e(".reg .b64 %pqa, %pba, %paa, %pza;  // spin: this thread's qkv value, b and a of its head, its z value")
     if spin_trace:
