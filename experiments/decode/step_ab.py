@@ -776,9 +776,10 @@ STAGGER = {"moedown": "fp8_gemv_n2048_k4608_moedown", "res": "fp8_gemv_n2048_k40
 def tag_gdn_inputs(runner) -> tuple:
     """gdn_spin's contract on a runner: every element of its in_proj outputs (qkvz, bb, aa) TAG (0xFFFF) before the
     first in_proj writes them; returns the three tensors."""
+    from netra.decode import ops as dops
+
     ts = (runner.qkvz, runner.bb, runner.aa)
-    for t in ts:
-        t.view(torch.int16).fill_(-1)
+    dops.tag_(*ts)
     return ts
 
 

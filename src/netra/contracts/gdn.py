@@ -253,19 +253,20 @@ TAG = 0xFFFF  # a BF16 NaN that cvt.rn.bf16.f32 never gives (a NaN converts to 0
 # the in_proj's record then lost ~1 us at M = 6..8 (its norm prologue reads h, up to 32 KB a CTA, through a 28 KB L1)
 # and the residual out_proj 0.2-0.4 us at M = 11..16 (records at 5244e48 / 2c66c9e, docs/notes/decode.md)
 SPIN_CARVEOUT = 85
+_CONSUMED = ("qkv", "z", "b_in", "a_in")  # the spin build's inputs, left TAG
 GDN_DECODE_B32_SPIN = dataclasses.replace(
     GDN_DECODE_B32_SMEM_PDL, name="gdn_decode_b32_spin",
     summary=GDN_DECODE_B32_SMEM_PDL.summary + "; its inputs polled until not TAG and left TAG (netra::gdn_decode_spin)",
     params=tuple(dataclasses.replace(p, role="inout", doc=p.doc + (": " if p.doc else "") + "TAG after the launch")
-                 if p.name in ("qkv", "z", "b_in", "a_in") else p for p in GDN_DECODE_B32_SMEM_PDL.params),
+                 if p.name in _CONSUMED else p for p in GDN_DECODE_B32_SMEM_PDL.params),
     pdl="the slot ids, A_log, dt_bias, the norm and conv weights, the conv windows and the state slices at once; qkv, z, "
     "b, a polled (ld.relaxed.gpu) until not TAG, without griddepcontrol.wait (after 16384 polls: the wait, then the "
     "load); launch_dependents where the smem build waits; griddepcontrol.wait before every exit. Safe only as "
     "gdn_decode_b32_smem_pdl is, and only after a producer that stores the four inputs strong into buffers that held "
     "TAG: netra::gdn_decode_spin after fp8_gemv_n12288_k2048_norm_ba in the decode runner",
     bytes_written=GDN_DECODE_B32_SMEM_PDL.bytes_written + f" + B * ({QKVZ * 2} + {NV * 4})",  # TAG written back
-    exact_outputs=("qkv", "z", "b_in", "a_in"),
-    consumes=("qkv", "z", "b_in", "a_in"),
+    exact_outputs=_CONSUMED,
+    consumes=_CONSUMED,
     row_views=(("qkv", "z"),),  # both written (TAG): they may be the two column ranges of the runner's qkvz rows
     max_registers=40,
     carveout=SPIN_CARVEOUT,

@@ -1112,7 +1112,8 @@ def _gdn_testbeds() -> dict:
         # the spin build: the same outputs, and its four consumed inputs TAG (compared exactly, bit for bit)
         "gdn_decode_b32_spin": Testbed(
             contracts.get("gdn_decode_b32_spin"), _make_gdn,
-            lambda i: {**rg.decode_step(*_gdn_args(i), 16, EPS), **_tagged(i, ("qkv", "z", "b_in", "a_in"))},
+            lambda i: {**rg.decode_step(*_gdn_args(i), 16, EPS),
+                       **_tagged(i, contracts.get("gdn_decode_b32_spin").consumes)},
             lambda i: rg.transformers_step(*_gdn_args(i), 16, EPS),
             {"framework_op": _gdn_framework_peer, "fla_0_6_0": _gdn_fla_peer},
         )}
@@ -1120,10 +1121,11 @@ def _gdn_testbeds() -> dict:
 
 def _tagged(i: dict, names) -> dict:
     """The consumed inputs as a consumer leaves them: every element TAG (contracts.gdn.TAG), BF16."""
-    from ..contracts.gdn import TAG
+    from ..decode import ops as dops
 
-    return {n: torch.full(i[n].shape, TAG - (1 << 16), dtype=torch.int16, device=i[n].device).view(torch.bfloat16)
-            for n in names}
+    out = {n: torch.empty(i[n].shape, dtype=torch.bfloat16, device=i[n].device) for n in names}
+    dops.tag_(*out.values())
+    return out
 
 
 # --- attention ------------------------------------------------------------------------------
