@@ -722,6 +722,9 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   the recurrence's fell 0.6): gdn_decode_b32_spin with the sleep between polls doubling from 32 ns to 512
   (gen_gdn_decode.generate(spin_backoff=512)) instead of 32 ns each. Prediction: batch 1 PDL 0-10 us less if the
   pollers' L2 traffic is what slows the in_proj, level if it is the recurrence's own work or state loads; bitwise.
+  Measured at 703ac55 (step_ab_current_spin_backoff_current_again{,_b2}_703ac55.json): batch 1 PDL +4.6 / +7.8 us
+  early / late against the two currents' mean, batch 2 level (between the two currents, 10 us apart). Rejected: the
+  sleep delays the pollers' first read more than their traffic slows the in_proj.
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
