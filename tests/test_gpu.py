@@ -1142,6 +1142,85 @@ def test_gdn_decode_spin_after_the_strong_in_proj_is_the_pair_it_replaces(B):
     assert all(metrics.rel_err(a, b) <= contracts.get("gdn_decode_b32_spin").tolerance for a, b in zip(fb[:3], want[:3]))
 
 
+@pytest.mark.parametrize("B", [1, 2, 8])
+def test_spin_chain_in_proj_gdn_out_proj_is_the_chain_it_replaces(B):
+    """The decode runner's spin path with the out_proj boundary (dops.RES_SPIN): fp8_linear_norm_ba into TAG buffers,
+    gdn_decode_spin into o_ring[j % 2], fp8_linear_add_spin polling it and filling o_ring[(j + 1) % 2] with TAG, four
+    GDN layers on one residual h, gives bitwise the mixer outputs, h, states and conv windows of fp8_linear_norm_ba,
+    gdn_decode and fp8_linear_add; plainly, under set_pdl, and from a graph captured under set_pdl replayed twice (the
+    ring's order carries across replays); the kernels take every launch and the buffers the next layer polls are TAG.
+    With fp8_linear_add_spin switched off (its fallback: fp8_linear_add, then the TAG fill) the same bits."""
+    from netra.contracts.gdn import TAG
+    from netra.contracts.proj import NORM_BA, RES_SPIN
+    from netra.decode import ops as dops
+    from netra.lifecycle import testbeds
+
+    gen = torch.Generator().manual_seed(700 + B)
+    proj = testbeds.get(NORM_BA.name).make({"M": B}, gen, "cuda")
+    res = testbeds.get(RES_SPIN.name).make({"M": B}, gen, "cuda")
+    g = testbeds.get("gdn_decode_b32").make({"B": B, "P": B + 3}, gen, "cuda")
+    start = (proj["h"].clone(), g["conv_pool"].clone(), g["state_pool"].clone())
+    bf = lambda *shape: torch.empty(*shape, dtype=torch.bfloat16, device="cuda")  # noqa: E731
+    x, mix = bf(B, 2048), bf(B, 2048)
+    tagged = lambda *ts: all(bool((t.view(torch.int16) == TAG - (1 << 16)).all()) for t in ts)  # noqa: E731
+    h = proj["h"]
+
+    def layers(qkvz, bb, aa, ring, spin):
+        outs = []
+        for j in range(4):  # an even count: o_ring[0] is TAG again after the last layer, as the runner's step leaves it
+            dops.fp8_linear_norm_ba(h, proj["norm_w"], EPS, proj["w"], proj["scale"], qkvz, x, proj["w_b"],
+                                    proj["w_a"], bb, aa)
+            o = ring[j % 2]
+            args = (qkvz[:, :8192], qkvz[:, 8192:], bb, aa, g["conv_w"], g["a_log"], g["dt_bias"], g["norm_w"],
+                    g["conv_pool"], g["state_pool"], g["slots"], 16, EPS, o)
+            if spin:
+                dops.gdn_decode_spin(*args)
+                dops.fp8_linear_add_spin(o, res["w"], res["scale"], h, mix, ring[(j + 1) % 2])
+            else:
+                dops.gdn_decode(*args)
+                dops.fp8_linear_add(o, res["w"], res["scale"], h, mix)
+            outs.append(mix.clone())
+        return outs + [h.clone(), g["conv_pool"].clone(), g["state_pool"].clone()]
+
+    def fresh():
+        for t, t0 in zip((h, g["conv_pool"], g["state_pool"]), start):
+            t.copy_(t0)
+
+    fresh()
+    want = layers(bf(B, 12288), bf(B, 32), bf(B, 32), [bf(B, 4096), bf(B, 4096)], spin=False)
+    qkvz, bb, aa, ring = bf(B, 12288), bf(B, 32), bf(B, 32), [bf(B, 4096), bf(B, 4096)]
+    dops.tag_(qkvz, bb, aa, *ring)
+    for pdl in (False, True):
+        fresh()
+        with _pdl(pdl):
+            got = layers(qkvz, bb, aa, ring, spin=True)
+        assert all(torch.equal(a, b) for a, b in zip(got, want)), (B, pdl)
+        assert tagged(qkvz, bb, aa, ring[0]), B
+        assert _misses("gdn_decode_spin") == 0 and _misses(RES_SPIN.name) == 0, ops.stats()[RES_SPIN.name]
+    ops.set_pdl(True)
+    try:
+        ops.prepare()
+        graph = torch.cuda.CUDAGraph()
+        fresh()
+        with torch.cuda.graph(graph):
+            got = layers(qkvz, bb, aa, ring, spin=True)
+    finally:
+        ops.set_pdl(False)
+    for _ in range(2):  # the ring's order carries across replays (four layers)
+        fresh()
+        mix.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert all(torch.equal(a, b) for a, b in zip(got, want)) and tagged(qkvz, bb, aa, ring[0]), B
+    fresh()
+    ops.set_framework("fp8_linear_add_spin")
+    try:
+        fb = layers(qkvz, bb, aa, ring, spin=True)
+    finally:
+        ops.set_framework("fp8_linear_add_spin", False)
+    assert all(torch.equal(a, b) for a, b in zip(fb, want)) and tagged(ring[0]), B
+
+
 @pytest.mark.parametrize("B,T", [(1, 1), (1, 16), (3, 7)])
 def test_gdn_verify_kernel_is_bitwise_decode_steps(B, T):
     """gdn_verify_t16 takes the kernel with no miss; token t's output, state and conv window

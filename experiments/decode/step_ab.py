@@ -725,6 +725,13 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   Measured at 703ac55 (step_ab_current_spin_backoff_current_again{,_b2}_703ac55.json): batch 1 PDL +4.6 / +7.8 us
   early / late against the two currents' mean, batch 2 level (between the two currents, 10 us apart). Rejected: the
   sleep delays the pollers' first read more than their traffic slows the in_proj.
+- res_spin_off, res_spin_x_first (after 703ac55, with the spin boundary gdn_decode -> out_proj as the current form:
+  dops.RES_SPIN, fp8_gemv_n2048_k4096_res_spin, gdn_decode_b32_spin storing o strong): res_spin_off is the runner with
+  RES_SPIN = False (out_proj waits for the recurrence's grid, as at 703ac55; the strong o stores stay). res_spin_x_first:
+  the spin build requesting its strip only after x has been polled (pre_strips=0, the plain residual build's order).
+  Prediction, batch 1 PDL: current 5-15 us less than res_spin_off if out_proj's strip streams before the recurrence
+  ends (out_proj's increment 3.85 us a GDN layer at 3892cea, of which ~1.9 is its 8 MB read started after the wait);
+  res_spin_x_first 0-10 us less (only the wait's release latency). Bitwise.
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
@@ -748,7 +755,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
          "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "moedown_grp_from9",
-         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "grp_transpose", "grp_transpose_rotate", "early_release", "early_release_all", "refill_last", "refill_last_grp", "nt_branch", "t32_swizzle", "nt_branch_swizzle", "gdn_spin", "inproj_strong", "gdn_spin_again", "gdn_spin_nowait", "gdn_spin_trace", "gdn_spin2", "gdn_spin2_trace", "gdn_spin_smem", "gdn_spin_smem_trace", "gdn_smem_carve", "spin_off", "spin_max3", "spin_backoff", "current_again",
+         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "grp_transpose", "grp_transpose_rotate", "early_release", "early_release_all", "refill_last", "refill_last_grp", "nt_branch", "t32_swizzle", "nt_branch_swizzle", "gdn_spin", "inproj_strong", "gdn_spin_again", "gdn_spin_nowait", "gdn_spin_trace", "gdn_spin2", "gdn_spin2_trace", "gdn_spin_smem", "gdn_spin_smem_trace", "gdn_smem_carve", "spin_off", "spin_max3", "spin_backoff", "res_spin_off", "res_spin_x_first", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -1135,6 +1142,11 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
                                                      smem_state=form.startswith("gdn_spin_smem"),
                                                      spin_ba_late=form.startswith("gdn_spin2"),
                                                      spin_z_early=form.startswith("gdn_spin2")), 0)
+    if form == "res_spin_x_first":  # the out_proj spin build requesting its strip after x is polled
+        from netra.contracts.proj import RES_SPIN
+
+        g = paths.generator("proj", "gen_fp8_gemv")
+        out[RES_SPIN.name] = (g.generate(RES_SPIN, pre_strips=0), contracts.get(RES_SPIN.name).dynamic_smem)
     if form == "spin_backoff":  # the promoted spin build with a growing sleep between polls
         gg = paths.generator("gdn", "gen_gdn_decode")
         out["gdn_decode_b32_spin"] = (gg.generate(pdl=True, smem_state=True, spin=True, name="gdn_decode_b32_spin",
@@ -1428,6 +1440,7 @@ def main():
     real_split_rows = dops.ROUTER_SPLIT_ROWS
     real_c8_max_b = dops.ATTN_C8_MAX_B
     real_spin_max_b = dops.GDN_SPIN_MAX_B
+    real_res_spin = dops.RES_SPIN
     router_op = _dispatch.OPS["moe_router_norm"]
     real_router_contract = router_op.contract
     down_op = _dispatch.OPS["moe_down"]
@@ -1477,6 +1490,7 @@ def main():
                                        else dict(real_long_resident))
             dops.BA_FUSED = real_ba_fused and form != "ba_unfused"
             dops.GDN_SPIN_MAX_B = 0 if form == "spin_off" else 3 if form == "spin_max3" else real_spin_max_b
+            dops.RES_SPIN = real_res_spin and form != "res_spin_off"
             dops.BA_FIRST = form == "ba_first" or (real_ba_first and form != "ba_first_off")
             dops.BA_PLAIN = real_ba_plain and form != "ba_plain_off"
             rmod.EMBED_INDEX = form == "embed_index"
@@ -1618,6 +1632,7 @@ def main():
             dops.ATTN_C8_MAX_B = real_c8_max_b
             dops.BA_FUSED = real_ba_fused
             dops.GDN_SPIN_MAX_B = real_spin_max_b
+            dops.RES_SPIN = real_res_spin
             dops.BA_FIRST = real_ba_first
             rmod.EMBED_INDEX = False
             dops.MOE_SHARED_MERGED = real_shared_merged

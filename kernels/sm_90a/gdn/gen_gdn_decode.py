@@ -972,7 +972,8 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
     e(f"mad.lo.u32 %t1, %seq, {NV * DV}, %t0;")
     e("mul.wide.u32 %pt, %t1, 2;")
     e(f"add.u64 %pt, {A['out']}, %pt;")
-    e("st.global.b16 [%pt], %u0;")
+    # spin: o is polled by the next grid (netra::fp8_linear_add_spin), so stored strong
+    e("st.relaxed.gpu.global.b16 [%pt], %u0;" if spin else "st.global.b16 [%pt], %u0;")
     e("OUT_DONE:")
     if spin and spin_exit_wait:
         e("griddepcontrol.wait;  // spin: a grid after this one still follows the in_proj")
@@ -997,7 +998,7 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
     e("mul.wide.u32 %pt, %t1, 2;")
     e(f"add.u64 %pt, {A['out']}, %pt;")
     e("mov.b16 %u0, 0x7FC0;")
-    e("st.global.b16 [%pt], %u0;")
+    e("st.relaxed.gpu.global.b16 [%pt], %u0;" if spin else "st.global.b16 [%pt], %u0;")
     e("ret;")
     e("}")
     return e.text()

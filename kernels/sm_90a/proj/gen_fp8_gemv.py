@@ -88,7 +88,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "src"))
 sys.path.insert(0, str(HERE))
 import rms_emit  # noqa: E402  (the warp's RMSNorm, shared with gen_moe_router.norm_prologue)
-from netra.contracts.proj import BA_K, BA_ROWS, BA_STRIPS, DENSE32, PLAIN_BA, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN, EXPERTS_SHARED, EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32, FUSED, FUSED32, MOE_DOWNS, NORM_BA, NUM_EXPERTS, ROUTER_FUSED_TOKENS, ROUTER_K, ROUTER_ROWS, SHAPES, SMS, TOP_K, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
+from netra.contracts.proj import BA_K, BA_ROWS, BA_STRIPS, DENSE32, PLAIN_BA, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN, EXPERTS_SHARED, EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32, FUSED, FUSED32, MOE_DOWNS, NORM_BA, NUM_EXPERTS, RES_SPIN, ROUTER_FUSED_TOKENS, ROUTER_K, ROUTER_ROWS, SHAPES, SMS, TOP_K, Fp8Gemv as Shape  # noqa: E402  (shapes and tiling, written once)
 import gen_moe_router as gmr  # noqa: E402  (the router's row sum and selection, for router_phase)
 
 
@@ -126,7 +126,7 @@ def header(e: Emit, version: str = "8.0") -> None:
 
 
 def entry(e: Emit, name: str, fuse: str = "", ba: bool = False, shared: bool = False, shared_gate: bool = True,
-          router: bool = False, down: bool = False) -> None:
+          router: bool = False, down: bool = False, spin: bool = False) -> None:
     """The .entry line and the parameters (netra.contracts.proj, in its order): x (h with the
     norm prologue), w, scale, out (h, in place, with the residual epilogue), M; the norm
     prologue adds norm_w, x_out, eps; the gate CTA gate_w, gate_out; the experts ids, E; the
@@ -144,6 +144,8 @@ def entry(e: Emit, name: str, fuse: str = "", ba: bool = False, shared: bool = F
     if router:  # x and ids are the router phase's outputs; its inputs and other outputs (netra.contracts.proj.EXPERTS_ROUTER)
         params = ["u64 x_out" if p == "u64 x" else "u64 idx" if p == "u64 ids" else p for p in params]
         params += ["u64 h", "u64 norm_w", "f32 eps", "u64 rw", "u64 top", "u64 logits", "u64 bar"]
+    if spin:  # the other buffer of the decode runner's pair, filled with TAG (netra.contracts.proj.RES_SPIN)
+        params += ["u64 x_next"]
     if down:  # moe_down's weights and output (a candidate: Fp8Gemv.down)
         params += ["u64 w2", "u64 s2", "u64 sw2", "u64 ss2", "u64 moe_out"]
         if _DOWN["sync"] == "pairs":  # the pairs' counters (down_phase_pairs)
@@ -321,6 +323,75 @@ def x_rows_load(e: Emit, h: int, nt: int, W: int, K: int, tok_reg: str = "", sme
         for c in range(4):
             e(f"  mov.b32 {X}{4 * j + c}, 0;")
         e(f"  @%pv {_XLD[0]}.v4.u32 {{{regs}}}, [%pa];")
+
+
+SPIN_LIMIT = 1 << 14  # spin: polls of one x vector before falling back to griddepcontrol.wait (never a hang)
+
+
+def x_rows_poll(e: Emit, h: int, nt: int, W: int, K: int, sfx: str) -> None:
+    """spin (RES_SPIN): x_rows_load's 4 vectors (loaded ld.relaxed.gpu), each polled again until none of its 8 values is
+    TAG. A vector past M is zeros (not TAG) and never polled. After SPIN_LIMIT polls the thread waits for the producer's
+    grid instead and loads the final value."""
+    X = f"%xr{nt}_{h}_"
+    for j in range(4):
+        lab = f"XP{h}_{nt}_{j}{sfx}"
+        regs = [f"{X}{4 * j + c}" for c in range(4)]
+        tag_any(e, regs)
+        e(f"  @!%ptg bra {lab}_OK;")
+        e(f"  // a TAG value: this vector's address again (x_rows_load's token {8 * nt + 2 * j} + lane / 16), polled")
+        e(f"  add.u32 %kb, %warp, {h * W};")
+        e("  shr.u32 %t1, %lane, 4;")
+        e("  and.b32 %t2, %lane, 15;")
+        e(f"  add.u32 %tok, %t1, {8 * nt + 2 * j};")
+        e(f"  mul.lo.u32 %t0, %tok, {K};")
+        e("  mad.lo.u32 %t0, %kb, 128, %t0;")
+        e("  mad.lo.u32 %t0, %t2, 8, %t0;")
+        e("  mul.wide.u32 %pt64, %t0, 2;")
+        e("  add.u64 %pa, %px, %pt64;")
+        e("  mov.u32 %spn, 0;")
+        e(f"{lab}:")
+        e("  add.u32 %spn, %spn, 1;")
+        e(f"  setp.gt.u32 %p, %spn, {SPIN_LIMIT};")
+        e(f"  @%p bra {lab}_WAIT;")
+        e("  nanosleep.u32 32;")
+        e(f"  ld.relaxed.gpu.global.v4.u32 {{{', '.join(regs)}}}, [%pa];")
+        tag_any(e, regs)
+        e(f"  @%ptg bra {lab};")
+        e(f"  bra.uni {lab}_OK;")
+        e(f"{lab}_WAIT:")
+        e("  griddepcontrol.wait;  // the producer is complete: its values are final")
+        e(f"  ld.global.v4.u32 {{{', '.join(regs)}}}, [%pa];")
+        e(f"{lab}_OK:")
+
+
+def tag_any(e: Emit, regs: list) -> None:
+    """%ptg = some BF16 half of the 4 words ``regs`` is TAG (0xFFFF, the largest u16: the halves' maximum)."""
+    e(f"  max.u16x2 %t0, {regs[0]}, {regs[1]};")
+    e(f"  max.u16x2 %t1, {regs[2]}, {regs[3]};")
+    e("  max.u16x2 %t0, %t0, %t1;")
+    e("  and.b32 %t1, %t0, 0xffff;")
+    e(f"  setp.eq.u32 %ptg, %t1, {TAG:#06x};")
+    e("  shr.u32 %t1, %t0, 16;")
+    e(f"  setp.eq.or.u32 %ptg, %t1, {TAG:#06x}, %ptg;")
+
+
+def x_next_tags(e: Emit, sh: Shape) -> None:
+    """spin (RES_SPIN), before any wait: CTA c fills bytes c q M 16 .. of x_next (M x 2K bytes, q = 2K / 16 / grid
+    16-byte stores a row) with TAG, thread t < q M one store. x_next's last reader completed before this grid launched
+    and its next writer launches after this grid completes (the decode runner's pair), so plain stores."""
+    q = 2 * sh.K // 16 // sh.grid
+    assert q * 16 * sh.grid == 2 * sh.K and q * 16 <= sh.threads, (sh.name, q)
+    e(f"  // spin: this CTA's share of x_next ({q} 16-byte stores a row) filled with TAG, the next consumer's poison")
+    e(f"  mul.lo.u32 %t0, %m, {q};")
+    e("  setp.lt.u32 %p, %th, %t0;")
+    e("  mov.u32 %t1, %ctaid.x;")
+    e("  mad.lo.u32 %t1, %t1, %t0, %th;")
+    e("  mul.wide.u32 %pt64, %t1, 16;")
+    e("  ld.param.u64 %pa, [x_next];  // (not kept: read once, here)")
+    e("  cvta.to.global.u64 %pa, %pa;")
+    e("  add.u64 %pa, %pa, %pt64;")
+    e(f"  mov.b32 %t2, {TAG << 16 | TAG:#010x};")
+    e("  @%p st.global.v4.u32 [%pa], {%t2, %t2, %t2, %t2};")
 
 
 def x_direct_load(e: Emit, h: int, nt: int, W: int, K: int) -> None:
@@ -1735,7 +1806,11 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     _L2["hint"] = l2_hint
     assert l2_prefetch in (False, True, "lines"), l2_prefetch
     pf = l2_prefetch if sh.ksplit == 1 and sh.fuse not in ("moe", "moedown", "gate") else False
-    _XLD[0] = x_ld or ("ld.global" if coherent_x else "ld.global.nc")  # see _XLD
+    _XLD[0] = x_ld or ("ld.relaxed.gpu.global" if sh.spin else "ld.global" if coherent_x else "ld.global.nc")  # see _XLD
+    m8_only = m8_only or sh.spin  # (its M > 8 copy spilled at 104 registers: 12 bytes)
+    assert not sh.spin or (sh.fuse == "res" and sh.passes == 1 and sh.ksplit == 1 and sh.tokens == 16 and x_rows
+                           and not (stage_x or stage_x_m16 or xpair or tgroups or x_direct or early_trigger
+                                    or p2_early or sum_late or early_release)), f"spin: the one-pass residual build ({sh.name})"
     ids_early = ids_early and sh.fuse in ("moe", "moedown")
     assert x_rows or not skip_nt1
     assert x_direct in (False, True, "v4")
@@ -1798,7 +1873,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     e()
     e(".extern .shared .align 128 .b8 dsm[];")
     e()
-    entry(e, sh.name, sh.fuse, sh.ba, sh.shared, sh.shared_gate, sh.router, sh.down)
+    entry(e, sh.name, sh.fuse, sh.ba, sh.shared, sh.shared_gate, sh.router, sh.down, sh.spin)
     e(f".reqntid {sh.threads}")
     if maxnreg:
         e(f".maxnreg {maxnreg}")
@@ -1903,6 +1978,9 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         e("  .reg .b64 %pid, %rid;")
     if sh.fuse == "res":
         e("  .reg .b64 %pc, %pmo;")
+    if sh.spin:
+        e("  .reg .pred %ptg;  // spin: a polled x vector still holds TAG")
+        e("  .reg .b32 %spn;  // spin: polls so far")
     if sh.fuse == "moedown":
         e("  .reg .pred %pr;")
         e("  .reg .b64 %ptop, %pxs, %pws, %pss, %pgl, %pc, %pmo;")
@@ -2086,11 +2164,14 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         e("  barrier.cluster.arrive.relaxed.aligned;  // (after fence.mbarrier_init) this CTA's slot mbarriers are initialized")
     if stage_x_m16 == "mc":
         e("  barrier.cluster.arrive.relaxed.aligned;  // (after fence.mbarrier_init) this CTA's x mbarrier is initialized")
-    if early_trigger:
-        e("  griddepcontrol.launch_dependents;  // every CTA of this grid has started: the next grid may launch")
-    e("  griddepcontrol.wait;  // x, and the output the previous kernel may still read, from here")
-    if not early_trigger:
-        e("  griddepcontrol.launch_dependents;  // after the wait: one dependent grid at a time, not a cascade")
+    if sh.spin:
+        x_next_tags(e, sh)
+    else:
+        if early_trigger:
+            e("  griddepcontrol.launch_dependents;  // every CTA of this grid has started: the next grid may launch")
+        e("  griddepcontrol.wait;  // x, and the output the previous kernel may still read, from here")
+        if not early_trigger:
+            e("  griddepcontrol.launch_dependents;  // after the wait: one dependent grid at a time, not a cascade")
     if p2:
         e("  setp.ne.u32 %pp2, %th, %th;  // the first pass: tokens 0 .. min(M, 16) - 1")
         e("PASS:")
@@ -3815,6 +3896,10 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
                 x_rows_load(e, h, nt, W, K, smem=sh.xs_off if sh.router_poll else None)
             else:
                 x_fragments(e, h, nt, W, K)
+    if sh.spin:
+        for h in range(NC):
+            for nt in tiles:
+                x_rows_poll(e, h, nt, W, K, sfx)
     if _TOPE["on"]:
         moedown_weights_early(e, sh)
     if p2_early:
@@ -3911,6 +3996,10 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
         e("  setp.ne.u32 %psl, %th, %th;  // no previous strip yet")
     if _HE["on"] == "split":
         h_early_split(e, sh)
+    if sh.spin:
+        e("  // spin: x is in; the producer's grid (and every grid before it) complete before h is read or written")
+        e("  griddepcontrol.wait;")
+        e("  griddepcontrol.launch_dependents;  // after the wait: one dependent grid at a time, not a cascade")
     e("  mov.u32 %buf, 0;")
     e(f"STRIP{sfx}:")
     e("  mov.u32 %st0, %stage;  // this strip's first stage")
@@ -4126,7 +4215,7 @@ def slot_mask(e: Emit, sh: Shape, shared_pred: str) -> None:
 def main(argv=None) -> int:
     experts = (EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED, EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32, EXPERTS_ROUTER,
                EXPERTS_ROUTER_DOWN)  # (contracts.proj.EXPERTS_SHARED_NOGATE: a candidate)
-    for sh in SHAPES + DENSE32 + FUSED + FUSED32 + (NORM_BA,) + PLAIN_BA + EXPERTS + experts + MOE_DOWNS:
+    for sh in SHAPES + DENSE32 + FUSED + FUSED32 + (NORM_BA, RES_SPIN) + PLAIN_BA + EXPERTS + experts + MOE_DOWNS:
         (HERE / f"{sh.name}.ptx").write_text(generate(sh))
         grid = "min(P S, 132)" if sh.fuse == "moe" else sh.grid
         print(f"wrote {sh.name}.ptx ({sh.threads} threads, grid {grid}, {sh.NS} stages, {sh.smem} B dynamic smem)")

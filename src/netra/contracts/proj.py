@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from .gdn import SPIN_CARVEOUT
+from .gdn import SPIN_CARVEOUT, TAG
 from .spec import Contract, Scalar, Tensor
 
 TOKENS = tuple(range(1, 17))
@@ -51,6 +51,8 @@ class Fp8Gemv:
     # their own gate | up rows, which are their own flags (gen_fp8_gemv.down_phase_pairs, sync "tags")
     passes: int = 1  # 2 (named _p2; the residual 2048 x 4096 build, FUSED32): up to 32 tokens as two passes of 16 over the
     # CTA's one strip, whose chunks stay in the ring after the first (gen_fp8_gemv.generate's PASS_END)
+    spin: bool = False  # "res" (named _spin; RES_SPIN, M <= 8): x polled until not TAG instead of waiting for its producer's
+    # grid, griddepcontrol.wait moved after the x prologue (before h is read); each CTA fills its share of x_next with TAG
 
     @property
     def name(self) -> str:
@@ -60,7 +62,7 @@ class Fp8Gemv:
                 + ("_shared" if self.shared else "") + ("_nogate" if self.shared and not self.shared_gate else "")
                 + ("_grp" if self.group else "") + (f"_t{self.tokens}" if self.tokens != 16 else "")
                 + ("_router" if self.router else "") + ("_poll" if self.router_poll else "") + ("_down" if self.down else "")
-                + (f"_p{self.passes}" if self.passes > 1 else ""))
+                + (f"_p{self.passes}" if self.passes > 1 else "") + ("_spin" if self.spin else ""))
 
     @property
     def NT(self) -> int:  # n-tiles of 8 tokens in the largest body
@@ -193,6 +195,8 @@ class Fp8Gemv:
         +0.03 at M = 1, +0.12-0.18 at M = 8 (experiments/proj/pre_strips_variant_0a74e03.json)."""
         if self.fuse in ("moe", "moedown"):
             return 0
+        if self.spin:  # RES_SPIN: its CTAs start while the producer runs; x is polled after the strip is requested
+            return 1
         return 0 if self.x_first and self.S <= self.walkers and self.NC > 1 else 1
 
     @property
@@ -429,6 +433,14 @@ RES_P2 = dataclasses.replace(next(s for s in FUSED if s.fuse == "res"), passes=2
 # halves of k meet in one more fp32 add
 RES32 = dataclasses.replace(RES_P2, ksplit=2, tokens=32, passes=1)
 FUSED32 = (RES_P2, RES32)
+# GDN's out_proj as the consumer of a spin boundary (netra::fp8_linear_add_spin, the decode runner's spin path): x, which
+# gdn_decode_b32_spin stores strong, is polled until no value is TAG (contracts.gdn.TAG), so the x prologue runs while
+# the recurrence's grid ends; the wait for that grid comes before h is read. x alternates between the runner's buffers
+# by GDN layer, and each CTA fills its share of x_next, the buffer the next GDN layer's out_proj polls, with TAG
+RES_SPIN = dataclasses.replace(next(s for s in FUSED if s.fuse == "res"), spin=True)
+# its rows: one body for M <= 8 (with the M > 8 copy as well the build spilled 12 bytes at its 104 registers); the runner
+# takes it at 1-2 sequences (netra.decode.ops.GDN_SPIN_MAX_B)
+SPIN_TOKENS = tuple(range(1, 9))
 # GDN's first projections in one launch: the input norm, in_proj_qkv | in_proj_z (FP8, 128 CTAs walking the
 # strips) and in_proj_b | in_proj_a (BF16, BA_STRIPS more CTAs, bitwise bf16_gemv_n64_k2048 on the same x), so
 # the GDN layer loses the b | a launch (the issue's "may be fused into a neighbouring FP8 launch")
@@ -538,7 +550,7 @@ def _contract(s: Fp8Gemv) -> Contract:
     if s.fuse == "norm":
         return _contract_norm(s)
     if s.fuse == "res":
-        return _contract_res(s)
+        return _contract_res_spin(s) if s.spin else _contract_res(s)
     if s.fuse == "gate":
         return _contract_gate(s)
     if s.ksplit > 1:
@@ -709,6 +721,29 @@ def _contract_res(s: Fp8Gemv) -> Contract:
         op="fp8_linear_add",
         reference="out: netra.reference.proj.fp8_linear; h: h + that, float64",
         **_common(s),
+    )
+
+
+def _contract_res_spin(s: Fp8Gemv) -> Contract:
+    """RES_SPIN: the residual contract, x polled, and x_next (the other buffer of the runner's pair) left TAG."""
+    c = _contract_res(dataclasses.replace(s, spin=False))
+    assert 2 * s.K % (16 * s.grid) == 0 and 2 * s.K // s.grid // 16 * 16 <= s.threads, "x_next: 16-byte stores, M a CTA"
+    return dataclasses.replace(
+        c, name=s.name,
+        summary=c.summary + f"; x polled until no value is TAG ({TAG:#06x}), x_next[M, {s.K}] filled with TAG "
+                "(netra::fp8_linear_add_spin)",
+        params=c.params + (Tensor("x_next", "bf16", ("M", s.K), "out",
+                                  doc="the buffer the next consumer polls: every element TAG after the launch"),),
+        dims={"M": SPIN_TOKENS},
+        exact_outputs=("x_next",),
+        bytes_written=c.bytes_written + f" + M * {2 * s.K}",
+        op="fp8_linear_add_spin",
+        pdl="w and scale (the whole strip) and the TAG stores into x_next before any wait; x polled (ld.relaxed.gpu, "
+            "16-byte loads) until none of its values is TAG (after 16384 polls: griddepcontrol.wait, then the load); "
+            "griddepcontrol.wait and launch_dependents after the x prologue, before h is read. Safe only after a "
+            "producer that stores x strong into a buffer that held TAG, whose last reader completed before this grid "
+            "launched: netra::fp8_linear_add_spin after gdn_decode_b32_spin in the decode runner, x and x_next "
+            "alternating by GDN layer",
     )
 
 
@@ -1437,7 +1472,7 @@ LM_HEAD_CONTRACT = Contract(
 )
 
 
-CONTRACTS = tuple(_contract(s) for s in SHAPES + DENSE32 + FUSED + FUSED32 + (NORM_BA,) + PLAIN_BA + EXPERTS + (EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED,
+CONTRACTS = tuple(_contract(s) for s in SHAPES + DENSE32 + FUSED + FUSED32 + (NORM_BA, RES_SPIN) + PLAIN_BA + EXPERTS + (EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED,
                                                                                EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32,
                                                                                EXPERTS_ROUTER,
                                                                                EXPERTS_ROUTER_DOWN)) + (
