@@ -35,8 +35,9 @@ def test_generated_ptx_is_current(sh):
 
 
 def test_res_spin_build():
-    """RES_SPIN (netra::fp8_linear_add_spin): before any wait its strip is requested, then x_next's TAG stores, then x's
-    16-byte loads, strong; each of the 8 vectors a thread loads is polled, and griddepcontrol.wait appears only in the
+    """RES_SPIN (netra::fp8_linear_add_spin): before any wait its strip is requested, then x_next's TAG stores, then
+    warp 0's gate, then x's 16-byte loads, strong; each of the 8 vectors a thread loads is polled, and
+    griddepcontrol.wait appears only in the
     polls' fallbacks and once after the x prologue, followed by launch_dependents, before the strip walk. From the
     walk on the text is the residual build's M <= 8 copy (the same arithmetic, sums, h and stores: bitwise). Its
     producer, gdn_decode_b32_spin, stores o strong; the contract compares x_next exactly and takes M <= 8."""
@@ -49,7 +50,10 @@ def test_res_spin_build():
     fallbacks = [m.start() for m in re.finditer(r"XP\w+_WAIT:\n", body)]
     oks = [m.start() for m in re.finditer(r"XP\w+_OK:\n", body)]
     loads = [m.start() for m in re.finditer(r"ld\.relaxed\.gpu\.global\.v4\.u32", body)]
-    assert len(fallbacks) == len(oks) == 8 and len(loads) == 16 and "ld.global.nc" not in body
+    assert len(fallbacks) == len(oks) == 8 and len(loads) == 17 and "ld.global.nc" not in body  # 16 and the gate's
+    gate = body.index("XG_DONE_M8:")  # warp 0 polls 32 sampled vectors, the others wait at the barrier after it
+    assert loads[0] < gate < loads[1] and re.match(r"XG_DONE_M8:\s*bar\.sync 0;", body[gate:])
+    assert "vote.sync.any.pred %ptg, %ptg, 0xffffffff;" in body[loads[0]:gate]
     assert len(waits) == 9 and all(any(0 < w - f < 80 for f in fallbacks) for w in waits[:8])
     last = waits[-1]
     assert last > max(oks) and body.index("STRIP_M8:") > last

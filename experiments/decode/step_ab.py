@@ -732,6 +732,15 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   Prediction, batch 1 PDL: current 5-15 us less than res_spin_off if out_proj's strip streams before the recurrence
   ends (out_proj's increment 3.85 us a GDN layer at 3892cea, of which ~1.9 is its 8 MB read started after the wait);
   res_spin_x_first 0-10 us less (only the wait's release latency). Bitwise.
+  Measured at db27dfd (step_ab_current_res_spin_off_res_spin_x_first_current_again{,_b2}_db27dfd.json; every one of
+  the 512 threads of a CTA polling its own x vectors): batch 1 PDL current 1.4614 / 1.4543 ms, res_spin_off 1.4143,
+  res_spin_x_first 1.4761; batch 2 1.8741 / 1.8744 against 1.8080. So polling cost ~2 us a GDN layer (x_first against
+  off: the same order of loads), and the strip before x ~0.5 less than that. Not promoted in that form.
+  res_spin_nogate (after db27dfd): that build (gen_fp8_gemv.generate(RES_SPIN, spin_gate=False)); the current build
+  gates the polls: warp 0 alone polls 32 vectors of x (vote.any) while the other 15 warps wait at a barrier, then every
+  thread loads and checks its own. res_spin_land: also waits for the strip's chunks to land before the gate. Prediction:
+  the gate recovers most of the 2 us a layer if the cost was the pollers' issue slots and L2 traffic beside
+  gdn_decode; current then 0-20 us under res_spin_off, res_spin_land up to 10 less again. Bitwise.
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
@@ -755,7 +764,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
          "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "moedown_grp_from9",
-         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "grp_transpose", "grp_transpose_rotate", "early_release", "early_release_all", "refill_last", "refill_last_grp", "nt_branch", "t32_swizzle", "nt_branch_swizzle", "gdn_spin", "inproj_strong", "gdn_spin_again", "gdn_spin_nowait", "gdn_spin_trace", "gdn_spin2", "gdn_spin2_trace", "gdn_spin_smem", "gdn_spin_smem_trace", "gdn_smem_carve", "spin_off", "spin_max3", "spin_backoff", "res_spin_off", "res_spin_x_first", "current_again",
+         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "grp_transpose", "grp_transpose_rotate", "early_release", "early_release_all", "refill_last", "refill_last_grp", "nt_branch", "t32_swizzle", "nt_branch_swizzle", "gdn_spin", "inproj_strong", "gdn_spin_again", "gdn_spin_nowait", "gdn_spin_trace", "gdn_spin2", "gdn_spin2_trace", "gdn_spin_smem", "gdn_spin_smem_trace", "gdn_smem_carve", "spin_off", "spin_max3", "spin_backoff", "res_spin_off", "res_spin_x_first", "res_spin_nogate", "res_spin_land", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -1142,11 +1151,13 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
                                                      smem_state=form.startswith("gdn_spin_smem"),
                                                      spin_ba_late=form.startswith("gdn_spin2"),
                                                      spin_z_early=form.startswith("gdn_spin2")), 0)
-    if form == "res_spin_x_first":  # the out_proj spin build requesting its strip after x is polled
+    if form in ("res_spin_x_first", "res_spin_nogate", "res_spin_land"):  # other orders of the out_proj spin build
         from netra.contracts.proj import RES_SPIN
 
         g = paths.generator("proj", "gen_fp8_gemv")
-        out[RES_SPIN.name] = (g.generate(RES_SPIN, pre_strips=0), contracts.get(RES_SPIN.name).dynamic_smem)
+        kw = {"res_spin_x_first": dict(pre_strips=0), "res_spin_nogate": dict(spin_gate=False),
+              "res_spin_land": dict(spin_land=True)}[form]
+        out[RES_SPIN.name] = (g.generate(RES_SPIN, **kw), contracts.get(RES_SPIN.name).dynamic_smem)
     if form == "spin_backoff":  # the promoted spin build with a growing sleep between polls
         gg = paths.generator("gdn", "gen_gdn_decode")
         out["gdn_decode_b32_spin"] = (gg.generate(pdl=True, smem_state=True, spin=True, name="gdn_decode_b32_spin",

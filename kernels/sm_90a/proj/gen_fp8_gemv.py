@@ -326,6 +326,44 @@ def x_rows_load(e: Emit, h: int, nt: int, W: int, K: int, tok_reg: str = "", sme
 
 
 SPIN_LIMIT = 1 << 14  # spin: polls of one x vector before falling back to griddepcontrol.wait (never a hang)
+# spin builds: "gate": warp 0 alone polls 32 vectors spread over x (one a lane) until none is TAG, the CTA's other
+# warps held at a barrier, before every thread loads and checks its own x (db27dfd: all 512 threads polling cost
+# ~2 us a GDN layer in the decode step); "land": warp 0 first waits for the strip's chunks to land (x then queues
+# behind nothing)
+_SPIN = {"gate": False, "land": False}
+
+
+def x_gate(e: Emit, sh: Shape, NS: int, sfx: str) -> None:
+    """spin with _SPIN["gate"]: warp 0 polls x at 32 points (lane l: the 16 bytes at l M 2K / 32, one for each value head
+    at M = 1), warp-uniformly (vote.any), until none is TAG or after SPIN_LIMIT rounds (then the threads' own polls
+    decide); the other warps wait at the barrier. With _SPIN["land"], first the strip's NS chunks (parity 0)."""
+    e("  // spin gate: warp 0 alone polls x until its 32 sampled vectors are written; the other warps wait here")
+    e("  setp.ne.u32 %p, %warp, 0;")
+    e(f"  @%p bra XG_DONE{sfx};")
+    if _SPIN["land"]:
+        e("  // land: the strip's chunks first, so that x's loads queue behind none of them")
+        for i in range(NS * _LAND["q"]):
+            e(f"XL{i}{sfx}:")
+            e(f"  mbarrier.try_wait.parity.shared::cta.b64 %p, [%bars+{8 * i}], 0;")
+            e(f"  @!%p bra XL{i}{sfx};")
+    e(f"  mul.lo.u32 %t0, %m, {2 * sh.K // 32};")
+    e("  mul.lo.u32 %t0, %t0, %lane;")
+    e("  cvt.u64.u32 %pt64, %t0;")
+    e("  add.u64 %pa, %px, %pt64;")
+    e("  mov.u32 %spn, 0;")
+    X = [f"%xr0_0_{c}" for c in range(4)]  # (scratch here: x's loads fill them after the gate)
+    e(f"XG{sfx}:")
+    e(f"  ld.relaxed.gpu.global.v4.u32 {{{', '.join(X)}}}, [%pa];")
+    tag_any(e, X)
+    e("  vote.sync.any.pred %ptg, %ptg, 0xffffffff;")
+    e(f"  @!%ptg bra XG_DONE{sfx};")
+    e("  add.u32 %spn, %spn, 1;")
+    e(f"  setp.gt.u32 %p, %spn, {SPIN_LIMIT};")
+    e(f"  @%p bra XG_DONE{sfx};  // the threads' own polls (and their fallback) decide")
+    e("  nanosleep.u32 32;")
+    e(f"  bra.uni XG{sfx};")
+    e(f"XG_DONE{sfx}:")
+    e("  bar.sync 0;")
 
 
 def x_rows_poll(e: Emit, h: int, nt: int, W: int, K: int, sfx: str) -> None:
@@ -1611,7 +1649,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
              maxnreg: int | None = None, sum_late: bool | str = False, sum_late_regs: int = 1,
              x_prepped: bool = False, parked: bool = False, grp_transpose: bool = False,
              early_release: bool = False, refill_last: bool = False, nt_branch: bool = False,
-             strong_out: bool | None = None) -> str:
+             strong_out: bool | None = None, spin_gate: bool = True, spin_land: bool = False) -> str:
     """The PTX. The defaults are the promoted build (v3g); ``generate(sh, **V3)`` is v3 as promoted
     at cb9faad (bitwise the same outputs). ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x, on v3): x comes into
     shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
@@ -1808,6 +1846,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     pf = l2_prefetch if sh.ksplit == 1 and sh.fuse not in ("moe", "moedown", "gate") else False
     _XLD[0] = x_ld or ("ld.relaxed.gpu.global" if sh.spin else "ld.global" if coherent_x else "ld.global.nc")  # see _XLD
     m8_only = m8_only or sh.spin  # (its M > 8 copy spilled at 104 registers: 12 bytes)
+    assert sh.spin or not (spin_land or not spin_gate), "spin_gate, spin_land: the spin build's"
+    _SPIN["gate"], _SPIN["land"] = sh.spin and spin_gate, sh.spin and spin_land
     assert not sh.spin or (sh.fuse == "res" and sh.passes == 1 and sh.ksplit == 1 and sh.tokens == 16 and x_rows
                            and not (stage_x or stage_x_m16 or xpair or tgroups or x_direct or early_trigger
                                     or p2_early or sum_late or early_release)), f"spin: the one-pass residual build ({sh.name})"
@@ -1834,6 +1874,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     skip_nt1 = skip_nt1 and NC == 1 and not split_m8
     pre = NS // NC if pre_strips is None or ids_early else min(pre_strips, NS // NC)
     x_first_m16 = x_first_m16 and not ids_early
+    assert not _SPIN["land"] or pre == NS // NC, "spin_land: the strip's chunks requested before the gate"
     assert x_rows or pre == NS // NC
     assert N % 128 == 0 and K % 128 == 0 and sh.KB % W == 0 and NS % NC == 0 and W <= 32
     p2 = sh.passes > 1
@@ -3878,6 +3919,8 @@ def _body(e: Emit, sh: Shape, nts: tuple | None, sfx: str, stage_x: bool | str, 
         e("  barrier.cluster.wait.aligned;  // the peer's x mbarrier is initialized")
         for h in range(NC):
             x_pair_load_push(e, sh, h)
+    if _SPIN["gate"]:
+        x_gate(e, sh, NS, sfx)
     if p2_early:
         e(f"  @%pp2 bra XL_DONE{sfx};  // the second pass: its x was loaded after the first pass's mma")
     for h in range(NC):
