@@ -111,6 +111,58 @@ def _spin_builds():
                "spin_smem_backoff": g.generate(pdl=True, smem_state=True, spin=True, name=g.SPIN_NAME, spin_backoff=512)}
 
 
+def test_res_spin_candidate(tmp_path):
+    """The out_proj spin candidate (contracts.proj.RES_SPIN; experiments/decode/step_ab.py res_spin*), as built by
+    gen_fp8_gemv: before any wait its strip is requested (res_spin, res_spin_land; not res_spin_x_first), then x_next's
+    TAG stores, then warp 0's gate (not res_spin_nogate), then x's 16-byte loads, strong; each of the 8 vectors a
+    thread loads is polled, and griddepcontrol.wait appears only in the polls' fallbacks and once after the x
+    prologue, followed by launch_dependents, before the strip walk. From the walk on the text is the residual build's
+    M <= 8 copy (bitwise). No spills; its producer's spin_strong_out changes only gdn_decode_b32_spin's two o stores."""
+    from netra import contracts, paths
+    from netra.contracts.gdn import TAG
+    from netra.contracts.proj import FUSED, RES_SPIN, _contract
+
+    gf = paths.generator("proj", "gen_fp8_gemv")
+    res = next(sh for sh in FUSED if sh.fuse == "res")
+    plain = (Path(gf.HERE) / f"{res.name}.ptx").read_text()
+    walk = lambda t: t[t.index("STRIP_M8:"):t.index("ret;", t.index("STRIP_M8:"))]  # noqa: E731
+    forms = {"res_spin": {}, "res_spin_land": dict(spin_land=True), "res_spin_nogate": dict(spin_gate=False),
+             "res_spin_x_first": dict(pre_strips=0)}
+    for form, kw in forms.items():
+        text = gf.generate(RES_SPIN, **kw)
+        p = tmp_path / f"{form}.ptx"
+        p.write_text(text)
+        r = build.resource_usage(toolchain.ptxas(), p)
+        assert r["spill_stores"] == r["stack_frame"] == 0 and r["registers"] <= 104, (form, r)
+        body = text[text.index("{"):]
+        waits = [m.start() for m in re.finditer(r"griddepcontrol\.wait;", body)]
+        fallbacks = [m.start() for m in re.finditer(r"XP\w+_WAIT:\n", body)]
+        oks = [m.start() for m in re.finditer(r"XP\w+_OK:\n", body)]
+        loads = [m.start() for m in re.finditer(r"ld\.relaxed\.gpu\.global\.v4\.u32", body)]
+        gated = form != "res_spin_nogate"
+        assert len(fallbacks) == len(oks) == 8 and len(loads) == 16 + gated and "ld.global.nc" not in body, form
+        assert len(waits) == 9 and all(any(0 < w - f < 80 for f in fallbacks) for w in waits[:8]), form
+        assert waits[-1] > max(oks) and body.index("STRIP_M8:") > waits[-1], form
+        assert re.match(r"griddepcontrol\.wait;\s*griddepcontrol\.launch_dependents;", body[waits[-1]:]), form
+        tags = body.index("@%p st.global.v4.u32 [%pa], {%t2, %t2, %t2, %t2};")
+        assert body.index(f"mov.b32 %t2, {TAG << 16 | TAG:#010x};") < tags < min(loads), form
+        assert (body.index("cp.async.bulk") < tags) == (form != "res_spin_x_first"), form
+        if gated:  # warp 0 polls 32 sampled vectors, the others wait at the barrier after it
+            gate = body.index("XG_DONE_M8:")
+            assert loads[0] < gate < loads[1] and re.match(r"XG_DONE_M8:\s*bar\.sync 0;", body[gate:]), form
+            assert "vote.sync.any.pred %ptg, %ptg, 0xffffffff;" in body[loads[0]:gate], form
+            assert ("mbarrier.try_wait.parity" in body[:loads[0]]) == (form == "res_spin_land"), form
+        assert walk(text) == walk(plain), form
+    c = _contract(RES_SPIN)
+    assert RES_SPIN.name not in contracts.REGISTRY and c.exact_outputs == ("x_next",) and c.dims["M"] == tuple(range(1, 9))
+    assert [q.name for q in c.params] == [q.name for q in contracts.get(res.name).params] + ["x_next"]
+    g = paths.generator("gdn", "gen_gdn_decode")
+    a = (Path(g.HERE) / f"{g.SPIN_NAME}.ptx").read_text().splitlines()
+    b = g.generate(pdl=True, smem_state=True, spin=True, name=g.SPIN_NAME, spin_strong_out=True).splitlines()
+    diff = [(x, y) for x, y in zip(a, b) if x != y]
+    assert len(a) == len(b) and len(diff) == 2 and all(y.strip() == "st.relaxed.gpu.global.b16 [%pt], %u0;" for _, y in diff)
+
+
 def test_gdn_spin_candidate(tmp_path):
     """gen_gdn_decode spin (experiments/decode/step_ab.py gdn_spin*): each build assembles without spills; no
     griddepcontrol.wait before the projection outputs except inside a poll's fallback; every exit after a wait (the

@@ -741,6 +741,17 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   thread loads and checks its own. res_spin_land: also waits for the strip's chunks to land before the gate. Prediction:
   the gate recovers most of the 2 us a layer if the cost was the pollers' issue slots and L2 traffic beside
   gdn_decode; current then 0-20 us under res_spin_off, res_spin_land up to 10 less again. Bitwise.
+  Measured at 75785c5 (step_ab_current_res_spin_off_res_spin_nogate_res_spin_land_res_spin_x_first_current_again_
+  75785c5.json, ..._b2_75785c5.json), batch 1 PDL early / late, ms: current (gated) 1.4214 / 1.4397 and 1.4201 / 1.4442,
+  res_spin_off 1.4167 / 1.4343, res_spin_nogate 1.4584 / 1.4756, res_spin_land 1.4178 / 1.4356, res_spin_x_first
+  1.4261 / 1.4429; batch 2 current 1.8319 / 1.8304, res_spin_off 1.8069, res_spin_land 1.8376. All bitwise. The gate
+  took back ~38 of the 42 us, but no order beat the boundary off: landed first it is level at batch 1 and 30 us over
+  at batch 2. Rejected: out_proj's chain after the recurrence is its 8 MB read, which earlier only takes DRAM time from
+  the in_proj and the recurrence beside it; the poll saves the wait's release and costs about as much.
+  Since then the boundary is a candidate (contracts.proj.RES_SPIN, not in CONTRACTS; the runner as at 703ac55), and
+  the forms run it against the current form (the boundary off): res_spin (gated, the strip before the gate),
+  res_spin_land, res_spin_nogate, res_spin_x_first (res_spin_runner; gdn_decode_b32_spin swapped for its
+  spin_strong_out build).
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
@@ -764,7 +775,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
          "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "moedown_grp_from9",
-         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "grp_transpose", "grp_transpose_rotate", "early_release", "early_release_all", "refill_last", "refill_last_grp", "nt_branch", "t32_swizzle", "nt_branch_swizzle", "gdn_spin", "inproj_strong", "gdn_spin_again", "gdn_spin_nowait", "gdn_spin_trace", "gdn_spin2", "gdn_spin2_trace", "gdn_spin_smem", "gdn_spin_smem_trace", "gdn_smem_carve", "spin_off", "spin_max3", "spin_backoff", "res_spin_off", "res_spin_x_first", "res_spin_nogate", "res_spin_land", "current_again",
+         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "grp_transpose", "grp_transpose_rotate", "early_release", "early_release_all", "refill_last", "refill_last_grp", "nt_branch", "t32_swizzle", "nt_branch_swizzle", "gdn_spin", "inproj_strong", "gdn_spin_again", "gdn_spin_nowait", "gdn_spin_trace", "gdn_spin2", "gdn_spin2_trace", "gdn_spin_smem", "gdn_spin_smem_trace", "gdn_smem_carve", "spin_off", "spin_max3", "spin_backoff", "res_spin", "res_spin_x_first", "res_spin_nogate", "res_spin_land", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -1151,13 +1162,10 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
                                                      smem_state=form.startswith("gdn_spin_smem"),
                                                      spin_ba_late=form.startswith("gdn_spin2"),
                                                      spin_z_early=form.startswith("gdn_spin2")), 0)
-    if form in ("res_spin_x_first", "res_spin_nogate", "res_spin_land"):  # other orders of the out_proj spin build
-        from netra.contracts.proj import RES_SPIN
-
-        g = paths.generator("proj", "gen_fp8_gemv")
-        kw = {"res_spin_x_first": dict(pre_strips=0), "res_spin_nogate": dict(spin_gate=False),
-              "res_spin_land": dict(spin_land=True)}[form]
-        out[RES_SPIN.name] = (g.generate(RES_SPIN, **kw), contracts.get(RES_SPIN.name).dynamic_smem)
+    if form.startswith("res_spin"):  # the producer of the out_proj spin candidate (res_spin_runner): o stored strong
+        gg = paths.generator("gdn", "gen_gdn_decode")
+        out["gdn_decode_b32_spin"] = (gg.generate(pdl=True, smem_state=True, spin=True, name="gdn_decode_b32_spin",
+                                                  spin_strong_out=True), 0)
     if form == "spin_backoff":  # the promoted spin build with a growing sleep between polls
         gg = paths.generator("gdn", "gen_gdn_decode")
         out["gdn_decode_b32_spin"] = (gg.generate(pdl=True, smem_state=True, spin=True, name="gdn_decode_b32_spin",
@@ -1322,6 +1330,59 @@ def gate_in_router_moe(dops, dispatch):
     return moe_decode, (mr, me)
 
 
+# the res_spin forms' builds of contracts.proj.RES_SPIN (gen_fp8_gemv.generate keywords)
+RES_SPIN_FORMS = {"res_spin": {}, "res_spin_land": dict(spin_land=True), "res_spin_nogate": dict(spin_gate=False),
+                  "res_spin_x_first": dict(pre_strips=0)}
+
+
+def res_spin_runner(rmod, dops, dispatch, kw: dict, keep: list):
+    """The res_spin forms' DecodeRunner._alloc and _mixer: the runner's spin path (up to dops.GDN_SPIN_MAX_B sequences
+    under PDL) with the out_proj candidate contracts.proj.RES_SPIN (built with ``kw``, launched by its contract's guard,
+    PDL while netra.ops.set_pdl is on) after gdn_decode_b32_spin (swapped for its spin_strong_out build by
+    previous_builds). GDN layer g writes o into o_ring[g % R]; out_proj polls it and fills o_ring[(g + 1) % R] with TAG,
+    the buffer the previous GDN layer's out_proj read (R = 2 for an even count of GDN layers, else one a layer)."""
+    from netra import paths
+    from netra.contracts.proj import RES_SPIN, _contract
+    from netra.runtime import launch as rt_launch
+    from netra.runtime import loader
+
+    c = _contract(RES_SPIN)
+    mod, f = loader.load_text(c.name, paths.generator("proj", "gen_fp8_gemv").generate(RES_SPIN, **kw),
+                              dynamic_smem=c.dynamic_smem)
+    keep.append(mod)
+    gos = {pdl: rt_launch.make_guard_and_launch(c, function_handle=int(f), device=0,
+                                                **({"launch": rt_launch.pdl_launcher()} if pdl else {}))
+           for pdl in (False, True)}
+    real_alloc, real_mixer = rmod.DecodeRunner._alloc, rmod.DecodeRunner._mixer
+
+    def alloc(self):
+        real_alloc(self)
+        cfg = self.cfg
+        gdn = [L for L in range(cfg.num_hidden_layers) if not cfg.is_full(L)]
+        self.gdn_index = {L: g for g, L in enumerate(gdn)}
+        R = 2 if len(gdn) % 2 == 0 else len(gdn)
+        self.o_ring = [torch.empty(self.B, cfg.value_dim, dtype=torch.bfloat16, device=self.device)
+                       for _ in range(R)] if self.spin and R > 1 else []
+        if self.o_ring:
+            dops.tag_(*self.o_ring)
+
+    def mixer(self, L: int, lw: dict):
+        cfg, B, eps = self.cfg, self.B, self.cfg.rms_norm_eps
+        if cfg.is_full(L) or not (self.o_ring and dops.BA_FUSED and dispatch._PDL and B <= dops.GDN_SPIN_MAX_B):
+            return real_mixer(self, L, lw)
+        g, R = self.gdn_index[L], len(self.o_ring)
+        o = self.o_ring[g % R]
+        dops.fp8_linear_norm_ba(self.h, lw["in_norm"], eps, *lw["qkvz"], self.qkvz_s, self.x, lw["b"], lw["a"],
+                                self.bb_s, self.aa_s)
+        dops.gdn_decode_spin(self.qkv_s, self.z_s, self.bb_s, self.aa_s, lw["conv"], lw["A_log"], lw["dt_bias"],
+                             lw["gnorm"], self.conv_pool[L], self.state_pool[L], self.slots, cfg.linear_num_key_heads,
+                             eps, o)
+        reason = gos[dispatch._PDL](o, *lw["out"], self.h, self.mix, self.o_ring[(g + 1) % R])
+        assert reason is None, reason
+
+    return alloc, mixer
+
+
 def router_fused_moe(dops, dispatch, real_moe, poll: bool = False):
     """The router_fused form's moe_decode (a candidate, CPU-built after 486cb0a): up to 8 tokens, the post-attention
     norm, the router and the routed + shared gate | up in one launch (contracts.proj.EXPERTS_ROUTER, built here and
@@ -1451,7 +1512,6 @@ def main():
     real_split_rows = dops.ROUTER_SPLIT_ROWS
     real_c8_max_b = dops.ATTN_C8_MAX_B
     real_spin_max_b = dops.GDN_SPIN_MAX_B
-    real_res_spin = dops.RES_SPIN
     router_op = _dispatch.OPS["moe_router_norm"]
     real_router_contract = router_op.contract
     down_op = _dispatch.OPS["moe_down"]
@@ -1501,7 +1561,6 @@ def main():
                                        else dict(real_long_resident))
             dops.BA_FUSED = real_ba_fused and form != "ba_unfused"
             dops.GDN_SPIN_MAX_B = 0 if form == "spin_off" else 3 if form == "spin_max3" else real_spin_max_b
-            dops.RES_SPIN = real_res_spin and form != "res_spin_off"
             dops.BA_FIRST = form == "ba_first" or (real_ba_first and form != "ba_first_off")
             dops.BA_PLAIN = real_ba_plain and form != "ba_plain_off"
             rmod.EMBED_INDEX = form == "embed_index"
@@ -1607,6 +1666,9 @@ def main():
             if form in ("attn_gather", "all_prev"):
                 rmod.dops.attention_decode_ctx = lambda *a, pages_in_order=False: real_attn(*a, pages_in_order=False)
             row, tagged = {}, []
+            if form.startswith("res_spin"):  # the out_proj spin candidate in the runner's spin path
+                rmod.DecodeRunner._alloc, rmod.DecodeRunner._mixer = res_spin_runner(
+                    rmod, dops, _dispatch, RES_SPIN_FORMS[form], keep)
             if form.startswith("gdn_spin"):  # the spin build's contract: its inputs hold TAG before the in_proj writes them
 
                 def alloc_tagged(self, real=real_alloc, tagged=tagged):
@@ -1643,7 +1705,6 @@ def main():
             dops.ATTN_C8_MAX_B = real_c8_max_b
             dops.BA_FUSED = real_ba_fused
             dops.GDN_SPIN_MAX_B = real_spin_max_b
-            dops.RES_SPIN = real_res_spin
             dops.BA_FIRST = real_ba_first
             rmod.EMBED_INDEX = False
             dops.MOE_SHARED_MERGED = real_shared_merged

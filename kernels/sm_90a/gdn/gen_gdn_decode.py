@@ -638,7 +638,8 @@ def zn_async_loads(e: Emit, A: dict, after_wait: bool, act) -> None:
 def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: str = NAME, coherent: bool = True,
              local_qk: bool = False, stream_state: bool = True, smem_state: bool = False, smem_hint: bool = True,
              early_trigger: bool = False, spin: bool = False, spin_exit_wait: bool = True, spin_trace: bool = False,
-             spin_ba_late: bool = False, spin_z_early: bool = False, spin_backoff: int = 0) -> str:
+             spin_ba_late: bool = False, spin_z_early: bool = False, spin_backoff: int = 0,
+             spin_strong_out: bool = False) -> str:
     """The PTX. ``pdl`` (experiments/gdn/pdl_variant.py, not promoted): for a programmatic
     dependent launch, let the next grid launch at once and load the slot id, the weights, the
     conv windows and the state before ``griddepcontrol.wait``; the projection outputs (qkv,
@@ -700,10 +701,12 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
     gated norm the poll starts from its value (traced: the poll's first round trip was 0.26 us of the grid's end).
     ``spin_backoff`` (a candidate with spin; step_ab spin_backoff): the sleep between a thread's polls doubles from 32 ns
     up to this many ns instead of 32 ns each, so ~16 K pollers load L2 less while the in_proj walks beside them (its
-    increment rose 0.5 us a layer with the pair: docs/notes/decode.md, "After efc4214"). The same values: bitwise."""
+    increment rose 0.5 us a layer with the pair: docs/notes/decode.md, "After efc4214"). The same values: bitwise.
+    ``spin_strong_out`` (with spin; step_ab res_spin*): the output o stored with st.relaxed.gpu, for the out_proj
+    candidate that polls it (contracts.proj.RES_SPIN). The same values."""
     assert not early_trigger or (pdl and coherent), "early_trigger: the coherent PDL build"
-    assert not (spin_trace or spin_ba_late or spin_z_early or spin_backoff) or spin, \
-        "spin_trace, spin_ba_late, spin_z_early, spin_backoff: spin builds"
+    assert not (spin_trace or spin_ba_late or spin_z_early or spin_backoff or spin_strong_out) or spin, \
+        "spin_trace, spin_ba_late, spin_z_early, spin_backoff, spin_strong_out: spin builds"
     assert spin_backoff == 0 or 64 <= spin_backoff <= 1 << 20, spin_backoff
     _BACKOFF["cap"] = spin_backoff
     assert not spin or (pdl and coherent and not (early_trigger or local_qk or zn_async)), \
@@ -972,8 +975,8 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
     e(f"mad.lo.u32 %t1, %seq, {NV * DV}, %t0;")
     e("mul.wide.u32 %pt, %t1, 2;")
     e(f"add.u64 %pt, {A['out']}, %pt;")
-    # spin: o is polled by the next grid (netra::fp8_linear_add_spin), so stored strong
-    e("st.relaxed.gpu.global.b16 [%pt], %u0;" if spin else "st.global.b16 [%pt], %u0;")
+    # spin_strong_out: o is polled by the next grid (the out_proj candidate contracts.proj.RES_SPIN), so stored strong
+    e("st.relaxed.gpu.global.b16 [%pt], %u0;" if spin_strong_out else "st.global.b16 [%pt], %u0;")
     e("OUT_DONE:")
     if spin and spin_exit_wait:
         e("griddepcontrol.wait;  // spin: a grid after this one still follows the in_proj")
@@ -998,7 +1001,7 @@ def generate(pdl: bool = False, maxnreg: int = 0, zn_async: bool = False, name: 
     e("mul.wide.u32 %pt, %t1, 2;")
     e(f"add.u64 %pt, {A['out']}, %pt;")
     e("mov.b16 %u0, 0x7FC0;")
-    e("st.relaxed.gpu.global.b16 [%pt], %u0;" if spin else "st.global.b16 [%pt], %u0;")
+    e("st.relaxed.gpu.global.b16 [%pt], %u0;" if spin_strong_out else "st.global.b16 [%pt], %u0;")
     e("ret;")
     e("}")
     return e.text()

@@ -263,8 +263,7 @@ GDN_DECODE_B32_SPIN = dataclasses.replace(
     "b, a polled (ld.relaxed.gpu) until not TAG, without griddepcontrol.wait (after 16384 polls: the wait, then the "
     "load); launch_dependents where the smem build waits; griddepcontrol.wait before every exit. Safe only as "
     "gdn_decode_b32_smem_pdl is, and only after a producer that stores the four inputs strong into buffers that held "
-    "TAG: netra::gdn_decode_spin after fp8_gemv_n12288_k2048_norm_ba in the decode runner. out is stored strong "
-    "(st.relaxed.gpu): netra::fp8_linear_add_spin polls it",
+    "TAG: netra::gdn_decode_spin after fp8_gemv_n12288_k2048_norm_ba in the decode runner",
     bytes_written=GDN_DECODE_B32_SMEM_PDL.bytes_written + f" + B * ({QKVZ * 2} + {NV * 4})",  # TAG written back
     exact_outputs=_CONSUMED,
     consumes=_CONSUMED,

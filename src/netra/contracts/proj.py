@@ -51,7 +51,7 @@ class Fp8Gemv:
     # their own gate | up rows, which are their own flags (gen_fp8_gemv.down_phase_pairs, sync "tags")
     passes: int = 1  # 2 (named _p2; the residual 2048 x 4096 build, FUSED32): up to 32 tokens as two passes of 16 over the
     # CTA's one strip, whose chunks stay in the ring after the first (gen_fp8_gemv.generate's PASS_END)
-    spin: bool = False  # "res" (named _spin; RES_SPIN, M <= 8): x polled until not TAG instead of waiting for its producer's
+    spin: bool = False  # "res" (named _spin; the candidate RES_SPIN, M <= 8): x polled until not TAG instead of waiting for its producer's
     # grid, griddepcontrol.wait moved after the x prologue (before h is read); each CTA fills its share of x_next with TAG
 
     @property
@@ -195,7 +195,7 @@ class Fp8Gemv:
         +0.03 at M = 1, +0.12-0.18 at M = 8 (experiments/proj/pre_strips_variant_0a74e03.json)."""
         if self.fuse in ("moe", "moedown"):
             return 0
-        if self.spin:  # RES_SPIN: its CTAs start while the producer runs; x is polled after the strip is requested
+        if self.spin:  # RES_SPIN (a candidate): its CTAs start while the producer runs; x is polled after the strip is requested
             return 1
         return 0 if self.x_first and self.S <= self.walkers and self.NC > 1 else 1
 
@@ -433,13 +433,13 @@ RES_P2 = dataclasses.replace(next(s for s in FUSED if s.fuse == "res"), passes=2
 # halves of k meet in one more fp32 add
 RES32 = dataclasses.replace(RES_P2, ksplit=2, tokens=32, passes=1)
 FUSED32 = (RES_P2, RES32)
-# GDN's out_proj as the consumer of a spin boundary (netra::fp8_linear_add_spin, the decode runner's spin path): x, which
-# gdn_decode_b32_spin stores strong, is polled until no value is TAG (contracts.gdn.TAG), so the x prologue runs while
-# the recurrence's grid ends; the wait for that grid comes before h is read. x alternates between the runner's buffers
-# by GDN layer, and each CTA fills its share of x_next, the buffer the next GDN layer's out_proj polls, with TAG
+# A candidate, rejected at 75785c5 (experiments/decode/step_ab.py res_spin*; not in CONTRACTS, built by that script):
+# GDN's out_proj as the consumer of a spin boundary after gdn_decode_b32_spin (its o stored strong): x is polled until
+# no value is TAG (contracts.gdn.TAG), the wait for the recurrence's grid comes before h is read, x alternates between
+# two buffers by GDN layer and each CTA fills its share of x_next, the one the next GDN layer's out_proj polls, with TAG.
+# Batch 1 with PDL: +42 us a step with every thread polling, +4..8 gated, level with its strip landed first
 RES_SPIN = dataclasses.replace(next(s for s in FUSED if s.fuse == "res"), spin=True)
-# its rows: one body for M <= 8 (with the M > 8 copy as well the build spilled 12 bytes at its 104 registers); the runner
-# takes it at 1-2 sequences (netra.decode.ops.GDN_SPIN_MAX_B)
+# its rows: one body for M <= 8 (with the M > 8 copy as well the build spilled 12 bytes at its 104 registers)
 SPIN_TOKENS = tuple(range(1, 9))
 # GDN's first projections in one launch: the input norm, in_proj_qkv | in_proj_z (FP8, 128 CTAs walking the
 # strips) and in_proj_b | in_proj_a (BF16, BA_STRIPS more CTAs, bitwise bf16_gemv_n64_k2048 on the same x), so
@@ -1472,7 +1472,7 @@ LM_HEAD_CONTRACT = Contract(
 )
 
 
-CONTRACTS = tuple(_contract(s) for s in SHAPES + DENSE32 + FUSED + FUSED32 + (NORM_BA, RES_SPIN) + PLAIN_BA + EXPERTS + (EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED,
+CONTRACTS = tuple(_contract(s) for s in SHAPES + DENSE32 + FUSED + FUSED32 + (NORM_BA,) + PLAIN_BA + EXPERTS + (EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_SHARED,
                                                                                EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32,
                                                                                EXPERTS_ROUTER,
                                                                                EXPERTS_ROUTER_DOWN)) + (

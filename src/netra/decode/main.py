@@ -187,7 +187,7 @@ ABLATE = ("fp8_linear", "fp8_linear_norm", "fp8_linear_add", "fp8_linear_experts
 # 10 attention layers)
 ABLATE_OPS = {"fp8_linear": ("fp8_linear", "fp8_linear_norm", "fp8_linear_add", "fp8_linear_gate", "fp8_linear_experts",
                               "moe_down", "fp8_linear_norm_ba", "fp8_linear_experts_shared", "fp8_linear_experts_router",
-                             "fp8_linear_experts_router_down", "fp8_linear_ba", "fp8_linear_add_spin"),
+                             "fp8_linear_experts_router_down", "fp8_linear_ba"),
               "fp8_linear_experts": ("fp8_linear_experts", "fp8_linear_experts_shared", "fp8_linear_experts_router",
                                      "fp8_linear_experts_router_down"),
               "fp8_linear_norm": ("fp8_linear_norm", "fp8_linear_norm_ba"),
@@ -205,11 +205,6 @@ ABLATE_OPS = {"fp8_linear": ("fp8_linear", "fp8_linear_norm", "fp8_linear_add", 
               # fusion (qk_rmsnorm_d256, then attn_decode_d256)
               "attention_decode_paged": ("attention_decode_paged", "attention_decode_paged_qknorm")}
 LATE_TOO = ("netra-kernels-graph",)  # engines also timed at the context's end
-# the PDL engine's spin boundaries, each switched off for one more row at the batches that take them (op, the flag in
-# netra.decode.ops, its value off, what the row runs instead)
-SPIN_ROWS = (("gdn_decode_spin", "GDN_SPIN_MAX_B", 0, "GDN's in_proj, then gdn_decode waiting for its grid, out_proj "
-              "waiting for gdn_decode's"),
-             ("fp8_linear_add_spin", "RES_SPIN", False, "the spin pair, then out_proj waiting for gdn_decode's grid"))
 
 
 PROFILED = ("netra-framework-graph", "netra-kernels-graph")  # engines whose op breakdown is recorded
@@ -412,29 +407,25 @@ def _pdl_engine(packed, b: int, context: int, cfg, steps: int, device, log) -> t
                             f"CUDA-graph replay of one decode step, CUDA events, median of {steps} steps at positions "
                             f"3..{steps + 2} (from an empty cache){pdl_note}")
         rows = [early, _late_run(runner, "netra-kernels-pdl-graph", b, cfg, context, steps, kernels, log, pdl_note)]
-        if runner.spin and b <= dops.GDN_SPIN_MAX_B:  # the same engine without each spin boundary, in the same run
+        if runner.spin and b <= dops.GDN_SPIN_MAX_B:  # the same engine without the spin pair, in the same run
             del runner
             bench.release()
-            for op, flag, value, what in SPIN_ROWS:
-                if not getattr(dops, flag):
-                    continue
-                real = getattr(dops, flag)
-                setattr(dops, flag, value)
-                try:
-                    off = DecodeRunner(packed, b, context, device=device)
-                    off_kernels = kernels_used(off, pdl=True)
-                    off.capture(pdl=True)
-                    ms_off = _time_replays(off, steps)
-                finally:
-                    setattr(dops, flag, real)
-                engine = f"netra-kernels-pdl-minus-{op}-graph"
-                log(f"{engine} batch {b}: {ms_off:.2f} ms per step, {b * 1000 / ms_off:.1f} tokens/s")
-                rows.append(_run_record(engine, b, cfg, context, ms_off, off_kernels,
-                                        f"CUDA-graph replay of one decode step, CUDA events, median of {steps} steps at "
-                                        f"positions 3..{steps + 2} (from an empty cache){pdl_note}; {what} "
-                                        f"(dops.{flag} = {value}), timed after the row with it"))
-                del off
-                bench.release()
+            real, dops.GDN_SPIN_MAX_B = dops.GDN_SPIN_MAX_B, 0
+            try:
+                off = DecodeRunner(packed, b, context, device=device)
+                off_kernels = kernels_used(off, pdl=True)
+                off.capture(pdl=True)
+                ms_off = _time_replays(off, steps)
+            finally:
+                dops.GDN_SPIN_MAX_B = real
+            engine = "netra-kernels-pdl-minus-gdn_decode_spin-graph"
+            log(f"{engine} batch {b}: {ms_off:.2f} ms per step, {b * 1000 / ms_off:.1f} tokens/s")
+            rows.append(_run_record(engine, b, cfg, context, ms_off, off_kernels,
+                                    f"CUDA-graph replay of one decode step, CUDA events, median of {steps} steps at "
+                                    f"positions 3..{steps + 2} (from an empty cache){pdl_note}; GDN's in_proj, then "
+                                    "gdn_decode waiting for its grid (dops.GDN_SPIN_MAX_B = 0), timed after the row "
+                                    "with the spin pair"))
+            del off
         return rows, check
     except Exception as e:  # recorded, not fatal: the main job's other results stand
         check["error"] = f"{type(e).__name__}: {str(e)[:300]}"

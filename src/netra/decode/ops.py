@@ -634,32 +634,6 @@ def _(qkv, z, b, a, conv_weight, A_log, dt_bias, norm_weight, conv_pool, state_p
     return None
 
 
-# The decode runner's spin path (up to GDN_SPIN_MAX_B sequences under PDL) also polls across gdn_decode -> out_proj:
-# gdn_decode_spin writes o strong into one of the runner's two TAG-holding buffers, fp8_linear_add_spin polls it and fills
-# the other with TAG. False: that boundary waits for the recurrence's grid (fp8_linear_add on the runner's one o).
-RES_SPIN = True
-
-
-@decode_op("fp8_linear_add_spin", mutates_args=("h", "out", "x_next"))
-def fp8_linear_add_spin(x: Tensor, weight: Tensor, scale: Tensor, h: Tensor, out: Tensor, x_next: Tensor) -> None:
-    """fp8_linear_add (out = x @ dequant(weight, scale)^T, h += out, bitwise its kernel) as the consumer of a spin
-    boundary, and x_next filled with TAG. Kernel fp8_gemv_n2048_k4096_res_spin (netra.contracts.proj.RES_SPIN, M <= 8):
-    it polls x until no value is TAG, so under PDL its x prologue runs as x's producer ends. The caller keeps the
-    protocol: x held TAG before the launch that wrote it (gdn_decode_spin, whose kernel stores it strong), and x_next's
-    last reader completed before this op's launch and its next writer runs after this op (the decode runner's two
-    buffers by GDN layer). Otherwise (the guard refuses, or the op is switched off): fp8_linear_add, then x_next
-    filled with TAG, so the protocol holds either way."""
-    if proj.RES_SPIN_KERNEL(x, weight, scale, h, out, x_next):
-        return
-    fp8_linear_add(x, weight, scale, h, out)
-    tag_(x_next)
-
-
-@fp8_linear_add_spin.register_fake
-def _(x, weight, scale, h, out, x_next):
-    return None
-
-
 # --- gdn_verify ------------------------------------------------------------------------------
 @decode_op("gdn_verify", mutates_args=("conv_pool", "state_pool", "out"))
 def gdn_verify(qkv: Tensor, z: Tensor, b: Tensor, a: Tensor, conv_weight: Tensor, A_log: Tensor, dt_bias: Tensor,

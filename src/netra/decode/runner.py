@@ -81,15 +81,6 @@ class DecodeRunner:
             self.qkv_s, self.z_s = self.qkvz_s[:, :c.conv_dim], self.qkvz_s[:, c.conv_dim:]
             self.bb_s, self.aa_s = e(B, c.linear_num_value_heads), e(B, c.linear_num_value_heads)
             dops.tag_(self.qkvz_s, self.bb_s, self.aa_s)
-        # and gdn_decode -> out_proj (dops.RES_SPIN): GDN layer g writes o into o_ring[g % R], its out_proj polls it and
-        # fills o_ring[(g + 1) % R] with TAG, which the previous GDN layer's out_proj read. R divides the step's GDN
-        # layers, so the order carries across steps (R = 2; an odd count uses one buffer a layer; one GDN layer: none)
-        gdn = [L for L in range(c.num_hidden_layers) if not c.is_full(L)]
-        self.gdn_index = {L: g for g, L in enumerate(gdn)}
-        R = 2 if len(gdn) % 2 == 0 else len(gdn) if len(gdn) > 1 else 0
-        self.o_ring = [e(B, c.value_dim) for _ in range(R)] if self.spin else []
-        if self.o_ring:
-            dops.tag_(*self.o_ring)
         nh, nkv, hd = c.num_attention_heads, c.num_key_value_heads, c.head_dim
         self.qkv_attn = e(B, 2 * nh * hd + 2 * nkv * hd)  # one launch: q (with its gate) | k | v
         self.qg = self.qkv_attn[:, :2 * nh * hd]
@@ -122,7 +113,7 @@ class DecodeRunner:
         for t in (*self.conv_pool.values(), *self.state_pool.values(), *self.k_pages.values(), *self.v_pages.values()):
             t.zero_()
         if self.spin:  # a step cut short between the pair's two launches (an error while enqueuing) cannot leak into the next
-            dops.tag_(self.qkvz_s, self.bb_s, self.aa_s, *self.o_ring)
+            dops.tag_(self.qkvz_s, self.bb_s, self.aa_s)
 
     # --- the step ----------------------------------------------------------------------------
     def _mixer(self, L: int, lw: dict):
@@ -152,16 +143,10 @@ class DecodeRunner:
               and self.B <= dops.GDN_SPIN_MAX_B):  # the spin pair (dops.GDN_SPIN_MAX_B): gdn_decode polls the in_proj's rows
             dops.fp8_linear_norm_ba(self.h, lw["in_norm"], eps, *lw["qkvz"], self.qkvz_s, self.x, lw["b"], lw["a"],
                                     self.bb_s, self.aa_s)
-            ring = dops.RES_SPIN and self.o_ring  # out_proj polls o too (dops.RES_SPIN)
-            g, R = self.gdn_index[L], len(self.o_ring)
-            o = self.o_ring[g % R] if ring else self.o
             dops.gdn_decode_spin(self.qkv_s, self.z_s, self.bb_s, self.aa_s, lw["conv"], lw["A_log"], lw["dt_bias"],
                                  lw["gnorm"], self.conv_pool[L], self.state_pool[L], self.slots, c.linear_num_key_heads,
-                                 eps, o)
-            if ring:
-                dops.fp8_linear_add_spin(o, *lw["out"], self.h, self.mix, self.o_ring[(g + 1) % R])
-            else:
-                dops.fp8_linear_add(o, *lw["out"], self.h, self.mix)  # mix, and h += mix
+                                 eps, self.o)
+            dops.fp8_linear_add(self.o, *lw["out"], self.h, self.mix)  # mix, and h += mix
         else:
             if dops.BA_FUSED:  # b | a by more CTAs of the same launch
                 dops.fp8_linear_norm_ba(self.h, lw["in_norm"], eps, *lw["qkvz"], self.qkvz, self.x, lw["b"], lw["a"],

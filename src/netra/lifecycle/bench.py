@@ -302,8 +302,6 @@ def _public_call(name: str, b: dict):
             return lambda: dops.fp8_linear_gate(b["x"], b["w"], b["scale"], b["gate_w"], b["out"], b["gate_out"])
         if op == "fp8_linear_add":
             return lambda: dops.fp8_linear_add(b["x"], b["w"], b["scale"], b["h"], b["out"])
-        if op == "fp8_linear_add_spin":
-            return lambda: dops.fp8_linear_add_spin(b["x"], b["w"], b["scale"], b["h"], b["out"], b["x_next"])
         if op == "moe_down":  # the public op picks the build by M
             return lambda: dops.moe_down(b["x"], b["w"], b["scale"], b["ids"], b["top"], b["xs"], b["ws"], b["ss"],
                                          b["glogit"], b["h"], b["out"])

@@ -871,7 +871,7 @@ def _proj_testbeds() -> dict:
                                   EXPERTS_SHARED_GROUP32, FUSED,
                                   FUSED32,
                                   MOE_ACT, MOE_DOWN_GRP,
-                                  MOE_DOWNS, NORM_BA, PLAIN_BA, RES_SPIN, SHAPES)
+                                  MOE_DOWNS, NORM_BA, PLAIN_BA, SHAPES)
     from ..reference.proj import fp8_linear
 
     beds = {sh.name: Testbed(contracts.get(sh.name), _make_fp8_gemv(sh),
@@ -894,11 +894,6 @@ def _proj_testbeds() -> dict:
             if sh.tokens > 16:
                 peers["netra_res_p2"] = _res_p2_peer
             beds[sh.name] = Testbed(contracts.get(sh.name), _make_fp8_res(sh), _res_ref, None, peers, scalars={})
-    # the residual build polling its x (RES_SPIN): the same outputs, and x_next TAG (compared exactly, bit for bit); its
-    # peer is the build it replaces in the decode runner's spin path
-    beds[RES_SPIN.name] = Testbed(contracts.get(RES_SPIN.name), _make_fp8_res(RES_SPIN),
-                                  lambda i: {**_res_ref(i), "x_next": _tag_like(i["x"])}, None,
-                                  {"netra_res": _res16_peer, "cublas_bf16": _res_cublas_peer}, scalars={})
     for sh in PLAIN_BA:
         beds[sh.name] = Testbed(contracts.get(sh.name), _with_ba_weights(_make_fp8_gemv(sh)), _ba_ref, None, {
             "netra_unfused": _ba_unfused_peer,
@@ -1126,15 +1121,10 @@ def _gdn_testbeds() -> dict:
 
 def _tagged(i: dict, names) -> dict:
     """The consumed inputs as a consumer leaves them: every element TAG (contracts.gdn.TAG), BF16."""
-    return {n: _tag_like(i[n]) for n in names}
-
-
-def _tag_like(t: Tensor) -> Tensor:
-    """A BF16 tensor of t's shape, every element TAG (contracts.gdn.TAG)."""
     from ..decode import ops as dops
 
-    out = torch.empty(t.shape, dtype=torch.bfloat16, device=t.device)
-    dops.tag_(out)
+    out = {n: torch.empty(i[n].shape, dtype=torch.bfloat16, device=i[n].device) for n in names}
+    dops.tag_(*out.values())
     return out
 
 

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from ..contracts.proj import (DENSE32, EXPERTS, EXPERTS_GROUP, EXPERTS_GROUP32, EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN, EXPERTS_SHARED, EXPERTS_SHARED_GROUP, EXPERTS_SHARED_GROUP32, FUSED, LM_HEAD as _LM, MOE_ACT, MOE_DOWN, MOE_DOWN_GRP,
-                              MOE_DOWN_S6, MOE_DOWN_WIDE_M, MOE_ROUTER_NORM_REGS, MOE_ROUTER_NORM_SPLIT, NORM_BA, PLAIN_BA, RES32, RES_P2, RES_SPIN, SHAPES, TOP_K,
+                              MOE_DOWN_S6, MOE_DOWN_WIDE_M, MOE_ROUTER_NORM_REGS, MOE_ROUTER_NORM_SPLIT, NORM_BA, PLAIN_BA, RES32, RES_P2, SHAPES, TOP_K,
                               frag_k)
 from ._dispatch import KernelOp
 
@@ -26,8 +26,6 @@ NORM_KERNELS = {(s.S, s.KB): KernelOp("fp8_linear_norm", s.name, key=s.name) for
 RES_KERNELS = {(s.S, s.KB): KernelOp("fp8_linear_add", s.name, key=s.name) for s in FUSED if s.fuse == "res"}
 # the residual build for up to 32 rows in one launch (k split over clusters of 2), taken above RES32_ROWS rows
 RES_KERNELS32 = {(RES32.S, RES32.KB): KernelOp("fp8_linear_add", RES32.name, key=RES32.name)}
-# the residual build polling its x (RES_SPIN: the decode runner's out_proj after gdn_decode_b32_spin)
-RES_SPIN_KERNEL = KernelOp("fp8_linear_add_spin", RES_SPIN.name, key=RES_SPIN.name)
 # the two-pass build it replaced (RES32's bench peer), by the same packed weight's (S, KB)
 RES_P2_KERNELS = {(RES_P2.S, RES_P2.KB): KernelOp("fp8_linear_add", RES_P2.name, key=RES_P2.name)}
 # the GDN layer's norm, in_proj_qkv | z and in_proj_b | a in one launch (the same packed weight's (S, KB) as its norm kernel)
