@@ -751,7 +751,8 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   Since then the boundary is a candidate (contracts.proj.RES_SPIN, not in CONTRACTS; the runner as at 703ac55), and
   the forms run it against the current form (the boundary off): res_spin (gated, the strip before the gate),
   res_spin_land, res_spin_nogate, res_spin_x_first (res_spin_runner; gdn_decode_b32_spin swapped for its
-  spin_strong_out build).
+  spin_strong_out build). At edf355c (step_ab_current_res_spin_res_spin_land_current_again_edf355c.json), batch 1 PDL:
+  current 1.4186 / 1.4364 and 1.4261 / 1.4393, res_spin 1.4287 / 1.4439, res_spin_land 1.4178 / 1.4363; bitwise.
   PYTHONPATH=src python3 experiments/decode/step_ab.py [FORM ...] [--batch=B] --out "$OUT"
 """
 
