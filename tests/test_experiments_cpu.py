@@ -111,6 +111,17 @@ def _spin_builds():
                "spin_smem_backoff": g.generate(pdl=True, smem_state=True, spin=True, name=g.SPIN_NAME, spin_backoff=512)}
 
 
+def _assembled_body(tmp_path, form: str, text: str, max_registers: int) -> tuple[str, list[int]]:
+    """A candidate's PTX assembled (no spill, at most ``max_registers``): its body from the entry's brace, and where each
+    griddepcontrol.wait in it starts."""
+    p = tmp_path / f"{form}.ptx"
+    p.write_text(text)
+    r = build.resource_usage(toolchain.ptxas(), p)
+    assert r["spill_stores"] == r["stack_frame"] == 0 and r["registers"] <= max_registers, (form, r)
+    body = text[text.index("{"):]
+    return body, [m.start() for m in re.finditer(r"griddepcontrol\.wait;", body)]
+
+
 def test_res_spin_candidate(tmp_path):
     """The out_proj spin candidate (contracts.proj.RES_SPIN; experiments/decode/step_ab.py res_spin*), as built by
     gen_fp8_gemv: before any wait its strip is requested (res_spin, res_spin_land; not res_spin_x_first), then x_next's
@@ -130,12 +141,7 @@ def test_res_spin_candidate(tmp_path):
              "res_spin_x_first": dict(pre_strips=0)}
     for form, kw in forms.items():
         text = gf.generate(RES_SPIN, **kw)
-        p = tmp_path / f"{form}.ptx"
-        p.write_text(text)
-        r = build.resource_usage(toolchain.ptxas(), p)
-        assert r["spill_stores"] == r["stack_frame"] == 0 and r["registers"] <= 104, (form, r)
-        body = text[text.index("{"):]
-        waits = [m.start() for m in re.finditer(r"griddepcontrol\.wait;", body)]
+        body, waits = _assembled_body(tmp_path, form, text, 104)
         fallbacks = [m.start() for m in re.finditer(r"XP\w+_WAIT:\n", body)]
         oks = [m.start() for m in re.finditer(r"XP\w+_OK:\n", body)]
         loads = [m.start() for m in re.finditer(r"ld\.relaxed\.gpu\.global\.v4\.u32", body)]
@@ -182,12 +188,7 @@ def test_gdn_spin_candidate(tmp_path):
                        if "%sns" not in ln and "nanosleep" not in ln and ".reg .b32 %spn" not in ln]
     assert strip(a) == strip(b)
     for form, text in builds.items():
-        p = tmp_path / f"{form}.ptx"
-        p.write_text(text)
-        res = build.resource_usage(toolchain.ptxas(), p)
-        assert res["spill_stores"] == res["stack_frame"] == 0 and res["registers"] <= 80, (form, res)
-        body = text[text.index("{"):]
-        waits = [m.start() for m in re.finditer(r"griddepcontrol\.wait;", body)]
+        body, waits = _assembled_body(tmp_path, form, text, 80)
         fallbacks = [m.start() for m in re.finditer(r"\w+_WAIT:\n", body)]
         polls = {lab: body.index(f"{lab}_OK:") for lab in ("SPIN_X", "SPIN_B", "SPIN_A", "SPIN_Z")}
         assert len(fallbacks) == 4 and all(any(0 < w - f < 80 for f in fallbacks) for w in waits[:4]), form
