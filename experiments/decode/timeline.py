@@ -10,7 +10,8 @@ beside its predecessor). Synthetic 40-layer checkpoint, context 1024, positions 
 Forms: `current`; any experiments/decode/step_ab.py form that only swaps kernels' builds (its previous_builds), e.g.
 `nreg_prev` (GDN's in_proj and the residual out_proj without the 104-register cap of 15fc351), to show the cap's overlap
 directly, or `parked` / `parked_inproj` (the dense launches as if their weights were in shared memory; a diagnosis);
-and step_ab's `state_pf_*` forms (a launch asking L2 for a GDN layer's state; their wrappers, not builds).
+and step_ab's `state_pf_*` forms (a launch asking L2 for a GDN layer's state; their wrappers, not builds) and `res_spin*`
+forms (out_proj polling the recurrence's output: step_ab.res_spin_runner).
 The profiler adds its own overhead: the step's span under it is reported next to the same runner's CUDA-event median.
 
   PYTHONPATH=src python3 experiments/decode/timeline.py [--batches=1+8] [--forms=current+nreg_prev] --out "$OUT"
@@ -122,6 +123,27 @@ def state_prefetch(form: str):
     return undo
 
 
+def res_spin(form: str):
+    """A step_ab res_spin* form: its builds swapped (gdn_decode_b32_spin storing o strong) and the runner's _alloc and
+    _mixer set to step_ab.res_spin_runner's (out_proj polling o); undo() restores them."""
+    from netra import paths
+    from netra.decode import ops as dops
+    from netra.decode import runner as rmod
+    from netra.ops import _dispatch
+
+    step_ab = paths.load_module(HERE / "step_ab.py", "step_ab")
+    swap_undo, keep = swap_builds(form), []
+    real = rmod.DecodeRunner._alloc, rmod.DecodeRunner._mixer
+    rmod.DecodeRunner._alloc, rmod.DecodeRunner._mixer = step_ab.res_spin_runner(rmod, dops, _dispatch,
+                                                                                 step_ab.RES_SPIN_FORMS[form], keep)
+
+    def undo(keep=keep):  # (keep: the candidate's module lives as long as the captured graphs may launch it)
+        rmod.DecodeRunner._alloc, rmod.DecodeRunner._mixer = real
+        swap_undo()
+
+    return undo
+
+
 def main():
     from netra import paths
     from netra.decode import main as dm
@@ -141,8 +163,8 @@ def main():
     res = {"method": __doc__.split("\n\n")[1].replace("\n", " "), "replays": REPLAYS, "runs": {}}
     for B in batches:
         for form in forms:
-            undo = (state_prefetch(form) if form.startswith("state_pf") else swap_builds(form) if form != "current"
-                    else (lambda: None))
+            undo = (state_prefetch(form) if form.startswith("state_pf") else res_spin(form) if form.startswith("res_spin")
+                    else swap_builds(form) if form != "current" else (lambda: None))
             try:
                 for pdl in (False, True):
                     runner = rmod.DecodeRunner(packed, B, 1024, device="cuda")

@@ -144,7 +144,7 @@ def entry(e: Emit, name: str, fuse: str = "", ba: bool = False, shared: bool = F
     if router:  # x and ids are the router phase's outputs; its inputs and other outputs (netra.contracts.proj.EXPERTS_ROUTER)
         params = ["u64 x_out" if p == "u64 x" else "u64 idx" if p == "u64 ids" else p for p in params]
         params += ["u64 h", "u64 norm_w", "f32 eps", "u64 rw", "u64 top", "u64 logits", "u64 bar"]
-    if spin:  # the other buffer of the decode runner's pair, filled with TAG (netra.contracts.proj.RES_SPIN)
+    if spin:  # the other of the two x buffers, filled with TAG (the candidate netra.contracts.proj.RES_SPIN)
         params += ["u64 x_next"]
     if down:  # moe_down's weights and output (a candidate: Fp8Gemv.down)
         params += ["u64 w2", "u64 s2", "u64 sw2", "u64 ss2", "u64 moe_out"]
@@ -416,7 +416,8 @@ def tag_any(e: Emit, regs: list) -> None:
 def x_next_tags(e: Emit, sh: Shape) -> None:
     """spin (RES_SPIN), before any wait: CTA c fills bytes c q M 16 .. of x_next (M x 2K bytes, q = 2K / 16 / grid
     16-byte stores a row) with TAG, thread t < q M one store. x_next's last reader completed before this grid launched
-    and its next writer launches after this grid completes (the decode runner's pair), so plain stores."""
+    and its next writer launches after this grid completes (experiments/decode/step_ab.py res_spin_runner's two
+    buffers), so plain stores."""
     q = 2 * sh.K // 16 // sh.grid
     assert q * 16 * sh.grid == 2 * sh.K and q * 16 <= sh.threads, (sh.name, q)
     e(f"  // spin: this CTA's share of x_next ({q} 16-byte stores a row) filled with TAG, the next consumer's poison")
@@ -1788,7 +1789,11 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     ``strong_out`` (a candidate with gen_gdn_decode's spin, experiments/decode/step_ab.py gdn_spin; the norm and plain
     builds): the BF16 outputs (and the b | a CTAs') stored st.relaxed.gpu, so a consumer may poll them while this grid
     runs (the rows are their own flags, as the tags build's). The same values. None: ``Fp8Gemv.strong_out`` (promoted
-    for GDN's in_proj, the norm_ba build, with gdn_decode_b32_spin)."""
+    for GDN's in_proj, the norm_ba build, with gdn_decode_b32_spin).
+    ``Fp8Gemv.spin`` (the candidate contracts.proj.RES_SPIN, rejected at 75785c5; experiments/decode/step_ab.py
+    res_spin*): x polled (x_rows_poll) instead of waited for, griddepcontrol.wait after the x prologue, x_next's share
+    filled with TAG before any wait (x_next_tags); one body, M <= 8. ``spin_gate`` (default): warp 0 alone polls 32
+    sampled vectors first (x_gate); ``spin_land``: it waits for the strip's chunks before that."""
     maxnreg = sh.maxnreg if maxnreg is None else maxnreg
     red_swizzle = sh.red_swizzle if red_swizzle is None else red_swizzle
     h_early = sh.h_early if h_early is None else h_early
