@@ -725,6 +725,16 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   Measured at 703ac55 (step_ab_current_spin_backoff_current_again{,_b2}_703ac55.json): batch 1 PDL +4.6 / +7.8 us
   early / late against the two currents' mean, batch 2 level (between the two currents, 10 us apart). Rejected: the
   sleep delays the pollers' first read more than their traffic slows the in_proj.
+- attn_trigger, attn_trigger_opre (after edf355c; the res_spin timeline at 5ac33ec: o_proj after attention takes
+  4.6-4.7 us a layer, GDN's out_proj 3.9, for the same kernel and bytes). attention's cluster builds are launched
+  plainly and never trigger (docs/notes/decode.md, "After f3e6613"), so o_proj's CTAs start only after attention has
+  ended and stream its 8 MB after their wait and x. attn_trigger: the cluster builds (c4, c8) trigger their dependents
+  at their start (gen_attn_decode.generate(trigger=True); still launched plainly, the same bits), so o_proj starts
+  beside attention's walk (latency-bound: ~1 MB of a 1K cache at batch 1). attn_trigger_opre: also o_proj by the
+  residual build requesting its strip before its wait (opre_linear_add; the res_pre build, rejected for GDN's out_proj
+  at 4c3658a where the recurrence's state and the in_proj shared DRAM with it). Prediction, batch 1 PDL:
+  attn_trigger 0-5 us less (the launch gap, ~0.5 us a layer, less the wait's release); attn_trigger_opre 15-25 us
+  less (the strip landed during attention: o_proj ~2.5 us a layer shorter, 10 layers). Bitwise.
 - res_spin_off, res_spin_x_first (after 703ac55, with the spin boundary gdn_decode -> out_proj as the current form:
   dops.RES_SPIN, fp8_gemv_n2048_k4096_res_spin, gdn_decode_b32_spin storing o strong): res_spin_off is the runner with
   RES_SPIN = False (out_proj waits for the recurrence's grid, as at 703ac55; the strong o stores stay). res_spin_x_first:
@@ -776,7 +786,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
          "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "moedown_grp_from9",
-         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "grp_transpose", "grp_transpose_rotate", "early_release", "early_release_all", "refill_last", "refill_last_grp", "nt_branch", "t32_swizzle", "nt_branch_swizzle", "gdn_spin", "inproj_strong", "gdn_spin_again", "gdn_spin_nowait", "gdn_spin_trace", "gdn_spin2", "gdn_spin2_trace", "gdn_spin_smem", "gdn_spin_smem_trace", "gdn_smem_carve", "spin_off", "spin_max3", "spin_backoff", "res_spin", "res_spin_x_first", "res_spin_nogate", "res_spin_land", "current_again",
+         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "grp_transpose", "grp_transpose_rotate", "early_release", "early_release_all", "refill_last", "refill_last_grp", "nt_branch", "t32_swizzle", "nt_branch_swizzle", "gdn_spin", "inproj_strong", "gdn_spin_again", "gdn_spin_nowait", "gdn_spin_trace", "gdn_spin2", "gdn_spin2_trace", "gdn_spin_smem", "gdn_spin_smem_trace", "gdn_smem_carve", "spin_off", "spin_max3", "spin_backoff", "res_spin", "res_spin_x_first", "res_spin_nogate", "res_spin_land", "attn_trigger", "attn_trigger_opre", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -1163,6 +1173,12 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
                                                      smem_state=form.startswith("gdn_spin_smem"),
                                                      spin_ba_late=form.startswith("gdn_spin2"),
                                                      spin_z_early=form.startswith("gdn_spin2")), 0)
+    if form.startswith("attn_trigger"):  # the cluster attention builds triggering their dependents at the start
+        from netra.contracts.attn import ATTN_CLUSTER
+
+        ga = paths.generator("attention", "gen_attn_decode")
+        for cl, c in ATTN_CLUSTER.items():
+            out[c.name] = (ga.generate(True, cluster=cl, trigger=True), c.dynamic_smem)
     if form.startswith("res_spin"):  # the producer of the out_proj spin candidate (res_spin_runner): o stored strong
         gg = paths.generator("gdn", "gen_gdn_decode")
         out["gdn_decode_b32_spin"] = (gg.generate(pdl=True, smem_state=True, spin=True, name="gdn_decode_b32_spin",
@@ -1329,6 +1345,47 @@ def gate_in_router_moe(dops, dispatch):
         dops.moe_down(gu.view(B, -1), w2, s2, idx, top, sgu, shared_w2, shared_s2, glogit, residual, out)
 
     return moe_decode, (mr, me)
+
+
+ATTN_OUT = set()  # attn_trigger_opre: the data pointers of the runners' attention outputs (DecodeRunner.ao)
+
+
+def opre_linear_add(dops, dispatch, real, keep: list):
+    """attn_trigger_opre's fp8_linear_add: where x is a runner's attention output (o_proj; up to 16 rows), the residual
+    build with its strip requested before griddepcontrol.wait (gen_fp8_gemv.generate(pre_strips=1), the res_pre form's
+    build; the same arithmetic, bitwise), launched by the residual contract's guard, PDL while netra.ops.set_pdl is on;
+    GDN's out_proj and more rows as before. The runners register ao at allocation (ATTN_OUT, by DecodeRunner._alloc
+    wrapped here)."""
+    from netra import contracts, paths
+    from netra.contracts.proj import FUSED
+    from netra.decode import runner as rmod
+    from netra.runtime import launch as rt_launch
+    from netra.runtime import loader
+
+    sh = next(s for s in FUSED if s.fuse == "res")
+    c = contracts.get(sh.name)
+    mod, f = loader.load_text(sh.name, paths.generator("proj", "gen_fp8_gemv").generate(sh, pre_strips=1),
+                              dynamic_smem=c.dynamic_smem)
+    keep.append(mod)
+    gos = {pdl: rt_launch.make_guard_and_launch(c, function_handle=int(f), device=0,
+                                                **({"launch": rt_launch.pdl_launcher()} if pdl else {}))
+           for pdl in (False, True)}
+    real_alloc = rmod.DecodeRunner._alloc
+
+    def alloc(self):
+        real_alloc(self)
+        ATTN_OUT.add(self.ao.data_ptr())
+
+    rmod.DecodeRunner._alloc = alloc  # (restored with the other _alloc swaps after the form)
+
+    def fp8_linear_add(x, weight, scale, h, out):
+        if x.data_ptr() in ATTN_OUT and x.shape[0] <= 16:
+            reason = gos[dispatch._PDL](x, weight, scale, h, out)
+            assert reason is None, reason
+            return
+        real(x, weight, scale, h, out)
+
+    return fp8_linear_add
 
 
 # the res_spin forms' builds of contracts.proj.RES_SPIN (gen_fp8_gemv.generate keywords)
@@ -1513,6 +1570,7 @@ def main():
     real_split_rows = dops.ROUTER_SPLIT_ROWS
     real_c8_max_b = dops.ATTN_C8_MAX_B
     real_spin_max_b = dops.GDN_SPIN_MAX_B
+    real_linear_add = dops.fp8_linear_add
     router_op = _dispatch.OPS["moe_router_norm"]
     real_router_contract = router_op.contract
     down_op = _dispatch.OPS["moe_down"]
@@ -1667,6 +1725,8 @@ def main():
             if form in ("attn_gather", "all_prev"):
                 rmod.dops.attention_decode_ctx = lambda *a, pages_in_order=False: real_attn(*a, pages_in_order=False)
             row, tagged = {}, []
+            if form == "attn_trigger_opre":  # o_proj (after attention) by the residual build requesting its strip first
+                dops.fp8_linear_add = opre_linear_add(dops, _dispatch, real_linear_add, keep)
             if form.startswith("res_spin"):  # the out_proj spin candidate in the runner's spin path
                 rmod.DecodeRunner._alloc, rmod.DecodeRunner._mixer = res_spin_runner(
                     rmod, dops, _dispatch, RES_SPIN_FORMS[form], keep)
@@ -1706,6 +1766,7 @@ def main():
             dops.ATTN_C8_MAX_B = real_c8_max_b
             dops.BA_FUSED = real_ba_fused
             dops.GDN_SPIN_MAX_B = real_spin_max_b
+            dops.fp8_linear_add = real_linear_add
             dops.BA_FIRST = real_ba_first
             rmod.EMBED_INDEX = False
             dops.MOE_SHARED_MERGED = real_shared_merged

@@ -79,7 +79,7 @@ for _c in (ATTN_DECODE, ATTN_DECODE_QKNORM):
 
 
 def generate(qknorm: bool = False, once: bool = False, cluster: int = 0, split: int = 0, long: bool = False,
-             push: bool = False, q_first: bool = False) -> str:
+             push: bool = False, q_first: bool = False, trigger: bool = False) -> str:
     """attn_decode_d256; with ``qknorm`` attn_decode_d256_qknorm (q_norm and k_norm first, bitwise qk_rmsnorm_d256's).
     ``once`` (a candidate, experiments/attention/qknorm_once_variant.py; with qknorm): each CTA normalizes its 8 query
     heads once, warp w heads 2 w and 2 w + 1 in qk_rmsnorm_d256's own lane layout, into shared memory, and every warp
@@ -99,7 +99,11 @@ def generate(qknorm: bool = False, once: bool = False, cluster: int = 0, split: 
     first page's K and V requested after q, cos / sin, the norm weights and the gate, not before them. Launched plainly,
     nothing needs the pages first, and late in long caches those small loads queued behind every CTA's first page (the
     prologue 3.5 us against 1.5: experiments/attention/long_place_phases_e744800.json). The same bits, and the same time
-    within 0.3 us: the walk waits for the first page either way."""
+    within 0.3 us: the walk waits for the first page either way.
+    ``trigger`` (a candidate for the cluster builds; experiments/decode/step_ab.py attn_trigger*): still launched
+    plainly, but griddepcontrol.launch_dependents at the start, so the next kernel (o_proj, launched with programmatic
+    serialization) starts beside the walk and can stream its weights before its wait. The same bits."""
+    assert not trigger or cluster, "trigger: the cluster builds (the others trigger after their wait)"
     assert qknorm or not once
     clusters = {**ATTN_CLUSTER, **ATTN_CLUSTER_CANDIDATES}
     assert not cluster or (qknorm and not once and cluster in clusters and not split)
@@ -339,7 +343,10 @@ def generate(qknorm: bool = False, once: bool = False, cluster: int = 0, split: 
         e("ld.global.nc.u32 %nwq, [%a2];")
         e("add.s64 %a2, %pkw, %a;")
         e("ld.global.nc.u32 %nwk, [%a2];")
-    if cluster:  # launched plainly: the grid is placed on free SMs (docs/notes/attention.md, after 7b4cfc9 and f3e6613)
+    if cluster and trigger:
+        e("// launched plainly (the previous kernel has ended); the next kernel may launch now, beside the walk")
+        e("griddepcontrol.launch_dependents;")
+    elif cluster:  # launched plainly: the grid is placed on free SMs (docs/notes/attention.md, after 7b4cfc9 and f3e6613)
         e(f"// ({'long' if long else 'cluster'}) launched plainly (no PDL wait or trigger): the previous kernel has ended")
     else:
         e("griddepcontrol.wait;  // q, k, v are the previous kernels' outputs (PDL; a no-op launched plainly)")
