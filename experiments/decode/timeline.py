@@ -11,7 +11,8 @@ Forms: `current`; any experiments/decode/step_ab.py form that only swaps kernels
 `nreg_prev` (GDN's in_proj and the residual out_proj without the 104-register cap of 15fc351), to show the cap's overlap
 directly, or `parked` / `parked_inproj` (the dense launches as if their weights were in shared memory; a diagnosis);
 and step_ab's `state_pf_*` forms (a launch asking L2 for a GDN layer's state; their wrappers, not builds) and `res_spin*`
-forms (out_proj polling the recurrence's output: step_ab.res_spin_runner).
+forms (out_proj polling the recurrence's output: step_ab.res_spin_runner), and `attn_trigger_opre` (o_proj by
+step_ab.opre_linear_add).
 The profiler adds its own overhead: the step's span under it is reported next to the same runner's CUDA-event median.
 
   PYTHONPATH=src python3 experiments/decode/timeline.py [--batches=1+8] [--forms=current+nreg_prev] --out "$OUT"
@@ -149,6 +150,26 @@ def res_spin(form: str):
     return undo
 
 
+def attn_opre(form: str):
+    """step_ab's attn_trigger_opre: its builds swapped (the attention builds triggering at their start) and
+    fp8_linear_add wrapped (o_proj by the residual build requesting its strip first); undo() restores them."""
+    from netra import paths
+    from netra.decode import ops as dops
+    from netra.decode import runner as rmod
+    from netra.ops import _dispatch
+
+    step_ab = paths.load_module(HERE / "step_ab.py", "step_ab")
+    swap_undo, keep = swap_builds(form), []
+    real = dops.fp8_linear_add, rmod.DecodeRunner._alloc
+    dops.fp8_linear_add = step_ab.opre_linear_add(dops, _dispatch, real[0], keep)
+
+    def undo(keep=keep):
+        dops.fp8_linear_add, rmod.DecodeRunner._alloc = real
+        swap_undo()
+
+    return undo
+
+
 def main():
     from netra import paths
     from netra.decode import main as dm
@@ -169,6 +190,7 @@ def main():
     for B in batches:
         for form in forms:
             undo = (state_prefetch(form) if form.startswith("state_pf") else res_spin(form) if form.startswith("res_spin")
+                    else attn_opre(form) if form == "attn_trigger_opre"
                     else swap_builds(form) if form != "current" else (lambda: None))
             try:
                 for pdl in (False, True):
