@@ -735,6 +735,17 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   at 4c3658a where the recurrence's state and the in_proj shared DRAM with it). Prediction, batch 1 PDL:
   attn_trigger 0-5 us less (the launch gap, ~0.5 us a layer, less the wait's release); attn_trigger_opre 15-25 us
   less (the strip landed during attention: o_proj ~2.5 us a layer shorter, 10 layers). Bitwise.
+  Measured, ms with PDL early / late, every form bitwise: at 1956ea8 (step_ab_current_attn_trigger_attn_trigger_opre_
+  current_again{,_b8}_1956ea8.json) batch 1 current 1.4114 / 1.4320 and 1.4095 / 1.4280, attn_trigger 1.4045 / 1.4287,
+  attn_trigger_opre 1.4085 / 1.4300; batch 8 current 3.2823 / 3.3311 and 3.2710 / 3.3221, attn_trigger 3.2743 / 3.3205,
+  attn_trigger_opre 3.2849 / 3.3317. At f38551d (step_ab_current_attn_trigger_current_again{,_b32}_f38551d.json) batch
+  1 current 1.4128 / 1.4312 and 1.4135 / 1.4294, attn_trigger 1.4074 / 1.4273; batch 32 current 8.0520 / 8.1455 and
+  8.0667 / 8.1471, attn_trigger 8.0468 / 8.1501. So attn_trigger 3-6 us less at batch 1 in both runs (the currents
+  within 2-4 us of each other), 2-6 at batch 8 and -13 / +4 at batch 32 (within those currents' spread);
+  attn_trigger_opre nothing. The timeline (timeline_b1_attn_trigger_f38551d.json) says why: with the trigger o_proj
+  starts 4.3 us before attention's end and its increment falls 4.59 -> 3.87 us a layer, attention's rises 0.23; with
+  its strip requested first it falls to 3.03, but attention's rises 1.5 (its page loads queue behind the 8 MB).
+  attn_trigger is ready to promote (new PTX for the c4 / c8 builds: records and a decode record); opre rejected.
 - res_spin_off, res_spin_x_first (after 703ac55, with the spin boundary gdn_decode -> out_proj as the current form:
   dops.RES_SPIN, fp8_gemv_n2048_k4096_res_spin, gdn_decode_b32_spin storing o strong): res_spin_off is the runner with
   RES_SPIN = False (out_proj waits for the recurrence's grid, as at 703ac55; the strong o stores stay). res_spin_x_first:
