@@ -122,6 +122,26 @@ def _assembled_body(tmp_path, form: str, text: str, max_registers: int) -> tuple
     return body, [m.start() for m in re.finditer(r"griddepcontrol\.wait;", body)]
 
 
+def test_attn_trigger_candidate():
+    """gen_attn_decode trigger (experiments/decode/step_ab.py attn_trigger*): each cluster build gains one
+    griddepcontrol.launch_dependents, before its first page is walked, and still no griddepcontrol.wait (launched
+    plainly); nothing else changes. Builds without a cluster refuse the option."""
+    from netra import paths
+    from netra.contracts.attn import ATTN_CLUSTER
+
+    g = paths.generator("attention", "gen_attn_decode")
+    for c, contract in ATTN_CLUSTER.items():
+        a = (Path(g.HERE) / f"{contract.name}.ptx").read_text().splitlines()
+        b = g.generate(True, cluster=c, trigger=True).splitlines()
+        added = [ln for ln in b if ln not in a]
+        assert len(b) == len(a) + 1 and [ln.strip() for ln in added if not ln.startswith("//")] == \
+            ["griddepcontrol.launch_dependents;"], (c, added)
+        text = "\n".join(b)
+        assert "griddepcontrol.wait" not in text and text.index("griddepcontrol.launch_dependents") < text.index("mma.sync")
+    with pytest.raises(AssertionError):
+        g.generate(True, trigger=True)
+
+
 def test_res_spin_candidate(tmp_path):
     """The out_proj spin candidate (contracts.proj.RES_SPIN; experiments/decode/step_ab.py res_spin*), as built by
     gen_fp8_gemv: before any wait its strip is requested (res_spin, res_spin_land; not res_spin_x_first), then x_next's
