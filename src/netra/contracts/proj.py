@@ -51,8 +51,8 @@ class Fp8Gemv:
     # their own gate | up rows, which are their own flags (gen_fp8_gemv.down_phase_pairs, sync "tags")
     passes: int = 1  # 2 (named _p2; the residual 2048 x 4096 build, FUSED32): up to 32 tokens as two passes of 16 over the
     # CTA's one strip, whose chunks stay in the ring after the first (gen_fp8_gemv.generate's PASS_END)
-    spin: bool = False  # "res" (named _spin; the candidate RES_SPIN, M <= 8): x polled until not TAG instead of waiting for its producer's
-    # grid, griddepcontrol.wait moved after the x prologue (before h is read); each CTA fills its share of x_next with TAG
+    spin: bool = False  # "res" (named _spin; the candidate RES_SPIN, M <= 8): x polled until not TAG instead of waiting
+    # for its producer's grid, griddepcontrol.wait after the x prologue (before h is read); x_next's share filled with TAG
 
     @property
     def name(self) -> str:
@@ -195,7 +195,7 @@ class Fp8Gemv:
         +0.03 at M = 1, +0.12-0.18 at M = 8 (experiments/proj/pre_strips_variant_0a74e03.json)."""
         if self.fuse in ("moe", "moedown"):
             return 0
-        if self.spin:  # RES_SPIN (a candidate): its CTAs start while the producer runs; x is polled after the strip is requested
+        if self.spin:  # RES_SPIN (a candidate): its CTAs start while the producer runs; x polled after the strip's request
             return 1
         return 0 if self.x_first and self.S <= self.walkers and self.NC > 1 else 1
 
@@ -725,13 +725,14 @@ def _contract_res(s: Fp8Gemv) -> Contract:
 
 
 def _contract_res_spin(s: Fp8Gemv) -> Contract:
-    """RES_SPIN: the residual contract, x polled, and x_next (the other buffer of the runner's pair) left TAG."""
+    """RES_SPIN (a candidate, built and launched by experiments/decode/step_ab.py res_spin_runner): the residual
+    contract, x polled, and x_next (the other of the two x buffers) left TAG."""
     c = _contract_res(dataclasses.replace(s, spin=False))
     assert 2 * s.K % (16 * s.grid) == 0 and 2 * s.K // s.grid // 16 * 16 <= s.threads, "x_next: 16-byte stores, M a CTA"
     return dataclasses.replace(
         c, name=s.name,
         summary=c.summary + f"; x polled until no value is TAG ({TAG:#06x}), x_next[M, {s.K}] filled with TAG "
-                "(netra::fp8_linear_add_spin)",
+                "(a candidate: experiments/decode/step_ab.py res_spin*)",
         params=c.params + (Tensor("x_next", "bf16", ("M", s.K), "out",
                                   doc="the buffer the next consumer polls: every element TAG after the launch"),),
         dims={"M": SPIN_TOKENS},
@@ -742,7 +743,7 @@ def _contract_res_spin(s: Fp8Gemv) -> Contract:
             "16-byte loads) until none of its values is TAG (after 16384 polls: griddepcontrol.wait, then the load); "
             "griddepcontrol.wait and launch_dependents after the x prologue, before h is read. Safe only after a "
             "producer that stores x strong into a buffer that held TAG, whose last reader completed before this grid "
-            "launched: netra::fp8_linear_add_spin after gdn_decode_b32_spin in the decode runner, x and x_next "
+            "launched: after gdn_decode_b32_spin's spin_strong_out build in step_ab's res_spin_runner, x and x_next "
             "alternating by GDN layer",
     )
 
