@@ -1590,9 +1590,7 @@ def main():
 
     carved_kernels = []
 
-    from netra import paths
-
-    carveout = paths.load_module(HERE.parent / "proj" / "variant_ab.py", "variant_ab").set_carveout
+    from netra.runtime.loader import set_carveout as carveout
 
     def carved(k):
         if k not in carved_kernels:

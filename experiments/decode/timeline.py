@@ -83,20 +83,17 @@ def summarize(steps: list[list[dict]]) -> dict:
 
 def swap_builds(form: str):
     """A step_ab form's swapped builds (step_ab.previous_builds) in the loader; undo() restores."""
-    from netra import paths
+    from netra import contracts, paths
     from netra.runtime import loader
 
-    from netra import contracts
-
     step_ab = paths.load_module(HERE / "step_ab.py", "step_ab")
-    set_carveout = paths.load_module(HERE.parent / "proj" / "variant_ab.py", "variant_ab").set_carveout
     real_load, keep, swaps = loader.load, [], {}
     for name, (ptx, smem) in step_ab.previous_builds(form).items():
         module, fn = loader.load_text(name, ptx, dynamic_smem=smem)
         keep.append(module)
         swaps[name] = int(fn)
         if name in contracts.REGISTRY and contracts.get(name).carveout >= 0:  # the replaced kernel's (as step_ab's)
-            set_carveout(fn, contracts.get(name).carveout)
+            loader.set_carveout(fn, contracts.get(name).carveout, name)
     loader.load = lambda n, d: SimpleNamespace(handle=swaps[n]) if n in swaps else real_load(n, d)
 
     step_ab.rebind_all()

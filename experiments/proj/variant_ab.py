@@ -169,12 +169,9 @@ def repeats_bitwise(go, tb, dims: dict, seed: int = 7, runs: int = 5) -> bool:
 
 
 def set_carveout(function, percent: int) -> None:
-    from cuda.bindings import driver as cu
+    from netra.runtime import loader
 
-    from netra.runtime.driver import check
-
-    check(cu.cuFuncSetAttribute(function, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
-                                percent), "preferred shared-memory carveout")
+    loader.set_carveout(function, percent, "variant")
 
 
 def out_path(name: str, here) -> str:

@@ -307,22 +307,33 @@ def x_rows_load(e: Emit, h: int, nt: int, W: int, K: int, tok_reg: str = "", sme
         if tok_reg:
             e(f"  add.u32 %tok, %tok, {tok_reg};")
         e(f"  setp.lt.u32 %pv, %tok, {bound};")
-        e(f"  mul.lo.u32 %t0, %tok, {K};")
-        e("  mad.lo.u32 %t0, %kb, 128, %t0;")
-        e("  mad.lo.u32 %t0, %t2, 8, %t0;")
         regs = ", ".join(f"{X}{4 * j + c}" for c in range(4))
         if smem is not None:  # router_poll: the CTA's own normalized rows in shared memory
+            x_row_element(e, K)
             e("  shl.b32 %t0, %t0, 1;")
             e("  add.u32 %t0, %t0, %sbase;")
             for c in range(4):
                 e(f"  mov.b32 {X}{4 * j + c}, 0;")
             e(f"  @%pv ld.shared.v4.u32 {{{regs}}}, [%t0+{smem}];")
             continue
-        e("  mul.wide.u32 %pt64, %t0, 2;")
-        e("  add.u64 %pa, %px, %pt64;")
+        x_row_address(e, K)
         for c in range(4):
             e(f"  mov.b32 {X}{4 * j + c}, 0;")
         e(f"  @%pv {_XLD[0]}.v4.u32 {{{regs}}}, [%pa];")
+
+
+def x_row_element(e: Emit, K: int) -> None:
+    """%t0 = the element x_rows_load's lane reads first: row %tok, k block %kb, 8 (lane % 16) in it (lane % 16 in %t2)."""
+    e(f"  mul.lo.u32 %t0, %tok, {K};")
+    e("  mad.lo.u32 %t0, %kb, 128, %t0;")
+    e("  mad.lo.u32 %t0, %t2, 8, %t0;")
+
+
+def x_row_address(e: Emit, K: int) -> None:
+    """%pa = the global address of x_row_element's element of x (%px)."""
+    x_row_element(e, K)
+    e("  mul.wide.u32 %pt64, %t0, 2;")
+    e("  add.u64 %pa, %px, %pt64;")
 
 
 SPIN_LIMIT = 1 << 14  # spin: polls of one x vector before falling back to griddepcontrol.wait (never a hang)
@@ -381,11 +392,7 @@ def x_rows_poll(e: Emit, h: int, nt: int, W: int, K: int, sfx: str) -> None:
         e("  shr.u32 %t1, %lane, 4;")
         e("  and.b32 %t2, %lane, 15;")
         e(f"  add.u32 %tok, %t1, {8 * nt + 2 * j};")
-        e(f"  mul.lo.u32 %t0, %tok, {K};")
-        e("  mad.lo.u32 %t0, %kb, 128, %t0;")
-        e("  mad.lo.u32 %t0, %t2, 8, %t0;")
-        e("  mul.wide.u32 %pt64, %t0, 2;")
-        e("  add.u64 %pa, %px, %pt64;")
+        x_row_address(e, K)
         e("  mov.u32 %spn, 0;")
         e(f"{lab}:")
         e("  add.u32 %spn, %spn, 1;")

@@ -37,6 +37,12 @@ def param_pointers(args: ctypes.Structure):
     return (ctypes.c_void_p * max(len(fields), 1))(*[base + getattr(type(args), n).offset for n, _ in fields])
 
 
+def set_carveout(function, percent: int, what: str = "kernel") -> None:
+    """The function's preferred shared-memory carveout (percent of the SM's 228 KB; -1: the driver's choice)."""
+    check(cu.cuFuncSetAttribute(function, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                                percent), f"{what}: preferred shared-memory carveout")
+
+
 @dataclass
 class LoadedKernel:
     contract: Contract
@@ -128,9 +134,7 @@ def load(name: str, device: int) -> LoadedKernel:
                 check(cu.cuFuncSetAttribute(function, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                             contract.dynamic_smem), f"kernel {name}: raise dynamic shared memory")
             if contract.carveout >= 0:  # an SM changes carveout only when empty: neighbours under PDL share one
-                check(cu.cuFuncSetAttribute(function,
-                                            cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
-                                            contract.carveout), f"kernel {name}: preferred shared-memory carveout")
+                set_carveout(function, contract.carveout, f"kernel {name}")
             allow_cluster_size(function, f"kernel {name}")
         kernel = LoadedKernel(contract, device, module, function, int(function), digest, entry["ptx_sha256"], regs)
         _loaded[key] = kernel
