@@ -200,13 +200,15 @@ def test_cluster_builds_are_current_and_assemble_as_intended(c):
     """attn_decode_d256_qknorm_c4 / _c8: the generator's output; no spills, within the contract's registers and shared
     memory; the same 32 HMMA and 66 MOVM as the one-page build (one page's S and O^T, in the page loop), 64 cp.async
     per thread (the first page's K and V, and the loop's next page), no atomic (no counters: the partials meet in shared
-    memory), two cluster barriers, and the same shuffles as attn_decode_d256_qknorm; no griddepcontrol (launched
-    plainly)."""
+    memory), two cluster barriers, and the same shuffles as attn_decode_d256_qknorm; no griddepcontrol.wait (launched
+    plainly) and one launch_dependents, before the first page is walked (generate(trigger=True), since fd59986)."""
     g = paths.generator("attention", "gen_attn_decode")
     name = A.ATTN_CLUSTER[c].name
-    text = g.generate(True, cluster=c)
+    text = g.generate(True, cluster=c, trigger=True)
     assert paths.ptx_path("sm_90a", "attention", name).read_text() == text, "run gen_attn_decode.py"
-    assert "griddepcontrol" not in text and not A.ATTN_CLUSTER[c].pdl  # launched plainly, PDL engine included
+    assert "griddepcontrol.wait" not in text and not A.ATTN_CLUSTER[c].pdl  # launched plainly, PDL engine included
+    assert text.count("griddepcontrol.launch_dependents;") == 1
+    assert text.index("griddepcontrol.launch_dependents;") < text.index("mma.sync")
     assert "st.async" not in text and text.count("ld.shared::cluster") == 3 * c
     res = build.resource_usage(toolchain.ptxas(), paths.ptx_path("sm_90a", "attention", name))
     assert res["spill_stores"] == res["spill_loads"] == res["stack_frame"] == 0, res

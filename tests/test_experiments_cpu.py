@@ -122,22 +122,26 @@ def _assembled_body(tmp_path, form: str, text: str, max_registers: int) -> tuple
     return body, [m.start() for m in re.finditer(r"griddepcontrol\.wait;", body)]
 
 
-def test_attn_trigger_candidate():
-    """gen_attn_decode trigger (experiments/decode/step_ab.py attn_trigger*): each cluster build gains one
+def test_attn_trigger_promoted():
+    """gen_attn_decode trigger, promoted after fd59986 for the cluster builds (c4, c8; measured as step_ab.py's
+    attn_trigger; its peer now attn_notrigger): the committed build is the one measured without it plus one
     griddepcontrol.launch_dependents, before its first page is walked, and still no griddepcontrol.wait (launched
-    plainly); nothing else changes. Builds without a cluster refuse the option."""
+    plainly); nothing else differs. Builds without a cluster refuse the option; the long builds are built without it."""
     from netra import paths
-    from netra.contracts.attn import ATTN_CLUSTER
+    from netra.contracts.attn import ATTN_CLUSTER, ATTN_LONG
 
     g = paths.generator("attention", "gen_attn_decode")
     for c, contract in ATTN_CLUSTER.items():
-        a = (Path(g.HERE) / f"{contract.name}.ptx").read_text().splitlines()
-        b = g.generate(True, cluster=c, trigger=True).splitlines()
+        b = (Path(g.HERE) / f"{contract.name}.ptx").read_text().splitlines()
+        a = g.generate(True, cluster=c).splitlines()
         added = [ln for ln in b if ln not in a]
-        assert len(b) == len(a) + 1 and [ln.strip() for ln in added if not ln.startswith("//")] == \
+        assert len(b) == len(a) + 1 and [ln.strip() for ln in added if not ln.strip().startswith("//")] == \
             ["griddepcontrol.launch_dependents;"], (c, added)
+        assert [ln for ln in a if ln not in b] == [ln for ln in a if ln.strip().startswith("// (cluster) launched")]
         text = "\n".join(b)
         assert "griddepcontrol.wait" not in text and text.index("griddepcontrol.launch_dependents") < text.index("mma.sync")
+    for contract in ATTN_LONG.values():
+        assert "griddepcontrol" not in (Path(g.HERE) / f"{contract.name}.ptx").read_text()
     with pytest.raises(AssertionError):
         g.generate(True, trigger=True)
 

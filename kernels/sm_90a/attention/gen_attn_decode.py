@@ -100,9 +100,11 @@ def generate(qknorm: bool = False, once: bool = False, cluster: int = 0, split: 
     nothing needs the pages first, and late in long caches those small loads queued behind every CTA's first page (the
     prologue 3.5 us against 1.5: experiments/attention/long_place_phases_e744800.json). The same bits, and the same time
     within 0.3 us: the walk waits for the first page either way.
-    ``trigger`` (a candidate for the cluster builds; experiments/decode/step_ab.py attn_trigger*): still launched
-    plainly, but griddepcontrol.launch_dependents at the start, so the next kernel (o_proj, launched with programmatic
-    serialization) starts beside the walk and can stream its weights before its wait. The same bits."""
+    ``trigger`` (the registered cluster builds c4, c8 since fd59986; measured as the candidate
+    experiments/decode/step_ab.py attn_trigger: batch-1 steps 3-6 us less, docs/notes/decode.md after edf355c): still
+    launched plainly, but griddepcontrol.launch_dependents at the start, so the next kernel (o_proj, launched with
+    programmatic serialization) starts beside the walk and can stream its weights before its wait. The same bits. The
+    long builds and the rejected candidates (push, c6, c16) are built without it, as measured."""
     assert not trigger or cluster, "trigger: the cluster builds (the others trigger after their wait)"
     assert qknorm or not once
     clusters = {**ATTN_CLUSTER, **ATTN_CLUSTER_CANDIDATES}
@@ -1387,8 +1389,8 @@ def main() -> int:
         (HERE / f"{name}.ptx").write_text(generate(qknorm))
         print(f"wrote {name}.ptx ({32 * WARPS} threads, {SMEM} B dynamic smem)")
     for c, contract in ATTN_CLUSTER.items():
-        (HERE / f"{contract.name}.ptx").write_text(generate(True, cluster=c))
-        print(f"wrote {contract.name}.ptx (clusters of {c})")
+        (HERE / f"{contract.name}.ptx").write_text(generate(True, cluster=c, trigger=True))
+        print(f"wrote {contract.name}.ptx (clusters of {c}, triggering its dependents at the start)")
     for c, contract in ATTN_LONG.items():
         (HERE / f"{contract.name}.ptx").write_text(generate(True, cluster=c, long=True))
         print(f"wrote {contract.name}.ptx (up to {LONG_SPLITS[c]} clusters of {c})")

@@ -151,9 +151,13 @@ def _cluster(c: int) -> Contract:
         max_registers=ATTN_CLUSTER_REGS,
         max_static_smem=512 + 2 * HEAD_DIM * 4 + 2 * 8 * 4 + -(-MAX_PAGES // c) * 4,  # ml, nw, the CTA's M and L, its page ids
         peers=("framework_op", "unfused", "qknorm"),  # qknorm: attn_decode_d256_qknorm (one page a CTA, ws and counters)
-        # launched plainly, PDL engine included (no griddepcontrol in the PTX), as the long builds since dc4f533: launched
-        # with PDL the clusters start while the q | k | v projection holds the SMs and the walk late in a 4K cache was 27 /
-        # 62 us a step slower at batch 1 / 32 (experiments/decode/step_ab_current_cluster_plain*_ctx4096_113d9d7.json)
+        # launched plainly, PDL engine included (no griddepcontrol.wait in the PTX), as the long builds since dc4f533:
+        # launched with PDL the clusters start while the q | k | v projection holds the SMs and the walk late in a 4K cache
+        # was 27 / 62 us a step slower at batch 1 / 32 (experiments/decode/step_ab_current_cluster_plain*_ctx4096_113d9d7
+        # .json). Since fd59986 the PTX runs griddepcontrol.launch_dependents at its start, so o_proj (a PDL launch) starts
+        # beside the walk and streams its weights before its own wait, which still waits for this grid to complete
+        # (batch-1 steps 3-6 us less: experiments/decode/step_ab_current_attn_trigger_*.json). Nothing here reads
+        # anything before a wait, so pdl stays empty: how it is launched is unchanged.
         pdl="",
         cases_override=q.cases_override + tuple({"B": b, "NP": n, "P": p, "T": t} for b, n, p, t in (
             (1, 64, 67, 4096), (8, 64, 515, 4096), (32, 64, 2051, 4096))),
