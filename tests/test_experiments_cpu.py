@@ -126,7 +126,8 @@ def test_attn_trigger_promoted():
     """gen_attn_decode trigger, promoted after fd59986 for the cluster builds (c4, c8; measured as step_ab.py's
     attn_trigger; its peer now attn_notrigger): the committed build is the one measured without it plus one
     griddepcontrol.launch_dependents, before its first page is walked, and still no griddepcontrol.wait (launched
-    plainly); nothing else differs. Builds without a cluster refuse the option; the long builds are built without it."""
+    plainly); nothing else differs. Builds without a cluster refuse the option; the long builds are committed without it
+    and its candidate (step_ab.py attn_trigger_long) differs from them by the same one instruction."""
     from netra import paths
     from netra.contracts.attn import ATTN_CLUSTER, ATTN_LONG
 
@@ -140,8 +141,12 @@ def test_attn_trigger_promoted():
         assert [ln for ln in a if ln not in b] == [ln for ln in a if ln.strip().startswith("// (cluster) launched")]
         text = "\n".join(b)
         assert "griddepcontrol.wait" not in text and text.index("griddepcontrol.launch_dependents") < text.index("mma.sync")
-    for contract in ATTN_LONG.values():
-        assert "griddepcontrol" not in (Path(g.HERE) / f"{contract.name}.ptx").read_text()
+    for c, contract in ATTN_LONG.items():  # committed without it; the candidate (step_ab attn_trigger_long) adds it
+        a = (Path(g.HERE) / f"{contract.name}.ptx").read_text()
+        b = g.generate(True, cluster=c, long=True, trigger=True)
+        assert "griddepcontrol" not in a and "griddepcontrol.wait" not in b
+        assert [ln.strip() for ln in b.splitlines() if ln not in a.splitlines() and not ln.strip().startswith("//")] \
+            == ["griddepcontrol.launch_dependents;"] and b.index("griddepcontrol") < b.index("mma.sync")
     with pytest.raises(AssertionError):
         g.generate(True, trigger=True)
 

@@ -748,6 +748,13 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   attn_trigger is ready to promote (new PTX for the c4 / c8 builds: records and a decode record); opre rejected.
   Promoted after fd59986: the committed c4 / c8 builds trigger, so attn_trigger is now the current form and
   attn_notrigger (the builds as before, gen_attn_decode.generate(True, cluster=c)) is the peer that was current.
+- attn_trigger_long (after f6f3e85): the long builds (c4_long, c8_long; past 64 pages) with the same trigger at their
+  start (gen_attn_decode.generate(True, cluster=c, long=True, trigger=True); still launched plainly, the same bits).
+  Unlike long_trigger_end (a trigger after the wait of a PDL-launched build, neutral), this one lets o_proj start
+  beside the walk and stream its 8 MB during it. Its dependents launch only once every CTA of the grid has started
+  and triggered, so they cannot take SMs from unplaced attention CTAs. Prediction: early in the cache, as
+  attn_trigger (0-6 us less a batch-1 step); late in long caches (attention DRAM-bound), level: o_proj's bytes move
+  into the walk's DRAM time.
 - res_spin_off, res_spin_x_first (after 703ac55, with the spin boundary gdn_decode -> out_proj as the current form:
   dops.RES_SPIN, fp8_gemv_n2048_k4096_res_spin, gdn_decode_b32_spin storing o strong): res_spin_off is the runner with
   RES_SPIN = False (out_proj waits for the recurrence's grid, as at 703ac55; the strong o stores stay). res_spin_x_first:
@@ -799,7 +806,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
          "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "moedown_grp_from9",
-         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "grp_transpose", "grp_transpose_rotate", "early_release", "early_release_all", "refill_last", "refill_last_grp", "nt_branch", "t32_swizzle", "nt_branch_swizzle", "gdn_spin", "inproj_strong", "gdn_spin_again", "gdn_spin_nowait", "gdn_spin_trace", "gdn_spin2", "gdn_spin2_trace", "gdn_spin_smem", "gdn_spin_smem_trace", "gdn_smem_carve", "spin_off", "spin_max3", "spin_backoff", "res_spin", "res_spin_x_first", "res_spin_nogate", "res_spin_land", "attn_trigger", "attn_trigger_opre", "attn_notrigger", "current_again",
+         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "grp_transpose", "grp_transpose_rotate", "early_release", "early_release_all", "refill_last", "refill_last_grp", "nt_branch", "t32_swizzle", "nt_branch_swizzle", "gdn_spin", "inproj_strong", "gdn_spin_again", "gdn_spin_nowait", "gdn_spin_trace", "gdn_spin2", "gdn_spin2_trace", "gdn_spin_smem", "gdn_spin_smem_trace", "gdn_smem_carve", "spin_off", "spin_max3", "spin_backoff", "res_spin", "res_spin_x_first", "res_spin_nogate", "res_spin_land", "attn_trigger", "attn_trigger_opre", "attn_notrigger", "attn_trigger_long", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -1186,12 +1193,18 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
                                                      smem_state=form.startswith("gdn_spin_smem"),
                                                      spin_ba_late=form.startswith("gdn_spin2"),
                                                      spin_z_early=form.startswith("gdn_spin2")), 0)
-    if form.startswith("attn_trigger"):  # the cluster attention builds triggering their dependents at the start
+    if form in ("attn_trigger", "attn_trigger_opre"):  # the cluster attention builds triggering their dependents at the start
         from netra.contracts.attn import ATTN_CLUSTER
 
         ga = paths.generator("attention", "gen_attn_decode")
         for cl, c in ATTN_CLUSTER.items():
             out[c.name] = (ga.generate(True, cluster=cl, trigger=True), c.dynamic_smem)
+    if form == "attn_trigger_long":  # the long builds triggering their dependents at the start
+        from netra.contracts.attn import ATTN_LONG
+
+        ga = paths.generator("attention", "gen_attn_decode")
+        for cl, c in ATTN_LONG.items():
+            out[c.name] = (ga.generate(True, cluster=cl, long=True, trigger=True), c.dynamic_smem)
     if form == "attn_notrigger":  # the cluster attention builds as they were before the trigger's promotion
         from netra.contracts.attn import ATTN_CLUSTER
 
