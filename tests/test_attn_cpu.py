@@ -201,7 +201,7 @@ def test_cluster_builds_are_current_and_assemble_as_intended(c):
     memory; the same 32 HMMA and 66 MOVM as the one-page build (one page's S and O^T, in the page loop), 64 cp.async
     per thread (the first page's K and V, and the loop's next page), no atomic (no counters: the partials meet in shared
     memory), two cluster barriers, and the same shuffles as attn_decode_d256_qknorm; no griddepcontrol.wait (launched
-    plainly) and one launch_dependents, before the first page is walked (generate(trigger=True), since fd59986)."""
+    plainly) and one launch_dependents, before the first page is walked (generate(trigger=True), since f6f3e85)."""
     g = paths.generator("attention", "gen_attn_decode")
     name = A.ATTN_CLUSTER[c].name
     text = g.generate(True, cluster=c, trigger=True)

@@ -123,7 +123,7 @@ def _assembled_body(tmp_path, form: str, text: str, max_registers: int) -> tuple
 
 
 def test_attn_trigger_promoted():
-    """gen_attn_decode trigger, promoted after fd59986 for the cluster builds (c4, c8; measured as step_ab.py's
+    """gen_attn_decode trigger, promoted at f6f3e85 for the cluster builds (c4, c8; measured as step_ab.py's
     attn_trigger; its peer now attn_notrigger): the committed build is the one measured without it plus one
     griddepcontrol.launch_dependents, before its first page is walked, and still no griddepcontrol.wait (launched
     plainly); nothing else differs. Builds without a cluster refuse the option; the long builds are committed without it

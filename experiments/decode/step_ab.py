@@ -746,8 +746,12 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   starts 4.3 us before attention's end and its increment falls 4.59 -> 3.87 us a layer, attention's rises 0.23; with
   its strip requested first it falls to 3.03, but attention's rises 1.5 (its page loads queue behind the 8 MB).
   attn_trigger is ready to promote (new PTX for the c4 / c8 builds: records and a decode record); opre rejected.
-  Promoted after fd59986: the committed c4 / c8 builds trigger, so attn_trigger is now the current form and
+  Promoted at f6f3e85: the committed c4 / c8 builds trigger, so attn_trigger is now the current form and
   attn_notrigger (the builds as before, gen_attn_decode.generate(True, cluster=c)) is the peer that was current.
+  Measured twice more, batch 1, ms plain / PDL early / late: at f6f3e85 (step_ab_current_attn_notrigger_current_again_
+  f6f3e85.json) current 1.5888 / 1.4190 / 1.4354 and 1.5860 / 1.4094 / 1.4277, attn_notrigger 1.5846 / 1.4141 /
+  1.4355 (between the currents); at e2292dd (..._b1_e2292dd.json) current 1.5723 / 1.4089 / 1.4272 and 1.5737 /
+  1.4082 / 1.4277, attn_notrigger 1.5771 / 1.4134 / 1.4300 (the trigger 4.8 / 2.6 us less with PDL, 4 plainly).
 - attn_trigger_long (after f6f3e85): the long builds (c4_long, c8_long; past 64 pages) with the same trigger at their
   start (gen_attn_decode.generate(True, cluster=c, long=True, trigger=True); still launched plainly, the same bits).
   Unlike long_trigger_end (a trigger after the wait of a PDL-launched build, neutral), this one lets o_proj start
@@ -755,6 +759,14 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   and triggered, so they cannot take SMs from unplaced attention CTAs. Prediction: early in the cache, as
   attn_trigger (0-6 us less a batch-1 step); late in long caches (attention DRAM-bound), level: o_proj's bytes move
   into the walk's DRAM time.
+  Measured at e2292dd (step_ab_current_attn_trigger_long_current_again_{ctx131072,b8_ctx16384,b32_ctx32768}_e2292dd
+  .json), ms with PDL early / late, every form bitwise: batch 1 at 131072 current 1.4056 / 2.0419 and 1.4128 / 2.0435,
+  attn_trigger_long 1.4105 / 2.0340 (late 8.7 us less, the currents 1.6 apart; early between them); batch 8 at 16384
+  current 3.2996 / 3.9209 and 3.2971 / 3.9212, attn_trigger_long 3.3052 / 3.9313 (6.9 / 10.3 us more, the currents
+  within 0.3); batch 32 at 32768 current 8.0401 / 12.9911 and 8.0495 / 13.0014, attn_trigger_long 8.0410 / 12.9977
+  (between them). Plainly all level. Mixed: not promoted (batch 8 pays more than batch 1 gains). Why batch 8 loses
+  was not traced. A guess: its long build runs 2 splits of clusters of 4 per (sequence, kv head), 128 CTAs, so o_proj's
+  CTAs start only as attention's CTAs end, and their 8 MB then compete with the slowest CTAs' page reads.
 - res_spin_off, res_spin_x_first (after 703ac55, with the spin boundary gdn_decode -> out_proj as the current form:
   dops.RES_SPIN, fp8_gemv_n2048_k4096_res_spin, gdn_decode_b32_spin storing o strong): res_spin_off is the runner with
   RES_SPIN = False (out_proj waits for the recurrence's grid, as at 703ac55; the strong o stores stay). res_spin_x_first:

@@ -100,7 +100,7 @@ def generate(qknorm: bool = False, once: bool = False, cluster: int = 0, split: 
     nothing needs the pages first, and late in long caches those small loads queued behind every CTA's first page (the
     prologue 3.5 us against 1.5: experiments/attention/long_place_phases_e744800.json). The same bits, and the same time
     within 0.3 us: the walk waits for the first page either way.
-    ``trigger`` (the registered cluster builds c4, c8 since fd59986; measured as the candidate
+    ``trigger`` (the registered cluster builds c4, c8 since f6f3e85; measured as the candidate
     experiments/decode/step_ab.py attn_trigger: batch-1 steps 3-6 us less, docs/notes/decode.md after edf355c): still
     launched plainly, but griddepcontrol.launch_dependents at the start, so the next kernel (o_proj, launched with
     programmatic serialization) starts beside the walk and can stream its weights before its wait. The same bits. The

@@ -154,7 +154,7 @@ def _cluster(c: int) -> Contract:
         # launched plainly, PDL engine included (no griddepcontrol.wait in the PTX), as the long builds since dc4f533:
         # launched with PDL the clusters start while the q | k | v projection holds the SMs and the walk late in a 4K cache
         # was 27 / 62 us a step slower at batch 1 / 32 (experiments/decode/step_ab_current_cluster_plain*_ctx4096_113d9d7
-        # .json). Since fd59986 the PTX runs griddepcontrol.launch_dependents at its start, so o_proj (a PDL launch) starts
+        # .json). Since f6f3e85 the PTX runs griddepcontrol.launch_dependents at its start, so o_proj (a PDL launch) starts
         # beside the walk and streams its weights before its own wait, which still waits for this grid to complete
         # (batch-1 steps 3-6 us less: experiments/decode/step_ab_current_attn_trigger_*.json). Nothing here reads
         # anything before a wait, so pdl stays empty: how it is launched is unchanged.
