@@ -768,6 +768,7 @@ def test_experts_router_build():
     assert pre.count("cp.async.bulk.shared::cluster.global") >= 4  # two router rows, the shared strip's tiles and scales
     assert "RT_PRE_DONE:" in pre and "RT_SPIN:" in post
     assert ptx.count("atom.release.gpu.global.add.u64") == 1 and ptx.count("ld.acquire.gpu.global.u64") == 1
+    assert "fence.acq_rel.gpu" not in ptx  # the barrier's release and acquire are the atomic and the spin (lean)
     assert post.count("redux.sync.max.u32") == 8 and "ld.global.cg.v4.f32" in post
     assert "mov.u32 %p8m, %m;" in ptx and "setp.lt.u32 %psh, %ej, %p8m;" in ptx
     assert post.index("RT_ISSUED:") < post.index("x rows of k block")  # the chunks before the x loads
@@ -1584,3 +1585,45 @@ def _sass(name: str, ptx: str, tmp_path) -> str:
     path.write_text(ptx)
     cubin, _ = build._assemble(toolchain.ptxas(), path, tmp_path)
     return subprocess.run([*toolchain.disassembler(), str(cubin)], capture_output=True, text=True, check=True).stdout
+
+
+@pytest.mark.parametrize("sh", [EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN], ids=lambda sh: sh.name)
+def test_grid_barrier_forms(sh, tmp_path):
+    """The router builds' grid barrier (gen_fp8_gemv._GBAR; step_ab.py bar_fenced, bar_lean_p2): the committed form
+    (lean) has one MEMBAR.ALL.GPU in its SASS, the release atomic's, and no fence.acq_rel.gpu; the form before (fenced)
+    is it plus the fence before the atomic and the one after the spin, nothing else; lean_p2 differs from lean only in
+    the add (CTA 0 adds 256 - SMS + 1) and the target (no div.u64: one CALL fewer in the SASS). The builds without a
+    router refuse the option."""
+    import subprocess
+
+    from netra.contracts import proj as pc
+    from netra.runtime import build, toolchain
+
+    g = _generator()
+    lean = paths.ptx_path("sm_90a", "proj", sh.name).read_text()
+    assert g.generate(sh) == lean and "fence.acq_rel.gpu" not in lean
+    fenced = g.generate(sh, grid_bar="fenced")
+    added = [ln.strip() for ln in fenced.splitlines() if ln not in lean.splitlines()]
+    assert added == ["fence.acq_rel.gpu;"] * 2 and len(fenced.splitlines()) == len(lean.splitlines()) + 2
+    body = fenced.split("RT_SUMS_DONE:", 1)[1]
+    assert body.index("fence.acq_rel.gpu;") < body.index("atom.release.gpu") < body.index("RT_SPIN:") \
+        < body.rindex("fence.acq_rel.gpu;") < body.index("RT_ARRIVED:")
+    p2 = g.generate(sh, grid_bar="lean_p2")
+    assert "div.u64" in lean and "div.u64" not in p2.split("RT_SUMS_DONE:", 1)[1].split("RT_ARRIVED:")[0]
+    assert f"selp.b64 %rv, {256 - pc.SMS + 1}, 1, %p;" in p2 and "and.b64 %rt, %ro, -256;" in p2
+    sass = {}
+    for form, text in (("lean", lean), ("fenced", fenced), ("lean_p2", p2)):
+        d = tmp_path / form
+        d.mkdir()
+        path = d / f"{sh.name}.ptx"
+        path.write_text(text)
+        res = build.resource_usage(toolchain.ptxas(), path)
+        assert res["spill_stores"] == res["stack_frame"] == 0 and res["registers"] <= contracts.get(sh.name).max_registers
+        cubin, _ = build._assemble(toolchain.ptxas(), path, d)
+        sass[form] = subprocess.run([*toolchain.disassembler(), str(cubin)], capture_output=True, text=True,
+                                    check=True).stdout
+    assert [sass[f].count("MEMBAR.ALL.GPU") for f in ("lean", "fenced", "lean_p2")] == [1, 3, 1]
+    assert sass["lean_p2"].count("CALL.REL") == sass["lean"].count("CALL.REL") - 1
+    with pytest.raises(AssertionError):
+        g.generate(EXPERTS_SHARED, grid_bar="fenced")
+

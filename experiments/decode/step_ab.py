@@ -767,6 +767,15 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   (between them). Plainly all level. Mixed: not promoted (batch 8 pays more than batch 1 gains). Why batch 8 loses
   was not traced. A guess: its long build runs 2 splits of clusters of 4 per (sequence, kv head), 128 CTAs, so o_proj's
   CTAs start only as attention's CTAs end, and their 8 MB then compete with the slowest CTAs' page reads.
+- bar_fenced, bar_lean_p2 (after 8180e50, with the router builds' grid barrier "lean" committed: gen_fp8_gemv._GBAR):
+  the router-fused launch and the one-launch MoE block (fp8_gemv_n1024_k2048_moe_shared_router{,_down}) with the grid
+  barrier as it was (bar_fenced: fence.acq_rel.gpu before the release atomic and after the acquire spin, three
+  MEMBAR.ALL.GPU in the SASS against one) and with no 64-bit division for the target either (bar_lean_p2: each launch
+  adds 256, CTA 0 bringing the other CTAs' 131 up to it; the runner's counter starts at zero). Why: the barrier is ~1 us
+  of the router phase at M = 1 (experiments/proj/router/router_phase_diag_d5aa510.json) and sits on every MoE layer's
+  critical path; the two fences are the release and acquire the atomic and the spin already have. Prediction, batch 1
+  PDL: lean 4-12 us a step less than bar_fenced (0.1-0.3 us a layer), lean_p2 another 2-4; batch 2 (the router-fused
+  launch) the same; bitwise.
 - res_spin_off, res_spin_x_first (after 703ac55, with the spin boundary gdn_decode -> out_proj as the current form:
   dops.RES_SPIN, fp8_gemv_n2048_k4096_res_spin, gdn_decode_b32_spin storing o strong): res_spin_off is the runner with
   RES_SPIN = False (out_proj waits for the recurrence's grid, as at 703ac55; the strong o stores stay). res_spin_x_first:
@@ -818,7 +827,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
          "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "moedown_grp_from9",
-         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "grp_transpose", "grp_transpose_rotate", "early_release", "early_release_all", "refill_last", "refill_last_grp", "nt_branch", "t32_swizzle", "nt_branch_swizzle", "gdn_spin", "inproj_strong", "gdn_spin_again", "gdn_spin_nowait", "gdn_spin_trace", "gdn_spin2", "gdn_spin2_trace", "gdn_spin_smem", "gdn_spin_smem_trace", "gdn_smem_carve", "spin_off", "spin_max3", "spin_backoff", "res_spin", "res_spin_x_first", "res_spin_nogate", "res_spin_land", "attn_trigger", "attn_trigger_opre", "attn_notrigger", "attn_trigger_long", "current_again",
+         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "grp_transpose", "grp_transpose_rotate", "early_release", "early_release_all", "refill_last", "refill_last_grp", "nt_branch", "t32_swizzle", "nt_branch_swizzle", "gdn_spin", "inproj_strong", "gdn_spin_again", "gdn_spin_nowait", "gdn_spin_trace", "gdn_spin2", "gdn_spin2_trace", "gdn_spin_smem", "gdn_spin_smem_trace", "gdn_smem_carve", "spin_off", "spin_max3", "spin_backoff", "res_spin", "res_spin_x_first", "res_spin_nogate", "res_spin_land", "attn_trigger", "attn_trigger_opre", "attn_notrigger", "attn_trigger_long", "bar_fenced", "bar_lean_p2", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -1217,6 +1226,12 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
         ga = paths.generator("attention", "gen_attn_decode")
         for cl, c in ATTN_LONG.items():
             out[c.name] = (ga.generate(True, cluster=cl, long=True, trigger=True), c.dynamic_smem)
+    if form in ("bar_fenced", "bar_lean_p2"):  # the router builds' grid barrier as before / without its division
+        from netra.contracts.proj import EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN
+
+        g = paths.generator("proj", "gen_fp8_gemv")
+        for sh in (EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN):
+            out[sh.name] = (g.generate(sh, grid_bar=form[4:]), contracts.get(sh.name).dynamic_smem)
     if form == "attn_notrigger":  # the cluster attention builds as they were before the trigger's promotion
         from netra.contracts.attn import ATTN_CLUSTER
 

@@ -1596,6 +1596,17 @@ _RNW = {"early": False}  # router: the norm weight loaded with h, not per block 
 # diagnostic builds of the router phase (experiments/proj/router/router_phase_diag.py; wrong results by design):
 # "nosync" leaves out the grid barrier's atomic and spin (its bar.syncs stay), so each CTA reads whatever logits are there
 _DIAG = {"router": ""}
+# The router phase's grid barrier (experiments/decode/step_ab.py bar_*). "lean" (promoted after 8180e50): thread 0 runs
+# atom.release.gpu.add of 1, a 64-bit division by SMS for the target and an ld.acquire.gpu spin, with no fence: the PTX
+# ABI maps a C++ release fetch_add to atom.release and an acquire load to ld.acquire, and the acquire that reads the last
+# add of the launch's chain of adds synchronizes with every CTA's release (C++'s release sequence); bar.sync before and
+# after orders the CTA's other threads (CUTLASS's grid barrier is the same pattern). "fenced" (the form before): also
+# fence.acq_rel.gpu before the atomic and after the spin, three MEMBAR.ALL.GPU in the SASS against one. "lean_p2" (a
+# candidate): no division either: CTA 0 adds GBAR_P - SMS + 1 and the others 1, so each launch adds GBAR_P (a power of
+# two) and the target is the arrival rounded up to a multiple of it. That needs the counter at a multiple of GBAR_P
+# before each launch, which changes the contracts' `bar` (each launch adds SMS) and their references.
+_GBAR = {"form": "lean"}
+GBAR_P = 256
 
 
 def grp_strip(e: Emit, sh: Shape, src: str, ej: str, ls: str, tmp: str, note: str = "", need_ls: bool = True) -> None:
@@ -1657,7 +1668,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
              maxnreg: int | None = None, sum_late: bool | str = False, sum_late_regs: int = 1,
              x_prepped: bool = False, parked: bool = False, grp_transpose: bool = False,
              early_release: bool = False, refill_last: bool = False, nt_branch: bool = False,
-             strong_out: bool | None = None, spin_gate: bool = True, spin_land: bool = False) -> str:
+             strong_out: bool | None = None, spin_gate: bool = True, spin_land: bool = False,
+             grid_bar: str = "lean") -> str:
     """The PTX. The defaults are the promoted build (v3g); ``generate(sh, **V3)`` is v3 as promoted
     at cb9faad (bitwise the same outputs). ``stage_x`` (a candidate, experiments/proj/proj_variant.py v3x, on v3): x comes into
     shared memory by one bulk copy per token row instead of 32 four-byte loads per thread;
@@ -1800,7 +1812,10 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     ``Fp8Gemv.spin`` (the candidate contracts.proj.RES_SPIN, rejected at 75785c5; experiments/decode/step_ab.py
     res_spin*): x polled (x_rows_poll) instead of waited for, griddepcontrol.wait after the x prologue, x_next's share
     filled with TAG before any wait (x_next_tags); one body, M <= 8. ``spin_gate`` (default): warp 0 alone polls 32
-    sampled vectors first (x_gate); ``spin_land``: it waits for the strip's chunks before that."""
+    sampled vectors first (x_gate); ``spin_land``: it waits for the strip's chunks before that. ``grid_bar`` (the router
+    builds; step_ab.py bar_*): the router phase's grid barrier without the fences the release atomic and the acquire
+    spin already are ("lean", the promoted form), with them ("fenced", the form before 8180e50's successor), or also
+    without the 64-bit division ("lean_p2", a candidate; _GBAR says what that needs of the counter)."""
     maxnreg = sh.maxnreg if maxnreg is None else maxnreg
     red_swizzle = sh.red_swizzle if red_swizzle is None else red_swizzle
     h_early = sh.h_early if h_early is None else h_early
@@ -1814,6 +1829,8 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
         norm_w_early = "pre" if sh.norm_w_pre else False
     assert not norm_w_early or sh.router, f"norm_w_early: the router-fused build only ({sh.name})"
     _RNW["early"] = norm_w_early
+    assert grid_bar == "lean" or (sh.router and not sh.router_poll), f"grid_bar: the router builds' barrier ({sh.name})"
+    _GBAR["form"] = grid_bar
     assert not h_early or (sh.fuse in ("res", "moedown") and sh.ksplit == 1 and sh.passes == 1 and sh.tokens != 32
                            and sh.red_bytes // 4 <= sh.threads) or (sh.fuse == "res" and sh.ksplit == 2
                            and split_passes(sh) == 1 and -(-sh.S // sh.walkers) <= 2), \
@@ -2995,16 +3012,29 @@ def barrier_and_logits(ee, e, sh: Shape) -> None:
         ee("setp.eq.u32 %q, %t0, 0;")
         ee(f"mov.u64 %rv, {sh.NS // sh.NC * (SMS - 1)};  // the strips after every CTA's first NS (static)")
         ee("@%q st.relaxed.gpu.global.u64 [%rb+8], %rv;  // CTA 0: this launch's strip counter (before the barrier)")
-    ee("fence.acq_rel.gpu;")
-    ee("atom.release.gpu.global.add.u64 %ro, [%rb], 1;")
-    ee(f"div.u64 %rt, %ro, {SMS};")
-    ee("add.u64 %rt, %rt, 1;")
-    ee(f"mul.lo.u64 %rt, %rt, {SMS};  // this launch's last arrival")
+    form = _GBAR["form"]
+    assert form in ("fenced", "lean", "lean_p2") and not (form == "lean_p2" and _DYN["on"]), form
+    if form == "fenced":
+        ee("fence.acq_rel.gpu;")
+    if form == "lean_p2":
+        assert GBAR_P & (GBAR_P - 1) == 0 and GBAR_P >= SMS
+        ee("mov.u32 %t0, %ctaid.x;")
+        ee("setp.eq.u32 %p, %t0, 0;")
+        ee(f"selp.b64 %rv, {GBAR_P - SMS + 1}, 1, %p;  // CTA 0 brings the launch's adds to {GBAR_P}")
+        ee("atom.release.gpu.global.add.u64 %ro, [%rb], %rv;")
+        ee(f"and.b64 %rt, %ro, {-GBAR_P};")
+        ee(f"add.u64 %rt, %rt, {GBAR_P};  // this launch's last arrival")
+    else:
+        ee("atom.release.gpu.global.add.u64 %ro, [%rb], 1;")
+        ee(f"div.u64 %rt, %ro, {SMS};")
+        ee("add.u64 %rt, %rt, 1;")
+        ee(f"mul.lo.u64 %rt, %rt, {SMS};  // this launch's last arrival")
     e("RT_SPIN:")
     ee("ld.acquire.gpu.global.u64 %rv, [%rb];")
     ee("setp.lt.u64 %p, %rv, %rt;")
     ee("@%p bra RT_SPIN;")
-    ee("fence.acq_rel.gpu;")
+    if form == "fenced":
+        ee("fence.acq_rel.gpu;")
     e("RT_ARRIVED:")
     ee("bar.sync 0;  // every CTA's logits and x_out visible")
     ee("setp.ge.u32 %p, %warp, %m;")
