@@ -1596,7 +1596,7 @@ _RNW = {"early": False}  # router: the norm weight loaded with h, not per block 
 # diagnostic builds of the router phase (experiments/proj/router/router_phase_diag.py; wrong results by design):
 # "nosync" leaves out the grid barrier's atomic and spin (its bar.syncs stay), so each CTA reads whatever logits are there
 _DIAG = {"router": ""}
-# The router phase's grid barrier (experiments/decode/step_ab.py bar_*). "lean" (promoted after 8180e50): thread 0 runs
+# The router phase's grid barrier (experiments/decode/step_ab.py bar_*). "lean" (promoted at 7e704bc): thread 0 runs
 # atom.release.gpu.add of 1, a 64-bit division by SMS for the target and an ld.acquire.gpu spin, with no fence: the PTX
 # ABI maps a C++ release fetch_add to atom.release and an acquire load to ld.acquire, and the acquire that reads the last
 # add of the launch's chain of adds synchronizes with every CTA's release (C++'s release sequence); bar.sync before and
@@ -1814,7 +1814,7 @@ def generate(sh: Shape, stage_x: bool = False, x_rows: bool = True, skip_nt1: bo
     filled with TAG before any wait (x_next_tags); one body, M <= 8. ``spin_gate`` (default): warp 0 alone polls 32
     sampled vectors first (x_gate); ``spin_land``: it waits for the strip's chunks before that. ``grid_bar`` (the router
     builds; step_ab.py bar_*): the router phase's grid barrier without the fences the release atomic and the acquire
-    spin already are ("lean", the promoted form), with them ("fenced", the form before 8180e50's successor), or also
+    spin already are ("lean", the promoted form), with them ("fenced", the form before 7e704bc), or also
     without the 64-bit division ("lean_p2", a candidate; _GBAR says what that needs of the counter)."""
     maxnreg = sh.maxnreg if maxnreg is None else maxnreg
     red_swizzle = sh.red_swizzle if red_swizzle is None else red_swizzle
