@@ -776,6 +776,12 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   critical path; the two fences are the release and acquire the atomic and the spin already have. Prediction, batch 1
   PDL: lean 4-12 us a step less than bar_fenced (0.1-0.3 us a layer), lean_p2 another 2-4; batch 2 (the router-fused
   launch) the same; bitwise.
+  Measured at 7e704bc (step_ab_current_bar_fenced_bar_lean_p2_current_again_7e704bc.json; batch 2 not run: the
+  loan's device time), batch 1, ms plain / PDL early / PDL late, every form bitwise: current (lean) 1.5654 / 1.3916 /
+  1.4086 and 1.5793 / 1.3920 / 1.4113, bar_fenced 1.5808 / 1.4059 / 1.4262, bar_lean_p2 1.5667 / 1.4047 / 1.4244.
+  So lean 14.1 / 16.3 us less than fenced with PDL (8.5 plainly): promoted, with records and a decode record in the
+  same loan. lean_p2 13 us slower than lean, level with fenced; why was not found (the same SASS but the add's
+  operand and the target's and / add in place of the division's call). Rejected.
 - res_spin_off, res_spin_x_first (after 703ac55, with the spin boundary gdn_decode -> out_proj as the current form:
   dops.RES_SPIN, fp8_gemv_n2048_k4096_res_spin, gdn_decode_b32_spin storing o strong): res_spin_off is the runner with
   RES_SPIN = False (out_proj waits for the recurrence's grid, as at 703ac55; the strong o stores stay). res_spin_x_first:

@@ -2878,8 +2878,8 @@ def router_phase(e: Emit, sh: Shape) -> None:
       router's layout), normalizes the row in registers (rms_emit: rmsnorm_h2048's order), CTA 0's slot-0 warps
       store it to x_out; then the expert's row (in shared memory since before the wait) as the router sums it
       (gen_moe_router._row_sum), lane 0 stores the BF16 logit as fp32 to logits[m, e].
-    - bar.sync; thread 0: fence.acq_rel.gpu, atom.add.release.gpu on the counter (u64, never wraps), spin with
-      ld.acquire.gpu until it reaches the next multiple of SMS, fence.acq_rel.gpu; bar.sync. Every CTA must be
+    - bar.sync; thread 0: atom.add.release.gpu on the counter (u64, never wraps), spin with ld.acquire.gpu until it
+      reaches the next multiple of SMS (no fences since 7e704bc: _GBAR); bar.sync. Every CTA must be
       resident (one per SM, SMS of them): the op checks the device before it launches this.
     - Warp m < M: the 256 logits of token m (ld.global.cg: not from L1), the router's selection
       (gen_moe_router._select_redux) and weights; lane j < 8 writes pair 8 m + j's id to the shared ids table (the
