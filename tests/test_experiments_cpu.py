@@ -234,3 +234,36 @@ def test_gdn_spin_candidate(tmp_path):
     diff = [(x, y) for x, y in zip(a, b) if x != y]
     assert len(a) == len(b) and len(diff) == 2 and all("st.relaxed.gpu.global.b16" in y for _, y in diff), diff
     assert gf.generate(NORM_BA) == (Path(gf.HERE) / f"{NORM_BA.name}.ptx").read_text()
+
+
+def test_lean_handoff_candidates(tmp_path):
+    """step_ab.py split_lean and long_lean (built, not measured): the split router and the long attention builds
+    without the two fence.acq_rel.gpu around their hand-off's atom.acq_rel.gpu, nothing else changed; in the SASS
+    two MEMBAR.ALL.GPU fewer (3 -> 1 and 4 -> 2), within the contracts' registers and without spills."""
+    import subprocess
+
+    from netra import contracts, paths
+    from netra.contracts.attn import ATTN_LONG
+    from netra.runtime import build, toolchain
+
+    gr = paths.generator("proj", "gen_moe_router")
+    ga = paths.generator("attention", "gen_attn_decode")
+    builds = [(gr.SPLIT_NAME, "proj", gr.generate_split(lean=True), 3)]
+    builds += [(c.name, "attention", ga.generate(True, cluster=cl, long=True, lean_split=True), 4)
+               for cl, c in ATTN_LONG.items()]
+    for name, family, text, membars in builds:
+        committed = paths.ptx_path("sm_90a", family, name).read_text()
+        gone = [ln.strip() for ln in committed.splitlines() if ln not in text.splitlines()]
+        assert len(gone) == 2 and all(ln.startswith("fence.acq_rel.gpu;") for ln in gone), (name, gone)
+        assert len(text.splitlines()) == len(committed.splitlines()) - 2
+        assert text.count("atom.acq_rel.gpu") == committed.count("atom.acq_rel.gpu") == 1
+        path = tmp_path / f"{name}.ptx"
+        path.write_text(text)
+        res = build.resource_usage(toolchain.ptxas(), path)
+        assert res["spill_stores"] == res["stack_frame"] == 0 and res["registers"] <= contracts.get(name).max_registers
+        cubin, _ = build._assemble(toolchain.ptxas(), path, tmp_path)
+        sass = subprocess.run([*toolchain.disassembler(), str(cubin)], capture_output=True, text=True, check=True).stdout
+        assert build.disasm(name).count("MEMBAR.ALL.GPU") == membars and sass.count("MEMBAR.ALL.GPU") == membars - 2
+    with pytest.raises(AssertionError):
+        ga.generate(True, cluster=8, lean_split=True)
+

@@ -782,6 +782,15 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   So lean 14.1 / 16.3 us less than fenced with PDL (8.5 plainly): promoted, with records and a decode record in the
   same loan. lean_p2 13 us slower than lean, level with fenced; why was not found (the same SASS but the add's
   operand and the target's and / add in place of the division's call). Rejected.
+- split_lean, long_lean (after 01e2703; built, not measured: the session's device time was spent): the same two fences
+  gone from the other committed cross-CTA hand-offs whose atomic is acq_rel. split_lean: the split router
+  (moe_router_norm_split_e256_k2048, from 31 tokens; gen_moe_router.generate_split(lean=True)): thread 0's fence before
+  its atom.acq_rel.gpu and the last CTA's after the count (SASS: one MEMBAR.ALL.GPU against three). long_lean: the long
+  attention builds (c4_long, c8_long; past 64 pages; gen_attn_decode.generate(lean_split=True)): every thread's fence
+  after its partial's stores and the last CTA's after its ticket (two MEMBAR.ALL.GPU against four). Prediction, with
+  PDL: split_lean at batch 32 0.15-0.4 us a layer (6-16 us a step), long_lean 0.2-0.5 us an attention layer at long
+  contexts (2-5 us a step at batch 1); bitwise. Run: current, split_lean, current_again --batch=32; current, long_lean,
+  current_again --context=131072 (and --batch=8 --context=16384).
 - res_spin_off, res_spin_x_first (after 703ac55, with the spin boundary gdn_decode -> out_proj as the current form:
   dops.RES_SPIN, fp8_gemv_n2048_k4096_res_spin, gdn_decode_b32_spin storing o strong): res_spin_off is the runner with
   RES_SPIN = False (out_proj waits for the recurrence's grid, as at 703ac55; the strong o stores stay). res_spin_x_first:
@@ -833,7 +842,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
          "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "moedown_grp_from9",
-         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "grp_transpose", "grp_transpose_rotate", "early_release", "early_release_all", "refill_last", "refill_last_grp", "nt_branch", "t32_swizzle", "nt_branch_swizzle", "gdn_spin", "inproj_strong", "gdn_spin_again", "gdn_spin_nowait", "gdn_spin_trace", "gdn_spin2", "gdn_spin2_trace", "gdn_spin_smem", "gdn_spin_smem_trace", "gdn_smem_carve", "spin_off", "spin_max3", "spin_backoff", "res_spin", "res_spin_x_first", "res_spin_nogate", "res_spin_land", "attn_trigger", "attn_trigger_opre", "attn_notrigger", "attn_trigger_long", "bar_fenced", "bar_lean_p2", "current_again",
+         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "grp_transpose", "grp_transpose_rotate", "early_release", "early_release_all", "refill_last", "refill_last_grp", "nt_branch", "t32_swizzle", "nt_branch_swizzle", "gdn_spin", "inproj_strong", "gdn_spin_again", "gdn_spin_nowait", "gdn_spin_trace", "gdn_spin2", "gdn_spin2_trace", "gdn_spin_smem", "gdn_spin_smem_trace", "gdn_smem_carve", "spin_off", "spin_max3", "spin_backoff", "res_spin", "res_spin_x_first", "res_spin_nogate", "res_spin_land", "attn_trigger", "attn_trigger_opre", "attn_notrigger", "attn_trigger_long", "bar_fenced", "bar_lean_p2", "split_lean", "long_lean", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -1238,6 +1247,15 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
         g = paths.generator("proj", "gen_fp8_gemv")
         for sh in (EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN):
             out[sh.name] = (g.generate(sh, grid_bar=form[4:]), contracts.get(sh.name).dynamic_smem)
+    if form == "split_lean":  # the split router without its hand-off's two fences
+        gr = paths.generator("proj", "gen_moe_router")
+        out[gr.SPLIT_NAME] = (gr.generate_split(lean=True), contracts.get(gr.SPLIT_NAME).dynamic_smem)
+    if form == "long_lean":  # the long attention builds without their hand-off's two fences
+        from netra.contracts.attn import ATTN_LONG
+
+        ga = paths.generator("attention", "gen_attn_decode")
+        for cl, c in ATTN_LONG.items():
+            out[c.name] = (ga.generate(True, cluster=cl, long=True, lean_split=True), c.dynamic_smem)
     if form == "attn_notrigger":  # the cluster attention builds as they were before the trigger's promotion
         from netra.contracts.attn import ATTN_CLUSTER
 

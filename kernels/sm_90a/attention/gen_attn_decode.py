@@ -79,7 +79,7 @@ for _c in (ATTN_DECODE, ATTN_DECODE_QKNORM):
 
 
 def generate(qknorm: bool = False, once: bool = False, cluster: int = 0, split: int = 0, long: bool = False,
-             push: bool = False, q_first: bool = False, trigger: bool = False) -> str:
+             push: bool = False, q_first: bool = False, trigger: bool = False, lean_split: bool = False) -> str:
     """attn_decode_d256; with ``qknorm`` attn_decode_d256_qknorm (q_norm and k_norm first, bitwise qk_rmsnorm_d256's).
     ``once`` (a candidate, experiments/attention/qknorm_once_variant.py; with qknorm): each CTA normalizes its 8 query
     heads once, warp w heads 2 w and 2 w + 1 in qk_rmsnorm_d256's own lane layout, into shared memory, and every warp
@@ -104,8 +104,15 @@ def generate(qknorm: bool = False, once: bool = False, cluster: int = 0, split: 
     experiments/decode/step_ab.py attn_trigger: batch-1 steps 3-6 us less, docs/notes/decode.md after edf355c): still
     launched plainly, but griddepcontrol.launch_dependents at the start, so the next kernel (o_proj, launched with
     programmatic serialization) starts beside the walk and can stream its weights before its wait. The same bits. The
-    long builds and the rejected candidates (push, c6, c16) are built without it, as measured."""
+    long builds and the rejected candidates (push, c6, c16) are built without it, as measured.
+    ``lean_split`` (the long builds; a candidate, experiments/decode/step_ab.py long_lean; built, not measured): the
+    hand-off of the clusters' partials (_cl_split) without its two fence.acq_rel.gpu, every thread's after its
+    partial's stores and the last CTA's after its ticket. Thread 0's atom.acq_rel.gpu is the release and the acquire,
+    and a bar.sync on each side orders the CTA's other threads (as the router builds' grid barrier since 7e704bc; the
+    last CTA reads the partials with ld.global.cg). The same bits."""
     assert not trigger or cluster, "trigger: the cluster builds (the others trigger after their wait)"
+    assert not lean_split or long, "lean_split: the long builds' hand-off"
+    _LEAN["split"] = lean_split
     assert qknorm or not once
     clusters = {**ATTN_CLUSTER, **ATTN_CLUSTER_CANDIDATES}
     assert not cluster or (qknorm and not once and cluster in clusters and not split)
@@ -1024,6 +1031,9 @@ def _cl_long_table(e, table: int):
         e(f"@%ptb{u} ld.global.nc.u32 %pidu{u}, [%a2];")
 
 
+_LEAN = {"split": False}  # generate(lean_split): _cl_split without its two fences
+
+
 def _cl_split(e, cluster: int):
     """(long) SPLIT_PART, S_eff > 1: this thread's E outputs of the cluster's combined partial (O not yet divided by L)
     to ws[b, kvh, j] at head %hd, dims %dm.., and M, L of head %hd (the thread with %dm = 0); one arrival a CTA on
@@ -1058,7 +1068,8 @@ def _cl_split(e, cluster: int):
     e("add.s64 %a2, %ai, %a2;")
     e(f"@%p st.global.f32 [%a2+{HEAD_DIM * GROUP * 4}], %M;")
     e(f"@%p st.global.f32 [%a2+{HEAD_DIM * GROUP * 4 + 32}], %Lsum;")
-    e("fence.acq_rel.gpu;")
+    if not _LEAN["split"]:
+        e("fence.acq_rel.gpu;")
     e("bar.sync 0;")
     e(f"mad.lo.u32 %ir2, %ir0, {cluster}, %rk;")
     e("mul.wide.u32 %a, %ir2, 4;")
@@ -1071,7 +1082,8 @@ def _cl_split(e, cluster: int):
     e("sub.u32 %ir2, %seff, 1;")
     e("setp.ne.u32 %p, %cnt, %ir2;")
     e("@%p bra COMBINED;  // not the last cluster of this slice")
-    e("fence.acq_rel.gpu;")
+    if not _LEAN["split"]:
+        e("fence.acq_rel.gpu;")
     e(f"// the last: the slice over clusters 0 .. S_eff - 1 (at most {S}), every load first, then in cluster order")
     e("mul.lo.u32 %ir1, %ir0, %S;")
     e(f"mul.wide.u32 %ai, %ir1, {PART * 4};")

@@ -576,7 +576,7 @@ SPLIT_NAME = MOE_ROUTER_NORM_SPLIT.name  # measured by experiments/proj/router/r
 SPLIT_TOKENS = ROUTER_SPLIT_TOKENS  # tokens per CTA: one warp each
 
 
-def generate_split(epc: int = ROUTER_SPLIT_EXPERTS, name: str = SPLIT_NAME) -> str:
+def generate_split(epc: int = ROUTER_SPLIT_EXPERTS, name: str = SPLIT_NAME, lean: bool = False) -> str:
     """moe_router_norm's outputs (bitwise) with the experts split across CTAs instead of the tokens across clusters.
 
     Why: moe_router_norm gives each token a cluster of 8 CTAs that each read 32 expert rows (128 KB), so M tokens
@@ -592,7 +592,11 @@ def generate_split(epc: int = ROUTER_SPLIT_EXPERTS, name: str = SPLIT_NAME) -> s
       token group, so it stays a multiple of that between launches and never needs a reset); the CTA that brings it
       to a multiple is the group's last, and its warps select their tokens' top 8 from the 256 logits as
       moe_router_norm's rank 0 (the u32 keys and redux, the same weights), so top and idx are bitwise its.
-    No CTA waits for another: no residency requirement."""
+    No CTA waits for another: no residency requirement.
+    ``lean`` (a candidate, experiments/decode/step_ab.py split_lean; built, not measured): without the two
+    fence.acq_rel.gpu, thread 0's before its atom.acq_rel.gpu (which is itself the release) and the last CTA's after
+    the count (thread 0's atomic is the acquire; bar.sync orders the CTA's other threads, as the router builds' grid
+    barrier since 7e704bc). The same bits."""
     assert NUM_EXPERTS % epc == 0 and epc in (2, 4, 8)
     eg = NUM_EXPERTS // epc
     row = ROUTER_K * 2
@@ -733,7 +737,8 @@ def generate_split(epc: int = ROUTER_SPLIT_EXPERTS, name: str = SPLIT_NAME) -> s
     e("@%p bra COUNTED;")
     e("mul.wide.u32 %o64, %tg, 8;")
     e("add.u64 %pa, %pc, %o64;")
-    e("fence.acq_rel.gpu;")
+    if not lean:
+        e("fence.acq_rel.gpu;")
     e("atom.acq_rel.gpu.global.add.u64 %old, [%pa], 1;")
     e(f"and.b64 %old, %old, {eg - 1};")
     e(f"setp.eq.u64 %q, %old, {eg - 1};  // the token group's last CTA")
@@ -745,7 +750,8 @@ def generate_split(epc: int = ROUTER_SPLIT_EXPERTS, name: str = SPLIT_NAME) -> s
     e("setp.eq.u32 %p, %t0, 0;")
     e("or.pred %p, %p, %pv;")
     e("@%p bra DONE;")
-    e("fence.acq_rel.gpu;  // every group CTA's logits, after thread 0's acquire")
+    if not lean:
+        e("fence.acq_rel.gpu;  // every group CTA's logits, after thread 0's acquire")
     e("// the group's last CTA, warp w: lane l holds logits[tok, 8 l .. 8 l + 7]")
     e(f"mad.lo.u32 %t0, %tok, {NUM_EXPERTS}, 0;")
     e("mad.lo.u32 %t0, %lane, 8, %t0;")
