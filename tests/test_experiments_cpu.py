@@ -267,3 +267,39 @@ def test_lean_handoff_candidates(tmp_path):
     with pytest.raises(AssertionError):
         ga.generate(True, cluster=8, lean_split=True)
 
+
+def test_cl_restrict_candidate(tmp_path):
+    """step_ab.py cl_restrict (built, not measured): the c4 / c8 builds with the partials' cluster barrier released by
+    fence.release.sync_restrict::shared::cta.cluster and a relaxed arrive; otherwise the committed text (PTX 8.6 for the
+    fence); in the SASS no MEMBAR.ALL.GPU (the committed builds: one, the release arrive's) and the same registers.
+    Builds without a cluster, and the push builds, refuse it."""
+    import subprocess
+
+    from netra import paths
+    from netra.contracts.attn import ATTN_CLUSTER
+    from netra.runtime import build, toolchain
+
+    g = paths.generator("attention", "gen_attn_decode")
+    for c, k in ATTN_CLUSTER.items():
+        committed = paths.ptx_path("sm_90a", "attention", k.name).read_text()
+        text = g.generate(True, cluster=c, trigger=True, cl_restrict=True)
+        assert committed.count("barrier.cluster.arrive.release.aligned;") == 1
+        assert "barrier.cluster.arrive.release" not in text and text.count("fence.release.sync_restrict") == 1
+        a, b = committed.splitlines(), text.splitlines()
+        assert len(b) == len(a) + 1 and [ln for ln in a if ln not in b] == [".version 8.0",
+                                                                           "  barrier.cluster.arrive.release.aligned;"]
+        fence = b.index("  fence.release.sync_restrict::shared::cta.cluster;  // this CTA's partial (shared::cta) before the arrive")
+        assert b[fence + 1] == "  barrier.cluster.arrive.relaxed.aligned;" and b[fence - 1] == "EMPTY_JOIN:"
+        path = tmp_path / f"{k.name}.ptx"
+        path.write_text(text)
+        res = build.resource_usage(toolchain.ptxas(), path)
+        assert res["registers"] == build.resource_usage(toolchain.ptxas(), paths.ptx_path("sm_90a", "attention", k.name))["registers"]
+        assert res["spill_stores"] == res["stack_frame"] == 0
+        cubin, _ = build._assemble(toolchain.ptxas(), path, tmp_path)
+        sass = subprocess.run([*toolchain.disassembler(), str(cubin)], capture_output=True, text=True, check=True).stdout
+        assert build.disasm(k.name).count("MEMBAR.ALL.GPU") == 1 and sass.count("MEMBAR.ALL.GPU") == 0
+    with pytest.raises(AssertionError):
+        g.generate(True, cl_restrict=True)
+    with pytest.raises(AssertionError):
+        g.generate(True, cluster=8, push=True, cl_restrict=True)
+

@@ -791,6 +791,13 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   PDL: split_lean at batch 32 0.15-0.4 us a layer (6-16 us a step), long_lean 0.2-0.5 us an attention layer at long
   contexts (2-5 us a step at batch 1); bitwise. Run: current, split_lean, current_again --batch=32; current, long_lean,
   current_again --context=131072 (and --batch=8 --context=16384).
+- cl_restrict (after 82dfe65; built, not measured): the cluster attention builds c4 / c8 with their partials' cluster
+  barrier released by fence.release.sync_restrict::shared::cta.cluster and a relaxed arrive
+  (gen_attn_decode.generate(cl_restrict=True), PTX 8.6) instead of barrier.cluster.arrive.release, which ptxas emits as
+  MEMBAR.ALL.GPU (now FENCE.VIEW.ASYNC.S; no MEMBAR.ALL.GPU left in the builds). The partial is all in this CTA's
+  shared memory, read by the other ranks with ld.shared::cluster. Prediction: 0.1-0.3 us an attention layer, 1-3 us a
+  step at batch 1 (10 layers), more at batch 32 (its c4 grid is two waves); bitwise. Run: current, cl_restrict,
+  current_again at --batch=1, 8, 32.
 - res_spin_off, res_spin_x_first (after 703ac55, with the spin boundary gdn_decode -> out_proj as the current form:
   dops.RES_SPIN, fp8_gemv_n2048_k4096_res_spin, gdn_decode_b32_spin storing o strong): res_spin_off is the runner with
   RES_SPIN = False (out_proj waits for the recurrence's grid, as at 703ac55; the strong o stores stay). res_spin_x_first:
@@ -842,7 +849,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
          "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "moedown_grp_from9",
-         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "grp_transpose", "grp_transpose_rotate", "early_release", "early_release_all", "refill_last", "refill_last_grp", "nt_branch", "t32_swizzle", "nt_branch_swizzle", "gdn_spin", "inproj_strong", "gdn_spin_again", "gdn_spin_nowait", "gdn_spin_trace", "gdn_spin2", "gdn_spin2_trace", "gdn_spin_smem", "gdn_spin_smem_trace", "gdn_smem_carve", "spin_off", "spin_max3", "spin_backoff", "res_spin", "res_spin_x_first", "res_spin_nogate", "res_spin_land", "attn_trigger", "attn_trigger_opre", "attn_notrigger", "attn_trigger_long", "bar_fenced", "bar_lean_p2", "split_lean", "long_lean", "current_again",
+         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "grp_transpose", "grp_transpose_rotate", "early_release", "early_release_all", "refill_last", "refill_last_grp", "nt_branch", "t32_swizzle", "nt_branch_swizzle", "gdn_spin", "inproj_strong", "gdn_spin_again", "gdn_spin_nowait", "gdn_spin_trace", "gdn_spin2", "gdn_spin2_trace", "gdn_spin_smem", "gdn_spin_smem_trace", "gdn_smem_carve", "spin_off", "spin_max3", "spin_backoff", "res_spin", "res_spin_x_first", "res_spin_nogate", "res_spin_land", "attn_trigger", "attn_trigger_opre", "attn_notrigger", "attn_trigger_long", "bar_fenced", "bar_lean_p2", "split_lean", "long_lean", "cl_restrict", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -1256,6 +1263,12 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
         ga = paths.generator("attention", "gen_attn_decode")
         for cl, c in ATTN_LONG.items():
             out[c.name] = (ga.generate(True, cluster=cl, long=True, lean_split=True), c.dynamic_smem)
+    if form == "cl_restrict":  # the cluster attention builds' partials barrier released by the restricted fence
+        from netra.contracts.attn import ATTN_CLUSTER
+
+        ga = paths.generator("attention", "gen_attn_decode")
+        for cl, c in ATTN_CLUSTER.items():
+            out[c.name] = (ga.generate(True, cluster=cl, trigger=True, cl_restrict=True), c.dynamic_smem)
     if form == "attn_notrigger":  # the cluster attention builds as they were before the trigger's promotion
         from netra.contracts.attn import ATTN_CLUSTER
 
