@@ -236,15 +236,23 @@ def test_gdn_spin_candidate(tmp_path):
     assert gf.generate(NORM_BA) == (Path(gf.HERE) / f"{NORM_BA.name}.ptx").read_text()
 
 
+def _candidate_sass(tmp_path, name: str, text: str) -> tuple[dict[str, int], str]:
+    """A candidate build's PTX assembled with the pinned ptxas and flags: its resource usage and its SASS."""
+    import subprocess
+
+    path = tmp_path / f"{name}.ptx"
+    path.write_text(text)
+    cubin, _ = build._assemble(toolchain.ptxas(), path, tmp_path)
+    sass = subprocess.run([*toolchain.disassembler(), str(cubin)], capture_output=True, text=True, check=True).stdout
+    return build.resource_usage(toolchain.ptxas(), path), sass
+
+
 def test_lean_handoff_candidates(tmp_path):
     """step_ab.py split_lean and long_lean (built, not measured): the split router and the long attention builds
     without the two fence.acq_rel.gpu around their hand-off's atom.acq_rel.gpu, nothing else changed; in the SASS
     two MEMBAR.ALL.GPU fewer (3 -> 1 and 4 -> 2), within the contracts' registers and without spills."""
-    import subprocess
-
     from netra import contracts, paths
     from netra.contracts.attn import ATTN_LONG
-    from netra.runtime import build, toolchain
 
     gr = paths.generator("proj", "gen_moe_router")
     ga = paths.generator("attention", "gen_attn_decode")
@@ -257,12 +265,8 @@ def test_lean_handoff_candidates(tmp_path):
         assert len(gone) == 2 and all(ln.startswith("fence.acq_rel.gpu;") for ln in gone), (name, gone)
         assert len(text.splitlines()) == len(committed.splitlines()) - 2
         assert text.count("atom.acq_rel.gpu") == committed.count("atom.acq_rel.gpu") == 1
-        path = tmp_path / f"{name}.ptx"
-        path.write_text(text)
-        res = build.resource_usage(toolchain.ptxas(), path)
+        res, sass = _candidate_sass(tmp_path, name, text)
         assert res["spill_stores"] == res["stack_frame"] == 0 and res["registers"] <= contracts.get(name).max_registers
-        cubin, _ = build._assemble(toolchain.ptxas(), path, tmp_path)
-        sass = subprocess.run([*toolchain.disassembler(), str(cubin)], capture_output=True, text=True, check=True).stdout
         assert build.disasm(name).count("MEMBAR.ALL.GPU") == membars and sass.count("MEMBAR.ALL.GPU") == membars - 2
     with pytest.raises(AssertionError):
         ga.generate(True, cluster=8, lean_split=True)
@@ -273,11 +277,8 @@ def test_cl_restrict_candidate(tmp_path):
     fence.release.sync_restrict::shared::cta.cluster and a relaxed arrive; otherwise the committed text (PTX 8.6 for the
     fence); in the SASS no MEMBAR.ALL.GPU (the committed builds: one, the release arrive's) and the same registers.
     Builds without a cluster, and the push builds, refuse it."""
-    import subprocess
-
     from netra import paths
     from netra.contracts.attn import ATTN_CLUSTER
-    from netra.runtime import build, toolchain
 
     g = paths.generator("attention", "gen_attn_decode")
     for c, k in ATTN_CLUSTER.items():
@@ -290,13 +291,9 @@ def test_cl_restrict_candidate(tmp_path):
                                                                            "  barrier.cluster.arrive.release.aligned;"]
         fence = b.index("  fence.release.sync_restrict::shared::cta.cluster;  // this CTA's partial (shared::cta) before the arrive")
         assert b[fence + 1] == "  barrier.cluster.arrive.relaxed.aligned;" and b[fence - 1] == "EMPTY_JOIN:"
-        path = tmp_path / f"{k.name}.ptx"
-        path.write_text(text)
-        res = build.resource_usage(toolchain.ptxas(), path)
+        res, sass = _candidate_sass(tmp_path, k.name, text)
         assert res["registers"] == build.resource_usage(toolchain.ptxas(), paths.ptx_path("sm_90a", "attention", k.name))["registers"]
         assert res["spill_stores"] == res["stack_frame"] == 0
-        cubin, _ = build._assemble(toolchain.ptxas(), path, tmp_path)
-        sass = subprocess.run([*toolchain.disassembler(), str(cubin)], capture_output=True, text=True, check=True).stdout
         assert build.disasm(k.name).count("MEMBAR.ALL.GPU") == 1 and sass.count("MEMBAR.ALL.GPU") == 0
     with pytest.raises(AssertionError):
         g.generate(True, cl_restrict=True)

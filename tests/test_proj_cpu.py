@@ -1594,8 +1594,6 @@ def test_grid_barrier_forms(sh, tmp_path):
     is it plus the fence before the atomic and the one after the spin, nothing else; lean_p2 differs from lean only in
     the add (CTA 0 adds 256 - SMS + 1) and the target (no div.u64: one CALL fewer in the SASS). The builds without a
     router refuse the option."""
-    import subprocess
-
     from netra.contracts import proj as pc
     from netra.runtime import build, toolchain
 
@@ -1615,13 +1613,9 @@ def test_grid_barrier_forms(sh, tmp_path):
     for form, text in (("lean", lean), ("fenced", fenced), ("lean_p2", p2)):
         d = tmp_path / form
         d.mkdir()
-        path = d / f"{sh.name}.ptx"
-        path.write_text(text)
-        res = build.resource_usage(toolchain.ptxas(), path)
+        sass[form] = _sass(sh.name, text, d)
+        res = build.resource_usage(toolchain.ptxas(), d / f"{sh.name}.ptx")
         assert res["spill_stores"] == res["stack_frame"] == 0 and res["registers"] <= contracts.get(sh.name).max_registers
-        cubin, _ = build._assemble(toolchain.ptxas(), path, d)
-        sass[form] = subprocess.run([*toolchain.disassembler(), str(cubin)], capture_output=True, text=True,
-                                    check=True).stdout
     assert [sass[f].count("MEMBAR.ALL.GPU") for f in ("lean", "fenced", "lean_p2")] == [1, 3, 1]
     assert sass["lean_p2"].count("CALL.REL") == sass["lean"].count("CALL.REL") - 1
     with pytest.raises(AssertionError):

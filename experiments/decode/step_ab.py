@@ -780,8 +780,9 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   loan's device time), batch 1, ms plain / PDL early / PDL late, every form bitwise: current (lean) 1.5654 / 1.3916 /
   1.4086 and 1.5793 / 1.3920 / 1.4113, bar_fenced 1.5808 / 1.4059 / 1.4262, bar_lean_p2 1.5667 / 1.4047 / 1.4244.
   So lean 14.1 / 16.3 us less than fenced with PDL (8.5 plainly): promoted, with records and a decode record in the
-  same loan. lean_p2 13 us slower than lean, level with fenced; why was not found (the same SASS but the add's
-  operand and the target's and / add in place of the division's call). Rejected.
+  same loan. lean_p2 13 us slower than lean, level with fenced; why was not found (the same PTX but the add's
+  operand and the target's and / add in place of the division; ptxas rescheduled the router phase: 262 SASS lines
+  differ). Rejected.
 - split_lean, long_lean (after 01e2703; built, not measured: the session's device time was spent): the same two fences
   gone from the other committed cross-CTA hand-offs whose atomic is acq_rel. split_lean: the split router
   (moe_router_norm_split_e256_k2048, from 31 tokens; gen_moe_router.generate_split(lean=True)): thread 0's fence before
@@ -1236,18 +1237,20 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
                                                      smem_state=form.startswith("gdn_spin_smem"),
                                                      spin_ba_late=form.startswith("gdn_spin2"),
                                                      spin_z_early=form.startswith("gdn_spin2")), 0)
-    if form in ("attn_trigger", "attn_trigger_opre"):  # the cluster attention builds triggering their dependents at the start
-        from netra.contracts.attn import ATTN_CLUSTER
+    # the attention builds generated with options: (long builds?, gen_attn_decode.generate's options)
+    attn_opts = {"attn_trigger": (False, {"trigger": True}),  # the cluster builds triggering at their start (promoted)
+                 "attn_trigger_opre": (False, {"trigger": True}),
+                 "attn_notrigger": (False, {}),  # the cluster builds as they were before that promotion
+                 "cl_restrict": (False, {"trigger": True, "cl_restrict": True}),  # partials barrier, restricted fence
+                 "attn_trigger_long": (True, {"trigger": True}),  # the long builds triggering at their start
+                 "long_lean": (True, {"lean_split": True})}  # the long builds' hand-off without its two fences
+    if form in attn_opts:
+        from netra.contracts.attn import ATTN_CLUSTER, ATTN_LONG
 
+        long, opts = attn_opts[form]
         ga = paths.generator("attention", "gen_attn_decode")
-        for cl, c in ATTN_CLUSTER.items():
-            out[c.name] = (ga.generate(True, cluster=cl, trigger=True), c.dynamic_smem)
-    if form == "attn_trigger_long":  # the long builds triggering their dependents at the start
-        from netra.contracts.attn import ATTN_LONG
-
-        ga = paths.generator("attention", "gen_attn_decode")
-        for cl, c in ATTN_LONG.items():
-            out[c.name] = (ga.generate(True, cluster=cl, long=True, trigger=True), c.dynamic_smem)
+        for cl, c in (ATTN_LONG if long else ATTN_CLUSTER).items():
+            out[c.name] = (ga.generate(True, cluster=cl, long=long, **opts), c.dynamic_smem)
     if form in ("bar_fenced", "bar_lean_p2"):  # the router builds' grid barrier as before / without its division
         from netra.contracts.proj import EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN
 
@@ -1257,24 +1260,6 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
     if form == "split_lean":  # the split router without its hand-off's two fences
         gr = paths.generator("proj", "gen_moe_router")
         out[gr.SPLIT_NAME] = (gr.generate_split(lean=True), contracts.get(gr.SPLIT_NAME).dynamic_smem)
-    if form == "long_lean":  # the long attention builds without their hand-off's two fences
-        from netra.contracts.attn import ATTN_LONG
-
-        ga = paths.generator("attention", "gen_attn_decode")
-        for cl, c in ATTN_LONG.items():
-            out[c.name] = (ga.generate(True, cluster=cl, long=True, lean_split=True), c.dynamic_smem)
-    if form == "cl_restrict":  # the cluster attention builds' partials barrier released by the restricted fence
-        from netra.contracts.attn import ATTN_CLUSTER
-
-        ga = paths.generator("attention", "gen_attn_decode")
-        for cl, c in ATTN_CLUSTER.items():
-            out[c.name] = (ga.generate(True, cluster=cl, trigger=True, cl_restrict=True), c.dynamic_smem)
-    if form == "attn_notrigger":  # the cluster attention builds as they were before the trigger's promotion
-        from netra.contracts.attn import ATTN_CLUSTER
-
-        ga = paths.generator("attention", "gen_attn_decode")
-        for cl, c in ATTN_CLUSTER.items():
-            out[c.name] = (ga.generate(True, cluster=cl), c.dynamic_smem)
     if form.startswith("res_spin"):  # the producer of the out_proj spin candidate (res_spin_runner): o stored strong
         gg = paths.generator("gdn", "gen_gdn_decode")
         out["gdn_decode_b32_spin"] = (gg.generate(pdl=True, smem_state=True, spin=True, name="gdn_decode_b32_spin",
