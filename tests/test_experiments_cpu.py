@@ -247,33 +247,41 @@ def _candidate_sass(tmp_path, name: str, text: str) -> tuple[dict[str, int], str
     return build.resource_usage(toolchain.ptxas(), path), sass
 
 
-def test_lean_handoff_candidates(tmp_path):
-    """step_ab.py split_lean and long_lean (built, not measured): the split router and the long attention builds
-    without the two fence.acq_rel.gpu around their hand-off's atom.acq_rel.gpu, nothing else changed; in the SASS
-    two MEMBAR.ALL.GPU fewer (3 -> 1 and 4 -> 2), within the contracts' registers and without spills."""
+def test_lean_handoffs(tmp_path):
+    """The split router's hand-off without its two fence.acq_rel.gpu (split_lean, its default since the commit after
+    d0cfc39; step_ab.py split_fenced is the former build) and the long attention builds' (long_lean, a candidate
+    measured level): the fenced text is the lean one plus the two fences around the atom.acq_rel.gpu, nothing else; in
+    the SASS two MEMBAR.ALL.GPU more (1 -> 3 and 2 -> 4), within the contracts' registers and without spills."""
     from netra import contracts, paths
     from netra.contracts.attn import ATTN_LONG
 
     gr = paths.generator("proj", "gen_moe_router")
     ga = paths.generator("attention", "gen_attn_decode")
-    builds = [(gr.SPLIT_NAME, "proj", gr.generate_split(lean=True), 3)]
-    builds += [(c.name, "attention", ga.generate(True, cluster=cl, long=True, lean_split=True), 4)
-               for cl, c in ATTN_LONG.items()]
-    for name, family, text, membars in builds:
-        committed = paths.ptx_path("sm_90a", family, name).read_text()
-        gone = [ln.strip() for ln in committed.splitlines() if ln not in text.splitlines()]
+    split = paths.ptx_path("sm_90a", "proj", gr.SPLIT_NAME).read_text()
+    assert gr.generate_split() == split == gr.generate_split(lean=True) and "fence.acq_rel.gpu" not in split
+    # (name, lean text, fenced text, whether the lean one is committed)
+    builds = [(gr.SPLIT_NAME, split, gr.generate_split(lean=False), True)]
+    builds += [(c.name, ga.generate(True, cluster=cl, long=True, lean_split=True),
+                paths.ptx_path("sm_90a", "attention", c.name).read_text(), False) for cl, c in ATTN_LONG.items()]
+    for name, lean, fenced, committed in builds:
+        gone = [ln.strip() for ln in fenced.splitlines() if ln not in lean.splitlines()]
         assert len(gone) == 2 and all(ln.startswith("fence.acq_rel.gpu;") for ln in gone), (name, gone)
-        assert len(text.splitlines()) == len(committed.splitlines()) - 2
-        assert text.count("atom.acq_rel.gpu") == committed.count("atom.acq_rel.gpu") == 1
-        res, sass = _candidate_sass(tmp_path, name, text)
-        assert res["spill_stores"] == res["stack_frame"] == 0 and res["registers"] <= contracts.get(name).max_registers
-        assert build.disasm(name).count("MEMBAR.ALL.GPU") == membars and sass.count("MEMBAR.ALL.GPU") == membars - 2
+        assert len(lean.splitlines()) == len(fenced.splitlines()) - 2
+        assert lean.count("atom.acq_rel.gpu") == fenced.count("atom.acq_rel.gpu") == 1
+        (tmp_path / "lean").mkdir(exist_ok=True)
+        (tmp_path / "fenced").mkdir(exist_ok=True)
+        sass = {}
+        for form, text in (("lean", lean), ("fenced", fenced)):
+            res, sass[form] = _candidate_sass(tmp_path / form, name, text)
+            assert res["spill_stores"] == res["stack_frame"] == 0 and res["registers"] <= contracts.get(name).max_registers
+        assert sass["fenced"].count("MEMBAR.ALL.GPU") == sass["lean"].count("MEMBAR.ALL.GPU") + 2, name
+        assert build.disasm(name).count("MEMBAR.ALL.GPU") == sass["lean" if committed else "fenced"].count("MEMBAR.ALL.GPU")
     with pytest.raises(AssertionError):
         ga.generate(True, cluster=8, lean_split=True)
 
 
 def test_cl_restrict_candidate(tmp_path):
-    """step_ab.py cl_restrict (built, not measured): the c4 / c8 builds with the partials' cluster barrier released by
+    """step_ab.py cl_restrict (measured at d0cfc39 and rejected: level with PDL, slower plainly): the c4 / c8 builds with the partials' cluster barrier released by
     fence.release.sync_restrict::shared::cta.cluster and a relaxed arrive; otherwise the committed text (PTX 8.6 for the
     fence); in the SASS no MEMBAR.ALL.GPU (the committed builds: one, the release arrive's) and the same registers.
     Builds without a cluster, and the push builds, refuse it."""

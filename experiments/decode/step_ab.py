@@ -783,22 +783,35 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   same loan. lean_p2 13 us slower than lean, level with fenced; why was not found (the same PTX but the add's
   operand and the target's and / add in place of the division; ptxas rescheduled the router phase: 262 SASS lines
   differ). Rejected.
-- split_lean, long_lean (after 01e2703; built, not measured: the session's device time was spent): the same two fences
-  gone from the other committed cross-CTA hand-offs whose atomic is acq_rel. split_lean: the split router
-  (moe_router_norm_split_e256_k2048, from 31 tokens; gen_moe_router.generate_split(lean=True)): thread 0's fence before
-  its atom.acq_rel.gpu and the last CTA's after the count (SASS: one MEMBAR.ALL.GPU against three). long_lean: the long
-  attention builds (c4_long, c8_long; past 64 pages; gen_attn_decode.generate(lean_split=True)): every thread's fence
-  after its partial's stores and the last CTA's after its ticket (two MEMBAR.ALL.GPU against four). Prediction, with
-  PDL: split_lean at batch 32 0.15-0.4 us a layer (6-16 us a step), long_lean 0.2-0.5 us an attention layer at long
-  contexts (2-5 us a step at batch 1); bitwise. Run: current, split_lean, current_again --batch=32; current, long_lean,
-  current_again --context=131072 (and --batch=8 --context=16384).
-- cl_restrict (after 82dfe65; built, not measured): the cluster attention builds c4 / c8 with their partials' cluster
-  barrier released by fence.release.sync_restrict::shared::cta.cluster and a relaxed arrive
+- split_lean (promoted after d0cfc39; the former build is now the form split_fenced), long_lean (after 01e2703): the
+  same two fences gone from the other committed cross-CTA hand-offs whose atomic is acq_rel. split_lean: the split
+  router (moe_router_norm_split_e256_k2048, from 31 tokens; gen_moe_router.generate_split(lean=True), now its default):
+  thread 0's fence before its atom.acq_rel.gpu and the last CTA's after the count (SASS: one MEMBAR.ALL.GPU against
+  three). long_lean: the long attention builds (c4_long, c8_long; past 64 pages; gen_attn_decode.generate(lean_split=
+  True)): every thread's fence after its partial's stores and the last CTA's after its ticket (two MEMBAR.ALL.GPU
+  against four). Predicted with PDL: split_lean at batch 32 6-16 us a step, long_lean 2-5 us a batch-1 step at long
+  contexts; bitwise. Measured at d0cfc39 (one loan; ms plain / late plain / PDL / late PDL; every form bitwise):
+  - batch 32 (step_ab_current_split_lean_cl_restrict_current_again_b32_d0cfc39.json): current 8.422 / 8.499 / 8.037 /
+    8.130, split_lean 8.397 / 8.482 / 8.014 / 8.115, current_again 8.408 / 8.500 / 8.031 / 8.148;
+  - batch 32 again (..._current_split_lean_current_again_b32_d0cfc39.json): 8.410 / 8.496 / 8.026 / 8.127, split_lean
+    8.415 / 8.497 / 8.028 / 8.127, current_again 8.440 / 8.529 / 8.047 / 8.154;
+  - batch 31 (..._b31_d0cfc39.json): 8.287 / 8.391 / 7.862 / 7.980, split_lean 8.246 / 8.352 / 7.837 / 7.985, current_
+    again 8.286 / 8.390 / 7.874 / 8.006.
+  split_lean at or below the nearer current in every column, 0-40 us (the currents 1-30 us apart): promoted.
+  long_lean, batch 1 at 131072 positions (..._ctx131072_d0cfc39.json): current 1.563 / 2.182 / 1.394 / 2.020,
+  long_lean 1.566 / 2.178 / 1.393 / 2.016, current_again 1.574 / 2.190 / 1.397 / 2.024; batch 8 at 16384
+  (..._b8_ctx16384_d0cfc39.json): 3.638 / 4.274 / 3.302 / 3.930, long_lean 3.656 / 4.272 / 3.306 / 3.932,
+  current_again 3.637 / 4.267 / 3.306 / 3.941. Level within the currents' spread: not promoted, kept as a candidate.
+- cl_restrict (after 82dfe65; measured at d0cfc39, rejected): the cluster attention builds c4 / c8 with their partials'
+  cluster barrier released by fence.release.sync_restrict::shared::cta.cluster and a relaxed arrive
   (gen_attn_decode.generate(cl_restrict=True), PTX 8.6) instead of barrier.cluster.arrive.release, which ptxas emits as
-  MEMBAR.ALL.GPU (now FENCE.VIEW.ASYNC.S; no MEMBAR.ALL.GPU left in the builds). The partial is all in this CTA's
-  shared memory, read by the other ranks with ld.shared::cluster. Prediction: 0.1-0.3 us an attention layer, 1-3 us a
-  step at batch 1 (10 layers), more at batch 32 (its c4 grid is two waves); bitwise. Run: current, cl_restrict,
-  current_again at --batch=1, 8, 32.
+  MEMBAR.ALL.GPU (now FENCE.VIEW.ASYNC.S; no MEMBAR.ALL.GPU left in the builds). Predicted 1-3 us a batch-1 step, more
+  at batch 32; bitwise. Measured (ms as above; step_ab_current_cl_restrict_current_again{,_b8}_d0cfc39.json and the
+  batch-32 file above): batch 1 current 1.567 / 1.583 / 1.395 / 1.411, cl_restrict 1.584 / 1.598 / 1.397 / 1.412,
+  current_again 1.570 / 1.583 / 1.392 / 1.411; batch 8 3.630 / 3.677 / 3.294 / 3.338, cl_restrict 3.633 / 3.679 /
+  3.297 / 3.337, current_again 3.636 / 3.681 / 3.300 / 3.342; batch 32 level (above). Level with PDL everywhere and
+  15 us slower plainly at batch 1: a MEMBAR.ALL.GPU with nothing global in flight costs little here, and the
+  restricted fence's pairing with a cluster barrier is not spelled out by the ISA's examples. Rejected.
 - res_spin_off, res_spin_x_first (after 703ac55, with the spin boundary gdn_decode -> out_proj as the current form:
   dops.RES_SPIN, fp8_gemv_n2048_k4096_res_spin, gdn_decode_b32_spin storing o strong): res_spin_off is the runner with
   RES_SPIN = False (out_proj waits for the recurrence's grid, as at 703ac55; the strong o stores stay). res_spin_x_first:
@@ -850,7 +863,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
          "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "moedown_grp_from9",
-         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "grp_transpose", "grp_transpose_rotate", "early_release", "early_release_all", "refill_last", "refill_last_grp", "nt_branch", "t32_swizzle", "nt_branch_swizzle", "gdn_spin", "inproj_strong", "gdn_spin_again", "gdn_spin_nowait", "gdn_spin_trace", "gdn_spin2", "gdn_spin2_trace", "gdn_spin_smem", "gdn_spin_smem_trace", "gdn_smem_carve", "spin_off", "spin_max3", "spin_backoff", "res_spin", "res_spin_x_first", "res_spin_nogate", "res_spin_land", "attn_trigger", "attn_trigger_opre", "attn_notrigger", "attn_trigger_long", "bar_fenced", "bar_lean_p2", "split_lean", "long_lean", "cl_restrict", "current_again",
+         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "grp_transpose", "grp_transpose_rotate", "early_release", "early_release_all", "refill_last", "refill_last_grp", "nt_branch", "t32_swizzle", "nt_branch_swizzle", "gdn_spin", "inproj_strong", "gdn_spin_again", "gdn_spin_nowait", "gdn_spin_trace", "gdn_spin2", "gdn_spin2_trace", "gdn_spin_smem", "gdn_spin_smem_trace", "gdn_smem_carve", "spin_off", "spin_max3", "spin_backoff", "res_spin", "res_spin_x_first", "res_spin_nogate", "res_spin_land", "attn_trigger", "attn_trigger_opre", "attn_notrigger", "attn_trigger_long", "bar_fenced", "bar_lean_p2", "split_fenced", "long_lean", "cl_restrict", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -1257,9 +1270,9 @@ def previous_builds(form: str) -> dict[str, tuple[str, int]]:
         g = paths.generator("proj", "gen_fp8_gemv")
         for sh in (EXPERTS_ROUTER, EXPERTS_ROUTER_DOWN):
             out[sh.name] = (g.generate(sh, grid_bar=form[4:]), contracts.get(sh.name).dynamic_smem)
-    if form == "split_lean":  # the split router without its hand-off's two fences
+    if form == "split_fenced":  # the split router with its hand-off's two fences (the build before the lean promotion)
         gr = paths.generator("proj", "gen_moe_router")
-        out[gr.SPLIT_NAME] = (gr.generate_split(lean=True), contracts.get(gr.SPLIT_NAME).dynamic_smem)
+        out[gr.SPLIT_NAME] = (gr.generate_split(lean=False), contracts.get(gr.SPLIT_NAME).dynamic_smem)
     if form.startswith("res_spin"):  # the producer of the out_proj spin candidate (res_spin_runner): o stored strong
         gg = paths.generator("gdn", "gen_gdn_decode")
         out["gdn_decode_b32_spin"] = (gg.generate(pdl=True, smem_state=True, spin=True, name="gdn_decode_b32_spin",

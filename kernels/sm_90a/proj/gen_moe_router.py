@@ -576,7 +576,7 @@ SPLIT_NAME = MOE_ROUTER_NORM_SPLIT.name  # measured by experiments/proj/router/r
 SPLIT_TOKENS = ROUTER_SPLIT_TOKENS  # tokens per CTA: one warp each
 
 
-def generate_split(epc: int = ROUTER_SPLIT_EXPERTS, name: str = SPLIT_NAME, lean: bool = False) -> str:
+def generate_split(epc: int = ROUTER_SPLIT_EXPERTS, name: str = SPLIT_NAME, lean: bool = True) -> str:
     """moe_router_norm's outputs (bitwise) with the experts split across CTAs instead of the tokens across clusters.
 
     Why: moe_router_norm gives each token a cluster of 8 CTAs that each read 32 expert rows (128 KB), so M tokens
@@ -588,15 +588,16 @@ def generate_split(epc: int = ROUTER_SPLIT_EXPERTS, name: str = SPLIT_NAME, lean
       (rms_emit: bitwise rmsnorm_h2048), x_out[t] stored by the CTAs with e = 0; x as fp32 once, then per expert
       row lane l's 64 products in k order by fma and the shfl.bfly sum (moe_router_norm's order: the same logits),
       BF16; lane 0 stores the epc logits into logits[t, epc e ..] (the caller's scratch, BF16 [M, 256]).
-    - bar.sync; thread 0: fence.acq_rel.gpu, atom.acq_rel.gpu add 1 on cnt[g] (u64: every launch adds 256 / epc per
+    - bar.sync; thread 0: atom.acq_rel.gpu add 1 on cnt[g] (u64: every launch adds 256 / epc per
       token group, so it stays a multiple of that between launches and never needs a reset); the CTA that brings it
       to a multiple is the group's last, and its warps select their tokens' top 8 from the 256 logits as
       moe_router_norm's rank 0 (the u32 keys and redux, the same weights), so top and idx are bitwise its.
     No CTA waits for another: no residency requirement.
-    ``lean`` (a candidate, experiments/decode/step_ab.py split_lean; built, not measured): without the two
-    fence.acq_rel.gpu, thread 0's before its atom.acq_rel.gpu (which is itself the release) and the last CTA's after
-    the count (thread 0's atomic is the acquire; bar.sync orders the CTA's other threads, as the router builds' grid
-    barrier since 7e704bc). The same bits."""
+    ``lean`` (default since the commit after d0cfc39; ``lean=False`` is the former build, step_ab.py split_fenced): no
+    fence.acq_rel.gpu, neither thread 0's before its atom.acq_rel.gpu (the atomic is itself the release) nor the last
+    CTA's after the count (thread 0's atomic is the acquire; bar.sync orders the CTA's other threads, as the router
+    builds' grid barrier since 7e704bc). The same bits; SASS one MEMBAR.ALL.GPU against three; 0-40 us less a batch
+    31 / 32 step in three A/Bs (docs/notes/decode.md, "After d0cfc39")."""
     assert NUM_EXPERTS % epc == 0 and epc in (2, 4, 8)
     eg = NUM_EXPERTS // epc
     row = ROUTER_K * 2
