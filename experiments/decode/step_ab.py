@@ -656,6 +656,15 @@ runner's (every swap keeps the arithmetic but ks2_prev's).
   batch 16 10-25 us less a PDL step (40 launches), plainly 0-10. Measured at 7d8bd43
   (step_ab_current_router_split16_current_again_b16_7d8bd43.json), ms plain / PDL, bitwise: 5.549 / 5.249 against
   5.548 / 5.228 and 5.545 / 5.220: 21-28 us slower with PDL. Rejected.
+  Again after the split router's lean hand-off (a8d67e9: 0.4-0.7 us a launch faster), at 11fd479
+  (step_ab_current_router_split16_current_again_b{16,24}_11fd479.json), ms plain / late plain / PDL / late PDL, bitwise:
+  batch 16 5.508 / 5.561 / 5.237 / 5.261 against 5.535 / 5.568 / 5.218 / 5.256 and 5.530 / 5.580 / 5.230 / 5.259
+  (PDL still 2-19 us slower, plainly 7-27 less: rejected at 16 again); batch 24 7.171 / 7.223 / 6.753 / 6.811 against
+  7.175 / 7.223 / 6.762 / 6.819 and 7.190 / 7.235 / 6.774 / 6.821 (0-21 us less in every column). Hence router_split17.
+- router_split17 (after 11fd479; run with --batch=17, 20, 24, 28): the split router from 17 rows instead of 31
+  (decode.ops.ROUTER_SPLIT_ROWS = 17), the cluster build 13..16 rows. The same bits. From the records (a8d67e9 against
+  d3acdef, other loans) the split build's PDL chain is level with the cluster build's at 17-24 rows and 0.25-1.3 us
+  faster at 28-30; prediction: 0-20 us less a PDL step at 17-30 sequences, at 24 as measured above.
 - parked, parked_inproj (after 860c68d; a diagnosis for docs/notes/persistent-proposal.md, wrong logits): the dense
   launches of batches 1..8 on gen_fp8_gemv.generate(parked=True) builds, which zero their ring before the wait and
   never copy a weight tile, as if the weights had been parked in shared memory a phase ahead: GDN's in_proj
@@ -863,7 +872,7 @@ FORMS = ("current", "attn_gather", "router_prev", "gdn_prev", "fp8_prev", "all_p
          "res_stagger2", "normba_stagger2", "nreg104", "nreg104_nocarve", "carve_gdn", "nreg_prev", "res_pre", "gdn_early",
          "res_pre_gdn_early", "shared_grp", "shared_grp_off", "shared_grp32", "router_split4", "router_split2",
          "router_regs", "router_regs_off", "ba_first", "ba_first_off", "moedown_grp_from8", "moedown_grp_from9",
-         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "grp_transpose", "grp_transpose_rotate", "early_release", "early_release_all", "refill_last", "refill_last_grp", "nt_branch", "t32_swizzle", "nt_branch_swizzle", "gdn_spin", "inproj_strong", "gdn_spin_again", "gdn_spin_nowait", "gdn_spin_trace", "gdn_spin2", "gdn_spin2_trace", "gdn_spin_smem", "gdn_spin_smem_trace", "gdn_smem_carve", "spin_off", "spin_max3", "spin_backoff", "res_spin", "res_spin_x_first", "res_spin_nogate", "res_spin_land", "attn_trigger", "attn_trigger_opre", "attn_notrigger", "attn_trigger_long", "bar_fenced", "bar_lean_p2", "split_fenced", "long_lean", "cl_restrict", "current_again",
+         *(f"moedown_grp_pdl_from{n}" for n in range(2, 8)), "act_trigger_prev", "norm_trigger_first", "res_pre_all", "embed_index", "sum_late", "sum_late_r16", "grp_ahead1", "grp_ahead1_he", "grp_ahead2_he", "grp_he", "ks2_t32", "res_p2_prev", "res32_he", "res32_he_prev", "grp_s4", "grp_s5", "ba_plain_off", "router_split16", "parked", "parked_inproj", "parked_wide", "pre2_inproj", "pre3_inproj", "state_pf_router", "state_pf_inproj", "state_pf_empty", "state_pf_lines", "moedown_rotate", "grp_transpose", "grp_transpose_rotate", "early_release", "early_release_all", "refill_last", "refill_last_grp", "nt_branch", "t32_swizzle", "nt_branch_swizzle", "gdn_spin", "inproj_strong", "gdn_spin_again", "gdn_spin_nowait", "gdn_spin_trace", "gdn_spin2", "gdn_spin2_trace", "gdn_spin_smem", "gdn_spin_smem_trace", "gdn_smem_carve", "spin_off", "spin_max3", "spin_backoff", "res_spin", "res_spin_x_first", "res_spin_nogate", "res_spin_land", "attn_trigger", "attn_trigger_opre", "attn_notrigger", "attn_trigger_long", "bar_fenced", "bar_lean_p2", "split_fenced", "long_lean", "cl_restrict", "router_split17", "current_again",
          "after_profile")
 MAX_SHARED = 100  # CU_SHAREDMEM_CARVEOUT_MAX_SHARED (percent); -1: the driver's default
 NREG = 104  # nreg104: GDN's in_proj and the residual out_proj / o_proj with .maxnreg (gen_fp8_gemv.generate(maxnreg))
@@ -1750,7 +1759,8 @@ def main():
             dops.RES32_ROWS = 1 << 30 if form == "res16" else real_res32_rows
             dops.MOE_ROUTER_FUSED_ROWS = 8 if form == "router_fused_rows8" else real_rf_rows
             dops.ROUTER_REGS_ROWS = 0 if form == "router_regs_off" else real_regs_rows
-            dops.ROUTER_SPLIT_ROWS = 13 if form == "router_split16" else real_split_rows
+            dops.ROUTER_SPLIT_ROWS = (13 if form == "router_split16" else 17 if form == "router_split17"
+                                     else real_split_rows)
             if form == "lm_head_off":  # the LM head by cuBLAS and torch.argmax (its framework path)
                 _dispatch.set_framework("lm_head_argmax", True)
             for op in (_dispatch.OPS["rmsnorm"], _dispatch.OPS["qk_rmsnorm"]):  # norm16: 16-row chunks, as before
