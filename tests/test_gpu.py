@@ -901,7 +901,7 @@ def test_router_norm_kernel_is_rmsnorm_then_the_router(M):
         assert torch.equal(x2, x) and torch.equal(t2, top) and torch.equal(i2, idx)
 
 
-@pytest.mark.parametrize("M", [1, 9, 30, 31, 32])
+@pytest.mark.parametrize("M", [1, 9, 16, 17, 30, 31, 32])  # 16 / 17: the op's ROUTER_SPLIT_ROWS boundary
 def test_router_split_kernel_is_the_cluster_build(M):
     """moe_router_norm_split_e256_k2048 (the experts split across CTAs, each token group's last CTA selecting): x_out,
     top and idx bitwise moe_router_norm_e256_k2048's on the same inputs, logits exactly the reference's on the kernel's

@@ -1074,7 +1074,8 @@ MOE_ROUTER_NORM = dataclasses.replace(
 # rows into the SMs instead of M MB; the last CTA of each token group (a u64 arrival counter, never reset) selects.
 # us plain / PDL chain against moe_router_norm: M = 32 7.56 / 7.03 against 10.10 / 9.37, M = 16 6.03 / 5.25 against
 # 6.23 / 5.85, but M = 8 5.85 / 5.11 against 5.31 / 4.53 and M = 24 7.55 / 6.64 against 6.96 / 5.84: the op takes it
-# from netra.decode.ops.ROUTER_SPLIT_ROWS rows (where the cluster build needs a second wave)
+# from netra.decode.ops.ROUTER_SPLIT_ROWS rows (31 until its lean hand-off, where the cluster build needs a second
+# wave; 17 since: decode/ops.py says why)
 ROUTER_SPLIT_EXPERTS, ROUTER_SPLIT_TOKENS = 4, 8
 ROUTER_SPLIT_GROUPS = max(ROUTER_TOKENS) // ROUTER_SPLIT_TOKENS  # token groups at the largest M
 MOE_ROUTER_NORM_SPLIT = dataclasses.replace(

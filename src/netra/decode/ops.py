@@ -403,8 +403,12 @@ def _(x, router, top, idx):
 # .json, us plain / PDL chain, promoted -> split): M = 32 10.10 / 9.37 -> 7.56 / 7.03, 24 6.96 / 5.84 -> 7.55 / 6.64,
 # 16 6.23 / 5.85 -> 6.03 / 5.25, 8 5.31 / 4.53 -> 5.85 / 5.11; the cluster build needs a second wave from 31 tokens
 # (its records: 7.04 at 30, 9.65 at 31). Batch-32 step (experiments/decode/step_ab_current_router_split4_b32_9a7452f
-# .json): 8.661 / 8.395 ms plain / PDL against 8.761 / 8.533; batch 8 (M = 8) 15-29 us slower, so not below 31
-ROUTER_SPLIT_ROWS = 31
+# .json): 8.661 / 8.395 ms plain / PDL against 8.761 / 8.533; batch 8 (M = 8) 15-29 us slower, so not below 31.
+# From 17 since the split build's lean hand-off (a8d67e9, 0.4-0.7 us a launch faster): step A/Bs at d58d075 / 11fd479
+# (experiments/decode/step_ab_current_router_split17_current_again_b{17,20,28}_d58d075.json, _router_split16_..._b24_
+# 11fd479.json), ms a PDL step less than both currents: 17 0.011-0.014, 20 0.025-0.028, 24 0.009-0.021, 28 0.065-0.090,
+# every column at or below them but one (28 late plain, within 7 us); 16 still 2-19 us slower with PDL
+ROUTER_SPLIT_ROWS = 17
 # Up to this many rows moe_router_norm launches moe_router_norm_regs_e256_k2048: the same bits, each warp's expert rows
 # loaded into registers before its wait. Measured at 4f7f359 (experiments/proj/router/router_regs_variant_4f7f359.json,
 # us plain / PDL chain, cluster build -> regs): M = 5 5.31 / 4.48 -> 5.27 / 4.06, 8 5.34 / 4.58 -> 5.35 / 4.40, 12
