@@ -593,7 +593,7 @@ def generate_split(epc: int = ROUTER_SPLIT_EXPERTS, name: str = SPLIT_NAME, lean
       to a multiple is the group's last, and its warps select their tokens' top 8 from the 256 logits as
       moe_router_norm's rank 0 (the u32 keys and redux, the same weights), so top and idx are bitwise its.
     No CTA waits for another: no residency requirement.
-    ``lean`` (default since the commit after d0cfc39; ``lean=False`` is the former build, step_ab.py split_fenced): no
+    ``lean`` (default since a8d67e9; ``lean=False`` is the former build, step_ab.py split_fenced): no
     fence.acq_rel.gpu, neither thread 0's before its atom.acq_rel.gpu (the atomic is itself the release) nor the last
     CTA's after the count (thread 0's atomic is the acquire; bar.sync orders the CTA's other threads, as the router
     builds' grid barrier since 7e704bc). The same bits; SASS one MEMBAR.ALL.GPU against three; 0-40 us less a batch
