@@ -282,8 +282,8 @@ def test_lean_handoffs(tmp_path):
 
 def test_cl_restrict_candidate(tmp_path):
     """step_ab.py cl_restrict (measured at d0cfc39 and rejected: level with PDL, slower plainly): the c4 / c8 builds
-    with the partials' cluster barrier released by fence.release.sync_restrict::shared::cta.cluster and a relaxed arrive; otherwise the committed text (PTX 8.6 for the
-    fence); in the SASS no MEMBAR.ALL.GPU (the committed builds: one, the release arrive's) and the same registers.
+    with the partials' cluster barrier released by fence.release.sync_restrict::shared::cta.cluster and a relaxed
+    arrive; otherwise the committed text (PTX 8.6 for the fence); in the SASS no MEMBAR.ALL.GPU (the committed builds: one, the release arrive's) and the same registers.
     Builds without a cluster, and the push builds, refuse it."""
     from netra import paths
     from netra.contracts.attn import ATTN_CLUSTER
@@ -307,4 +307,3 @@ def test_cl_restrict_candidate(tmp_path):
         g.generate(True, cl_restrict=True)
     with pytest.raises(AssertionError):
         g.generate(True, cluster=8, push=True, cl_restrict=True)
-

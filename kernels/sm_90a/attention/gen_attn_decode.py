@@ -106,13 +106,14 @@ def generate(qknorm: bool = False, once: bool = False, cluster: int = 0, split: 
     launched plainly, but griddepcontrol.launch_dependents at the start, so the next kernel (o_proj, launched with
     programmatic serialization) starts beside the walk and can stream its weights before its wait. The same bits. The
     long builds and the rejected candidates (push, c6, c16) are built without it, as measured.
-    ``lean_split`` (the long builds; a candidate, experiments/decode/step_ab.py long_lean; built, not measured): the
+    ``lean_split`` (the long builds; a candidate, experiments/decode/step_ab.py long_lean; measured level at d0cfc39, not
+    promoted): the
     hand-off of the clusters' partials (_cl_split) without its two fence.acq_rel.gpu, every thread's after its
     partial's stores and the last CTA's after its ticket. Thread 0's atom.acq_rel.gpu is the release and the acquire,
     and a bar.sync on each side orders the CTA's other threads (as the router builds' grid barrier since 7e704bc; the
     last CTA reads the partials with ld.global.cg). The same bits.
-    ``cl_restrict`` (the cluster builds without push; a candidate, experiments/decode/step_ab.py cl_restrict; built, not
-    measured): the partials' cluster barrier (_cl_pull) released by fence.release.sync_restrict::shared::cta.cluster and
+    ``cl_restrict`` (the cluster builds without push; experiments/decode/step_ab.py cl_restrict; measured at d0cfc39 and
+    rejected: level with PDL, 15 us a batch-1 step slower plainly): the partials' cluster barrier (_cl_pull) released by fence.release.sync_restrict::shared::cta.cluster and
     barrier.cluster.arrive.relaxed instead of barrier.cluster.arrive.release, which ptxas emits as MEMBAR.ALL.GPU
     (the restricted fence: FENCE.VIEW.ASYNC.S). The fence orders only this CTA's shared::cta operations, which is all
     the partial is (st.shared, read by the other ranks with ld.shared::cluster); the wait stays acquire. The ISA's own
